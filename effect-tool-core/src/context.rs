@@ -1,0 +1,250 @@
+//! The contexts around a call: the [`RunContext`] a caller provides and the [`EffectCtx`] a tool
+//! receives.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::class::EffectClass;
+use crate::marker;
+
+/// A callback that receives progress values a tool reports while it runs.
+pub type ProgressSink = Arc<dyn Fn(&ProgressEvent) + Send + Sync>;
+
+/// One progress value reported by a running tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProgressEvent {
+    /// The tool that reported it.
+    pub tool: String,
+    /// The tool call it belongs to, if the caller named one.
+    pub call_id: Option<String>,
+    /// The value, as JSON.
+    pub value: serde_json::Value,
+}
+
+/// What the caller knows about the run a call belongs to: run id, thread id, agent, cancellation.
+///
+/// ```
+/// use effect_tool_core::RunContext;
+/// let run = RunContext::new("run-42").with_thread("thread-7").with_agent("support-bot");
+/// assert_eq!(run.run_id(), "run-42");
+/// ```
+#[derive(Clone)]
+pub struct RunContext {
+    run_id: String,
+    thread_id: Option<String>,
+    agent: Option<String>,
+    cancellation: CancellationToken,
+    progress: Option<ProgressSink>,
+}
+
+impl std::fmt::Debug for RunContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunContext")
+            .field("run_id", &self.run_id)
+            .field("thread_id", &self.thread_id)
+            .field("agent", &self.agent)
+            .field("cancelled", &self.cancellation.is_cancelled())
+            .finish()
+    }
+}
+
+impl RunContext {
+    /// A run with this id, no thread, and a fresh cancellation token.
+    pub fn new(run_id: impl Into<String>) -> Self {
+        RunContext {
+            run_id: run_id.into(),
+            thread_id: None,
+            agent: None,
+            cancellation: CancellationToken::new(),
+            progress: None,
+        }
+    }
+
+    /// The conversation thread the run belongs to (used by `window = "thread"` keys).
+    pub fn with_thread(mut self, thread_id: impl Into<String>) -> Self {
+        self.thread_id = Some(thread_id.into());
+        self
+    }
+
+    /// The agent running it (kept in records for operators).
+    pub fn with_agent(mut self, agent: impl Into<String>) -> Self {
+        self.agent = Some(agent.into());
+        self
+    }
+
+    /// Share a cancellation token: cancelling it reaches every tool of the run.
+    pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
+        self.cancellation = token;
+        self
+    }
+
+    /// Receive the progress values tools report ([`EffectCtx::progress`]).
+    pub fn with_progress(mut self, sink: ProgressSink) -> Self {
+        self.progress = Some(sink);
+        self
+    }
+
+    /// The run id.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The thread id, if any.
+    pub fn thread_id(&self) -> Option<&str> {
+        self.thread_id.as_deref()
+    }
+
+    /// The agent name, if any.
+    pub fn agent(&self) -> Option<&str> {
+        self.agent.as_deref()
+    }
+
+    /// The run's cancellation token.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancellation
+    }
+
+    /// Cancel the run: tools see it through [`EffectCtx::cancellation`].
+    pub fn cancel(&self) {
+        self.cancellation.cancel();
+    }
+
+    pub(crate) fn progress_sink(&self) -> Option<&ProgressSink> {
+        self.progress.as_ref()
+    }
+}
+
+/// What a tool receives for one call: who is calling, under which effect key, which attempt.
+///
+/// Injected by the runtime; never part of the tool's schema.
+#[derive(Clone)]
+pub struct EffectCtx {
+    pub(crate) run: RunContext,
+    pub(crate) tool: &'static str,
+    pub(crate) class: EffectClass,
+    pub(crate) call_id: Option<String>,
+    pub(crate) key: Option<String>,
+    pub(crate) attempt: u32,
+}
+
+impl std::fmt::Debug for EffectCtx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EffectCtx")
+            .field("run", &self.run)
+            .field("tool", &self.tool)
+            .field("class", &self.class)
+            .field("call_id", &self.call_id)
+            .field("key", &self.key)
+            .field("attempt", &self.attempt)
+            .finish()
+    }
+}
+
+/// Longest effect key passed downstream unchanged by [`EffectCtx::idempotency_key`].
+pub const MAX_DOWNSTREAM_KEY_LEN: usize = 200;
+
+impl EffectCtx {
+    /// A context for calling a tool directly, outside the engine (tests, pure tools).
+    pub fn detached(run: RunContext, tool: &'static str, class: EffectClass) -> Self {
+        EffectCtx {
+            run,
+            tool,
+            class,
+            call_id: None,
+            key: None,
+            attempt: 1,
+        }
+    }
+
+    /// The run id.
+    pub fn run_id(&self) -> &str {
+        self.run.run_id()
+    }
+
+    /// The thread id, if any.
+    pub fn thread_id(&self) -> Option<&str> {
+        self.run.thread_id()
+    }
+
+    /// The agent, if any.
+    pub fn agent(&self) -> Option<&str> {
+        self.run.agent()
+    }
+
+    /// The model's tool-call id, if the caller gave one.
+    pub fn tool_call_id(&self) -> Option<&str> {
+        self.call_id.as_deref()
+    }
+
+    /// The tool's name.
+    pub fn tool(&self) -> &'static str {
+        self.tool
+    }
+
+    /// The tool's effect class.
+    pub fn class(&self) -> EffectClass {
+        self.class
+    }
+
+    /// The effect key of this call (`None` for pure tools, which are not journaled).
+    pub fn effect_key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
+
+    /// The key to pass to the downstream system's idempotency mechanism (e.g. Stripe's
+    /// `Idempotency-Key`): the same on every attempt of the same effect.
+    ///
+    /// This is the effect key when it is at most [`MAX_DOWNSTREAM_KEY_LEN`] bytes of visible
+    /// ASCII, else `et-` followed by the SHA-256 hex of the effect key. For pure tools (no key)
+    /// it is derived from the run and call id.
+    pub fn idempotency_key(&self) -> String {
+        let key = match &self.key {
+            Some(k) => k.clone(),
+            None => format!(
+                "{}:{}:{}",
+                self.run.run_id(),
+                self.tool,
+                self.call_id.as_deref().unwrap_or("-")
+            ),
+        };
+        if key.len() <= MAX_DOWNSTREAM_KEY_LEN && key.bytes().all(|b| b.is_ascii_graphic()) {
+            key
+        } else {
+            format!("et-{}", crate::key::sha256_hex(key.as_bytes()))
+        }
+    }
+
+    /// The attempt number: 1 on the first execution of this effect, then one more for every
+    /// claim of the same key (after a crash, a retry, a reconciliation).
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The run's cancellation token: long-running tools should stop when it fires.
+    pub fn cancellation(&self) -> &tokio_util::sync::CancellationToken {
+        self.run.cancellation()
+    }
+
+    /// A hidden HTML comment carrying this call's effect key, to embed in what the tool creates
+    /// (a comment, a PR description) so that `recover` can find it: see [`marker::marker`].
+    pub fn marker(&self) -> String {
+        match &self.key {
+            Some(key) => marker::marker(key),
+            None => marker::marker(&self.idempotency_key()),
+        }
+    }
+
+    /// Report a progress value to the caller (see [`RunContext::with_progress`]).
+    pub fn progress<T: serde::Serialize>(&self, value: &T) {
+        if let Some(sink) = self.run.progress_sink() {
+            if let Ok(value) = serde_json::to_value(value) {
+                sink(&ProgressEvent {
+                    tool: self.tool.to_owned(),
+                    call_id: self.call_id.clone(),
+                    value,
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! Tools behind a trait object, with JSON in and out: what toolkits, adapters and the
+//! compensation of abandoned runs work with.
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use crate::context::{EffectCtx, RunContext};
+use crate::engine::{CallOptions, CallReport, Disposition, Engine};
+use crate::error::EffectError;
+use crate::tool::{Tool, ToolMeta};
+
+/// A declared tool, object-safe, JSON in and out. Every [`Tool`] is one.
+pub trait DynTool: Send + Sync + 'static {
+    /// The declaration as data.
+    fn meta(&self) -> ToolMeta;
+
+    /// The JSON Schema of the arguments, as exported to models.
+    fn input_schema(&self) -> Value;
+
+    /// Decode `args` and call the tool through `engine`. Arguments that do not decode come back
+    /// as [`EffectError::InvalidArguments`] and nothing runs. Tool errors become strings.
+    fn call_json<'a>(
+        &'a self,
+        engine: &'a Engine,
+        run: &'a RunContext,
+        opts: CallOptions,
+        args: Value,
+    ) -> BoxFuture<'a, CallReport<Value, String>>;
+
+    /// Run the tool's compensation for a recorded call (`args` and `output` as stored).
+    fn compensate_json<'a>(
+        &'a self,
+        ctx: &'a EffectCtx,
+        args: Value,
+        output: Value,
+    ) -> BoxFuture<'a, Result<(), EffectError<String>>>;
+}
+
+impl<T: Tool> DynTool for T {
+    fn meta(&self) -> ToolMeta {
+        ToolMeta::of::<T>()
+    }
+
+    fn input_schema(&self) -> Value {
+        T::input_schema()
+    }
+
+    fn call_json<'a>(
+        &'a self,
+        engine: &'a Engine,
+        run: &'a RunContext,
+        opts: CallOptions,
+        args: Value,
+    ) -> BoxFuture<'a, CallReport<Value, String>> {
+        Box::pin(async move {
+            let args: T::Args = match serde_json::from_value(args) {
+                Ok(a) => a,
+                Err(e) => {
+                    let err = EffectError::InvalidArguments {
+                        tool: T::NAME.to_owned(),
+                        message: e.to_string(),
+                    };
+                    return CallReport {
+                        result: Err(err),
+                        disposition: Disposition::Failed,
+                        key: None,
+                    };
+                }
+            };
+            let report = engine.call_with_report(self, run, opts, args).await;
+            let result = match report.result {
+                Ok(out) => serde_json::to_value(out).map_err(|e| EffectError::Codec {
+                    tool: T::NAME.to_owned(),
+                    key: report.key.clone().unwrap_or_default(),
+                    message: format!("output does not serialize: {e}"),
+                }),
+                Err(e) => Err(e.map_tool_error(|e| e.to_string())),
+            };
+            CallReport {
+                result,
+                disposition: report.disposition,
+                key: report.key,
+            }
+        })
+    }
+
+    fn compensate_json<'a>(
+        &'a self,
+        ctx: &'a EffectCtx,
+        args: Value,
+        output: Value,
+    ) -> BoxFuture<'a, Result<(), EffectError<String>>> {
+        Box::pin(async move {
+            let codec = |what: &str, e: serde_json::Error| EffectError::Codec {
+                tool: T::NAME.to_owned(),
+                key: ctx.effect_key().unwrap_or_default().to_owned(),
+                message: format!("the recorded {what} does not decode: {e}"),
+            };
+            let args: T::Args = serde_json::from_value(args).map_err(|e| codec("arguments", e))?;
+            let output: T::Output = serde_json::from_value(output).map_err(|e| codec("output", e))?;
+            self.compensate(ctx, &args, &output)
+                .await
+                .map_err(|e| EffectError::Tool {
+                    tool: T::NAME.to_owned(),
+                    key: ctx.effect_key().map(str::to_owned),
+                    failure: crate::ClassifyError::failure(&e).unwrap_or(crate::Failure::Unknown),
+                    error: e.to_string(),
+                })
+        })
+    }
+}

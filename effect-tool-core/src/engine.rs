@@ -1,0 +1,919 @@
+//! The call engine: DESIGN §4 for every call of a tool.
+//!
+//! 1. Compute the key; look it up (a claim is the lookup).
+//! 2. Recorded → return it; nothing runs.
+//! 3. In flight → wait for it and share its result (in this process through a channel, across
+//!    processes by polling the journal until the claim completes or its lease expires).
+//! 4. Stale claim or in doubt → `recover` if declared; else `idempotent` re-runs with the same
+//!    key; `compensable`/`irreversible` stop with [`SideEffectRetryBlocked`].
+//! 5. Approval required → the call parks ([`ApprovalPending`]) until a person approves.
+//! 6. Claim, execute, record; the [`crate::policy`] decides what a failure leads to.
+//! 7. Fencing: only the attempt holding the claim can complete it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::watch;
+use tracing::Instrument;
+
+use crate::class::EffectClass;
+use crate::context::{EffectCtx, RunContext};
+use crate::error::{ApprovalPending, BlockReason, EffectError, SideEffectRetryBlocked, StoreError};
+use crate::key::{self, CallKey};
+use crate::outcome::{ClassifyError, Failure, Outcome};
+use crate::policy::{Decision, PolicyInput, decide};
+use crate::record::{EffectRecord, Intent, OpOutcome, RecordState};
+use crate::store::{Store, StoreExt};
+use crate::tool::{KeyRule, Tool};
+
+/// Settings of an [`Engine`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// How long a claim is held before another attempt may take it over; renewed while the
+    /// tool runs.
+    pub lease: Duration,
+    /// How often a call waiting for another process's claim looks at the journal again.
+    pub poll_interval: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            lease: Duration::from_secs(30),
+            poll_interval: Duration::from_millis(25),
+        }
+    }
+}
+
+/// What happened to a call, for callers that report it (the quickstart prints it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Disposition {
+    /// The tool ran (a pure tool, or a new effect that was recorded).
+    Executed,
+    /// A recorded result was returned; nothing ran.
+    Replayed,
+    /// An identical call was running; its result was shared.
+    Shared,
+    /// The outcome of an earlier attempt was unknown; `recover` found the effect.
+    Reconciled,
+    /// The call was stopped with [`SideEffectRetryBlocked`].
+    Blocked,
+    /// The call waits for approval.
+    AwaitingApproval,
+    /// The call failed (see the error).
+    Failed,
+}
+
+impl Disposition {
+    /// A word for the disposition (`executed`, `replayed`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Disposition::Executed => "executed",
+            Disposition::Replayed => "replayed",
+            Disposition::Shared => "shared",
+            Disposition::Reconciled => "reconciled",
+            Disposition::Blocked => "blocked",
+            Disposition::AwaitingApproval => "awaiting-approval",
+            Disposition::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for Disposition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The result of a call with what happened to it.
+#[derive(Debug)]
+pub struct CallReport<O, E> {
+    /// The output or the error.
+    pub result: Result<O, EffectError<E>>,
+    /// What happened.
+    pub disposition: Disposition,
+    /// The effect key (`None` for pure tools).
+    pub key: Option<String>,
+}
+
+/// Per-call options.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallOptions {
+    /// The model's tool-call id.
+    pub call_id: Option<String>,
+}
+
+impl CallOptions {
+    /// Options with a tool-call id.
+    pub fn call_id(id: impl Into<String>) -> Self {
+        CallOptions {
+            call_id: Some(id.into()),
+        }
+    }
+}
+
+type Shared = Option<(Result<Value, EffectError<String>>, Disposition)>;
+
+/// Runs tool calls through the journal. Cheap to clone; clones share the journal and the
+/// in-process sharing of identical calls.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn Store>,
+    config: EngineConfig,
+    inflight: Mutex<HashMap<String, watch::Receiver<Shared>>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Removes the in-process claim when the leading call ends, however it ends.
+struct Leader<'a> {
+    engine: &'a Inner,
+    key: String,
+    tx: watch::Sender<Shared>,
+}
+
+impl Drop for Leader<'_> {
+    fn drop(&mut self) {
+        let mut map = self.engine.inflight.lock().unwrap_or_else(|e| e.into_inner());
+        map.remove(&self.key);
+    }
+}
+
+enum Role<'a> {
+    Leader(Leader<'a>),
+    Follower(watch::Receiver<Shared>),
+}
+
+enum Exec<O, E> {
+    Done(Result<O, E>),
+    TimedOut(Duration),
+    Cancelled,
+}
+
+impl Engine {
+    /// An engine over `store` with default settings.
+    pub fn new(store: impl Store) -> Self {
+        Engine::with_config(store, EngineConfig::default())
+    }
+
+    /// An engine over `store` with `config`.
+    pub fn with_config(store: impl Store, config: EngineConfig) -> Self {
+        Engine {
+            inner: Arc::new(Inner {
+                store: Arc::new(store),
+                config,
+                inflight: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The journal.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    /// The settings.
+    pub fn config(&self) -> EngineConfig {
+        self.inner.config
+    }
+
+    /// Bind this engine to one run: call tools without passing the run each time.
+    pub fn run(&self, run: RunContext) -> RunHandle {
+        RunHandle {
+            engine: self.clone(),
+            run,
+        }
+    }
+
+    /// Call `tool` with `args` in `run`.
+    pub async fn call<T: Tool>(
+        &self,
+        tool: &T,
+        run: &RunContext,
+        opts: CallOptions,
+        args: T::Args,
+    ) -> Result<T::Output, EffectError<T::Error>> {
+        self.call_with_report(tool, run, opts, args).await.result
+    }
+
+    /// Call `tool` and report what happened (executed, replayed, shared, ...).
+    pub async fn call_with_report<T: Tool>(
+        &self,
+        tool: &T,
+        run: &RunContext,
+        opts: CallOptions,
+        args: T::Args,
+    ) -> CallReport<T::Output, T::Error> {
+        let span = tracing::info_span!(
+            "effect_tool.call",
+            tool = T::NAME,
+            class = T::CLASS.as_str(),
+            key = tracing::field::Empty,
+            attempt = tracing::field::Empty,
+            decision = tracing::field::Empty,
+        );
+        async move {
+            let report = if T::CLASS == EffectClass::Pure {
+                self.call_pure(tool, run, opts, args).await
+            } else {
+                self.call_journaled(tool, run, opts, args).await
+            };
+            tracing::Span::current().record("decision", report.disposition.as_str());
+            report
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn call_pure<T: Tool>(
+        &self,
+        tool: &T,
+        run: &RunContext,
+        opts: CallOptions,
+        args: T::Args,
+    ) -> CallReport<T::Output, T::Error> {
+        let report = |result, disposition| CallReport {
+            result,
+            disposition,
+            key: None,
+        };
+        let mut ctx = EffectCtx {
+            run: run.clone(),
+            tool: T::NAME,
+            class: T::CLASS,
+            call_id: opts.call_id,
+            key: None,
+            attempt: 1,
+        };
+        for exec in 1.. {
+            if run.cancellation().is_cancelled() {
+                return report(
+                    Err(EffectError::Cancelled {
+                        tool: T::NAME.to_owned(),
+                    }),
+                    Disposition::Failed,
+                );
+            }
+            ctx.attempt = exec;
+            tracing::Span::current().record("attempt", exec);
+            let (outcome, result) = match execute(tool, &ctx, args.clone()).await {
+                Exec::Done(Ok(out)) => return report(Ok(out), Disposition::Executed),
+                Exec::Done(Err(e)) => (classify(&e), Err(e)),
+                Exec::TimedOut(d) => (Outcome::Failed(Failure::Unknown), Ok(d)),
+                Exec::Cancelled => {
+                    return report(
+                        Err(EffectError::Cancelled {
+                            tool: T::NAME.to_owned(),
+                        }),
+                        Disposition::Failed,
+                    );
+                }
+            };
+            match decide(policy_input::<T>(outcome, exec)) {
+                Decision::Retry { after } => {
+                    tracing::debug!(after_ms = after.as_millis() as u64, "retrying pure tool");
+                    tokio::time::sleep(after).await;
+                }
+                _ => {
+                    let err = match result {
+                        Err(e) => tool_error::<T>(None, outcome, e),
+                        Ok(after) => EffectError::TimedOut {
+                            tool: T::NAME.to_owned(),
+                            key: None,
+                            after,
+                        },
+                    };
+                    return report(Err(err), Disposition::Failed);
+                }
+            }
+        }
+        unreachable!("the retry loop only ends by returning")
+    }
+
+    async fn call_journaled<T: Tool>(
+        &self,
+        tool: &T,
+        run: &RunContext,
+        opts: CallOptions,
+        args: T::Args,
+    ) -> CallReport<T::Output, T::Error> {
+        let input = match serde_json::to_value(&args) {
+            Ok(v) => key::redact(v, T::SECRETS),
+            Err(e) => {
+                let err = EffectError::InvalidArguments {
+                    tool: T::NAME.to_owned(),
+                    message: format!("arguments do not serialize: {e}"),
+                };
+                return CallReport {
+                    result: Err(err),
+                    disposition: Disposition::Failed,
+                    key: None,
+                };
+            }
+        };
+        let custom = tool.key(&args);
+        let keyed = custom.is_some() || T::KEY_RULE != KeyRule::Default;
+        let CallKey { key, fingerprint } = key::call_key(T::KEY_RULE, T::WINDOW, run, T::NAME, &input, custom);
+        tracing::Span::current().record("key", key.as_str());
+
+        loop {
+            match self.join(&key) {
+                Role::Follower(mut rx) => {
+                    let shared = loop {
+                        if let Some(result) = rx.borrow_and_update().clone() {
+                            break Some(result);
+                        }
+                        if rx.changed().await.is_err() {
+                            // The leader ended without a result (cancelled or panicked):
+                            // take its place.
+                            break rx.borrow().clone();
+                        }
+                    };
+                    let Some((result, _)) = shared else { continue };
+                    let result = match result {
+                        Ok(v) => decode_output::<T>(&key, v),
+                        Err(e) => Err(from_shared::<T>(e)),
+                    };
+                    let disposition = if result.is_ok() {
+                        Disposition::Shared
+                    } else {
+                        disposition_of(&result)
+                    };
+                    return CallReport {
+                        result,
+                        disposition,
+                        key: Some(key),
+                    };
+                }
+                Role::Leader(leader) => {
+                    let call = Call {
+                        tool,
+                        run,
+                        call_id: opts.call_id.clone(),
+                        key: &key,
+                        fingerprint: &fingerprint,
+                        input: &input,
+                        keyed,
+                    };
+                    let (result, disposition) = self.lead(call, args).await;
+                    let shared = match &result {
+                        Ok(out) => serde_json::to_value(out).map_err(|e| EffectError::Codec {
+                            tool: T::NAME.to_owned(),
+                            key: key.clone(),
+                            message: format!("output does not serialize: {e}"),
+                        }),
+                        Err(e) => Err(to_shared(e)),
+                    };
+                    leader.tx.send_replace(Some((shared, disposition)));
+                    drop(leader);
+                    return CallReport {
+                        result,
+                        disposition,
+                        key: Some(key),
+                    };
+                }
+            }
+        }
+    }
+
+    fn join(&self, key: &str) -> Role<'_> {
+        let mut map = self.inner.inflight.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(rx) = map.get(key) {
+            return Role::Follower(rx.clone());
+        }
+        let (tx, rx) = watch::channel(None);
+        map.insert(key.to_owned(), rx);
+        Role::Leader(Leader {
+            engine: &self.inner,
+            key: key.to_owned(),
+            tx,
+        })
+    }
+
+    async fn lead<T: Tool>(
+        &self,
+        call: Call<'_, T>,
+        args: T::Args,
+    ) -> (Result<T::Output, EffectError<T::Error>>, Disposition) {
+        let store = &self.inner.store;
+        let key = call.key;
+        let intent = Intent {
+            tool: T::NAME.to_owned(),
+            class: T::CLASS,
+            run_id: call.run.run_id().to_owned(),
+            thread_id: call.run.thread_id().map(str::to_owned),
+            call_id: call.call_id.clone(),
+            fingerprint: call.fingerprint.to_owned(),
+            input: call.input.clone(),
+            ttl_ms: T::TTL.map(|d| d.as_millis() as u64),
+            approval: if call.tool.needs_approval(&args) {
+                T::APPROVAL.map(str::to_owned)
+            } else {
+                None
+            },
+        };
+        let takeover_in_doubt = T::HAS_RECOVER || T::CLASS == EffectClass::Idempotent;
+        let lease_ms = self.inner.config.lease.as_millis() as u64;
+        let mut exec = 0u32;
+        let mut poll = self.inner.config.poll_interval;
+
+        loop {
+            if call.run.cancellation().is_cancelled() {
+                return (
+                    Err(EffectError::Cancelled {
+                        tool: T::NAME.to_owned(),
+                    }),
+                    Disposition::Failed,
+                );
+            }
+            let outcome = match store.claim(key, intent.clone(), lease_ms, takeover_in_doubt).await {
+                Ok(o) => o,
+                Err(e) => return (Err(store_error::<T>(e)), Disposition::Failed),
+            };
+            let (attempt, previous) = match outcome {
+                OpOutcome::Recorded(rec) => return self.replay(&call, rec),
+                OpOutcome::InFlight(rec) => {
+                    // Another process holds a live claim: wait, then look again.
+                    let until_expiry = rec.lease_until.map(|l| (l - store.now()).max(1) as u64).unwrap_or(1);
+                    tokio::select! {
+                        _ = tokio::time::sleep(poll.min(Duration::from_millis(until_expiry))) => {}
+                        _ = call.run.cancellation().cancelled() => {}
+                    }
+                    poll = (poll * 2).min(Duration::from_millis(500));
+                    continue;
+                }
+                OpOutcome::InDoubt(_) => return blocked(&call, BlockReason::AwaitingResolution),
+                OpOutcome::AwaitingApproval(rec) => {
+                    let pending = ApprovalPending {
+                        key: key.to_owned(),
+                        tool: T::NAME.to_owned(),
+                        run_id: call.run.run_id().to_owned(),
+                        role: rec.approval_role.unwrap_or_default(),
+                    };
+                    return (
+                        Err(EffectError::ApprovalPending(pending)),
+                        Disposition::AwaitingApproval,
+                    );
+                }
+                OpOutcome::Denied(rec) => {
+                    let err = EffectError::Denied {
+                        tool: T::NAME.to_owned(),
+                        key: key.to_owned(),
+                        by: rec.decided_by.unwrap_or_else(|| "a person".to_owned()),
+                        reason: rec.reason,
+                    };
+                    return (Err(err), Disposition::Failed);
+                }
+                OpOutcome::Compensated(_) => {
+                    return (
+                        Err(EffectError::Compensated {
+                            tool: T::NAME.to_owned(),
+                            key: key.to_owned(),
+                        }),
+                        Disposition::Failed,
+                    );
+                }
+                OpOutcome::Claimed { attempt, previous, .. } => (attempt, previous),
+                OpOutcome::Done(_) => {
+                    let e = StoreError::Backend("claim answered with a non-claim outcome".to_owned());
+                    return (Err(store_error::<T>(e)), Disposition::Failed);
+                }
+            };
+            tracing::Span::current().record("attempt", attempt);
+            let ctx = EffectCtx {
+                run: call.run.clone(),
+                tool: T::NAME,
+                class: T::CLASS,
+                call_id: call.call_id.clone(),
+                key: Some(key.to_owned()),
+                attempt,
+            };
+
+            // An earlier attempt's outcome is unknown: reconcile before anything else.
+            if let Some(previous) = previous {
+                tracing::info!(?previous, "taking over a claim whose outcome is unknown");
+                if T::HAS_RECOVER {
+                    match call.tool.recover(&ctx, &args).await {
+                        Ok(Some(out)) => return self.record(&call, attempt, out, Disposition::Reconciled).await,
+                        Ok(None) => {}
+                        Err(e) => {
+                            let reason = format!("recover failed: {e}");
+                            let _ = store.mark_in_doubt(key, attempt, reason).await;
+                            return (Err(tool_error::<T>(Some(key), classify(&e), e)), Disposition::Failed);
+                        }
+                    }
+                } else if T::CLASS != EffectClass::Idempotent {
+                    let reason = BlockReason::InDoubtAfterCrash;
+                    let _ = store.mark_in_doubt(key, attempt, reason.to_string()).await;
+                    return blocked(&call, reason);
+                }
+            }
+
+            exec += 1;
+            let result = self.execute_leased(call.tool, &ctx, args.clone()).await;
+            let (outcome, failure) = match result {
+                Exec::Done(Ok(out)) => return self.record(&call, attempt, out, Disposition::Executed).await,
+                Exec::Done(Err(e)) => (classify(&e), Err(e)),
+                Exec::TimedOut(after) => (Outcome::Failed(Failure::Unknown), Ok(after)),
+                Exec::Cancelled => {
+                    let _ = store
+                        .mark_in_doubt(
+                            key,
+                            attempt,
+                            "cancelled while running: the outcome is unknown".to_owned(),
+                        )
+                        .await;
+                    let err = EffectError::Interrupted {
+                        tool: T::NAME.to_owned(),
+                        key: key.to_owned(),
+                    };
+                    return (Err(err), Disposition::Failed);
+                }
+            };
+            let reason = match &failure {
+                Err(e) => e.to_string(),
+                Ok(after) => format!("timed out after {after:?}"),
+            };
+            let as_error = |failure: Result<Duration, T::Error>| match failure {
+                Err(e) => tool_error::<T>(Some(key), outcome, e),
+                Ok(after) => EffectError::TimedOut {
+                    tool: T::NAME.to_owned(),
+                    key: Some(key.to_owned()),
+                    after,
+                },
+            };
+            let decision = decide(policy_input::<T>(outcome, exec));
+            tracing::debug!(?decision, %reason, "tool failed");
+            match decision {
+                Decision::Retry { after } => {
+                    if let Err(e) = store.release(key, attempt, Some(reason)).await {
+                        tracing::warn!(error = %e, "could not release the claim before retrying");
+                    }
+                    tokio::time::sleep(after).await;
+                }
+                Decision::Reconcile => {
+                    match call.tool.recover(&ctx, &args).await {
+                        Ok(Some(out)) => return self.record(&call, attempt, out, Disposition::Reconciled).await,
+                        Ok(None) if exec < T::RETRY.max_attempts => {
+                            // The effect did not land: safe to try again.
+                            let _ = store.release(key, attempt, Some(reason)).await;
+                            continue;
+                        }
+                        Ok(None) => {
+                            let _ = store.release(key, attempt, Some(reason)).await;
+                            return (Err(as_error(failure)), Disposition::Failed);
+                        }
+                        Err(e) => tracing::warn!(error = %e, "recover failed after an unknown outcome"),
+                    }
+                    let _ = store.mark_in_doubt(key, attempt, reason).await;
+                    return blocked(&call, BlockReason::UnknownOutcome);
+                }
+                Decision::Block => {
+                    let _ = store.mark_in_doubt(key, attempt, reason).await;
+                    return blocked(&call, BlockReason::UnknownOutcome);
+                }
+                Decision::FailInDoubt => {
+                    let _ = store.mark_in_doubt(key, attempt, reason).await;
+                    return (Err(as_error(failure)), Disposition::Failed);
+                }
+                Decision::Fail | Decision::Complete | Decision::Compensate => {
+                    let _ = store.release(key, attempt, Some(reason)).await;
+                    return (Err(as_error(failure)), Disposition::Failed);
+                }
+            }
+        }
+    }
+
+    /// Execute with the tool's timeout, the run's cancellation, and lease renewal.
+    async fn execute_leased<T: Tool>(&self, tool: &T, ctx: &EffectCtx, args: T::Args) -> Exec<T::Output, T::Error> {
+        let key = ctx.key.clone().unwrap_or_default();
+        let lease = self.inner.config.lease;
+        let store = self.inner.store.clone();
+        let attempt = ctx.attempt;
+        let renew = async move {
+            let mut tick = tokio::time::interval(lease / 3);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                if let Err(e) = store.renew(&key, attempt, lease.as_millis() as u64).await {
+                    tracing::warn!(error = %e, "could not renew the claim's lease");
+                }
+            }
+        };
+        tokio::select! {
+            r = execute(tool, ctx, args) => r,
+            _ = renew => unreachable!("renewal never ends"),
+        }
+    }
+
+    fn replay<T: Tool>(
+        &self,
+        call: &Call<'_, T>,
+        rec: EffectRecord,
+    ) -> (Result<T::Output, EffectError<T::Error>>, Disposition) {
+        if rec.fingerprint != call.fingerprint {
+            if T::STRICT_INPUT {
+                let err = EffectError::InputMismatch {
+                    tool: T::NAME.to_owned(),
+                    key: call.key.to_owned(),
+                    recorded: rec.fingerprint,
+                    given: call.fingerprint.to_owned(),
+                };
+                return (Err(err), Disposition::Failed);
+            }
+            tracing::warn!(
+                recorded = %rec.fingerprint,
+                given = %call.fingerprint,
+                "key is recorded under a different input; returning the recorded result"
+            );
+        }
+        if T::CLASS == EffectClass::Irreversible && !call.keyed {
+            let new_call = matches!((&call.call_id, &rec.call_id), (Some(a), Some(b)) if a != b);
+            if new_call {
+                return blocked(call, BlockReason::IdenticalReplan);
+            }
+        }
+        let Some(output) = rec.output else {
+            let e = StoreError::Corrupt {
+                key: call.key.to_owned(),
+                message: "completed without an output".to_owned(),
+            };
+            return (Err(store_error::<T>(e)), Disposition::Failed);
+        };
+        (decode_output::<T>(call.key, output), Disposition::Replayed)
+    }
+
+    async fn record<T: Tool>(
+        &self,
+        call: &Call<'_, T>,
+        attempt: u32,
+        out: T::Output,
+        disposition: Disposition,
+    ) -> (Result<T::Output, EffectError<T::Error>>, Disposition) {
+        match serde_json::to_value(&out) {
+            Ok(value) => {
+                if let Err(e) = self.inner.store.complete(call.key, attempt, value).await {
+                    // The effect happened: the call succeeds. The claim left behind makes the
+                    // next attempt reconcile.
+                    tracing::warn!(error = %e, key = call.key, "effect applied but its record failed; the next attempt will reconcile");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, key = call.key, "effect applied but its output does not serialize; marking it in doubt");
+                let _ = self
+                    .inner
+                    .store
+                    .mark_in_doubt(call.key, attempt, format!("output does not serialize: {e}"))
+                    .await;
+            }
+        }
+        (Ok(out), disposition)
+    }
+}
+
+struct Call<'a, T> {
+    tool: &'a T,
+    run: &'a RunContext,
+    call_id: Option<String>,
+    key: &'a str,
+    fingerprint: &'a str,
+    input: &'a Value,
+    keyed: bool,
+}
+
+/// An engine bound to one run: call tools without passing the run each time.
+#[derive(Debug, Clone)]
+pub struct RunHandle {
+    engine: Engine,
+    run: RunContext,
+}
+
+impl RunHandle {
+    /// The run.
+    pub fn context(&self) -> &RunContext {
+        &self.run
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Call `tool` in this run.
+    pub async fn call<T: Tool>(&self, tool: &T, args: T::Args) -> Result<T::Output, EffectError<T::Error>> {
+        self.engine.call(tool, &self.run, CallOptions::default(), args).await
+    }
+
+    /// Call `tool` in this run as the model's tool call `call_id`.
+    pub async fn call_as<T: Tool>(
+        &self,
+        tool: &T,
+        call_id: &str,
+        args: T::Args,
+    ) -> Result<T::Output, EffectError<T::Error>> {
+        self.engine
+            .call(tool, &self.run, CallOptions::call_id(call_id), args)
+            .await
+    }
+
+    /// Call `tool` and report what happened.
+    pub async fn call_with_report<T: Tool>(
+        &self,
+        tool: &T,
+        opts: CallOptions,
+        args: T::Args,
+    ) -> CallReport<T::Output, T::Error> {
+        self.engine.call_with_report(tool, &self.run, opts, args).await
+    }
+}
+
+async fn execute<T: Tool>(tool: &T, ctx: &EffectCtx, args: T::Args) -> Exec<T::Output, T::Error> {
+    let run = tool.call(ctx, args);
+    let timed = async {
+        match T::TIMEOUT {
+            Some(limit) => match tokio::time::timeout(limit, run).await {
+                Ok(r) => Exec::Done(r),
+                Err(_) => Exec::TimedOut(limit),
+            },
+            None => Exec::Done(run.await),
+        }
+    };
+    tokio::select! {
+        biased;
+        r = timed => r,
+        _ = ctx.cancellation().cancelled() => Exec::Cancelled,
+    }
+}
+
+fn classify<E: ClassifyError>(e: &E) -> Outcome {
+    match e.failure() {
+        Some(f) => Outcome::Failed(f),
+        None => Outcome::Unclassified,
+    }
+}
+
+fn policy_input<T: Tool>(outcome: Outcome, exec: u32) -> PolicyInput {
+    PolicyInput {
+        class: T::CLASS,
+        outcome,
+        attempt: exec,
+        retry: T::RETRY,
+        has_recover: T::HAS_RECOVER,
+        abandoned: false,
+        jitter: fastrand::f64(),
+    }
+}
+
+fn tool_error<T: Tool>(key: Option<&str>, outcome: Outcome, error: T::Error) -> EffectError<T::Error> {
+    EffectError::Tool {
+        tool: T::NAME.to_owned(),
+        key: key.map(str::to_owned),
+        failure: outcome.effective_failure().unwrap_or(Failure::Unknown),
+        error,
+    }
+}
+
+fn store_error<T: Tool>(source: StoreError) -> EffectError<T::Error> {
+    EffectError::Store {
+        tool: T::NAME.to_owned(),
+        source,
+    }
+}
+
+fn blocked<T: Tool, O>(call: &Call<'_, T>, reason: BlockReason) -> (Result<O, EffectError<T::Error>>, Disposition) {
+    let err = SideEffectRetryBlocked {
+        key: call.key.to_owned(),
+        tool: T::NAME.to_owned(),
+        run_id: call.run.run_id().to_owned(),
+        reason,
+    };
+    tracing::warn!(%err, "blocked");
+    (Err(EffectError::Blocked(err)), Disposition::Blocked)
+}
+
+fn decode_output<T: Tool>(key: &str, v: Value) -> Result<T::Output, EffectError<T::Error>> {
+    serde_json::from_value(v).map_err(|e| EffectError::Codec {
+        tool: T::NAME.to_owned(),
+        key: key.to_owned(),
+        message: format!("the recorded output does not decode as this tool's output type (was the type changed?): {e}"),
+    })
+}
+
+fn to_shared<E: std::fmt::Display>(e: &EffectError<E>) -> EffectError<String> {
+    use EffectError::*;
+    match e {
+        Tool {
+            tool,
+            key,
+            failure,
+            error,
+        } => Tool {
+            tool: tool.clone(),
+            key: key.clone(),
+            failure: *failure,
+            error: error.to_string(),
+        },
+        Blocked(b) => Blocked(b.clone()),
+        ApprovalPending(a) => ApprovalPending(a.clone()),
+        Denied { tool, key, by, reason } => Denied {
+            tool: tool.clone(),
+            key: key.clone(),
+            by: by.clone(),
+            reason: reason.clone(),
+        },
+        InvalidArguments { tool, message } => InvalidArguments {
+            tool: tool.clone(),
+            message: message.clone(),
+        },
+        InputMismatch {
+            tool,
+            key,
+            recorded,
+            given,
+        } => InputMismatch {
+            tool: tool.clone(),
+            key: key.clone(),
+            recorded: recorded.clone(),
+            given: given.clone(),
+        },
+        Compensated { tool, key } => Compensated {
+            tool: tool.clone(),
+            key: key.clone(),
+        },
+        Cancelled { tool } => Cancelled { tool: tool.clone() },
+        Interrupted { tool, key } => Interrupted {
+            tool: tool.clone(),
+            key: key.clone(),
+        },
+        TimedOut { tool, key, after } => TimedOut {
+            tool: tool.clone(),
+            key: key.clone(),
+            after: *after,
+        },
+        Store { tool, source } => Store {
+            tool: tool.clone(),
+            source: source.clone(),
+        },
+        Codec { tool, key, message } => Codec {
+            tool: tool.clone(),
+            key: key.clone(),
+            message: message.clone(),
+        },
+        SharedFailure {
+            tool,
+            key,
+            failure,
+            message,
+        } => SharedFailure {
+            tool: tool.clone(),
+            key: key.clone(),
+            failure: *failure,
+            message: message.clone(),
+        },
+    }
+}
+
+fn from_shared<T: Tool>(e: EffectError<String>) -> EffectError<T::Error> {
+    match e {
+        EffectError::Tool {
+            tool,
+            key,
+            failure,
+            error,
+        } => EffectError::SharedFailure {
+            tool,
+            key: key.unwrap_or_default(),
+            failure,
+            message: error,
+        },
+        other => other.map_tool_error(|_| unreachable!("tool errors are mapped above")),
+    }
+}
+
+fn disposition_of<O, E>(r: &Result<O, EffectError<E>>) -> Disposition {
+    match r {
+        Ok(_) => Disposition::Executed,
+        Err(EffectError::Blocked(_)) => Disposition::Blocked,
+        Err(EffectError::ApprovalPending(_)) => Disposition::AwaitingApproval,
+        Err(_) => Disposition::Failed,
+    }
+}
+
+impl RecordState {
+    /// Whether a record in this state returns an output on the next call.
+    pub fn is_recorded(self) -> bool {
+        self == RecordState::Completed
+    }
+}

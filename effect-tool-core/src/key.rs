@@ -1,0 +1,167 @@
+//! Effect keys: what makes two calls "the same effect".
+//!
+//! The default key is `<run_id>:<tool>:<sha256 hex of the RFC 8785 canonical JSON input>`,
+//! secrets left out. The window widens or narrows where the key is unique:
+//!
+//! | window | default key | custom key `k` |
+//! |---|---|---|
+//! | `run` | `<run_id>:<tool>:<hash>` | `<run_id>:k` |
+//! | `thread` | `thread:<thread_id>:<tool>:<hash>` | `thread:<thread_id>:k` |
+//! | `cross-run` | `<tool>:<hash>` | `k` |
+//!
+//! A `thread` window on a run without a thread id falls back to the run.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::canonical;
+use crate::class::Window;
+use crate::context::RunContext;
+use crate::tool::KeyRule;
+
+/// Lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digest = Sha256::digest(bytes);
+    let mut out = String::with_capacity(64);
+    for b in digest {
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 0xf) as usize] as char);
+    }
+    out
+}
+
+/// `args` with the secret top-level fields removed: what may be stored, logged and hashed.
+pub fn redact(mut args: Value, secrets: &[&str]) -> Value {
+    if !secrets.is_empty() {
+        if let Value::Object(map) = &mut args {
+            for s in secrets {
+                map.remove(*s);
+            }
+        }
+    }
+    args
+}
+
+/// The fingerprint of an input: SHA-256 hex of its canonical JSON (secrets already removed).
+pub fn fingerprint(redacted: &Value) -> String {
+    sha256_hex(canonical::to_string(redacted).as_bytes())
+}
+
+/// The scope prefix a window gives a key (`<run_id>`, `thread:<thread_id>`, or none).
+pub fn scope(window: Window, run: &RunContext) -> Option<String> {
+    match window {
+        Window::Run => Some(run.run_id().to_owned()),
+        Window::Thread => Some(match run.thread_id() {
+            Some(t) => format!("thread:{t}"),
+            None => run.run_id().to_owned(),
+        }),
+        Window::CrossRun => None,
+    }
+}
+
+/// The default key of a call: `<scope>:<tool>:<hash>` (see the module docs).
+pub fn default_key(window: Window, run: &RunContext, tool: &str, hash: &str) -> String {
+    match scope(window, run) {
+        Some(scope) => format!("{scope}:{tool}:{hash}"),
+        None => format!("{tool}:{hash}"),
+    }
+}
+
+/// A custom key placed in its window: `<scope>:<custom>` or the custom key as is (cross-run).
+pub fn scoped_custom_key(window: Window, run: &RunContext, custom: &str) -> String {
+    match scope(window, run) {
+        Some(scope) => format!("{scope}:{custom}"),
+        None => custom.to_owned(),
+    }
+}
+
+/// The canonical input and key of a call, computed once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallKey {
+    /// The effect key.
+    pub key: String,
+    /// SHA-256 hex of the canonical JSON of the redacted input.
+    pub fingerprint: String,
+}
+
+/// Compute the key of a call from its redacted JSON input.
+///
+/// `custom` is what the tool's key closure returned, if it has one.
+pub fn call_key(
+    rule: KeyRule,
+    window: Window,
+    run: &RunContext,
+    tool: &str,
+    redacted: &Value,
+    custom: Option<String>,
+) -> CallKey {
+    let fingerprint = fingerprint(redacted);
+    let key = match (custom, rule) {
+        (Some(custom), _) => scoped_custom_key(window, run, &custom),
+        (None, KeyRule::Fields(fields)) => {
+            let mut picked = serde_json::Map::new();
+            if let Value::Object(map) = redacted {
+                for f in fields {
+                    picked.insert((*f).to_owned(), map.get(*f).cloned().unwrap_or(Value::Null));
+                }
+            }
+            default_key(window, run, tool, &fingerprint_of(&Value::Object(picked)))
+        }
+        (None, _) => default_key(window, run, tool, &fingerprint),
+    };
+    CallKey { key, fingerprint }
+}
+
+fn fingerprint_of(v: &Value) -> String {
+    fingerprint(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn default_key_shape() {
+        let run = RunContext::new("r1").with_thread("t1");
+        let input = json!({"b": 2, "a": 1});
+        let k = call_key(KeyRule::Default, Window::Run, &run, "tool", &input, None);
+        assert_eq!(k.key, format!("r1:tool:{}", sha256_hex(br#"{"a":1,"b":2}"#)));
+        let t = call_key(KeyRule::Default, Window::Thread, &run, "tool", &input, None);
+        assert!(t.key.starts_with("thread:t1:tool:"));
+        let c = call_key(KeyRule::Default, Window::CrossRun, &run, "tool", &input, None);
+        assert!(c.key.starts_with("tool:"));
+        assert_eq!(k.fingerprint, t.fingerprint);
+    }
+
+    #[test]
+    fn secrets_do_not_change_the_key() {
+        let run = RunContext::new("r1");
+        let a = redact(json!({"to": "x", "token": "s1"}), &["token"]);
+        let b = redact(json!({"to": "x", "token": "s2"}), &["token"]);
+        assert_eq!(a, json!({"to": "x"}));
+        assert_eq!(
+            call_key(KeyRule::Default, Window::Run, &run, "t", &a, None),
+            call_key(KeyRule::Default, Window::Run, &run, "t", &b, None)
+        );
+    }
+
+    #[test]
+    fn field_keys_ignore_other_fields() {
+        let run = RunContext::new("r1");
+        let rule = KeyRule::Fields(&["order"]);
+        let a = call_key(rule, Window::Run, &run, "t", &json!({"order": 1, "note": "x"}), None);
+        let b = call_key(rule, Window::Run, &run, "t", &json!({"order": 1, "note": "y"}), None);
+        assert_eq!(a.key, b.key);
+        assert_ne!(a.fingerprint, b.fingerprint);
+    }
+
+    #[test]
+    fn sha256_of_empty() {
+        assert_eq!(
+            sha256_hex(b""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+}

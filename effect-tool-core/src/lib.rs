@@ -1,0 +1,49 @@
+//! # effect-tool-core
+//!
+//! The runtime behind `#[tool(effect = "...")]`: make LLM-agent tool calls safe to run again.
+//!
+//! ```ignore
+//! #[tool(effect = "idempotent", key = |a| format!("refund:{}:{}", a.order_id, a.amount_cents))]
+//! async fn issue_refund(ctx: &EffectCtx, order_id: String, amount_cents: u64) -> Result<Refund, PayError>
+//! ```
+//!
+//! Every call of a non-pure tool is journaled under an effect key. A recorded result is
+//! returned instead of running again; parallel identical calls share one execution; an
+//! unknown outcome is reconciled through the tool's `recover` hook, re-run with the same key
+//! (idempotent), or stopped with [`SideEffectRetryBlocked`] so a person decides.
+//!
+//! The parts, a file each: [`class`] (effect classes), [`canonical`] (RFC 8785) and [`key`]
+//! (effect keys), [`marker`], [`context`], [`outcome`] (failure classification), [`policy`],
+//! [`record`] (the record state machine), [`store`] (the journal and its backends),
+//! [`engine`] (the call algorithm), [`error`].
+
+#![warn(missing_docs)]
+
+pub mod canonical;
+pub mod class;
+pub mod context;
+pub mod dyn_tool;
+pub mod engine;
+pub mod error;
+pub mod key;
+pub mod marker;
+pub mod outcome;
+pub mod policy;
+pub mod record;
+pub mod schema;
+pub mod store;
+pub mod tool;
+
+pub use class::{EffectClass, Window};
+pub use context::{EffectCtx, ProgressEvent, ProgressSink, RunContext};
+pub use dyn_tool::DynTool;
+pub use engine::{CallOptions, Engine, EngineConfig};
+pub use engine::{CallReport, Disposition, RunHandle};
+pub use error::{ApprovalPending, BlockReason, EffectError, SideEffectRetryBlocked, StoreError};
+pub use outcome::{ClassifyError, Failure, Outcome, ToolError};
+pub use policy::{Decision, RetryPolicy};
+pub use record::{EffectRecord, RecordState, Verdict};
+pub use store::{Filter, MemoryStore, Store, StoreExt};
+pub use tool::{KeyRule, Tool, ToolMeta};
+
+pub use tokio_util::sync::CancellationToken;

@@ -1,0 +1,82 @@
+//! The in-memory journal: for tests and single-process use. Nothing survives the process.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+
+use super::{Filter, Store, collectable};
+use crate::error::StoreError;
+use crate::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome, transition};
+
+/// A journal held in memory, shared by every clone of an `Arc` around it.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    records: HashMap<String, EffectRecord>,
+    audit: Vec<AuditEntry>,
+}
+
+impl MemoryStore {
+    /// An empty journal.
+    pub fn new() -> Self {
+        MemoryStore::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave a half-applied transition (the write is
+        // a single insert), so a poisoned lock is safe to keep using.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
+        Ok(self.lock().records.get(key).cloned())
+    }
+
+    async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
+        let now = self.now();
+        let mut inner = self.lock();
+        let t = transition(key, inner.records.get(key), &op, now)?;
+        if let Some(rec) = t.write {
+            inner.records.insert(key.to_owned(), rec);
+            if let Some(entry) = op.audit(key, now) {
+                inner.audit.push(entry);
+            }
+        }
+        Ok(t.outcome)
+    }
+
+    async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
+        let inner = self.lock();
+        let mut out: Vec<EffectRecord> = inner.records.values().filter(|r| filter.matches(r)).cloned().collect();
+        out.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.key.cmp(&b.key)));
+        if let Some(limit) = filter.limit {
+            out.truncate(limit);
+        }
+        Ok(out)
+    }
+
+    async fn gc(&self, now: Millis) -> Result<u64, StoreError> {
+        let mut inner = self.lock();
+        let before = inner.records.len();
+        inner.records.retain(|_, r| !collectable(r, now));
+        Ok((before - inner.records.len()) as u64)
+    }
+
+    async fn audit(&self, key: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
+        let inner = self.lock();
+        Ok(inner
+            .audit
+            .iter()
+            .filter(|e| key.is_none_or(|k| e.key == k))
+            .cloned()
+            .collect())
+    }
+}

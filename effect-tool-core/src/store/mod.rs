@@ -1,0 +1,195 @@
+//! The journal: one async store trait, the operations built on it, and its backends.
+//!
+//! A backend implements five methods; the state machine ([`crate::record::transition`]) is the
+//! same for all of them, run inside the backend's atomic section by [`Store::apply`]. The
+//! conformance suite (`effect_tool_core::conformance`, feature `testing`) checks every backend
+//! against the same lifecycle.
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::error::StoreError;
+use crate::record::{AuditEntry, EffectRecord, Intent, Millis, Op, OpOutcome, RecordState, Verdict};
+
+pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+
+pub use memory::MemoryStore;
+
+/// Which records to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// Only this run.
+    pub run_id: Option<String>,
+    /// Only this tool.
+    pub tool: Option<String>,
+    /// Only these states (empty: all).
+    pub states: Vec<RecordState>,
+    /// At most this many, newest first (`None`: all).
+    pub limit: Option<usize>,
+}
+
+impl Filter {
+    /// Every record.
+    pub fn all() -> Self {
+        Filter::default()
+    }
+
+    /// Whether `rec` passes the filter (used by backends that filter in memory).
+    pub fn matches(&self, rec: &EffectRecord) -> bool {
+        self.run_id.as_ref().is_none_or(|r| *r == rec.run_id)
+            && self.tool.as_ref().is_none_or(|t| *t == rec.tool)
+            && (self.states.is_empty() || self.states.contains(&rec.state))
+    }
+}
+
+/// A journal backend.
+///
+/// Implementations must make [`Store::apply`] atomic per key across every process sharing the
+/// journal: read the record, run [`crate::record::transition`], write the result, append the
+/// op's audit entry, as one unit.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// The record under `key`.
+    async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError>;
+
+    /// Apply an operation atomically (see [`crate::record::transition`]). Refusals come back
+    /// as [`StoreError::Rejected`].
+    async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError>;
+
+    /// The records that pass `filter`, newest first.
+    async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError>;
+
+    /// Drop records whose ttl has passed at `now`, except those a person still needs (in doubt,
+    /// awaiting approval) and live claims. Returns how many were dropped.
+    async fn gc(&self, now: Millis) -> Result<u64, StoreError>;
+
+    /// The audit trail of `key` (or of every key), oldest first.
+    async fn audit(&self, key: Option<&str>) -> Result<Vec<AuditEntry>, StoreError>;
+
+    /// The backend's clock, in milliseconds since the Unix epoch. Leases are computed on it.
+    fn now(&self) -> Millis {
+        crate::record::now_millis()
+    }
+}
+
+/// The named operations of the journal, built on [`Store::apply`].
+#[async_trait]
+pub trait StoreExt: Store {
+    /// Claim `key` for `intent` with a lease.
+    async fn claim(
+        &self,
+        key: &str,
+        intent: Intent,
+        lease_ms: u64,
+        takeover_in_doubt: bool,
+    ) -> Result<OpOutcome, StoreError> {
+        self.apply(
+            key,
+            Op::Claim {
+                intent,
+                lease_ms,
+                takeover_in_doubt,
+            },
+        )
+        .await
+    }
+    /// Extend the lease held by `attempt`.
+    async fn renew(&self, key: &str, attempt: u32, lease_ms: u64) -> Result<EffectRecord, StoreError> {
+        done(self.apply(key, Op::Renew { attempt, lease_ms }).await?)
+    }
+    /// Record the output of the claim held by `attempt` (fenced).
+    async fn complete(&self, key: &str, attempt: u32, output: Value) -> Result<EffectRecord, StoreError> {
+        done(self.apply(key, Op::Complete { attempt, output }).await?)
+    }
+    /// Release the claim held by `attempt`: nothing happened.
+    async fn release(&self, key: &str, attempt: u32, reason: Option<String>) -> Result<EffectRecord, StoreError> {
+        done(self.apply(key, Op::Release { attempt, reason }).await?)
+    }
+    /// Mark the claim held by `attempt` in doubt.
+    async fn mark_in_doubt(&self, key: &str, attempt: u32, reason: String) -> Result<EffectRecord, StoreError> {
+        done(self.apply(key, Op::MarkInDoubt { attempt, reason }).await?)
+    }
+    /// A person's verdict on a record in doubt.
+    async fn resolve(&self, key: &str, by: &str, verdict: Verdict) -> Result<EffectRecord, StoreError> {
+        done(
+            self.apply(
+                key,
+                Op::Resolve {
+                    by: by.to_owned(),
+                    verdict,
+                },
+            )
+            .await?,
+        )
+    }
+    /// A person approves a call awaiting approval, as `role`.
+    async fn approve(&self, key: &str, by: &str, role: &str) -> Result<EffectRecord, StoreError> {
+        done(
+            self.apply(
+                key,
+                Op::Approve {
+                    by: by.to_owned(),
+                    role: role.to_owned(),
+                },
+            )
+            .await?,
+        )
+    }
+    /// A person denies a call awaiting approval.
+    async fn deny(&self, key: &str, by: &str, reason: Option<String>) -> Result<EffectRecord, StoreError> {
+        done(
+            self.apply(
+                key,
+                Op::Deny {
+                    by: by.to_owned(),
+                    reason,
+                },
+            )
+            .await?,
+        )
+    }
+    /// Mark a completed compensable effect as undone.
+    async fn mark_compensated(&self, key: &str, by: &str) -> Result<EffectRecord, StoreError> {
+        done(self.apply(key, Op::MarkCompensated { by: by.to_owned() }).await?)
+    }
+}
+
+impl<S: Store + ?Sized> StoreExt for S {}
+
+fn done(outcome: OpOutcome) -> Result<EffectRecord, StoreError> {
+    match outcome {
+        OpOutcome::Done(rec) => Ok(rec),
+        other => Err(StoreError::Backend(format!("unexpected outcome {other:?}"))),
+    }
+}
+
+#[async_trait]
+impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
+    async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
+        (**self).get(key).await
+    }
+    async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
+        (**self).apply(key, op).await
+    }
+    async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
+        (**self).list(filter).await
+    }
+    async fn gc(&self, now: Millis) -> Result<u64, StoreError> {
+        (**self).gc(now).await
+    }
+    async fn audit(&self, key: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
+        (**self).audit(key).await
+    }
+    fn now(&self) -> Millis {
+        (**self).now()
+    }
+}
+
+/// Whether garbage collection may drop `rec` at `now`.
+pub fn collectable(rec: &EffectRecord, now: Millis) -> bool {
+    rec.is_expired(now) && !rec.state.needs_person() && !(rec.state == RecordState::Claimed && !rec.is_stale(now))
+}

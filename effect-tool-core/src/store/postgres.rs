@@ -1,0 +1,1 @@
+//! PostgreSQL journal (being written).

@@ -1,0 +1,1 @@
+//! SQLite journal (being written).

@@ -1,0 +1,194 @@
+//! The trait a declared tool implements. `#[tool(...)]` generates it; a manual impl must state
+//! the effect class too (the associated const has no default).
+
+use std::future::Future;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::class::{EffectClass, Window};
+use crate::context::EffectCtx;
+use crate::outcome::ClassifyError;
+use crate::policy::RetryPolicy;
+
+/// How a tool's effect key is made, as written in the declaration (for manifests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyRule {
+    /// `<scope>:<tool>:<sha256 hex of the canonical JSON input>` (secrets left out).
+    Default,
+    /// The named argument fields, canonicalized and hashed.
+    Fields(&'static [&'static str]),
+    /// A closure over the arguments; the text is the closure as written in the source.
+    Custom(&'static str),
+}
+
+impl std::fmt::Display for KeyRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KeyRule::Default => f.write_str("default"),
+            KeyRule::Fields(fields) => write!(f, "fields({})", fields.join(", ")),
+            KeyRule::Custom(src) => write!(f, "custom({src})"),
+        }
+    }
+}
+
+/// What a tool's error type must provide: a message, and whether it says what happened.
+pub trait ToolErrorBound: ClassifyError + std::fmt::Display + std::fmt::Debug + Send + Sync + 'static {}
+impl<E> ToolErrorBound for E where E: ClassifyError + std::fmt::Display + std::fmt::Debug + Send + Sync + 'static {}
+
+/// A tool a model can call, with its declared effect class.
+///
+/// Write it with `#[effect_tool::tool(...)]`; by hand, every associated item without a default
+/// must be given, the effect class among them:
+///
+/// ```
+/// use effect_tool_core::{EffectClass, EffectCtx, Tool, ToolError};
+///
+/// struct Echo;
+///
+/// impl Tool for Echo {
+///     type Args = String;
+///     type Output = String;
+///     type Error = ToolError;
+///     const NAME: &'static str = "echo";
+///     const CLASS: EffectClass = EffectClass::Pure;
+///
+///     async fn call(&self, _ctx: &EffectCtx, args: String) -> Result<String, ToolError> {
+///         Ok(args)
+///     }
+/// }
+/// ```
+pub trait Tool: Send + Sync + 'static {
+    /// The arguments the model passes, decoded from JSON (cloned for retries).
+    type Args: Clone + Serialize + DeserializeOwned + schemars::JsonSchema + Send + Sync + 'static;
+    /// What the tool returns; recorded in the journal and replayed.
+    type Output: Serialize + DeserializeOwned + Send + Sync + 'static;
+    /// The tool's error, which says whether a failure is definitive, transient or unknown.
+    type Error: ToolErrorBound;
+
+    /// The tool's name as the model sees it.
+    const NAME: &'static str;
+    /// The effect class. No default: every tool must say what running it twice does.
+    const CLASS: EffectClass;
+    /// What the tool does, for the model (the doc comment under `#[tool]`).
+    const DESCRIPTION: &'static str = "";
+    /// How the effect key is made (for manifests; [`Tool::key`] computes custom keys).
+    const KEY_RULE: KeyRule = KeyRule::Default;
+    /// Where the key is unique.
+    const WINDOW: Window = Window::Run;
+    /// How long a record lives before `gc` may drop it (`None`: kept until removed).
+    const TTL: Option<Duration> = None;
+    /// The longest an execution may take; when it passes, the outcome is unknown.
+    const TIMEOUT: Option<Duration> = None;
+    /// Top-level argument fields that are never stored, logged or hashed into a default key.
+    const SECRETS: &'static [&'static str] = &[];
+    /// Whether [`Tool::recover`] is implemented (it asks the remote system whether the effect
+    /// already exists).
+    const HAS_RECOVER: bool = false;
+    /// Whether [`Tool::compensate`] is implemented.
+    const HAS_COMPENSATE: bool = false;
+    /// The role whose approval the call waits for, if any (see [`Tool::needs_approval`]).
+    const APPROVAL: Option<&'static str> = None;
+    /// When the key is found recorded under a different input: `false` logs a warning and
+    /// returns the record, `true` fails the call with [`crate::EffectError::InputMismatch`].
+    const STRICT_INPUT: bool = false;
+    /// The MCP `openWorldHint`: whether the tool reaches outside systems.
+    const OPEN_WORLD: Option<bool> = None;
+    /// Retry overrides, clamped to what the class allows.
+    const RETRY: RetryPolicy = RetryPolicy::DEFAULT;
+
+    /// The JSON Schema of [`Tool::Args`] as exported to models.
+    fn input_schema() -> serde_json::Value {
+        crate::schema::input_schema::<Self::Args>()
+    }
+
+    /// A custom effect key from the arguments (`None`: the rule's default key).
+    fn key(&self, args: &Self::Args) -> Option<String> {
+        let _ = args;
+        None
+    }
+
+    /// Whether this call needs approval (`approval = "role", when = |args| ...`).
+    fn needs_approval(&self, args: &Self::Args) -> bool {
+        let _ = args;
+        Self::APPROVAL.is_some()
+    }
+
+    /// Run the tool.
+    fn call(&self, ctx: &EffectCtx, args: Self::Args)
+    -> impl Future<Output = Result<Self::Output, Self::Error>> + Send;
+
+    /// Ask the remote system whether the effect already exists: `Some(output)` if it does.
+    fn recover(
+        &self,
+        ctx: &EffectCtx,
+        args: &Self::Args,
+    ) -> impl Future<Output = Result<Option<Self::Output>, Self::Error>> + Send {
+        let _ = (ctx, args);
+        async { Ok(None) }
+    }
+
+    /// Undo a completed compensable effect.
+    fn compensate(
+        &self,
+        ctx: &EffectCtx,
+        args: &Self::Args,
+        output: &Self::Output,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        let _ = (ctx, args, output);
+        async { Ok(()) }
+    }
+}
+
+/// Everything a declaration says about a tool, as data (for manifests, exports, adapters).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolMeta {
+    /// The tool's name.
+    pub name: &'static str,
+    /// The description for the model.
+    pub description: &'static str,
+    /// The effect class.
+    pub class: EffectClass,
+    /// How the key is made.
+    pub key_rule: KeyRule,
+    /// Where the key is unique.
+    pub window: Window,
+    /// The records' time to live.
+    pub ttl: Option<Duration>,
+    /// The execution timeout.
+    pub timeout: Option<Duration>,
+    /// Secret argument fields.
+    pub secrets: &'static [&'static str],
+    /// Whether a `recover` hook is declared.
+    pub has_recover: bool,
+    /// Whether a `compensate` hook is declared.
+    pub has_compensate: bool,
+    /// The approving role, if any.
+    pub approval: Option<&'static str>,
+    /// The MCP `openWorldHint`.
+    pub open_world: Option<bool>,
+    /// The retry limits.
+    pub retry: RetryPolicy,
+}
+
+impl ToolMeta {
+    /// The metadata of `T`.
+    pub fn of<T: Tool>() -> ToolMeta {
+        ToolMeta {
+            name: T::NAME,
+            description: T::DESCRIPTION,
+            class: T::CLASS,
+            key_rule: T::KEY_RULE,
+            window: T::WINDOW,
+            ttl: T::TTL,
+            timeout: T::TIMEOUT,
+            secrets: T::SECRETS,
+            has_recover: T::HAS_RECOVER,
+            has_compensate: T::HAS_COMPENSATE,
+            approval: T::APPROVAL,
+            open_world: T::OPEN_WORLD,
+            retry: T::RETRY,
+        }
+    }
+}

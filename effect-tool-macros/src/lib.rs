@@ -1,0 +1,1 @@
+//! The `#[tool]` attribute of effect-tool.
