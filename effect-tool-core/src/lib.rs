@@ -21,6 +21,7 @@
 
 pub mod canonical;
 pub mod class;
+pub mod compensation;
 pub mod context;
 pub mod dyn_tool;
 pub mod engine;
@@ -35,6 +36,7 @@ pub mod store;
 pub mod tool;
 
 pub use class::{EffectClass, Window};
+pub use compensation::AbandonReport;
 pub use context::{EffectCtx, ProgressEvent, ProgressSink, RunContext};
 pub use dyn_tool::DynTool;
 pub use engine::{CallOptions, Engine, EngineConfig};

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Run every test of the workspace (all features, all backends) with the services they need:
+# a throwaway PostgreSQL (started and stopped here) and the Python MCP client used as the
+# external client of the MCP server test. Works on a fresh machine: it installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -f tests/mcp_client/requirements.txt ]; then
+  python3 -m pip install --quiet --disable-pip-version-check -r tests/mcp_client/requirements.txt
+fi
+
+if [ -z "${EFFECT_TOOL_PG_URL:-}" ]; then
+  eval "$(.ci/postgres.sh start)"
+  trap '.ci/postgres.sh stop' EXIT
+fi
+# With a server at hand, the Postgres tests must run, never skip.
+export EFFECT_TOOL_REQUIRE_PG=1
+
+cargo test --workspace --all-features "$@"

@@ -1,0 +1,859 @@
+//! The call algorithm of DESIGN §4, on the in-memory store. Effects are counted by a ledger
+//! the engine cannot see (a downstream "system" inside the test tools).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use effect_tool::record::{Intent, OpOutcome};
+use effect_tool::{
+    BlockReason, CallOptions, EffectClass, EffectCtx, EffectError, Engine, EngineConfig, KeyRule, MemoryStore,
+    RecordState, RunContext, Store, StoreExt, Tool, ToolError, Window,
+};
+use serde::{Deserialize, Serialize};
+
+/// The downstream system: it applies an effect once per idempotency key it sees, like a
+/// payment API with idempotency keys, and counts every request.
+#[derive(Default)]
+struct Ledger {
+    requests: AtomicUsize,
+    applied: Mutex<Vec<String>>,
+}
+
+impl Ledger {
+    fn apply(&self, idem: &str) {
+        self.requests.fetch_add(1, Ordering::SeqCst);
+        let mut applied = self.applied.lock().unwrap();
+        if !applied.iter().any(|k| k == idem) {
+            applied.push(idem.to_owned());
+        }
+    }
+    fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+    fn effects(&self) -> usize {
+        self.applied.lock().unwrap().len()
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+struct Args {
+    to: String,
+    amount: u64,
+    #[serde(default)]
+    note: String,
+}
+
+fn args(to: &str, amount: u64) -> Args {
+    Args {
+        to: to.into(),
+        amount,
+        note: String::new(),
+    }
+}
+
+/// What the test tool does on each execution, in order; the last behaviour repeats.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    Ok,
+    /// Apply the effect, then report an unknown outcome (e.g. timeout after sending).
+    ApplyThenUnknown,
+    /// Report an unknown outcome without applying it.
+    Unknown,
+    Definitive,
+    Transient,
+    /// Sleep long (for cancellation and timeouts).
+    Slow,
+}
+
+macro_rules! test_tool {
+    ($name:ident, $class:expr, $key_rule:expr, $window:expr, $recover:expr, $timeout:expr) => {
+        struct $name {
+            ledger: Arc<Ledger>,
+            steps: Mutex<Vec<Step>>,
+            executions: AtomicUsize,
+            recovered: Mutex<Vec<String>>,
+            custom_key: bool,
+        }
+        #[allow(dead_code)]
+        impl $name {
+            fn new(ledger: &Arc<Ledger>, steps: &[Step]) -> Self {
+                $name {
+                    ledger: ledger.clone(),
+                    steps: Mutex::new(steps.to_vec()),
+                    executions: AtomicUsize::new(0),
+                    recovered: Mutex::new(Vec::new()),
+                    custom_key: false,
+                }
+            }
+            fn executions(&self) -> usize {
+                self.executions.load(Ordering::SeqCst)
+            }
+        }
+        impl Tool for $name {
+            type Args = Args;
+            type Output = String;
+            type Error = ToolError;
+            const NAME: &'static str = stringify!($name);
+            const CLASS: EffectClass = $class;
+            const KEY_RULE: KeyRule = $key_rule;
+            const WINDOW: Window = $window;
+            const HAS_RECOVER: bool = $recover;
+            const TIMEOUT: Option<Duration> = $timeout;
+            const RETRY: effect_tool::RetryPolicy = effect_tool::RetryPolicy {
+                max_attempts: 3,
+                base_delay: Duration::from_millis(1),
+                max_delay: Duration::from_millis(5),
+            };
+
+            fn key(&self, args: &Args) -> Option<String> {
+                self.custom_key.then(|| format!("pay:{}", args.to))
+            }
+
+            async fn call(&self, ctx: &EffectCtx, args: Args) -> Result<String, ToolError> {
+                self.executions.fetch_add(1, Ordering::SeqCst);
+                let step = {
+                    let mut steps = self.steps.lock().unwrap();
+                    if steps.len() > 1 {
+                        steps.remove(0)
+                    } else {
+                        steps[0]
+                    }
+                };
+                match step {
+                    Step::Ok => {
+                        self.ledger.apply(&ctx.idempotency_key());
+                        tokio::task::yield_now().await;
+                        Ok(format!(
+                            "paid {} to {} (attempt {})",
+                            args.amount,
+                            args.to,
+                            ctx.attempt()
+                        ))
+                    }
+                    Step::ApplyThenUnknown => {
+                        self.ledger.apply(&ctx.idempotency_key());
+                        Err(ToolError::unknown("connection reset after sending"))
+                    }
+                    Step::Unknown => Err(ToolError::unknown("connection reset before sending")),
+                    Step::Definitive => Err(ToolError::definitive("card declined")),
+                    Step::Transient => Err(ToolError::transient("rate limited")),
+                    Step::Slow => {
+                        tokio::time::sleep(Duration::from_secs(3600)).await;
+                        Ok("never".into())
+                    }
+                }
+            }
+
+            async fn recover(&self, ctx: &EffectCtx, args: &Args) -> Result<Option<String>, ToolError> {
+                let idem = ctx.idempotency_key();
+                self.recovered.lock().unwrap().push(idem.clone());
+                let found = self.ledger.applied.lock().unwrap().iter().any(|k| *k == idem);
+                Ok(found.then(|| format!("recovered payment to {}", args.to)))
+            }
+        }
+    };
+}
+
+use EffectClass::{Compensable, Idempotent, Irreversible};
+test_tool!(Refund, Idempotent, KeyRule::Default, Window::Run, false, None);
+test_tool!(SendEmail, Irreversible, KeyRule::Default, Window::Run, false, None);
+test_tool!(Reserve, Compensable, KeyRule::Default, Window::Run, false, None);
+test_tool!(PostComment, Irreversible, KeyRule::Default, Window::Run, true, None);
+test_tool!(ThreadNote, Idempotent, KeyRule::Default, Window::Thread, false, None);
+test_tool!(GlobalNote, Idempotent, KeyRule::Default, Window::CrossRun, false, None);
+test_tool!(
+    Deploy,
+    Irreversible,
+    KeyRule::Custom("|a| format!(\"pay:{}\", a.to)"),
+    Window::Run,
+    false,
+    None
+);
+test_tool!(
+    SlowCharge,
+    Irreversible,
+    KeyRule::Default,
+    Window::Run,
+    false,
+    Some(Duration::from_millis(20))
+);
+test_tool!(
+    SlowSync,
+    Idempotent,
+    KeyRule::Default,
+    Window::Run,
+    false,
+    Some(Duration::from_millis(20))
+);
+
+fn engine() -> Engine {
+    Engine::new(MemoryStore::new())
+}
+
+fn run(id: &str) -> RunContext {
+    RunContext::new(id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn thousand_concurrent_identical_calls_execute_once() {
+    let ledger = Arc::new(Ledger::default());
+    let tool = Arc::new(Refund::new(&ledger, &[Step::Ok]));
+    let engine = engine();
+    let run = run("r1");
+    let mut handles = Vec::new();
+    for _ in 0..1000 {
+        let (tool, engine, run) = (tool.clone(), engine.clone(), run.clone());
+        handles.push(tokio::spawn(async move {
+            engine.call(&*tool, &run, CallOptions::default(), args("ann", 5)).await
+        }));
+    }
+    let mut outputs = Vec::new();
+    for h in handles {
+        outputs.push(h.await.unwrap().expect("every caller gets the result"));
+    }
+    assert_eq!(ledger.requests(), 1, "one execution");
+    assert_eq!(tool.executions(), 1);
+    assert!(outputs.iter().all(|o| o == &outputs[0]), "all callers share one result");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_identical_calls_share_across_engines_on_one_store() {
+    // Two engines (two "processes") on one journal: the second waits on the first's claim.
+    let ledger = Arc::new(Ledger::default());
+    let tool = Arc::new(Refund::new(&ledger, &[Step::Ok]));
+    let store = Arc::new(MemoryStore::new());
+    let engines = [Engine::new(store.clone()), Engine::new(store.clone())];
+    let mut handles = Vec::new();
+    for i in 0..50 {
+        let (tool, engine) = (tool.clone(), engines[i % 2].clone());
+        handles.push(tokio::spawn(async move {
+            engine
+                .call(&*tool, &run("r1"), CallOptions::default(), args("bob", 7))
+                .await
+                .unwrap()
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    assert_eq!(ledger.requests(), 1);
+}
+
+#[tokio::test]
+async fn recorded_result_is_returned_without_running() {
+    let ledger = Arc::new(Ledger::default());
+    let tool = Refund::new(&ledger, &[Step::Ok]);
+    let engine = engine();
+    let first = engine
+        .call_with_report(&tool, &run("r1"), CallOptions::call_id("c1"), args("ann", 5))
+        .await;
+    let second = engine
+        .call_with_report(&tool, &run("r1"), CallOptions::call_id("c2"), args("ann", 5))
+        .await;
+    assert_eq!(first.disposition, effect_tool::Disposition::Executed);
+    assert_eq!(second.disposition, effect_tool::Disposition::Replayed);
+    assert_eq!(first.result.unwrap(), second.result.unwrap());
+    assert_eq!(ledger.requests(), 1);
+    assert_eq!(tool.executions(), 1);
+}
+
+#[tokio::test]
+async fn definitive_error_records_nothing_and_a_later_call_applies() {
+    let ledger = Arc::new(Ledger::default());
+    let tool = Refund::new(&ledger, &[Step::Definitive, Step::Ok]);
+    let engine = engine();
+    let err = engine
+        .call(&tool, &run("r1"), CallOptions::default(), args("ann", 5))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            EffectError::Tool {
+                failure: effect_tool::Failure::Definitive,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(ledger.effects(), 0);
+    let rec = engine.store().list(&effect_tool::Filter::all()).await.unwrap();
+    assert_eq!(rec[0].state, RecordState::Released);
+    assert_eq!(rec[0].output, None);
+    engine
+        .call(&tool, &run("r1"), CallOptions::default(), args("ann", 5))
+        .await
+        .unwrap();
+    assert_eq!(ledger.effects(), 1);
+    assert_eq!(tool.executions(), 2);
+}
+
+#[tokio::test]
+async fn transient_errors_are_retried_with_the_same_key() {
+    let ledger = Arc::new(Ledger::default());
+    let tool = Refund::new(&ledger, &[Step::Transient, Step::Transient, Step::Ok]);
+    let out = engine()
+        .call(&tool, &run("r1"), CallOptions::default(), args("ann", 5))
+        .await
+        .unwrap();
+    assert!(out.contains("attempt 3"), "{out}");
+    assert_eq!(tool.executions(), 3);
+    assert_eq!(ledger.effects(), 1);
+}
+
+#[tokio::test]
+async fn unknown_outcome_of_irreversible_tool_blocks_the_next_call() {
+    let ledger = Arc::new(Ledger::default());
+    let tool = SendEmail::new(&ledger, &[Step::ApplyThenUnknown, Step::Ok]);
+    let engine = engine();
+    let first = engine
+        .call(&tool, &run("r1"), CallOptions::default(), args("ann", 1))
+        .await
+        .unwrap_err();
+    let blocked = first.as_blocked().expect("the unknown outcome blocks at once");
+    assert_eq!(blocked.reason, BlockReason::UnknownOutcome);
+    let second = engine
+        .call(&tool, &run("r1"), CallOptions::default(), args("ann", 1))
+        .await
+        .unwrap_err();
+    let blocked = second.as_blocked().expect("the next call is blocked too");
+    assert_eq!(blocked.reason, BlockReason::AwaitingResolution);
+    assert_eq!(blocked.tool, "SendEmail");
+    assert!(second.to_string().contains("effect-tool resolve"), "{second}");
+    assert_eq!(ledger.requests(), 1, "never a silent second effect");
+    let rec = engine.store().get(&blocked.key).await.unwrap().unwrap();
+    assert_eq!(rec.state, RecordState::InDoubt);
+}
+
+#[tokio::test]
+async fn resolving_a_blocked_call_returns_the_output_without_running() {
+    let ledger = Arc::new(Ledger::default());
+    let tool = SendEmail::new(&ledger, &[Step::ApplyThenUnknown, Step::Ok]);
+    let engine = engine();
+    let err = engine
+        .call(&tool, &run("r1"), CallOptions::default(), args("ann", 1))
+        .await
+        .unwrap_err();
+    let key = err.key().unwrap().to_owned();
+    let verdict = effect_tool::Verdict::Applied {
+        output: serde_json::json!("sent by hand"),
+    };
+    engine.store().resolve(&key, "ops@example.com", verdict).await.unwrap();
+    let out = engine
+        .call(&tool, &run("r1"), CallOptions::default(), args("ann", 1))
+        .await
+        .unwrap();
+    assert_eq!(out, "sent by hand");
+    assert_eq!(tool.executions(), 1);
+    let audit = engine.store().audit(Some(&key)).await.unwrap();
+    assert_eq!(audit.len(), 1);
+    assert_eq!(audit[0].actor, "ops@example.com");
+
+    // Resolved as not applied: the next call applies it.
+    let tool2 = SendEmail::new(&ledger, &[Step::Unknown, Step::Ok]);
+    let err = engine
+        .call(&tool2, &run("r2"), CallOptions::default(), args("bo", 1))
+        .await
+        .unwrap_err();
+    let key = err.key().unwrap().to_owned();
+    engine
+        .store()
+        .resolve(&key, "ops", effect_tool::Verdict::NotApplied)
+        .await
+        .unwrap();
+    engine
+        .call(&tool2, &run("r2"), CallOptions::default(), args("bo", 1))
+        .await
+        .unwrap();
+    assert_eq!(tool2.executions(), 2);
+}
+
+#[tokio::test]
+async fn unknown_outcome_with_recover_some_records_and_returns() {
+    let ledger = Arc::new(Ledger::default());
+    let tool = PostComment::new(&ledger, &[Step::ApplyThenUnknown, Step::Ok]);
+    let engine = engine();
+    let report = engine
+        .call_with_report(&tool, &run("r1"), CallOptions::default(), args("ann", 1))
+        .await;
+    assert_eq!(report.disposition, effect_tool::Disposition::Reconciled);
+    assert_eq!(report.result.unwrap(), "recovered payment to ann");
+    assert_eq!(ledger.requests(), 1);
+    let again = engine
+        .call_with_report(&tool, &run("r1"), CallOptions::default(), args("ann", 1))
+        .await;
+    assert_eq!(again.disposition, effect_tool::Disposition::Replayed);
+    assert_eq!(ledger.requests(), 1);
+}
+
+#[tokio::test]
+async fn unknown_outcome_with_recover_none_runs_again() {
+    let ledger = Arc::new(Ledger::default());
+    let tool = PostComment::new(&ledger, &[Step::Unknown, Step::Ok]);
+    let out = engine()
+        .call(&tool, &run("r1"), CallOptions::default(), args("ann", 1))
+        .await
+        .unwrap();
+    assert!(out.starts_with("paid"), "{out}");
+    assert_eq!(tool.recovered.lock().unwrap().len(), 1, "recover was asked first");
+    assert_eq!(ledger.effects(), 1);
+    assert_eq!(tool.executions(), 2);
+}
+
+/// Leave a claim behind as a crashed process would: claimed, lease already expired.
+async fn crashed_claim<T: Tool>(engine: &Engine, run: &RunContext, args: &T::Args) -> String {
+    let input = serde_json::to_value(args).unwrap();
+    let k = effect_tool::key::call_key(T::KEY_RULE, T::WINDOW, run, T::NAME, &input, None);
+    let intent = Intent {
+        tool: T::NAME.into(),
+        class: T::CLASS,
+        run_id: run.run_id().into(),
+        thread_id: None,
+        call_id: None,
+        fingerprint: k.fingerprint.clone(),
+        input,
+        ttl_ms: None,
+        approval: None,
+    };
+    let claimed = engine.store().claim(&k.key, intent, 0, false).await.unwrap();
+    assert!(matches!(claimed, OpOutcome::Claimed { attempt: 1, .. }), "{claimed:?}");
+    k.key
+}
+
+#[tokio::test]
+async fn stale_claim_after_crash_blocks_an_irreversible_tool() {
+    let ledger = Arc::new(Ledger::default());
+    let tool = SendEmail::new(&ledger, &[Step::Ok]);
+    let engine = engine();
+    let key = crashed_claim::<SendEmail>(&engine, &run("r1"), &args("ann", 1)).await;
+    let err = engine
+        .call(&tool, &run("r1"), CallOptions::default(), args("ann", 1))
+        .await
+        .unwrap_err();
+    assert_eq!(err.as_blocked().unwrap().reason, BlockReason::InDoubtAfterCrash);
+    assert_eq!(tool.executions(), 0);
+    assert_eq!(
+        engine.store().get(&key).await.unwrap().unwrap().state,
+        RecordState::InDoubt
+    );
+}
+
+#[tokio::test]
+async fn stale_claim_after_crash_is_reconciled_by_recover() {
+    let ledger = Arc::new(Ledger::default());
+    let tool = PostComment::new(&ledger, &[Step::Ok]);
+    let engine = engine();
+    let key = crashed_claim::<PostComment>(&engine, &run("r1"), &args("ann", 1)).await;
+    // The crashed attempt had applied the effect under the key (attempt 1's idempotency key).
+    ledger.apply(&key);
+    let report = engine
+        .call_with_report(&tool, &run("r1"), CallOptions::default(), args("ann", 1))
+        .await;
+    assert_eq!(report.disposition, effect_tool::Disposition::Reconciled);
+    assert_eq!(tool.executions(), 0);
+    assert_eq!(ledger.effects(), 1);
+}
+
+#[tokio::test]
+async fn idempotent_rerun_after_crash_passes_the_same_key_downstream() {
+    let ledger = Arc::new(Ledger::default());
+    let tool = Refund::new(&ledger, &[Step::Ok]);
+    let engine = engine();
+    let key = crashed_claim::<Refund>(&engine, &run("r1"), &args("ann", 5)).await;
+    ledger.apply(&key); // the crashed attempt reached the payment API
+    let out = engine
+        .call(&tool, &run("r1"), CallOptions::default(), args("ann", 5))
+        .await
+        .unwrap();
+    assert!(out.contains("attempt 2"), "{out}");
+    assert_eq!(ledger.requests(), 2, "the request went out again ...");
+    assert_eq!(ledger.effects(), 1, "... with the same idempotency key, so one effect");
+}
+
+#[tokio::test]
+async fn fencing_rejects_a_late_writer() {
+    let engine = engine();
+    let key = crashed_claim::<Refund>(&engine, &run("r1"), &args("ann", 5)).await;
+    let intent = match engine.store().get(&key).await.unwrap() {
+        Some(rec) => Intent {
+            tool: rec.tool,
+            class: rec.class,
+            run_id: rec.run_id,
+            thread_id: None,
+            call_id: None,
+            fingerprint: rec.fingerprint,
+            input: rec.input,
+            ttl_ms: None,
+            approval: None,
+        },
+        None => unreachable!(),
+    };
+    let taken = engine.store().claim(&key, intent, 60_000, false).await.unwrap();
+    assert!(matches!(
+        taken,
+        OpOutcome::Claimed {
+            attempt: 2,
+            previous: Some(RecordState::Claimed),
+            ..
+        }
+    ));
+    let late = engine
+        .store()
+        .complete(&key, 1, serde_json::json!("late"))
+        .await
+        .unwrap_err();
+    assert!(late.to_string().contains("no longer holds"), "{late}");
+    engine
+        .store()
+        .complete(&key, 2, serde_json::json!("fresh"))
+        .await
+        .unwrap();
+    let rec = engine.store().get(&key).await.unwrap().unwrap();
+    assert_eq!(rec.output, Some(serde_json::json!("fresh")));
+}
+
+#[tokio::test]
+async fn windows_separate_runs_and_threads() {
+    let ledger = Arc::new(Ledger::default());
+    let engine = engine();
+    let per_run = Refund::new(&ledger, &[Step::Ok]);
+    engine
+        .call(&per_run, &run("r1"), CallOptions::default(), args("a", 1))
+        .await
+        .unwrap();
+    engine
+        .call(&per_run, &run("r2"), CallOptions::default(), args("a", 1))
+        .await
+        .unwrap();
+    assert_eq!(per_run.executions(), 2, "run window: a new run applies again");
+
+    let per_thread = ThreadNote::new(&ledger, &[Step::Ok]);
+    let t1a = run("r1").with_thread("t1");
+    let t1b = run("r2").with_thread("t1");
+    let t2 = run("r3").with_thread("t2");
+    engine
+        .call(&per_thread, &t1a, CallOptions::default(), args("a", 1))
+        .await
+        .unwrap();
+    engine
+        .call(&per_thread, &t1b, CallOptions::default(), args("a", 1))
+        .await
+        .unwrap();
+    assert_eq!(per_thread.executions(), 1, "thread window: runs of one thread share");
+    engine
+        .call(&per_thread, &t2, CallOptions::default(), args("a", 1))
+        .await
+        .unwrap();
+    assert_eq!(per_thread.executions(), 2, "another thread applies again");
+
+    let global = GlobalNote::new(&ledger, &[Step::Ok]);
+    engine
+        .call(&global, &t1a, CallOptions::default(), args("a", 1))
+        .await
+        .unwrap();
+    engine
+        .call(&global, &t2, CallOptions::default(), args("a", 1))
+        .await
+        .unwrap();
+    assert_eq!(global.executions(), 1, "cross-run window: unique everywhere");
+}
+
+#[tokio::test]
+async fn custom_key_dedupes_calls_whose_other_arguments_differ() {
+    let ledger = Arc::new(Ledger::default());
+    let mut tool = Deploy::new(&ledger, &[Step::Ok]);
+    tool.custom_key = true;
+    let engine = engine();
+    let a = Args {
+        note: "first".into(),
+        ..args("prod", 1)
+    };
+    let b = Args {
+        note: "re-planned wording".into(),
+        ..args("prod", 2)
+    };
+    let first = engine
+        .call(&tool, &run("r1"), CallOptions::call_id("c1"), a)
+        .await
+        .unwrap();
+    let second = engine
+        .call(&tool, &run("r1"), CallOptions::call_id("c2"), b)
+        .await
+        .unwrap();
+    assert_eq!(first, second);
+    assert_eq!(tool.executions(), 1);
+}
+
+#[tokio::test]
+async fn unkeyed_irreversible_tool_replanned_with_identical_args_is_blocked() {
+    let ledger = Arc::new(Ledger::default());
+    let tool = SendEmail::new(&ledger, &[Step::Ok]);
+    let engine = engine();
+    engine
+        .call(&tool, &run("r1"), CallOptions::call_id("call_1"), args("ann", 1))
+        .await
+        .unwrap();
+    // The same call id again (a retry of the same tool call): the recorded result.
+    engine
+        .call(&tool, &run("r1"), CallOptions::call_id("call_1"), args("ann", 1))
+        .await
+        .unwrap();
+    // A new call id with identical arguments: could be on purpose; a person decides.
+    let err = engine
+        .call(&tool, &run("r1"), CallOptions::call_id("call_2"), args("ann", 1))
+        .await
+        .unwrap_err();
+    assert_eq!(err.as_blocked().unwrap().reason, BlockReason::IdenticalReplan);
+    assert_eq!(ledger.requests(), 1);
+
+    // Idempotent and compensable tools return the first result to a re-plan.
+    let refund = Refund::new(&ledger, &[Step::Ok]);
+    engine
+        .call(&refund, &run("r1"), CallOptions::call_id("call_3"), args("ann", 1))
+        .await
+        .unwrap();
+    engine
+        .call(&refund, &run("r1"), CallOptions::call_id("call_4"), args("ann", 1))
+        .await
+        .unwrap();
+    assert_eq!(refund.executions(), 1);
+    let reserve = Reserve::new(&ledger, &[Step::Ok]);
+    engine
+        .call(&reserve, &run("r1"), CallOptions::call_id("call_5"), args("ann", 1))
+        .await
+        .unwrap();
+    engine
+        .call(&reserve, &run("r1"), CallOptions::call_id("call_6"), args("ann", 1))
+        .await
+        .unwrap();
+    assert_eq!(reserve.executions(), 1);
+}
+
+#[tokio::test]
+async fn compensable_unknown_without_recover_blocks() {
+    let ledger = Arc::new(Ledger::default());
+    let tool = Reserve::new(&ledger, &[Step::Unknown, Step::Ok]);
+    let err = engine()
+        .call(&tool, &run("r1"), CallOptions::default(), args("ann", 1))
+        .await
+        .unwrap_err();
+    assert_eq!(err.as_blocked().unwrap().reason, BlockReason::UnknownOutcome);
+    assert_eq!(tool.executions(), 1);
+}
+
+#[tokio::test]
+async fn idempotent_unknown_outcomes_retry_then_leave_the_record_in_doubt_for_a_rerun() {
+    let ledger = Arc::new(Ledger::default());
+    let tool = Refund::new(
+        &ledger,
+        &[
+            Step::ApplyThenUnknown,
+            Step::ApplyThenUnknown,
+            Step::ApplyThenUnknown,
+            Step::Ok,
+        ],
+    );
+    let engine = engine();
+    let err = engine
+        .call(&tool, &run("r1"), CallOptions::default(), args("ann", 1))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            EffectError::Tool {
+                failure: effect_tool::Failure::Unknown,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(tool.executions(), 3);
+    let key = err.key().unwrap().to_owned();
+    assert_eq!(
+        engine.store().get(&key).await.unwrap().unwrap().state,
+        RecordState::InDoubt
+    );
+    engine
+        .call(&tool, &run("r1"), CallOptions::default(), args("ann", 1))
+        .await
+        .unwrap();
+    assert_eq!(ledger.effects(), 1, "every attempt used the same key downstream");
+}
+
+#[tokio::test]
+async fn timeout_counts_as_unknown_outcome() {
+    let ledger = Arc::new(Ledger::default());
+    let tool = SlowCharge::new(&ledger, &[Step::Slow]);
+    let err = engine()
+        .call(&tool, &run("r1"), CallOptions::default(), args("ann", 1))
+        .await
+        .unwrap_err();
+    assert_eq!(err.as_blocked().unwrap().reason, BlockReason::UnknownOutcome);
+    assert_eq!(tool.executions(), 1);
+
+    let sync = SlowSync::new(&ledger, &[Step::Slow, Step::Ok]);
+    let out = engine()
+        .call(&sync, &run("r1"), CallOptions::default(), args("ann", 1))
+        .await
+        .unwrap();
+    assert!(
+        out.contains("attempt 2"),
+        "idempotent: timed out, retried with the same key: {out}"
+    );
+}
+
+#[tokio::test]
+async fn cancellation_while_running_leaves_the_record_in_doubt() {
+    let ledger = Arc::new(Ledger::default());
+    let tool = Arc::new(Refund::new(&ledger, &[Step::Slow, Step::Ok]));
+    let engine = engine();
+    let run = run("r1");
+    let task = {
+        let (tool, engine, run) = (tool.clone(), engine.clone(), run.clone());
+        tokio::spawn(async move { engine.call(&*tool, &run, CallOptions::default(), args("ann", 1)).await })
+    };
+    while tool.executions() == 0 {
+        tokio::task::yield_now().await;
+    }
+    run.cancel();
+    let err = task.await.unwrap().unwrap_err();
+    assert!(matches!(err, EffectError::Interrupted { .. }), "{err}");
+    let rec = engine.store().get(err.key().unwrap()).await.unwrap().unwrap();
+    assert_eq!(
+        rec.state,
+        RecordState::InDoubt,
+        "cancelled in flight is an unknown outcome, not a failure"
+    );
+}
+
+#[tokio::test]
+async fn a_key_recorded_under_another_input_is_reported() {
+    struct Strict;
+    impl Tool for Strict {
+        type Args = Args;
+        type Output = u64;
+        type Error = ToolError;
+        const NAME: &'static str = "strict";
+        const CLASS: EffectClass = EffectClass::Idempotent;
+        const KEY_RULE: KeyRule = KeyRule::Fields(&["to"]);
+        const STRICT_INPUT: bool = true;
+        async fn call(&self, _ctx: &EffectCtx, args: Args) -> Result<u64, ToolError> {
+            Ok(args.amount)
+        }
+    }
+    let engine = engine();
+    assert_eq!(
+        engine
+            .call(&Strict, &run("r1"), CallOptions::default(), args("ann", 1))
+            .await
+            .unwrap(),
+        1
+    );
+    let err = engine
+        .call(&Strict, &run("r1"), CallOptions::default(), args("ann", 2))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EffectError::InputMismatch { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn a_record_failure_after_the_effect_still_returns_and_the_next_attempt_reconciles() {
+    // A store whose `complete` fails: the effect happened, the call must succeed.
+    struct FailingComplete(MemoryStore);
+    #[async_trait::async_trait]
+    impl Store for FailingComplete {
+        async fn get(&self, key: &str) -> Result<Option<effect_tool::EffectRecord>, effect_tool::StoreError> {
+            self.0.get(key).await
+        }
+        async fn apply(&self, key: &str, op: effect_tool::record::Op) -> Result<OpOutcome, effect_tool::StoreError> {
+            if matches!(op, effect_tool::record::Op::Complete { .. }) {
+                return Err(effect_tool::StoreError::Backend("disk full".into()));
+            }
+            self.0.apply(key, op).await
+        }
+        async fn list(
+            &self,
+            f: &effect_tool::Filter,
+        ) -> Result<Vec<effect_tool::EffectRecord>, effect_tool::StoreError> {
+            self.0.list(f).await
+        }
+        async fn gc(&self, now: i64) -> Result<u64, effect_tool::StoreError> {
+            self.0.gc(now).await
+        }
+        async fn audit(
+            &self,
+            k: Option<&str>,
+        ) -> Result<Vec<effect_tool::record::AuditEntry>, effect_tool::StoreError> {
+            self.0.audit(k).await
+        }
+    }
+    let ledger = Arc::new(Ledger::default());
+    let tool = SendEmail::new(&ledger, &[Step::Ok]);
+    let engine = Engine::with_config(
+        FailingComplete(MemoryStore::new()),
+        EngineConfig {
+            lease: Duration::from_millis(30),
+            ..EngineConfig::default()
+        },
+    );
+    engine
+        .call(&tool, &run("r1"), CallOptions::default(), args("ann", 1))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let err = engine
+        .call(&tool, &run("r1"), CallOptions::default(), args("ann", 1))
+        .await
+        .unwrap_err();
+    assert_eq!(err.as_blocked().unwrap().reason, BlockReason::InDoubtAfterCrash);
+    assert_eq!(ledger.requests(), 1);
+}
+
+#[tokio::test]
+async fn pure_tools_are_not_journaled_and_retry_freely() {
+    struct Lookup(AtomicUsize);
+    impl Tool for Lookup {
+        type Args = String;
+        type Output = String;
+        type Error = ToolError;
+        const NAME: &'static str = "lookup";
+        const CLASS: EffectClass = EffectClass::Pure;
+        const RETRY: effect_tool::RetryPolicy = effect_tool::RetryPolicy {
+            base_delay: Duration::from_millis(1),
+            ..effect_tool::RetryPolicy::DEFAULT
+        };
+        async fn call(&self, _ctx: &EffectCtx, q: String) -> Result<String, ToolError> {
+            if self.0.fetch_add(1, Ordering::SeqCst) == 0 {
+                return Err(ToolError::unclassified("flaky"));
+            }
+            Ok(q.to_uppercase())
+        }
+    }
+    let engine = engine();
+    let tool = Lookup(AtomicUsize::new(0));
+    assert_eq!(
+        engine
+            .call(&tool, &run("r1"), CallOptions::default(), "abc".into())
+            .await
+            .unwrap(),
+        "ABC"
+    );
+    assert_eq!(
+        engine
+            .call(&tool, &run("r1"), CallOptions::default(), "abc".into())
+            .await
+            .unwrap(),
+        "ABC"
+    );
+    assert_eq!(tool.0.load(Ordering::SeqCst), 3);
+    assert!(
+        engine
+            .store()
+            .list(&effect_tool::Filter::all())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
