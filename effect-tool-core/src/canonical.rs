@@ -4,8 +4,24 @@
 //! `Number.prototype.toString` form (via `ryu-js`), strings with minimal escaping, no
 //! whitespace. Output is byte-identical to every other RFC 8785 implementation, so agents in
 //! other languages can compute the same keys and share a store.
+//!
+//! Conformance is tested against the reference implementations' vectors and 100,000
+//! ECMAScript number-formatting lines (`effect-tool-core/tests/jcs.rs`, data in
+//! `testdata/jcs`).
+//!
+//! Two details matter for interoperability:
+//! - Numbers are parsed with `serde_json`'s `float_roundtrip` feature (this crate turns it on),
+//!   so a decimal in the input becomes the nearest double, as in every other implementation;
+//!   without it the parser may be off by one ULP and the key would differ. Integers beyond
+//!   2^53 go through the double too (`9007199254740993` canonicalizes to `9007199254740992`).
+//! - [`canonicalize_str`] rejects input RFC 8785 does not accept (I-JSON): duplicate member
+//!   names, numbers out of the double's range, lone surrogates. [`to_string`] takes a parsed
+//!   [`Value`], which cannot hold those.
 
-use serde_json::Value;
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
 
 /// The RFC 8785 canonical form of a JSON value.
 ///
@@ -20,9 +36,89 @@ pub fn to_string(value: &Value) -> String {
 }
 
 /// Parse JSON text and return its RFC 8785 canonical form.
+///
+/// Fails on invalid JSON and on what RFC 8785 (I-JSON) forbids: a member name twice in one
+/// object (parsers disagree on which value wins, so two implementations could compute
+/// different keys), a number outside the double's range, a lone surrogate.
+///
+/// ```
+/// use effect_tool_core::canonical::canonicalize_str;
+/// assert_eq!(canonicalize_str(r#"{ "b": 1.50, "a": 1E3 }"#).unwrap(), r#"{"a":1000,"b":1.5}"#);
+/// assert!(canonicalize_str(r#"{"a": 1, "a": 2}"#).is_err());
+/// ```
 pub fn canonicalize_str(json: &str) -> Result<String, serde_json::Error> {
-    let value: Value = serde_json::from_str(json)?;
-    Ok(to_string(&value))
+    Ok(to_string(&parse_strict(json)?))
+}
+
+/// Parse JSON text into a [`Value`], rejecting duplicate member names (see
+/// [`canonicalize_str`]).
+pub fn parse_strict(json: &str) -> Result<Value, serde_json::Error> {
+    serde_json::from_str::<Strict>(json).map(|s| s.0)
+}
+
+/// A [`Value`] deserialized with duplicate member names rejected.
+struct Strict(Value);
+
+impl<'de> Deserialize<'de> for Strict {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        serde_json::Number::from_f64(v)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom("number is not finite"))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(Strict(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut members = Map::new();
+        while let Some(name) = map.next_key::<String>()? {
+            let Strict(value) = map.next_value()?;
+            if members.contains_key(&name) {
+                return Err(de::Error::custom(format_args!(
+                    "duplicate member name `{name}` (RFC 8785 requires unique names)"
+                )));
+            }
+            members.insert(name, value);
+        }
+        Ok(Value::Object(members))
+    }
 }
 
 /// Serialize any value to JSON and return its canonical form.
@@ -136,6 +232,19 @@ mod tests {
         assert_eq!(to_string(&json!(1e21)), "1e+21");
         assert_eq!(to_string(&json!(1e-7)), "1e-7");
         assert_eq!(to_string(&json!(123456789012345680000.0)), "123456789012345680000");
+    }
+
+    #[test]
+    fn strict_parsing() {
+        let err = canonicalize_str(r#"{"x": {"a": 1, "a": 1}}"#).unwrap_err();
+        assert!(err.to_string().contains("duplicate member name `a`"), "{err}");
+        assert!(canonicalize_str(r#""\ud800""#).is_err());
+        assert!(canonicalize_str("1e999").is_err());
+        assert!(canonicalize_str("[1,]").is_err());
+        assert_eq!(
+            canonicalize_str(r#"[{"a":1},{"a":2}]"#).unwrap(),
+            r#"[{"a":1},{"a":2}]"#
+        );
     }
 
     #[test]
