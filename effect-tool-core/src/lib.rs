@@ -34,6 +34,7 @@ pub mod record;
 pub mod schema;
 pub mod store;
 pub mod tool;
+pub mod toolkit;
 
 pub use class::{EffectClass, Window};
 pub use compensation::AbandonReport;
@@ -47,5 +48,6 @@ pub use policy::{Decision, RetryPolicy};
 pub use record::{EffectRecord, RecordState, Verdict};
 pub use store::{Filter, MemoryStore, Store, StoreExt};
 pub use tool::{KeyRule, Tool, ToolMeta};
+pub use toolkit::{Dispatcher, ToolCall, ToolOutcome, ToolResult, Toolkit};
 
 pub use tokio_util::sync::CancellationToken;

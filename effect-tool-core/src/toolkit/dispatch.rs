@@ -1,0 +1,398 @@
+//! Dispatching one model turn's tool calls through the engine.
+
+use std::panic::AssertUnwindSafe;
+
+use futures::{FutureExt, StreamExt};
+use serde_json::{Value, json};
+
+use super::Toolkit;
+use super::validate;
+use crate::context::RunContext;
+use crate::engine::{CallOptions, Disposition, Engine};
+use crate::error::{ApprovalPending, EffectError, SideEffectRetryBlocked};
+
+/// How many calls of one turn run at once unless [`Dispatcher::with_concurrency`] says otherwise.
+pub const DEFAULT_CONCURRENCY: usize = 8;
+
+/// One tool call as a model wrote it: its id, the tool's name, and the arguments as raw JSON
+/// text (possibly malformed or truncated: the dispatcher checks).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ToolCall {
+    /// The model's tool-call id (OpenAI `tool_calls[].id`, Anthropic `tool_use.id`, Responses
+    /// `call_id`).
+    pub id: String,
+    /// The tool's name as the model wrote it.
+    pub name: String,
+    /// The arguments, as the JSON text the model produced. Empty text counts as `{}`.
+    pub arguments: String,
+}
+
+impl ToolCall {
+    /// A call.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+
+    /// A call from an OpenAI Chat Completions `tool_calls[]` item:
+    /// `{"id", "type": "function", "function": {"name", "arguments"}}`.
+    pub fn from_openai(item: &Value) -> Option<ToolCall> {
+        let f = item.get("function")?;
+        Some(ToolCall::new(
+            item.get("id")?.as_str()?,
+            f.get("name")?.as_str()?,
+            f.get("arguments").and_then(Value::as_str).unwrap_or(""),
+        ))
+    }
+
+    /// A call from an OpenAI Responses API output item:
+    /// `{"type": "function_call", "call_id", "name", "arguments"}`.
+    pub fn from_openai_responses(item: &Value) -> Option<ToolCall> {
+        if item.get("type").and_then(Value::as_str) != Some("function_call") {
+            return None;
+        }
+        Some(ToolCall::new(
+            item.get("call_id")?.as_str()?,
+            item.get("name")?.as_str()?,
+            item.get("arguments").and_then(Value::as_str).unwrap_or(""),
+        ))
+    }
+
+    /// A call from an Anthropic `tool_use` content block: `{"type": "tool_use", "id", "name",
+    /// "input"}` (the input is already parsed JSON).
+    pub fn from_anthropic(block: &Value) -> Option<ToolCall> {
+        if block.get("type").and_then(Value::as_str) != Some("tool_use") {
+            return None;
+        }
+        Some(ToolCall::new(
+            block.get("id")?.as_str()?,
+            block.get("name")?.as_str()?,
+            block.get("input").map(Value::to_string).unwrap_or_default(),
+        ))
+    }
+}
+
+/// Why a call was refused before anything ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    /// The arguments are not valid JSON (malformed or truncated).
+    MalformedArguments {
+        /// The parser's message (what and where).
+        message: String,
+    },
+    /// No tool has this name.
+    UnknownTool {
+        /// Up to three names close to the one asked for.
+        suggestions: Vec<String>,
+        /// Every tool's name.
+        available: Vec<String>,
+    },
+    /// The arguments do not fit the tool's schema.
+    InvalidArguments {
+        /// What is wrong, one entry a field (`` `amount_cents`: expected integer, got string ``).
+        problems: Vec<String>,
+    },
+}
+
+/// What came of one tool call.
+#[derive(Debug, Clone)]
+pub enum ToolOutcome {
+    /// The tool's output (executed, replayed, shared or reconciled: see
+    /// [`ToolResult::disposition`]).
+    Output(Value),
+    /// Refused before anything ran: the model can fix the call.
+    Rejected(Rejection),
+    /// Not run: it might repeat an effect that cannot be undone; a person must resolve the key.
+    Blocked(SideEffectRetryBlocked),
+    /// Not run yet: the call waits for a person's approval under this key.
+    AwaitingApproval(ApprovalPending),
+    /// The tool or the journal failed.
+    Failed(EffectError<String>),
+    /// The tool panicked. The panic was caught; the other calls of the turn were not affected.
+    /// For a journaled tool the claim stays until its lease expires, and the next identical
+    /// call then treats the outcome as unknown (re-runs an idempotent tool with the same key,
+    /// reconciles through `recover`, or blocks).
+    Panicked {
+        /// The panic's message.
+        message: String,
+    },
+}
+
+/// The result of one tool call, for the model and for the application.
+#[derive(Debug, Clone)]
+pub struct ToolResult {
+    /// The model's tool-call id.
+    pub call_id: String,
+    /// The tool's name as the model wrote it.
+    pub name: String,
+    /// What came of it.
+    pub outcome: ToolOutcome,
+    /// What the engine did (`Failed` when the call was rejected or panicked).
+    pub disposition: Disposition,
+    /// The effect key, when the call reached the journal.
+    pub key: Option<String>,
+}
+
+impl ToolResult {
+    fn new(call: &ToolCall, outcome: ToolOutcome, disposition: Disposition, key: Option<String>) -> Self {
+        ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            outcome,
+            disposition,
+            key,
+        }
+    }
+
+    /// Whether the model should see this as an error.
+    pub fn is_error(&self) -> bool {
+        !matches!(self.outcome, ToolOutcome::Output(_))
+    }
+
+    /// The output, if the call succeeded.
+    pub fn output(&self) -> Option<&Value> {
+        match &self.outcome {
+            ToolOutcome::Output(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The blocked error, if the call was blocked.
+    pub fn blocked(&self) -> Option<&SideEffectRetryBlocked> {
+        match &self.outcome {
+            ToolOutcome::Blocked(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The pending approval, if the call waits for one.
+    pub fn approval_pending(&self) -> Option<&ApprovalPending> {
+        match &self.outcome {
+            ToolOutcome::AwaitingApproval(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// Whether the call was refused before anything ran (malformed, unknown, invalid).
+    pub fn is_rejected(&self) -> bool {
+        matches!(self.outcome, ToolOutcome::Rejected(_))
+    }
+
+    /// The text the model reads: the output (a string output as is, anything else as JSON),
+    /// or a message that says what happened and what the model can do.
+    pub fn content(&self) -> String {
+        let name = &self.name;
+        match &self.outcome {
+            ToolOutcome::Output(Value::String(s)) => s.clone(),
+            ToolOutcome::Output(v) => v.to_string(),
+            ToolOutcome::Rejected(Rejection::MalformedArguments { message }) => format!(
+                "Error: the arguments for `{name}` are not valid JSON ({message}). Nothing was run. Call `{name}` again with one complete JSON object that matches its parameters."
+            ),
+            ToolOutcome::Rejected(Rejection::UnknownTool { suggestions, available }) => {
+                let hint = if !suggestions.is_empty() {
+                    let s: Vec<String> = suggestions.iter().map(|s| format!("`{s}`")).collect();
+                    format!("Did you mean {}?", s.join(" or "))
+                } else if available.is_empty() {
+                    "No tools are available.".to_owned()
+                } else {
+                    let s: Vec<String> = available.iter().map(|s| format!("`{s}`")).collect();
+                    format!("Available tools: {}.", s.join(", "))
+                };
+                format!("Error: there is no tool named `{name}`. Nothing was run. {hint}")
+            }
+            ToolOutcome::Rejected(Rejection::InvalidArguments { problems }) => format!(
+                "Error: the arguments for `{name}` do not match its parameters: {}. Nothing was run. Fix the arguments and call `{name}` again.",
+                problems.join("; ")
+            ),
+            ToolOutcome::Blocked(b) => format!(
+                "Error: `{}` was not run. An earlier attempt of this same action may already have taken effect (key `{}`): {}. Running it again could repeat something that cannot be undone, so a person has to check it first. Do not call it again; tell the user it waits for a person to confirm what happened.",
+                b.tool, b.key, b.reason
+            ),
+            ToolOutcome::AwaitingApproval(a) => format!(
+                "`{}` has not run yet: it waits for approval by `{}` (key `{}`). Tell the user it needs approval. Once it is approved, calling it again with the same arguments runs it.",
+                a.tool, a.role, a.key
+            ),
+            ToolOutcome::Failed(e) => format!("Error: {e}{}", failure_hint(e)),
+            ToolOutcome::Panicked { message } => format!(
+                "Error: `{name}` crashed while running ({message}). Whether it took effect is unknown: do not assume either way; tell the user."
+            ),
+        }
+    }
+
+    /// An OpenAI Chat Completions message: `{"role": "tool", "tool_call_id", "content"}`.
+    pub fn to_openai_message(&self) -> Value {
+        json!({"role": "tool", "tool_call_id": self.call_id, "content": self.content()})
+    }
+
+    /// An OpenAI Responses API input item: `{"type": "function_call_output", "call_id", "output"}`.
+    pub fn to_openai_responses_item(&self) -> Value {
+        json!({"type": "function_call_output", "call_id": self.call_id, "output": self.content()})
+    }
+
+    /// An Anthropic `tool_result` content block: `{"type": "tool_result", "tool_use_id",
+    /// "content", "is_error"}`.
+    pub fn to_anthropic_block(&self) -> Value {
+        json!({
+            "type": "tool_result",
+            "tool_use_id": self.call_id,
+            "content": self.content(),
+            "is_error": self.is_error(),
+        })
+    }
+}
+
+fn failure_hint(e: &EffectError<String>) -> &'static str {
+    use crate::outcome::Failure;
+    match e {
+        EffectError::Tool { failure, .. } | EffectError::SharedFailure { failure, .. } => match failure {
+            Failure::Definitive => " Nothing happened; the same call will fail the same way.",
+            Failure::Transient { .. } => " Nothing happened; you may try again.",
+            Failure::Unknown => " It may or may not have taken effect.",
+        },
+        EffectError::TimedOut { .. } | EffectError::Interrupted { .. } => " It may or may not have taken effect.",
+        _ => "",
+    }
+}
+
+/// An Anthropic user message carrying the results of one turn, in call order:
+/// `{"role": "user", "content": [tool_result, ...]}`.
+pub fn anthropic_tool_results_message(results: &[ToolResult]) -> Value {
+    let blocks: Vec<Value> = results.iter().map(ToolResult::to_anthropic_block).collect();
+    json!({"role": "user", "content": blocks})
+}
+
+/// Runs a model turn's tool calls through an [`Engine`]: checks each call, runs the valid ones
+/// with bounded concurrency, and returns one [`ToolResult`] per call, in call order.
+///
+/// - Malformed or truncated arguments, an unknown tool name (with the nearest names suggested),
+///   and arguments that do not fit the tool's schema come back as [`ToolOutcome::Rejected`];
+///   nothing runs.
+/// - A panicking tool is caught and reported as [`ToolOutcome::Panicked`]; the other calls go on.
+/// - The run's cancellation reaches every tool ([`crate::EffectCtx::cancellation`]); calls that
+///   have not started do not start.
+/// - [`SideEffectRetryBlocked`] and [`ApprovalPending`] come back as typed outcomes carrying
+///   the key, with a model-facing text from [`ToolResult::content`].
+///
+/// Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Dispatcher {
+    toolkit: Toolkit,
+    engine: Engine,
+    concurrency: usize,
+}
+
+impl Dispatcher {
+    /// A dispatcher of `toolkit`'s calls through `engine`, [`DEFAULT_CONCURRENCY`] at a time.
+    pub fn new(toolkit: Toolkit, engine: Engine) -> Self {
+        Dispatcher {
+            toolkit,
+            engine,
+            concurrency: DEFAULT_CONCURRENCY,
+        }
+    }
+
+    /// Run at most `n` calls of a turn at once (at least 1).
+    pub fn with_concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    /// The toolkit.
+    pub fn toolkit(&self) -> &Toolkit {
+        &self.toolkit
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The concurrency limit.
+    pub fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    /// Run one turn's `calls` in `run`; the results come back in call order.
+    pub async fn dispatch(&self, run: &RunContext, calls: &[ToolCall]) -> Vec<ToolResult> {
+        futures::stream::iter(calls.iter().map(|call| self.call(run, call)))
+            .buffered(self.concurrency)
+            .collect()
+            .await
+    }
+
+    /// Run one call in `run`.
+    pub async fn call(&self, run: &RunContext, call: &ToolCall) -> ToolResult {
+        let (tool, args) = match self.prepare(call) {
+            Ok(prepared) => prepared,
+            Err(rejection) => {
+                tracing::info!(tool = %call.name, call_id = %call.id, ?rejection, "tool call rejected");
+                return ToolResult::new(call, ToolOutcome::Rejected(rejection), Disposition::Failed, None);
+            }
+        };
+        let opts = CallOptions::call_id(call.id.clone());
+        let run_call = tool.call_json(&self.engine, run, opts, args);
+        let report = match AssertUnwindSafe(run_call).catch_unwind().await {
+            Ok(report) => report,
+            Err(panic) => {
+                let message = panic_message(panic.as_ref());
+                tracing::error!(tool = %call.name, call_id = %call.id, %message, "tool panicked");
+                return ToolResult::new(call, ToolOutcome::Panicked { message }, Disposition::Failed, None);
+            }
+        };
+        let outcome = match report.result {
+            Ok(v) => ToolOutcome::Output(v),
+            Err(EffectError::Blocked(b)) => ToolOutcome::Blocked(b),
+            Err(EffectError::ApprovalPending(a)) => ToolOutcome::AwaitingApproval(a),
+            Err(EffectError::InvalidArguments { message, .. }) => ToolOutcome::Rejected(Rejection::InvalidArguments {
+                problems: vec![message],
+            }),
+            Err(e) => ToolOutcome::Failed(e),
+        };
+        ToolResult::new(call, outcome, report.disposition, report.key)
+    }
+
+    fn prepare(&self, call: &ToolCall) -> Result<(&std::sync::Arc<dyn crate::DynTool>, Value), Rejection> {
+        let Some(tool) = self.toolkit.get(&call.name) else {
+            let names = self.toolkit.names();
+            return Err(Rejection::UnknownTool {
+                suggestions: validate::nearest(&call.name, names.iter().copied())
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect(),
+                available: names.into_iter().map(str::to_owned).collect(),
+            });
+        };
+        let text = call.arguments.trim();
+        let args: Value = if text.is_empty() {
+            json!({})
+        } else {
+            serde_json::from_str(text).map_err(|e| Rejection::MalformedArguments {
+                message: if e.is_eof() {
+                    format!("the JSON ends early, it looks truncated: {e}")
+                } else {
+                    e.to_string()
+                },
+            })?
+        };
+        if let Some(schema) = self.toolkit.input_schema(&call.name) {
+            let problems = validate::violations(schema, &args);
+            if !problems.is_empty() {
+                return Err(Rejection::InvalidArguments { problems });
+            }
+        }
+        Ok((tool, args))
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_owned()
+    }
+}
