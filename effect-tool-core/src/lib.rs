@@ -33,6 +33,7 @@ pub mod policy;
 pub mod record;
 pub mod schema;
 pub mod store;
+pub mod stream;
 pub mod tool;
 pub mod toolkit;
 
