@@ -857,3 +857,43 @@ async fn pure_tools_are_not_journaled_and_retry_freely() {
             .is_empty()
     );
 }
+
+#[tokio::test]
+async fn a_streaming_tool_reports_progress_and_records_the_last_value() {
+    use futures::StreamExt;
+    struct Deploy(AtomicUsize);
+    impl Tool for Deploy {
+        type Args = String;
+        type Output = String;
+        type Error = ToolError;
+        const NAME: &'static str = "deploy";
+        const CLASS: EffectClass = EffectClass::Irreversible;
+        async fn call(&self, ctx: &EffectCtx, service: String) -> Result<String, ToolError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            let steps = futures::stream::iter(["built", "pushed", "live"])
+                .map(move |s| Ok::<_, ToolError>(format!("{service}: {s}")));
+            effect_tool::stream::last(ctx, steps, || ToolError::definitive("no steps")).await
+        }
+    }
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = {
+        let seen = seen.clone();
+        Arc::new(move |e: &effect_tool::ProgressEvent| seen.lock().unwrap().push(e.value.clone()))
+    };
+    let run = run("r1").with_progress(sink);
+    let engine = engine();
+    let tool = Deploy(AtomicUsize::new(0));
+    let out = engine
+        .call(&tool, &run, CallOptions::call_id("c1"), "api".into())
+        .await
+        .unwrap();
+    assert_eq!(out, "api: live");
+    assert_eq!(seen.lock().unwrap().len(), 3);
+    let replay = engine
+        .call(&tool, &run, CallOptions::call_id("c1"), "api".into())
+        .await
+        .unwrap();
+    assert_eq!(replay, "api: live", "a replay returns the last value");
+    assert_eq!(tool.0.load(Ordering::SeqCst), 1);
+    assert_eq!(seen.lock().unwrap().len(), 3, "a replay reports no progress");
+}
