@@ -1,0 +1,328 @@
+//! The function under `#[tool]`, read into what the other stages need: its arguments (with
+//! docs, `#[secret]` and serde/schemars attributes), the injected context, the return type
+//! and the doc comment. Problems with the signature itself are reported here.
+
+use proc_macro2::Span;
+use syn::spanned::Spanned;
+use syn::{Attribute, FnArg, Ident, Pat, ReturnType, Signature, Type, Visibility};
+
+use crate::ctxt::Ctxt;
+use crate::symbol::{EFFECT_CTX, SECRET};
+
+/// Where the function lives.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A free `async fn`.
+    Free,
+    /// A method of an impl block under `#[tools]`.
+    Method,
+}
+
+/// One argument the model passes.
+pub struct Arg {
+    pub ident: Ident,
+    pub ty: Type,
+    /// `#[doc]` attributes: the schema description.
+    pub docs: Vec<Attribute>,
+    /// `#[serde(...)]` and `#[schemars(...)]`, copied onto the args field.
+    pub pass: Vec<Attribute>,
+    /// `#[secret]`, with its span.
+    pub secret: Option<Span>,
+}
+
+/// A parameter of the function, in order: what the generated `call` passes.
+pub enum Param {
+    Ctx,
+    Arg(usize),
+}
+
+/// The function under `#[tool]`.
+pub struct ToolFn {
+    pub attrs: Vec<Attribute>,
+    pub vis: Visibility,
+    /// The signature as re-emitted: the argument attributes that belong to the macro removed.
+    pub sig: Signature,
+    pub ident: Ident,
+    /// The doc comment, lines joined: the tool's description.
+    pub docs: String,
+    pub args: Vec<Arg>,
+    pub params: Vec<Param>,
+    /// The return type (its `Ok` and `Err` become the tool's output and error).
+    pub ret: Option<Type>,
+    /// Whether the signature is fit to generate a tool from (else only the function and the
+    /// errors are emitted).
+    pub sound: bool,
+}
+
+impl ToolFn {
+    pub fn parse(cx: &Ctxt, attrs: Vec<Attribute>, vis: Visibility, sig: &Signature, mode: Mode) -> ToolFn {
+        let before = cx.count();
+        let mut out_sig = sig.clone();
+        let help_async = format!("declare it `async fn {}(...)`", sig.ident);
+        if sig.asyncness.is_none() {
+            cx.error(sig.fn_token.span, "a tool must be an `async fn`", help_async);
+        }
+        if let Some(c) = &sig.constness {
+            cx.error(
+                c.span,
+                "a tool cannot be a `const fn`",
+                "remove `const` and make it `async fn`",
+            );
+        }
+        if let syn::Safety::Unsafe(u) = &sig.safety {
+            cx.error(
+                u.span,
+                "a tool cannot be an `unsafe fn`: the model calls it with any arguments",
+                "remove `unsafe` and keep the unsafe block inside the function body",
+            );
+        }
+        if let Some(abi) = &sig.abi {
+            cx.error_spanned(
+                abi,
+                "a tool cannot have an `extern` ABI",
+                "remove the `extern` qualifier",
+            );
+        }
+        if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+            let spanned: &dyn quote::ToTokens = if sig.generics.params.is_empty() {
+                &sig.generics.where_clause
+            } else {
+                &sig.generics
+            };
+            cx.error_spanned(
+                spanned,
+                "a tool cannot be generic: the model needs one concrete argument schema",
+                "use concrete types, or write one `#[tool]` function per type that calls a generic helper",
+            );
+        }
+        if let Some(v) = &sig.variadic {
+            cx.error_spanned(v, "a tool cannot be variadic", "take a `Vec<T>` argument instead");
+        }
+        let ret = match &sig.output {
+            ReturnType::Type(_, ty) => Some((**ty).clone()),
+            ReturnType::Default => {
+                cx.error(
+                    sig.paren_token.span.close(),
+                    "a tool must return `Result<Output, Error>`",
+                    format!(
+                        "write `async fn {}(...) -> Result<YourOutput, ToolError>` (the error says whether a failure is definitive, transient or unknown)",
+                        sig.ident
+                    ),
+                );
+                None
+            }
+        };
+
+        let mut args = Vec::new();
+        let mut params = Vec::new();
+        let mut has_ctx = false;
+        for input in out_sig.inputs.iter_mut() {
+            let pat_ty = match input {
+                FnArg::Receiver(r) => {
+                    if mode == Mode::Free {
+                        cx.error(
+                            r.self_token.span,
+                            "`#[tool]` on a method needs `#[effect_tool::tools]` on its impl block",
+                            "put `#[effect_tool::tools]` on the `impl` block; it generates one tool type per `#[tool]` method, holding an `Arc` of the value",
+                        );
+                    }
+                    continue;
+                }
+                FnArg::Typed(pt) => pt,
+            };
+            let secret = pat_ty
+                .attrs
+                .iter()
+                .find(|a| a.path().is_ident(SECRET))
+                .map(|a| a.span());
+            if is_ctx(&pat_ty.ty) {
+                check_ctx(cx, &pat_ty.ty);
+                if let Some(span) = secret {
+                    cx.error(
+                        span,
+                        "`#[secret]` cannot mark the context: it is never stored, logged or part of the schema",
+                        "remove `#[secret]` from the context parameter; mark the secret arguments instead",
+                    );
+                }
+                if has_ctx {
+                    cx.error_spanned(
+                        &pat_ty.ty,
+                        "a tool takes the context once",
+                        "remove the second `&EffectCtx` parameter",
+                    );
+                }
+                has_ctx = true;
+                params.push(Param::Ctx);
+                pat_ty.attrs.retain(|a| !is_macro_attr(a));
+                continue;
+            }
+            let ident = match &*pat_ty.pat {
+                Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => pi.ident.clone(),
+                other => {
+                    cx.error_spanned(
+                        other,
+                        "a tool argument needs a plain name: it becomes a field of the argument schema",
+                        "write `name: Type` and destructure inside the function",
+                    );
+                    continue;
+                }
+            };
+            if let Some(r) = find_reference(&pat_ty.ty) {
+                cx.error_spanned(
+                    r,
+                    format!(
+                        "tool argument `{ident}` borrows: arguments are decoded from the model's JSON and must be owned"
+                    ),
+                    "take an owned type: `String` instead of `&str`, `Vec<T>` instead of `&[T]`",
+                );
+            }
+            if let Type::ImplTrait(it) = &*pat_ty.ty {
+                cx.error_spanned(
+                    it,
+                    format!("tool argument `{ident}` cannot be `impl Trait`: the schema needs a concrete type"),
+                    "write the concrete type, e.g. `String`",
+                );
+            }
+            let docs = pat_ty
+                .attrs
+                .iter()
+                .filter(|a| a.path().is_ident("doc"))
+                .cloned()
+                .collect();
+            let pass = pat_ty
+                .attrs
+                .iter()
+                .filter(|a| a.path().is_ident("serde") || a.path().is_ident("schemars"))
+                .cloned()
+                .collect();
+            pat_ty.attrs.retain(|a| !is_macro_attr(a));
+            params.push(Param::Arg(args.len()));
+            args.push(Arg {
+                ident,
+                ty: (*pat_ty.ty).clone(),
+                docs,
+                pass,
+                secret,
+            });
+        }
+
+        ToolFn {
+            docs: doc_text(&attrs),
+            attrs,
+            vis,
+            ident: sig.ident.clone(),
+            sig: out_sig,
+            args,
+            params,
+            ret,
+            // A signature with any problem: only the function and the errors are emitted.
+            sound: cx.count() == before,
+        }
+    }
+}
+
+/// Attributes the macro consumes from an argument: docs, `#[secret]`, serde and schemars.
+fn is_macro_attr(a: &Attribute) -> bool {
+    let p = a.path();
+    p.is_ident("doc") || p.is_ident(SECRET) || p.is_ident("serde") || p.is_ident("schemars")
+}
+
+/// Whether `ty` is the context, in any of its forms (`&EffectCtx`, `EffectCtx`, `&mut ...`).
+fn is_ctx(ty: &Type) -> bool {
+    match ty {
+        Type::Reference(r) => is_ctx(&r.elem),
+        Type::Path(p) if p.qself.is_none() => p.path.segments.last().is_some_and(|s| s.ident == EFFECT_CTX),
+        Type::Paren(p) => is_ctx(&p.elem),
+        _ => false,
+    }
+}
+
+fn check_ctx(cx: &Ctxt, ty: &Type) {
+    match ty {
+        Type::Reference(r) if r.mutability.is_none() => {}
+        Type::Reference(r) => cx.error_spanned(
+            r,
+            "the context is shared, not lent mutably",
+            "take it by shared reference: `ctx: &EffectCtx`",
+        ),
+        other => cx.error_spanned(
+            other,
+            "the context is lent to the tool, not given",
+            "take it by reference: `ctx: &EffectCtx`",
+        ),
+    }
+}
+
+/// The first reference (or `&`-bearing slice/str) inside a type, if any.
+fn find_reference(ty: &Type) -> Option<&Type> {
+    match ty {
+        Type::Reference(_) => Some(ty),
+        Type::Paren(p) => find_reference(&p.elem),
+        Type::Group(g) => find_reference(&g.elem),
+        Type::Array(a) => find_reference(&a.elem),
+        Type::Slice(s) => find_reference(&s.elem),
+        Type::Tuple(t) => t.elems.iter().find_map(find_reference),
+        Type::Path(p) => p.path.segments.iter().find_map(|seg| match &seg.arguments {
+            syn::PathArguments::AngleBracketed(a) => a.args.iter().find_map(|arg| match arg {
+                syn::GenericArgument::Type(t) => find_reference(t),
+                _ => None,
+            }),
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
+/// The text of the `#[doc]` attributes, one line each, trimmed of the space after `///`.
+pub fn doc_text(attrs: &[Attribute]) -> String {
+    let mut lines = Vec::new();
+    for attr in attrs {
+        if !attr.path().is_ident("doc") {
+            continue;
+        }
+        if let syn::Meta::NameValue(nv) = &attr.meta
+            && let syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(s), ..
+            }) = &nv.value
+        {
+            for line in s.value().split('\n') {
+                lines.push(line.strip_prefix(' ').unwrap_or(line).trim_end().to_owned());
+            }
+        }
+    }
+    while lines.first().is_some_and(|l| l.is_empty()) {
+        lines.remove(0);
+    }
+    while lines.last().is_some_and(|l| l.is_empty()) {
+        lines.pop();
+    }
+    lines.join("\n")
+}
+
+/// `issue_refund` → `IssueRefund`.
+pub fn pascal_case(name: &str) -> String {
+    let name = name.strip_prefix("r#").unwrap_or(name);
+    let mut out = String::with_capacity(name.len());
+    for part in name.split('_').filter(|p| !p.is_empty()) {
+        let mut chars = part.chars();
+        if let Some(first) = chars.next() {
+            out.extend(first.to_uppercase());
+            out.push_str(chars.as_str());
+        }
+    }
+    if out.is_empty() { "Tool".to_owned() } else { out }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pascal_case;
+
+    #[test]
+    fn pascal() {
+        assert_eq!(pascal_case("issue_refund"), "IssueRefund");
+        assert_eq!(pascal_case("r#type"), "Type");
+        assert_eq!(pascal_case("_private_thing"), "PrivateThing");
+        assert_eq!(pascal_case("send_email_v2"), "SendEmailV2");
+        assert_eq!(pascal_case("already"), "Already");
+    }
+}

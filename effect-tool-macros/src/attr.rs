@@ -1,0 +1,504 @@
+//! Parsing the arguments of `#[tool(...)]`: one setter per key, duplicates and unknown keys
+//! reported (with the nearest valid key), values checked for their own shape. Rules between
+//! keys are `valid.rs`'s job.
+
+use proc_macro2::{Span, TokenStream};
+use syn::meta::ParseNestedMeta;
+use syn::parse::{ParseStream, Parser};
+use syn::spanned::Spanned;
+use syn::{Expr, ExprClosure, Ident, LitBool, LitInt, LitStr, Path, Token};
+
+use crate::ctxt::Ctxt;
+use crate::symbol::{self, *};
+
+/// A value with the span of the key that set it and the span of the value itself.
+pub struct Set<T> {
+    /// The key as written (`effect`, `key`, ...): where "this key conflicts" errors point.
+    pub key: Span,
+    /// The value: where "this value is wrong" errors point.
+    pub span: Span,
+    pub value: T,
+}
+
+/// The effect class as written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    Pure,
+    Idempotent,
+    Compensable,
+    Irreversible,
+}
+
+impl Class {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Pure => "pure",
+            Class::Idempotent => "idempotent",
+            Class::Compensable => "compensable",
+            Class::Irreversible => "irreversible",
+        }
+    }
+}
+
+/// How the key is made.
+pub enum KeySpec {
+    /// `key = |a| expr`.
+    Closure(Box<ExprClosure>),
+    /// `key(field, ...)`.
+    Fields(Vec<Ident>),
+}
+
+/// `retry(...)`.
+#[derive(Default)]
+pub struct Retry {
+    pub max_attempts: Option<u32>,
+    pub base_delay: Option<u64>,
+    pub max_delay: Option<u64>,
+}
+
+/// Everything `#[tool(...)]` can say. Missing keys are `None`; defaults are applied in
+/// `expand.rs`.
+#[derive(Default)]
+pub struct ToolAttrs {
+    pub effect: Option<Set<Class>>,
+    pub key: Option<Set<KeySpec>>,
+    pub window: Option<Set<&'static str>>,
+    pub ttl: Option<Set<u64>>,
+    pub recover: Option<Set<Path>>,
+    pub compensate: Option<Set<Path>>,
+    pub approval: Option<Set<String>>,
+    pub when: Option<Set<Box<ExprClosure>>>,
+    pub timeout: Option<Set<u64>>,
+    pub retry: Option<Set<Retry>>,
+    pub name: Option<Set<String>>,
+    pub strict_input: Option<Set<()>>,
+    pub open_world: Option<Set<bool>>,
+    pub krate: Option<Set<Path>>,
+    /// Whether `effect = "..."` was written with a value that is not a class (already reported).
+    pub effect_rejected: bool,
+    /// Where "no effect" errors point: the attribute's arguments, or the call site when empty.
+    pub span: Option<Span>,
+}
+
+impl ToolAttrs {
+    /// Parse the tokens inside `#[tool(...)]`, reporting every problem into `cx`.
+    pub fn parse(cx: &Ctxt, tokens: TokenStream) -> ToolAttrs {
+        let mut attrs = ToolAttrs {
+            span: if tokens.is_empty() { None } else { Some(tokens.span()) },
+            ..ToolAttrs::default()
+        };
+        let parser = syn::meta::parser(|meta| attrs.parse_one(cx, meta));
+        if let Err(err) = parser.parse2(tokens) {
+            cx.syn_error(err);
+        }
+        attrs
+    }
+
+    fn parse_one(&mut self, cx: &Ctxt, meta: ParseNestedMeta) -> syn::Result<()> {
+        let Some(ident) = meta.path.get_ident().cloned() else {
+            cx.error_spanned(
+                &meta.path,
+                "expected a key of `#[tool(...)]`, found a path",
+                format!("the keys are {}", symbol::list(KEYS)),
+            );
+            return skip_value(&meta);
+        };
+        let key = ident.to_string();
+        let key_span = ident.span();
+        match key.as_str() {
+            EFFECT => {
+                let lit: LitStr = meta.value()?.parse()?;
+                let value = lit.value();
+                let class = match value.as_str() {
+                    "pure" => Some(Class::Pure),
+                    "idempotent" => Some(Class::Idempotent),
+                    "compensable" => Some(Class::Compensable),
+                    "irreversible" => Some(Class::Irreversible),
+                    _ => None,
+                };
+                match class {
+                    Some(class) => set(cx, &mut self.effect, key_span, lit.span(), class, EFFECT),
+                    None => {
+                        self.effect_rejected = true;
+                        let help = match symbol::nearest(&value, CLASSES) {
+                            Some(near) => format!("did you mean `effect = \"{near}\"`? The classes are {}", classes()),
+                            None => format!("the classes are {}", classes()),
+                        };
+                        cx.error(lit.span(), format!("unknown effect class `{value}`"), help);
+                    }
+                }
+            }
+            KEY => {
+                if meta.input.peek(syn::token::Paren) {
+                    let mut fields = Vec::new();
+                    meta.parse_nested_meta(|field| {
+                        match field.path.get_ident() {
+                            Some(ident) if field.input.is_empty() || field.input.peek(Token![,]) => {
+                                fields.push(ident.clone())
+                            }
+                            _ => cx.error_spanned(
+                                &field.path,
+                                "`key(...)` lists argument names",
+                                "write the names of the arguments the key is made of: `key(order_id, amount_cents)`",
+                            ),
+                        }
+                        skip_value(&field)
+                    })?;
+                    if fields.is_empty() {
+                        cx.error(
+                            key_span,
+                            "`key()` lists no argument",
+                            "name the arguments the key is made of, `key(order_id)`, or remove `key` for the default key (a hash of every argument)",
+                        );
+                    }
+                    let span = meta.input.span();
+                    set(cx, &mut self.key, key_span, span, KeySpec::Fields(fields), KEY);
+                } else {
+                    let expr: Expr = meta.value()?.parse()?;
+                    match expr {
+                        Expr::Closure(closure) => {
+                            let span = closure.span();
+                            set(cx, &mut self.key, key_span, span, KeySpec::Closure(Box::new(closure)), KEY)
+                        }
+                        other => cx.error_spanned(
+                            &other,
+                            "`key` takes a closure over the arguments",
+                            "write `key = |a| format!(\"refund:{}\", a.order_id)` or list fields: `key(order_id, amount_cents)`",
+                        ),
+                    }
+                }
+            }
+            WINDOW => {
+                let lit: LitStr = meta.value()?.parse()?;
+                let value = lit.value();
+                match WINDOWS.iter().find(|w| **w == value) {
+                    Some(w) => set(cx, &mut self.window, key_span, lit.span(), *w, WINDOW),
+                    None => {
+                        let help = match symbol::nearest(&value, WINDOWS) {
+                            Some(near) => format!("did you mean `window = \"{near}\"`? The windows are {}", windows()),
+                            None => format!("the windows are {}", windows()),
+                        };
+                        cx.error(lit.span(), format!("unknown key window `{value}`"), help);
+                    }
+                }
+            }
+            TTL => {
+                let lit: LitStr = meta.value()?.parse()?;
+                if let Some(ms) = duration(cx, &lit, TTL) {
+                    set(cx, &mut self.ttl, key_span, lit.span(), ms, TTL);
+                }
+            }
+            TIMEOUT => {
+                let lit: LitStr = meta.value()?.parse()?;
+                if let Some(ms) = duration(cx, &lit, TIMEOUT) {
+                    set(cx, &mut self.timeout, key_span, lit.span(), ms, TIMEOUT);
+                }
+            }
+            RECOVER | COMPENSATE => {
+                let value = meta.value()?;
+                let path = if value.peek(LitStr) {
+                    // Accept `recover = "path"` too, as serde does for its paths.
+                    let lit: LitStr = value.parse()?;
+                    lit.parse::<Path>()?
+                } else {
+                    parse_path_value(value, &key)?
+                };
+                let span = path.span();
+                let slot = if key == RECOVER {
+                    &mut self.recover
+                } else {
+                    &mut self.compensate
+                };
+                set(
+                    cx,
+                    slot,
+                    key_span,
+                    span,
+                    path,
+                    if key == RECOVER { RECOVER } else { COMPENSATE },
+                );
+            }
+            APPROVAL => {
+                let lit: LitStr = meta.value()?.parse()?;
+                if lit.value().trim().is_empty() {
+                    cx.error(
+                        lit.span(),
+                        "`approval` names no role",
+                        "name who approves, e.g. `approval = \"finance\"`",
+                    );
+                } else {
+                    set(cx, &mut self.approval, key_span, lit.span(), lit.value(), APPROVAL);
+                }
+            }
+            WHEN => {
+                let expr: Expr = meta.value()?.parse()?;
+                match expr {
+                    Expr::Closure(closure) => {
+                        let span = closure.span();
+                        set(cx, &mut self.when, key_span, span, Box::new(closure), WHEN)
+                    }
+                    other => cx.error_spanned(
+                        &other,
+                        "`when` takes a closure over the arguments that returns a bool",
+                        "write `when = |a| a.amount_cents > 10_000`",
+                    ),
+                }
+            }
+            RETRY => {
+                if !meta.input.peek(syn::token::Paren) {
+                    cx.error(
+                        key_span,
+                        "`retry` takes a list of limits",
+                        "write `retry(max_attempts = 5, base_delay = \"200ms\", max_delay = \"30s\")`",
+                    );
+                    return skip_value(&meta);
+                }
+                let span = meta.input.span();
+                let mut retry = Retry::default();
+                let mut seen: Vec<String> = Vec::new();
+                meta.parse_nested_meta(|inner| {
+                    let name = inner.path.get_ident().map(ToString::to_string).unwrap_or_default();
+                    if seen.contains(&name) {
+                        cx.error_spanned(
+                            &inner.path,
+                            format!("duplicate `{name}` in `retry(...)`"),
+                            "give each limit once",
+                        );
+                        return skip_value(&inner);
+                    }
+                    seen.push(name.clone());
+                    match name.as_str() {
+                        MAX_ATTEMPTS => {
+                            let lit: LitInt = inner.value()?.parse()?;
+                            match lit.base10_parse::<u32>() {
+                                Ok(0) | Err(_) => cx.error(
+                                    lit.span(),
+                                    "`max_attempts` must be a whole number of at least 1 (the first execution counts)",
+                                    "write `max_attempts = 1` to never retry, `max_attempts = 5` for four retries",
+                                ),
+                                Ok(n) => retry.max_attempts = Some(n),
+                            }
+                        }
+                        BASE_DELAY | MAX_DELAY => {
+                            let lit: LitStr = inner.value()?.parse()?;
+                            if let Some(ms) = duration(cx, &lit, &name) {
+                                if name == BASE_DELAY {
+                                    retry.base_delay = Some(ms);
+                                } else {
+                                    retry.max_delay = Some(ms);
+                                }
+                            }
+                        }
+                        _ => {
+                            let help = match symbol::nearest(&name, RETRY_KEYS) {
+                                Some(near) => {
+                                    format!("did you mean `{near}`? `retry(...)` takes {}", symbol::list(RETRY_KEYS))
+                                }
+                                None => format!("`retry(...)` takes {}", symbol::list(RETRY_KEYS)),
+                            };
+                            cx.error_spanned(&inner.path, format!("unknown retry limit `{name}`"), help);
+                            return skip_value(&inner);
+                        }
+                    }
+                    Ok(())
+                })?;
+                set(cx, &mut self.retry, key_span, span, retry, RETRY);
+            }
+            NAME => {
+                let lit: LitStr = meta.value()?.parse()?;
+                let value = lit.value();
+                let valid = !value.is_empty()
+                    && value.len() <= 64
+                    && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+                if valid {
+                    set(cx, &mut self.name, key_span, lit.span(), value, NAME);
+                } else {
+                    cx.error(
+                        lit.span(),
+                        format!(
+                            "`{value}` cannot be a tool name: providers accept 1 to 64 of a-z, A-Z, 0-9, `_` and `-`"
+                        ),
+                        "write a name such as `name = \"issue_refund\"`",
+                    );
+                }
+            }
+            STRICT_INPUT => {
+                if !meta.input.is_empty() && !meta.input.peek(Token![,]) {
+                    cx.error(
+                        key_span,
+                        "`strict_input` is a flag and takes no value",
+                        "write `strict_input` to fail a call whose key is recorded under different arguments",
+                    );
+                    return skip_value(&meta);
+                }
+                set(cx, &mut self.strict_input, key_span, key_span, (), STRICT_INPUT);
+            }
+            OPEN_WORLD => {
+                let lit: LitBool = meta.value()?.parse()?;
+                set(cx, &mut self.open_world, key_span, lit.span(), lit.value, OPEN_WORLD);
+            }
+            CRATE => {
+                let lit: LitStr = meta.value()?.parse()?;
+                match lit.parse::<Path>() {
+                    Ok(path) => set(cx, &mut self.krate, key_span, lit.span(), path, CRATE),
+                    Err(_) => cx.error(
+                        lit.span(),
+                        format!("`{}` is not a path", lit.value()),
+                        "name the crate that re-exports effect-tool, e.g. `crate = \"::my_sdk::effect_tool\"`",
+                    ),
+                }
+            }
+            SECRET => {
+                cx.error(
+                    key_span,
+                    "`secret` marks an argument, not the tool",
+                    "put `#[secret]` on the argument: `async fn login(#[secret] password: String)`",
+                );
+                return skip_value(&meta);
+            }
+            other => {
+                let help = match symbol::nearest(other, KEYS) {
+                    Some(near) => format!("did you mean `{near}`? The keys are {}", symbol::list(KEYS)),
+                    None => format!("the keys are {}", symbol::list(KEYS)),
+                };
+                cx.error(key_span, format!("unknown key `{other}` in `#[tool(...)]`"), help);
+                return skip_value(&meta);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Store a value, reporting a duplicate key at its second occurrence.
+fn set<T>(cx: &Ctxt, slot: &mut Option<Set<T>>, key: Span, span: Span, value: T, name: &str) {
+    if slot.is_some() {
+        cx.error(key, format!("duplicate key `{name}`"), format!("give `{name}` once"));
+    } else {
+        *slot = Some(Set { key, span, value });
+    }
+}
+
+/// Skip whatever value follows an unknown or rejected key, so parsing goes on to the next key
+/// and every problem is reported in one build.
+fn skip_value(meta: &ParseNestedMeta) -> syn::Result<()> {
+    if meta.input.peek(Token![=]) {
+        let value = meta.value()?;
+        value.parse::<Expr>()?;
+    } else if meta.input.peek(syn::token::Paren) {
+        let _: TokenStream = meta.input.step(|cursor| match cursor.token_tree() {
+            Some((tt, rest)) => Ok((tt.into(), rest)),
+            None => Err(cursor.error("expected a parenthesized list")),
+        })?;
+    }
+    Ok(())
+}
+
+/// A path value such as `recover = check_refund` (a closure or call is a mistake we explain).
+fn parse_path_value(input: ParseStream, key: &str) -> syn::Result<Path> {
+    let expr: Expr = input.parse()?;
+    match expr {
+        Expr::Path(p) if p.qself.is_none() => Ok(p.path),
+        other => Err(syn::Error::new_spanned(
+            other,
+            format!(
+                "`{key}` takes the path of an async function\nhelp: write `{key} = {}` and define it as {}",
+                if key == RECOVER {
+                    "check_refund"
+                } else {
+                    "undo_reservation"
+                },
+                if key == RECOVER {
+                    "`async fn check_refund(ctx: &EffectCtx, args: &IssueRefundArgs) -> Result<Option<Output>, Error>`"
+                } else {
+                    "`async fn undo_reservation(ctx: &EffectCtx, args: &ReserveArgs, output: &Output) -> Result<(), Error>`"
+                }
+            ),
+        )),
+    }
+}
+
+fn classes() -> String {
+    symbol::list(CLASSES)
+}
+
+fn windows() -> String {
+    symbol::list(WINDOWS)
+}
+
+/// Parse a duration such as `"30s"`, `"500ms"`, `"24h"` or `"1h30m"` into milliseconds.
+pub fn parse_duration(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err("the duration is empty".to_owned());
+    }
+    let mut total: u64 = 0;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(format!("expected a number at `{rest}`"));
+        }
+        let number: u64 = rest[..digits]
+            .parse()
+            .map_err(|_| "the number is too large".to_owned())?;
+        rest = &rest[digits..];
+        let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
+        let unit = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        let factor = match unit {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            "" => return Err(format!("`{number}` has no unit")),
+            other => return Err(format!("unknown unit `{other}`")),
+        };
+        total = number
+            .checked_mul(factor)
+            .and_then(|ms| total.checked_add(ms))
+            .ok_or_else(|| "the duration is too large".to_owned())?;
+    }
+    Ok(total)
+}
+
+fn duration(cx: &Ctxt, lit: &LitStr, key: &str) -> Option<u64> {
+    match parse_duration(&lit.value()) {
+        Ok(0) => {
+            cx.error(
+                lit.span(),
+                format!("`{key}` must be longer than zero"),
+                format!("write a positive duration such as `{key} = \"30s\"`, or remove `{key}`"),
+            );
+            None
+        }
+        Ok(ms) => Some(ms),
+        Err(why) => {
+            cx.error(
+                lit.span(),
+                format!("invalid duration `{}` for `{key}`: {why}", lit.value()),
+                "write a number and a unit, e.g. \"500ms\", \"30s\", \"5m\", \"24h\", \"7d\" or \"1h30m\" (units: ms, s, m, h, d)",
+            );
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s"), Ok(30_000));
+        assert_eq!(parse_duration("500ms"), Ok(500));
+        assert_eq!(parse_duration("24h"), Ok(86_400_000));
+        assert_eq!(parse_duration("1h30m"), Ok(5_400_000));
+        assert_eq!(parse_duration("7d"), Ok(604_800_000));
+        assert!(parse_duration("30").is_err());
+        assert!(parse_duration("30 sec").is_err());
+        assert!(parse_duration("s").is_err());
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("99999999999999999999d").is_err());
+    }
+}

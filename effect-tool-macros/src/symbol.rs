@@ -1,0 +1,108 @@
+//! The names the attribute accepts, in one place, and the "did you mean" helper.
+
+pub const EFFECT: &str = "effect";
+pub const KEY: &str = "key";
+pub const WINDOW: &str = "window";
+pub const TTL: &str = "ttl";
+pub const RECOVER: &str = "recover";
+pub const COMPENSATE: &str = "compensate";
+pub const APPROVAL: &str = "approval";
+pub const WHEN: &str = "when";
+pub const TIMEOUT: &str = "timeout";
+pub const RETRY: &str = "retry";
+pub const NAME: &str = "name";
+pub const STRICT_INPUT: &str = "strict_input";
+pub const OPEN_WORLD: &str = "open_world";
+pub const CRATE: &str = "crate";
+
+/// Every key of `#[tool(...)]`, in the order the docs list them.
+pub const KEYS: &[&str] = &[
+    EFFECT,
+    KEY,
+    WINDOW,
+    TTL,
+    RECOVER,
+    COMPENSATE,
+    APPROVAL,
+    WHEN,
+    TIMEOUT,
+    RETRY,
+    NAME,
+    STRICT_INPUT,
+    OPEN_WORLD,
+    CRATE,
+];
+
+pub const MAX_ATTEMPTS: &str = "max_attempts";
+pub const BASE_DELAY: &str = "base_delay";
+pub const MAX_DELAY: &str = "max_delay";
+
+/// Every key of `retry(...)`.
+pub const RETRY_KEYS: &[&str] = &[MAX_ATTEMPTS, BASE_DELAY, MAX_DELAY];
+
+/// The effect classes, as written in `effect = "..."`.
+pub const CLASSES: &[&str] = &["pure", "idempotent", "compensable", "irreversible"];
+
+/// The key windows, as written in `window = "..."`.
+pub const WINDOWS: &[&str] = &["run", "thread", "cross-run"];
+
+/// The argument attribute that keeps a value out of the store, logs and default keys.
+pub const SECRET: &str = "secret";
+
+/// The context type injected into tools.
+pub const EFFECT_CTX: &str = "EffectCtx";
+
+/// The candidate closest to `word` (case-insensitive edit distance), if it is close enough to
+/// be what the user meant.
+pub fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let word = word.to_ascii_lowercase();
+    candidates
+        .iter()
+        .map(|c| {
+            // A shared stem (`retries` for `retry`) counts as close.
+            let stem = word.len().min(c.len()).min(4);
+            let d = if stem >= 3 && word.as_bytes()[..stem] == c.as_bytes()[..stem] {
+                1
+            } else {
+                distance(&word, c)
+            };
+            (d.min(distance(&word, c)), *c)
+        })
+        .filter(|(d, c)| *d <= (c.len().max(word.len()) / 3).max(2))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// `a`, `b`, `c` as a list for messages: "`a`, `b`, `c`".
+pub fn list(items: &[&str]) -> String {
+    items.iter().map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", ")
+}
+
+/// Levenshtein distance.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggests_the_nearest_name() {
+        assert_eq!(nearest("idempotnt", CLASSES), Some("idempotent"));
+        assert_eq!(nearest("Irreversable", CLASSES), Some("irreversible"));
+        assert_eq!(nearest("windo", KEYS), Some("window"));
+        assert_eq!(nearest("retries", KEYS), Some("retry"));
+        assert_eq!(nearest("zzzzzzzz", KEYS), None);
+    }
+}

@@ -1,0 +1,155 @@
+//! Rules between the keys of `#[tool(...)]` and between the keys and the function: what makes a
+//! declaration unsafe or meaningless. Each rule reports at the key that breaks it, with a `help:`
+//! line that says what to write.
+
+use proc_macro2::Span;
+
+use crate::ast::ToolFn;
+use crate::attr::{Class, KeySpec, ToolAttrs};
+use crate::ctxt::Ctxt;
+use crate::symbol;
+
+pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
+    let class = match &attrs.effect {
+        Some(effect) => Some(effect.value),
+        None => {
+            // An unknown class was already reported where it was written.
+            if !cx_reported_effect(attrs) {
+                cx.error(
+                    attrs.span.unwrap_or_else(Span::call_site),
+                    format!("tool `{}` declares no effect class", func.ident),
+                    "say what running it twice does: `#[tool(effect = \"pure\" | \"idempotent\" | \"compensable\" | \"irreversible\")]`",
+                );
+            }
+            None
+        }
+    };
+
+    if let Some(Class::Pure) = class {
+        let pure_help = |key: &str| {
+            format!(
+                "remove `{key}`: a pure tool changes nothing, so it is not journaled; if it has an effect, declare `effect = \"idempotent\"` (or compensable/irreversible)"
+            )
+        };
+        let pure_key = |span: Option<Span>, key: &str| {
+            if let Some(span) = span {
+                cx.error(span, format!("a pure tool takes no `{key}`"), pure_help(key));
+            }
+        };
+        pure_key(attrs.key.as_ref().map(|s| s.key), symbol::KEY);
+        pure_key(attrs.recover.as_ref().map(|s| s.key), symbol::RECOVER);
+        pure_key(attrs.compensate.as_ref().map(|s| s.key), symbol::COMPENSATE);
+        pure_key(attrs.approval.as_ref().map(|s| s.key), symbol::APPROVAL);
+        pure_key(attrs.window.as_ref().map(|s| s.key), symbol::WINDOW);
+        pure_key(attrs.ttl.as_ref().map(|s| s.key), symbol::TTL);
+        pure_key(attrs.strict_input.as_ref().map(|s| s.key), symbol::STRICT_INPUT);
+    }
+
+    if let (Some(Class::Compensable), None, Some(effect)) = (class, &attrs.compensate, &attrs.effect) {
+        cx.error(
+            effect.span,
+            format!("compensable tool `{}` declares no `compensate`", func.ident),
+            "name the function that undoes it: `compensate = undo_it` with `async fn undo_it(ctx: &EffectCtx, args: &Args, output: &Output) -> Result<(), Error>`; or, if it cannot be undone, declare `effect = \"irreversible\"`",
+        );
+    }
+    if let (Some(Class::Idempotent | Class::Irreversible), Some(comp)) = (class, &attrs.compensate) {
+        cx.error(
+            comp.key,
+            format!(
+                "`compensate` is only run for compensable tools, and this one is {}",
+                class.map_or("", Class::as_str)
+            ),
+            "declare `effect = \"compensable\"` if the effect can be undone, or remove `compensate`",
+        );
+    }
+
+    if let (Some(when), None) = (&attrs.when, &attrs.approval) {
+        cx.error(
+            when.key,
+            "`when` without `approval`: nobody is named to approve",
+            "add the approving role: `approval = \"finance\", when = |a| ...`",
+        );
+    }
+
+    if let Some(key) = &attrs.key {
+        match &key.value {
+            KeySpec::Closure(closure) => closure_arity(cx, closure, "key", "|a| format!(\"refund:{}\", a.order_id)"),
+            KeySpec::Fields(fields) => {
+                let names: Vec<String> = func.args.iter().map(|a| unraw(&a.ident)).collect();
+                let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                let mut seen: Vec<String> = Vec::new();
+                for field in fields {
+                    let f = unraw(field);
+                    if seen.contains(&f) {
+                        cx.error(
+                            field.span(),
+                            format!("`{f}` is listed twice in `key(...)`"),
+                            "list each argument once",
+                        );
+                        continue;
+                    }
+                    seen.push(f.clone());
+                    match func.args.iter().find(|a| unraw(&a.ident) == f) {
+                        None => {
+                            let help = match symbol::nearest(&f, &name_refs) {
+                                Some(near) => format!("did you mean `{near}`? The arguments are {}", symbol::list(&name_refs)),
+                                None if name_refs.is_empty() => "this tool takes no arguments: remove `key(...)`".to_owned(),
+                                None => format!("the arguments are {}", symbol::list(&name_refs)),
+                            };
+                            cx.error(field.span(), format!("`key` names `{f}`, which is not an argument of `{}`", func.ident), help);
+                        }
+                        Some(arg) if arg.secret.is_some() => cx.error(
+                            field.span(),
+                            format!("`{f}` is `#[secret]` and cannot be part of the key: keys are stored and shown to operators"),
+                            "key on the non-secret arguments that identify the effect",
+                        ),
+                        Some(_) => {}
+                    }
+                }
+            }
+        }
+    }
+    if let Some(when) = &attrs.when {
+        closure_arity(cx, &when.value, "when", "|a| a.amount_cents > 10_000");
+    }
+
+    if let Some(retry) = &attrs.retry
+        && let (Some(base), Some(max)) = (retry.value.base_delay, retry.value.max_delay)
+        && base > max
+    {
+        cx.error(
+            retry.span,
+            "`base_delay` is longer than `max_delay`",
+            "make `max_delay` at least `base_delay`: it caps every delay between attempts",
+        );
+    }
+}
+
+fn cx_reported_effect(attrs: &ToolAttrs) -> bool {
+    attrs.effect_rejected
+}
+
+fn closure_arity(cx: &Ctxt, closure: &syn::ExprClosure, key: &str, example: &str) {
+    if closure.inputs.len() != 1 {
+        cx.error_spanned(
+            &closure.inputs,
+            format!(
+                "the `{key}` closure takes one parameter, the tool's arguments (it has {})",
+                closure.inputs.len()
+            ),
+            format!("write `{key} = {example}`"),
+        );
+    }
+    if let Some(a) = &closure.asyncness {
+        cx.error(
+            a.span,
+            format!("the `{key}` closure cannot be async"),
+            format!("write `{key} = {example}`"),
+        );
+    }
+}
+
+pub fn unraw(ident: &syn::Ident) -> String {
+    let s = ident.to_string();
+    s.strip_prefix("r#").map(str::to_owned).unwrap_or(s)
+}
