@@ -21,6 +21,8 @@
 
 pub mod canonical;
 pub mod class;
+#[cfg(feature = "testing")]
+pub mod conformance;
 pub mod compensation;
 pub mod context;
 pub mod dyn_tool;

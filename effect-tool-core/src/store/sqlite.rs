@@ -1,1 +1,822 @@
-//! SQLite journal (being written).
+//! The SQLite journal: the embedded default. A file path is all it takes.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), effect_tool_core::StoreError> {
+//! use effect_tool_core::Engine;
+//! use effect_tool_core::store::sqlite::SqliteStore;
+//!
+//! let engine = Engine::new(SqliteStore::open("effects.db")?);
+//! # Ok(()) }
+//! ```
+//!
+//! # Guarantees
+//!
+//! - **Safe across processes on one machine.** Every write runs under `BEGIN IMMEDIATE`
+//!   (SQLite's write lock): read the record, run [`crate::record::transition`], write it back,
+//!   append the audit entry, commit. A database locked by another process is waited on for
+//!   [`SqliteOptions::busy_timeout`], then reported as an error that says so.
+//! - **Durable.** WAL journal, `synchronous = FULL` by default: a call that returned has its
+//!   record on disk, even if the machine loses power right after. [`Synchronous::Normal`] is
+//!   faster but a power loss (not a process crash) may roll back the last commits: a claim or a
+//!   recorded result written just before the power went out may be lost, and the next call
+//!   then runs the effect again (idempotent tools with the same key; compensable and
+//!   irreversible tools are only protected by their `recover` hook). Use it where that is
+//!   acceptable.
+//! - **Off the async runtime, with group commit.** rusqlite is blocking. Writes go through a
+//!   queue to one writer thread, which drains every queued operation and applies them in one
+//!   transaction, each with its own transition, in arrival order; one commit (one fsync) serves
+//!   them all, so concurrent callers share commits instead of waiting for each other's fsync.
+//!   Reads (`get`, `list`, `audit`) run on tokio's blocking pool over separate read
+//!   connections (WAL lets them proceed while the writer commits).
+//! - **Claims that need no write never take the write lock.** A claim first reads the record
+//!   on a read connection that never waits (busy timeout 0): if the state machine says nothing
+//!   changes (a recorded result to replay, a live claim, a record in doubt, awaiting approval)
+//!   the outcome is returned from that read, which is one consistent snapshot of the last
+//!   commit. Anything else, or a busy database, goes to the writer. This read is a point lookup
+//!   by primary key and runs on the caller's thread: it does not wait for locks, only for the
+//!   page cache (or the disk on a cold cache).
+//!
+//! # Schema (version 1)
+//!
+//! Plain columns and JSON text, never Rust-layout blobs (see [`SqliteStore::schema_sql`]):
+//! `effect_tool_meta(name, value)` records `schema_version`; `effect_records` holds one row per
+//! key, its `version` column the record version ([`RECORD_VERSION`]); `effect_audit` is
+//! append-only (triggers refuse updates and deletes). A journal written by a newer effect-tool
+//! (a higher schema version) is refused at open; a record of a newer version is refused with
+//! [`StoreError::UnsupportedVersion`] and left untouched, never misread.
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use tokio::sync::oneshot;
+
+use super::{Filter, Store};
+use crate::class::EffectClass;
+use crate::error::StoreError;
+use crate::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome, RECORD_VERSION, RecordState, transition};
+
+/// The version of the SQLite schema this build writes and reads.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// How hard SQLite works to make a commit survive a power loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Synchronous {
+    /// fsync the WAL on every commit: a returned call survives power loss (the default).
+    #[default]
+    Full,
+    /// fsync only at checkpoints: survives process crashes, but a power loss may roll back the
+    /// last commits (claims and recorded results), so an effect may run again after one.
+    Normal,
+}
+
+impl Synchronous {
+    fn pragma(self) -> &'static str {
+        match self {
+            Synchronous::Full => "FULL",
+            Synchronous::Normal => "NORMAL",
+        }
+    }
+}
+
+/// Settings of a [`SqliteStore`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqliteOptions {
+    /// Durability of commits (default [`Synchronous::Full`]).
+    pub synchronous: Synchronous,
+    /// How long a write waits for another process's write lock before failing (default 10 s).
+    pub busy_timeout: Duration,
+    /// The most operations the writer applies in one transaction (default 256).
+    pub max_batch: usize,
+    /// Read connections kept open for `get`, `list`, `audit` and claim lookups (default 4).
+    pub read_connections: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            synchronous: Synchronous::Full,
+            busy_timeout: Duration::from_secs(10),
+            max_batch: 256,
+            read_connections: 4,
+        }
+    }
+}
+
+/// A journal in a SQLite file, shared safely by every process on the machine that opens it.
+/// Cheap to clone; clones share the writer thread and the read connections.
+#[derive(Clone)]
+pub struct SqliteStore {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.shared.path)
+            .field("options", &self.shared.options)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    path: PathBuf,
+    options: SqliteOptions,
+    jobs: mpsc::Sender<Job>,
+    readers: Mutex<Vec<Connection>>,
+}
+
+// Jobs and answers live briefly in a queue; their size does not matter beside a commit.
+#[allow(clippy::large_enum_variant)]
+enum Job {
+    Apply {
+        key: String,
+        op: Op,
+        reply: oneshot::Sender<Result<OpOutcome, StoreError>>,
+    },
+    Gc {
+        now: Millis,
+        reply: oneshot::Sender<Result<u64, StoreError>>,
+    },
+}
+
+impl SqliteStore {
+    /// Open (or create) the journal at `path` with default settings: WAL,
+    /// `synchronous = FULL`, a 10 s bound on waiting for other processes.
+    ///
+    /// This does blocking file I/O (and may wait for another process's lock while creating the
+    /// schema): call it at startup, not in a hot async path.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        SqliteStore::open_with(path, SqliteOptions::default())
+    }
+
+    /// Open (or create) the journal at `path` with `options`.
+    pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let writer = open_connection(&path, &options, true)?;
+        let (jobs, rx) = mpsc::channel();
+        let thread_path = path.clone();
+        let thread_options = options.clone();
+        std::thread::Builder::new()
+            .name("effect-tool-sqlite-writer".to_owned())
+            .spawn(move || writer_loop(writer, rx, &thread_path, &thread_options))
+            .map_err(|e| StoreError::Backend(format!("cannot start the SQLite writer thread: {e}")))?;
+        let mut readers = Vec::with_capacity(options.read_connections);
+        for _ in 0..options.read_connections.max(1) {
+            readers.push(open_connection(&path, &options, false)?);
+        }
+        Ok(SqliteStore {
+            shared: Arc::new(Shared {
+                path,
+                options,
+                jobs,
+                readers: Mutex::new(readers),
+            }),
+        })
+    }
+
+    /// The file this journal lives in.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// The settings it was opened with.
+    pub fn options(&self) -> &SqliteOptions {
+        &self.shared.options
+    }
+
+    /// The SQL of the current schema (what [`SqliteStore::open`] creates), for review.
+    pub fn schema_sql() -> &'static str {
+        SCHEMA_V1
+    }
+
+    async fn send<T>(&self, job: Job, rx: oneshot::Receiver<Result<T, StoreError>>) -> Result<T, StoreError> {
+        self.shared.jobs.send(job).map_err(|_| {
+            StoreError::Backend("the SQLite writer thread has stopped (see the logs for why)".to_owned())
+        })?;
+        rx.await.map_err(|_| {
+            StoreError::Backend(
+                "the SQLite writer thread stopped before answering; the operation may or may not have been applied"
+                    .to_owned(),
+            )
+        })?
+    }
+
+    /// Run `f` on a read connection on tokio's blocking pool.
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = match shared.take_reader() {
+                Some(c) => c,
+                None => open_connection(&shared.path, &shared.options, false)?,
+            };
+            conn.busy_timeout(shared.options.busy_timeout).map_err(backend)?;
+            let result = f(&conn);
+            shared.give_back(conn);
+            result
+        })
+        .await
+        .map_err(|e| StoreError::Backend(format!("a SQLite read failed to run: {e}")))?
+    }
+
+    /// The claim fast path: answer from a read when the state machine writes nothing.
+    fn claim_without_write(&self, key: &str, op: &Op) -> Option<Result<OpOutcome, StoreError>> {
+        let conn = self.shared.take_reader()?;
+        let found = conn
+            .busy_timeout(Duration::ZERO)
+            .map_err(backend)
+            .and_then(|()| read_record(&conn, key));
+        self.shared.give_back(conn);
+        let current = match found {
+            Ok(found) => found,
+            // Busy or failing: let the writer (which waits, and reports) handle it.
+            Err(StoreError::Backend(_)) => return None,
+            Err(e) => return Some(Err(e)),
+        };
+        match transition(key, current.as_ref(), op, self.now()) {
+            Ok(t) if t.write.is_none() => Some(Ok(t.outcome)),
+            Ok(_) => None,
+            Err(rejected) => Some(Err(rejected.into())),
+        }
+    }
+}
+
+impl Shared {
+    fn take_reader(&self) -> Option<Connection> {
+        self.readers.lock().unwrap_or_else(|e| e.into_inner()).pop()
+    }
+
+    fn give_back(&self, conn: Connection) {
+        let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        if readers.len() < self.options.read_connections.max(1) {
+            readers.push(conn);
+        }
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
+        let key = key.to_owned();
+        self.read(move |conn| read_record(conn, &key)).await
+    }
+
+    async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
+        if matches!(op, Op::Claim { .. })
+            && let Some(answer) = self.claim_without_write(key, &op)
+        {
+            return answer;
+        }
+        let (reply, rx) = oneshot::channel();
+        let job = Job::Apply {
+            key: key.to_owned(),
+            op,
+            reply,
+        };
+        self.send(job, rx).await
+    }
+
+    async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
+        let filter = filter.clone();
+        self.read(move |conn| list_records(conn, &filter)).await
+    }
+
+    async fn gc(&self, now: Millis) -> Result<u64, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Job::Gc { now, reply }, rx).await
+    }
+
+    async fn audit(&self, key: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
+        let key = key.map(str::to_owned);
+        self.read(move |conn| read_audit(conn, key.as_deref())).await
+    }
+}
+
+const SCHEMA_V1: &str = "
+CREATE TABLE IF NOT EXISTS effect_records (
+    key           TEXT PRIMARY KEY NOT NULL,
+    version       INTEGER NOT NULL,
+    tool          TEXT NOT NULL,
+    class         TEXT NOT NULL,
+    run_id        TEXT NOT NULL,
+    thread_id     TEXT,
+    call_id       TEXT,
+    fingerprint   TEXT NOT NULL,
+    input         TEXT NOT NULL,   -- JSON
+    state         TEXT NOT NULL,   -- claimed, completed, in-doubt, awaiting-approval, ...
+    attempt       INTEGER NOT NULL,
+    lease_until   INTEGER,         -- ms since the Unix epoch
+    output        TEXT,            -- JSON
+    reason        TEXT,
+    approval_role TEXT,
+    decided_by    TEXT,
+    created_at    INTEGER NOT NULL,
+    updated_at    INTEGER NOT NULL,
+    expires_at    INTEGER
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS effect_records_state ON effect_records (state, updated_at);
+CREATE INDEX IF NOT EXISTS effect_records_run ON effect_records (run_id, updated_at);
+CREATE INDEX IF NOT EXISTS effect_records_updated ON effect_records (updated_at);
+CREATE INDEX IF NOT EXISTS effect_records_expires ON effect_records (expires_at) WHERE expires_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS effect_audit (
+    id     INTEGER PRIMARY KEY AUTOINCREMENT,
+    key    TEXT NOT NULL,
+    at     INTEGER NOT NULL,
+    actor  TEXT NOT NULL,
+    action TEXT NOT NULL,
+    detail TEXT              -- JSON
+);
+CREATE INDEX IF NOT EXISTS effect_audit_key ON effect_audit (key, id);
+CREATE TRIGGER IF NOT EXISTS effect_audit_no_update BEFORE UPDATE ON effect_audit
+BEGIN SELECT RAISE(ABORT, 'the effect-tool audit trail is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS effect_audit_no_delete BEFORE DELETE ON effect_audit
+BEGIN SELECT RAISE(ABORT, 'the effect-tool audit trail is append-only'); END;
+";
+
+fn backend(e: rusqlite::Error) -> StoreError {
+    StoreError::Backend(format!("SQLite: {e}"))
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
+}
+
+fn open_connection(path: &Path, options: &SqliteOptions, writer: bool) -> Result<Connection, StoreError> {
+    let fail = |e: rusqlite::Error| {
+        if is_busy(&e) {
+            StoreError::Backend(format!(
+                "SQLite journal {} stayed locked by another process for more than {:?} while opening: {e}; retry, or raise SqliteOptions::busy_timeout",
+                path.display(),
+                options.busy_timeout
+            ))
+        } else {
+            StoreError::Backend(format!("cannot open the SQLite journal {}: {e}", path.display()))
+        }
+    };
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(path, flags).map_err(fail)?;
+    conn.busy_timeout(options.busy_timeout).map_err(fail)?;
+    if writer {
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(fail)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Backend(format!(
+                "SQLite journal {} cannot use WAL (journal_mode is `{mode}`): put it on a local file system",
+                path.display()
+            )));
+        }
+        migrate(&conn, path).map_err(|e| match e {
+            Migrate::Sql(e) => fail(e),
+            Migrate::Store(e) => e,
+        })?;
+    }
+    conn.execute_batch(&format!("PRAGMA synchronous = {};", options.synchronous.pragma()))
+        .map_err(fail)?;
+    Ok(conn)
+}
+
+enum Migrate {
+    Sql(rusqlite::Error),
+    Store(StoreError),
+}
+
+impl From<rusqlite::Error> for Migrate {
+    fn from(e: rusqlite::Error) -> Self {
+        Migrate::Sql(e)
+    }
+}
+
+/// Create the schema, or check that an existing one is a version this build reads.
+fn migrate(conn: &Connection, path: &Path) -> Result<(), Migrate> {
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let result = (|| {
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS effect_tool_meta (name TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL);",
+        )?;
+        let found: Option<String> = conn
+            .query_row(
+                "SELECT value FROM effect_tool_meta WHERE name = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        match found {
+            None => {
+                conn.execute_batch(SCHEMA_V1)?;
+                conn.execute(
+                    "INSERT INTO effect_tool_meta (name, value) VALUES ('schema_version', ?1)",
+                    [SCHEMA_VERSION.to_string()],
+                )?;
+                conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION};"))?;
+                Ok(())
+            }
+            Some(v) => match v.parse::<u32>() {
+                Ok(SCHEMA_VERSION) => Ok(()),
+                Ok(found) => Err(Migrate::Store(StoreError::Backend(format!(
+                    "SQLite journal {} has schema version {found}, this effect-tool reads version {SCHEMA_VERSION}: upgrade effect-tool to use it (the journal was left untouched)",
+                    path.display()
+                )))),
+                Err(_) => Err(Migrate::Store(StoreError::Backend(format!(
+                    "SQLite journal {} has an unreadable schema version `{v}`: it was not written by effect-tool",
+                    path.display()
+                )))),
+            },
+        }
+    })();
+    match result {
+        Ok(()) => {
+            conn.execute_batch("COMMIT")?;
+            Ok(())
+        }
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+const COLUMNS: &str = "key, version, tool, class, run_id, thread_id, call_id, fingerprint, input, state, attempt, \
+     lease_until, output, reason, approval_role, decided_by, created_at, updated_at, expires_at";
+
+/// One row as stored, before it is checked and decoded.
+struct Row {
+    key: String,
+    version: i64,
+    tool: String,
+    class: String,
+    run_id: String,
+    thread_id: Option<String>,
+    call_id: Option<String>,
+    fingerprint: String,
+    input: String,
+    state: String,
+    attempt: i64,
+    lease_until: Option<i64>,
+    output: Option<String>,
+    reason: Option<String>,
+    approval_role: Option<String>,
+    decided_by: Option<String>,
+    created_at: i64,
+    updated_at: i64,
+    expires_at: Option<i64>,
+}
+
+impl Row {
+    fn from_sql(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+        Ok(Row {
+            key: r.get(0)?,
+            version: r.get(1)?,
+            tool: r.get(2)?,
+            class: r.get(3)?,
+            run_id: r.get(4)?,
+            thread_id: r.get(5)?,
+            call_id: r.get(6)?,
+            fingerprint: r.get(7)?,
+            input: r.get(8)?,
+            state: r.get(9)?,
+            attempt: r.get(10)?,
+            lease_until: r.get(11)?,
+            output: r.get(12)?,
+            reason: r.get(13)?,
+            approval_role: r.get(14)?,
+            decided_by: r.get(15)?,
+            created_at: r.get(16)?,
+            updated_at: r.get(17)?,
+            expires_at: r.get(18)?,
+        })
+    }
+
+    /// Check the version first, then decode: a newer record is never misread.
+    fn decode(self) -> Result<EffectRecord, StoreError> {
+        let key = self.key;
+        if self.version != i64::from(RECORD_VERSION) {
+            return Err(StoreError::UnsupportedVersion {
+                key,
+                found: u32::try_from(self.version).unwrap_or(u32::MAX),
+                supported: RECORD_VERSION,
+            });
+        }
+        let corrupt = |message: String| StoreError::Corrupt {
+            key: key.clone(),
+            message,
+        };
+        let json = |what: &str, text: &str| {
+            serde_json::from_str(text).map_err(|e| corrupt(format!("its {what} is not valid JSON: {e}")))
+        };
+        let class = EffectClass::from_str(&self.class).map_err(|e| corrupt(e.to_string()))?;
+        let state = RecordState::from_str(&self.state).map_err(corrupt)?;
+        let attempt =
+            u32::try_from(self.attempt).map_err(|_| corrupt(format!("attempt {} is out of range", self.attempt)))?;
+        let input = json("input", &self.input)?;
+        let output = match &self.output {
+            Some(text) => Some(json("output", text)?),
+            None => None,
+        };
+        Ok(EffectRecord {
+            version: RECORD_VERSION,
+            key,
+            tool: self.tool,
+            class,
+            run_id: self.run_id,
+            thread_id: self.thread_id,
+            call_id: self.call_id,
+            fingerprint: self.fingerprint,
+            input,
+            state,
+            attempt,
+            lease_until: self.lease_until,
+            output,
+            reason: self.reason,
+            approval_role: self.approval_role,
+            decided_by: self.decided_by,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            expires_at: self.expires_at,
+        })
+    }
+}
+
+fn read_row(conn: &Connection, key: &str) -> rusqlite::Result<Option<Row>> {
+    conn.prepare_cached(&format!("SELECT {COLUMNS} FROM effect_records WHERE key = ?1"))?
+        .query_row([key], Row::from_sql)
+        .optional()
+}
+
+fn read_record(conn: &Connection, key: &str) -> Result<Option<EffectRecord>, StoreError> {
+    read_row(conn, key).map_err(backend)?.map(Row::decode).transpose()
+}
+
+fn write_record(conn: &Connection, rec: &EffectRecord) -> rusqlite::Result<()> {
+    let input = rec.input.to_string();
+    let output = rec.output.as_ref().map(|v| v.to_string());
+    let mut st = conn.prepare_cached(&format!(
+        "INSERT INTO effect_records ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)
+         ON CONFLICT (key) DO UPDATE SET version = excluded.version, tool = excluded.tool, class = excluded.class,
+           run_id = excluded.run_id, thread_id = excluded.thread_id, call_id = excluded.call_id,
+           fingerprint = excluded.fingerprint, input = excluded.input, state = excluded.state,
+           attempt = excluded.attempt, lease_until = excluded.lease_until, output = excluded.output,
+           reason = excluded.reason, approval_role = excluded.approval_role, decided_by = excluded.decided_by,
+           created_at = excluded.created_at, updated_at = excluded.updated_at, expires_at = excluded.expires_at"
+    ))?;
+    st.execute(params![
+        rec.key,
+        rec.version,
+        rec.tool,
+        rec.class.as_str(),
+        rec.run_id,
+        rec.thread_id,
+        rec.call_id,
+        rec.fingerprint,
+        input,
+        rec.state.as_str(),
+        rec.attempt,
+        rec.lease_until,
+        output,
+        rec.reason,
+        rec.approval_role,
+        rec.decided_by,
+        rec.created_at,
+        rec.updated_at,
+        rec.expires_at,
+    ])?;
+    Ok(())
+}
+
+fn append_audit(conn: &Connection, entry: &AuditEntry) -> rusqlite::Result<()> {
+    let detail = entry.detail.as_ref().map(|v| v.to_string());
+    conn.prepare_cached("INSERT INTO effect_audit (key, at, actor, action, detail) VALUES (?1, ?2, ?3, ?4, ?5)")?
+        .execute(params![entry.key, entry.at, entry.actor, entry.action, detail])?;
+    Ok(())
+}
+
+fn list_records(conn: &Connection, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
+    use rusqlite::types::Value as SqlValue;
+    let mut sql = format!("SELECT {COLUMNS} FROM effect_records WHERE 1 = 1");
+    let mut args: Vec<SqlValue> = Vec::new();
+    if let Some(run) = &filter.run_id {
+        args.push(SqlValue::Text(run.clone()));
+        sql.push_str(&format!(" AND run_id = ?{}", args.len()));
+    }
+    if let Some(tool) = &filter.tool {
+        args.push(SqlValue::Text(tool.clone()));
+        sql.push_str(&format!(" AND tool = ?{}", args.len()));
+    }
+    if !filter.states.is_empty() {
+        let mut marks = Vec::new();
+        for state in &filter.states {
+            args.push(SqlValue::Text(state.as_str().to_owned()));
+            marks.push(format!("?{}", args.len()));
+        }
+        sql.push_str(&format!(" AND state IN ({})", marks.join(", ")));
+    }
+    sql.push_str(" ORDER BY updated_at DESC, key ASC");
+    if let Some(limit) = filter.limit {
+        args.push(SqlValue::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
+        sql.push_str(&format!(" LIMIT ?{}", args.len()));
+    }
+    let rows = conn
+        .prepare(&sql)
+        .and_then(|mut st| {
+            st.query_map(rusqlite::params_from_iter(args), Row::from_sql)?
+                .collect::<rusqlite::Result<Vec<Row>>>()
+        })
+        .map_err(backend)?;
+    rows.into_iter().map(Row::decode).collect()
+}
+
+fn read_audit(conn: &Connection, key: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
+    let rows = conn
+        .prepare_cached(
+            "SELECT key, at, actor, action, detail FROM effect_audit WHERE ?1 IS NULL OR key = ?1 ORDER BY id",
+        )
+        .and_then(|mut st| {
+            st.query_map([key], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .map_err(backend)?;
+    rows.into_iter()
+        .map(|(key, at, actor, action, detail)| {
+            let detail = match detail {
+                Some(text) => Some(serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+                    key: key.clone(),
+                    message: format!("an audit entry's detail is not valid JSON: {e}"),
+                })?),
+                None => None,
+            };
+            Ok(AuditEntry {
+                key,
+                at,
+                actor,
+                action,
+                detail,
+            })
+        })
+        .collect()
+}
+
+/// Apply one operation inside the writer's open transaction. The outer error aborts the
+/// transaction (a database failure); the inner result is the operation's own answer.
+fn apply_in_tx(conn: &Connection, key: &str, op: &Op) -> rusqlite::Result<Result<OpOutcome, StoreError>> {
+    let current = match read_row(conn, key)?.map(Row::decode).transpose() {
+        Ok(rec) => rec,
+        Err(e) => return Ok(Err(e)),
+    };
+    let now = crate::record::now_millis();
+    let t = match transition(key, current.as_ref(), op, now) {
+        Ok(t) => t,
+        Err(rejected) => return Ok(Err(rejected.into())),
+    };
+    if let Some(rec) = &t.write {
+        write_record(conn, rec)?;
+        if let Some(entry) = op.audit(key, now) {
+            append_audit(conn, &entry)?;
+        }
+    }
+    Ok(Ok(t.outcome))
+}
+
+fn gc_in_tx(conn: &Connection, now: Millis) -> rusqlite::Result<u64> {
+    // The SQL form of `store::collectable`; records of another version are left alone.
+    let n = conn
+        .prepare_cached(
+            "DELETE FROM effect_records
+             WHERE version = ?2 AND expires_at IS NOT NULL AND expires_at <= ?1
+               AND state NOT IN ('in-doubt', 'awaiting-approval')
+               AND NOT (state = 'claimed' AND lease_until IS NOT NULL AND lease_until > ?1)",
+        )?
+        .execute(params![now, RECORD_VERSION])?;
+    Ok(n as u64)
+}
+
+#[allow(clippy::large_enum_variant)]
+enum Answer {
+    Apply(Result<OpOutcome, StoreError>),
+    Gc(Result<u64, StoreError>),
+}
+
+/// The writer thread: take every queued job, apply them in one transaction, commit once,
+/// answer each.
+fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, path: &Path, options: &SqliteOptions) {
+    let max_batch = options.max_batch.max(1);
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < max_batch {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let answers = match run_batch(&mut conn, &batch) {
+            Ok(answers) => answers,
+            Err(e) if batch.len() > 1 && !is_busy(&e) => {
+                // One operation broke the shared transaction: apply each on its own so the
+                // others are not failed with it.
+                tracing::warn!(error = %e, "a grouped SQLite commit failed; applying its operations one by one");
+                batch
+                    .iter()
+                    .map(|job| match run_batch(&mut conn, std::slice::from_ref(job)) {
+                        Ok(mut a) => a.remove(0),
+                        Err(e) => failure(job, &e, path, options),
+                    })
+                    .collect()
+            }
+            Err(e) => batch.iter().map(|job| failure(job, &e, path, options)).collect(),
+        };
+        for (job, answer) in batch.into_iter().zip(answers) {
+            match (job, answer) {
+                (Job::Apply { reply, .. }, Answer::Apply(a)) => {
+                    let _ = reply.send(a);
+                }
+                (Job::Gc { reply, .. }, Answer::Gc(a)) => {
+                    let _ = reply.send(a);
+                }
+                _ => unreachable!("answers are made in the order of their jobs"),
+            }
+        }
+    }
+}
+
+fn run_batch(conn: &mut Connection, batch: &[Job]) -> rusqlite::Result<Vec<Answer>> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut answers = Vec::with_capacity(batch.len());
+    for job in batch {
+        answers.push(match job {
+            Job::Apply { key, op, .. } => Answer::Apply(apply_in_tx(&tx, key, op)?),
+            Job::Gc { now, .. } => Answer::Gc(Ok(gc_in_tx(&tx, *now)?)),
+        });
+    }
+    tx.commit()?;
+    Ok(answers)
+}
+
+fn failure(job: &Job, e: &rusqlite::Error, path: &Path, options: &SqliteOptions) -> Answer {
+    let err = if is_busy(e) {
+        StoreError::Backend(format!(
+            "SQLite journal {} stayed locked by another process for more than {:?}: {e}; nothing was written, retry, or raise SqliteOptions::busy_timeout",
+            path.display(),
+            options.busy_timeout
+        ))
+    } else {
+        StoreError::Backend(format!("SQLite journal {}: {e}; nothing was written", path.display()))
+    };
+    match job {
+        Job::Apply { .. } => Answer::Apply(Err(err)),
+        Job::Gc { .. } => Answer::Gc(Err(err)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_journal_of_a_newer_schema_is_refused_untouched() {
+        let dir = std::env::temp_dir().join(format!("effect-tool-sqlite-schema-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("j.db");
+        let _ = std::fs::remove_file(&path);
+        drop(SqliteStore::open(&path).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        conn.execute(
+            "UPDATE effect_tool_meta SET value = '2' WHERE name = 'schema_version'",
+            [],
+        )
+        .unwrap();
+        drop(conn);
+        let err = SqliteStore::open(&path).unwrap_err().to_string();
+        assert!(err.contains("schema version 2"), "{err}");
+        assert!(err.contains("upgrade effect-tool"), "{err}");
+        let conn = Connection::open(&path).unwrap();
+        let v: String = conn
+            .query_row(
+                "SELECT value FROM effect_tool_meta WHERE name = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(v, "2");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,1380 @@
+//! The conformance suite every journal backend passes (feature `testing`).
+//!
+//! A backend provides a [`Harness`] (a fresh, empty journal per case, and a way for another
+//! process to open the same journal); [`conformance_tests!`](crate::conformance_tests)
+//! generates one `#[test]` per case in a module named after the backend, so test names say
+//! the backend (`sqlite::claim_complete`, `postgres::fencing`, ...):
+//!
+//! ```ignore
+//! use effect_tool_core::conformance::SqliteHarness;
+//! effect_tool_core::conformance_tests!(sqlite, SqliteHarness, durable);
+//! ```
+//!
+//! `durable` adds the cases only a journal shared by several processes can pass: a record of a
+//! future version planted behind the store's back, and N operating-system processes racing the
+//! same keys (exactly one execution per key, counted in a ledger file the store cannot see).
+//! [`crash_tests!`](crate::crash_tests) generates the crash cases: a child process is
+//! SIGKILLed between the effect (written to a ledger file) and its record, and the restarted
+//! call must reconcile, re-run with the same idempotency key, or stop with
+//! [`SideEffectRetryBlocked`](crate::SideEffectRetryBlocked), never run a silent second effect.
+//!
+//! Child processes are the test binary itself, re-run with `--ignored --exact
+//! <module>::child_process` and the job in environment variables.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::class::{EffectClass, Window};
+use crate::context::{EffectCtx, RunContext};
+use crate::engine::{CallOptions, Disposition, Engine, EngineConfig};
+use crate::error::{BlockReason, EffectError, StoreError};
+use crate::outcome::ToolError;
+use crate::record::{Intent, OpOutcome, RecordState, Rejected, Verdict};
+use crate::store::{Filter, MemoryStore, Store, StoreExt, collectable};
+use crate::tool::{KeyRule, Tool};
+
+/// Whether a backend can run its cases here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Availability {
+    /// Run the cases.
+    Ready,
+    /// Skip them, for this reason (e.g. no database URL). If `required` the cases fail instead.
+    Unavailable {
+        /// Why, and what to set to run them.
+        reason: String,
+        /// Whether skipping is an error here (CI).
+        required: bool,
+    },
+}
+
+/// What the suite needs from a backend.
+#[async_trait]
+pub trait Harness: Send + Sync + Sized + 'static {
+    /// The backend's name, for messages.
+    const NAME: &'static str;
+
+    /// Whether the backend can run here (default: always).
+    fn availability() -> Availability {
+        Availability::Ready
+    }
+
+    /// A fresh, empty journal of its own (nothing from other cases is visible).
+    async fn fresh() -> Self;
+
+    /// The journal.
+    fn store(&self) -> Arc<dyn Store>;
+
+    /// How another process opens this same journal (`None`: it lives in this process only).
+    fn locator(&self) -> Option<String> {
+        None
+    }
+
+    /// Open the journal named by [`Harness::locator`] (in a child process).
+    async fn open(locator: &str) -> Arc<dyn Store> {
+        panic!(
+            "{} journals cannot be opened from another process (locator `{locator}`)",
+            Self::NAME
+        )
+    }
+
+    /// Write, behind the store's back, a record under `key` as a future version of effect-tool
+    /// would (record version [`crate::record::RECORD_VERSION`] + 1, expired ttl). `false` when
+    /// the backend cannot hold such a record.
+    async fn plant_future_record(&self, key: &str) -> bool {
+        let _ = key;
+        false
+    }
+}
+
+/// Run one case on a multi-threaded runtime, after checking that the backend is available
+/// (a loud `SKIPPED` line when it is not and that is allowed; a failure when it is required).
+pub fn run<H: Harness, F, Fut>(case: &str, f: F)
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    if let Availability::Unavailable { reason, required } = H::availability() {
+        if required {
+            panic!("{} case `{case}` cannot run and is required here: {reason}", H::NAME);
+        }
+        eprintln!(
+            "\n*** SKIPPED {} conformance case `{case}`: {reason} ***\n",
+            H::NAME.to_uppercase()
+        );
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime for the conformance case");
+    rt.block_on(f());
+}
+
+/// Generate the conformance cases for a backend: `conformance_tests!(name, Harness)` or
+/// `conformance_tests!(name, Harness, durable)` for journals shared across processes.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($prefix:ident, $harness:ty) => {
+        mod $prefix {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::__conformance_cases!($harness;
+                claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
+                approve_and_deny, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
+                audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares);
+        }
+    };
+    ($prefix:ident, $harness:ty, durable) => {
+        mod $prefix {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::__conformance_cases!($harness;
+                claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
+                approve_and_deny, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
+                audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares,
+                future_version_refused);
+            #[test]
+            fn processes_race_same_keys() {
+                $crate::conformance::run::<$harness, _, _>("processes_race_same_keys", || {
+                    $crate::conformance::cases::processes_race_same_keys::<$harness>(module_path!())
+                });
+            }
+            $crate::__conformance_child!($harness);
+        }
+    };
+}
+
+/// Generate the crash cases for a durable backend: `crash_tests!(name, Harness)`.
+#[macro_export]
+macro_rules! crash_tests {
+    ($prefix:ident, $harness:ty) => {
+        mod $prefix {
+            #[allow(unused_imports)]
+            use super::*;
+            #[test]
+            fn crash_then_recover_reconciles() {
+                $crate::conformance::run::<$harness, _, _>("crash_then_recover_reconciles", || {
+                    $crate::conformance::crash::crash_case::<$harness>(
+                        module_path!(),
+                        $crate::conformance::crash::Variant::Recover,
+                    )
+                });
+            }
+            #[test]
+            fn crash_then_idempotent_reruns_same_key() {
+                $crate::conformance::run::<$harness, _, _>("crash_then_idempotent_reruns_same_key", || {
+                    $crate::conformance::crash::crash_case::<$harness>(
+                        module_path!(),
+                        $crate::conformance::crash::Variant::Idempotent,
+                    )
+                });
+            }
+            #[test]
+            fn crash_then_irreversible_is_blocked() {
+                $crate::conformance::run::<$harness, _, _>("crash_then_irreversible_is_blocked", || {
+                    $crate::conformance::crash::crash_case::<$harness>(
+                        module_path!(),
+                        $crate::conformance::crash::Variant::Irreversible,
+                    )
+                });
+            }
+            $crate::__conformance_child!($harness);
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases {
+    ($harness:ty; $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::conformance::run::<$harness, _, _>(stringify!($case), $crate::conformance::cases::$case::<$harness>);
+            }
+        )*
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_child {
+    ($harness:ty) => {
+        #[test]
+        #[ignore = "entry point of the child processes of the multi-process cases; run by them"]
+        fn child_process() {
+            $crate::conformance::child_main::<$harness>();
+        }
+    };
+}
+
+const CHILD_JOB: &str = "EFFECT_TOOL_CONFORMANCE_JOB";
+
+/// What a child process is asked to do (passed as JSON in an environment variable).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "job", rename_all = "kebab-case")]
+enum ChildJob {
+    Race {
+        locator: String,
+        ledger: PathBuf,
+        go: PathBuf,
+        keys: Vec<String>,
+    },
+    Crash {
+        locator: String,
+        ledger: PathBuf,
+        exec_log: PathBuf,
+        variant: crash::Variant,
+        key: String,
+    },
+}
+
+/// The body of the generated `child_process` test: do the job the parent passed, if any.
+pub fn child_main<H: Harness>() {
+    let Ok(job) = std::env::var(CHILD_JOB) else {
+        eprintln!("child_process is the entry point of child processes of the multi-process cases; nothing to do");
+        return;
+    };
+    let job: ChildJob = serde_json::from_str(&job).expect("the child's job");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime for the child");
+    rt.block_on(async move {
+        match job {
+            ChildJob::Race {
+                locator,
+                ledger,
+                go,
+                keys,
+            } => {
+                let store = H::open(&locator).await;
+                let engine = Engine::new(store);
+                while !go.exists() {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                let tool = LedgerTool { ledger };
+                let run = RunContext::new(format!("race-{}", std::process::id()));
+                let calls = keys.iter().map(|k| {
+                    let args = LedgerArgs { key: k.clone() };
+                    engine.call(&tool, &run, CallOptions::default(), args)
+                });
+                let results = futures::future::join_all(calls).await;
+                for (key, result) in keys.iter().zip(results) {
+                    match result {
+                        Ok(out) => assert_eq!(out, format!("applied:{key}"), "the output of {key}"),
+                        Err(e) => panic!("child {}: call for {key} failed: {e}", std::process::id()),
+                    }
+                }
+            }
+            ChildJob::Crash {
+                locator,
+                ledger,
+                exec_log,
+                variant,
+                key,
+            } => {
+                let store = H::open(&locator).await;
+                let engine = Engine::with_config(store, crash::engine_config());
+                let files = crash::Files {
+                    ledger,
+                    exec_log,
+                    hang_after_effect: true,
+                };
+                let result = crash::call(&engine, &files, variant, &key).await;
+                panic!("the child should have been killed inside the effect, but the call returned {result:?}");
+            }
+        }
+    });
+}
+
+/// Spawn this test binary as a child running `job`.
+fn spawn_child(module_path: &str, job: &ChildJob) -> std::process::Child {
+    // `module_path!()` starts with the crate name; test names do not.
+    let module = module_path.split_once("::").map_or(module_path, |(_, rest)| rest);
+    let exe = std::env::current_exe().expect("the test binary's path");
+    std::process::Command::new(exe)
+        .args([
+            "--ignored",
+            "--exact",
+            &format!("{module}::child_process"),
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_JOB, serde_json::to_string(job).expect("job as JSON"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawning a child process")
+}
+
+/// A directory for a case's files (ledgers), removed when dropped.
+#[derive(Debug)]
+pub struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    /// A new empty directory under the system temp dir.
+    pub fn new(what: &str) -> Self {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "effect-tool-{what}-{}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed),
+            fastrand::u64(..)
+        ));
+        std::fs::create_dir_all(&dir).expect("creating a scratch directory");
+        ScratchDir(dir)
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Append one line to a ledger file (one `write` with `O_APPEND`: lines from several processes
+/// never interleave).
+pub fn ledger_append(path: &Path, line: &str) {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .expect("opening the ledger");
+    f.write_all(format!("{line}\n").as_bytes()).expect("writing the ledger");
+}
+
+/// The lines of a ledger file (none if it does not exist).
+pub fn ledger_lines(path: &Path) -> Vec<String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => text.lines().map(str::to_owned).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The arguments of [`LedgerTool`].
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LedgerArgs {
+    /// The effect key.
+    pub key: String,
+}
+
+/// An idempotent tool whose effect is a line in a ledger file, keyed by its argument.
+#[derive(Debug, Clone)]
+pub struct LedgerTool {
+    /// The ledger.
+    pub ledger: PathBuf,
+}
+
+impl Tool for LedgerTool {
+    type Args = LedgerArgs;
+    type Output = String;
+    type Error = ToolError;
+    const NAME: &'static str = "ledger_append";
+    const CLASS: EffectClass = EffectClass::Idempotent;
+    const KEY_RULE: KeyRule = KeyRule::Custom("|a| a.key.clone()");
+    const WINDOW: Window = Window::CrossRun;
+
+    fn key(&self, args: &LedgerArgs) -> Option<String> {
+        Some(args.key.clone())
+    }
+
+    async fn call(&self, _ctx: &EffectCtx, args: LedgerArgs) -> Result<String, ToolError> {
+        ledger_append(&self.ledger, &format!("{} {}", args.key, std::process::id()));
+        // Widen the window in which another process could run it too.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        Ok(format!("applied:{}", args.key))
+    }
+}
+
+/// A tool that counts its executions in memory the engine cannot see.
+#[derive(Debug, Clone, Default)]
+struct CountingTool {
+    runs: Arc<AtomicUsize>,
+}
+
+impl Tool for CountingTool {
+    type Args = LedgerArgs;
+    type Output = String;
+    type Error = ToolError;
+    const NAME: &'static str = "counted";
+    const CLASS: EffectClass = EffectClass::Idempotent;
+
+    async fn call(&self, _ctx: &EffectCtx, args: LedgerArgs) -> Result<String, ToolError> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        Ok(format!("counted:{}", args.key))
+    }
+}
+
+/// The crash cases: real process death between the effect and its record.
+pub mod crash {
+    use super::*;
+
+    /// How the tool in the crash case handles an unknown earlier attempt.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "kebab-case")]
+    pub enum Variant {
+        /// Irreversible with a `recover` hook that finds the effect in the ledger.
+        Recover,
+        /// Idempotent: runs again with the same idempotency key; the ledger dedupes by key.
+        Idempotent,
+        /// Irreversible without `recover`: must stop with `SideEffectRetryBlocked`.
+        Irreversible,
+    }
+
+    /// The engine settings of the crash cases: a short lease, so the restarted call takes
+    /// over the dead process's claim quickly.
+    pub fn engine_config() -> EngineConfig {
+        EngineConfig {
+            lease: Duration::from_millis(400),
+            poll_interval: Duration::from_millis(20),
+        }
+    }
+
+    /// The files a crash tool writes.
+    #[derive(Debug, Clone)]
+    pub struct Files {
+        /// One line per effect that happened in the "remote system" (its idempotency key).
+        pub ledger: PathBuf,
+        /// One line per execution of the tool (its idempotency key), effect or not.
+        pub exec_log: PathBuf,
+        /// Block forever right after the effect (the parent kills the process there).
+        pub hang_after_effect: bool,
+    }
+
+    impl Files {
+        async fn effect(&self, ctx: &EffectCtx, dedupe: bool) -> String {
+            let idem = ctx.idempotency_key();
+            ledger_append(&self.exec_log, &idem);
+            let output = format!("effect:{idem}");
+            if dedupe && ledger_lines(&self.ledger).contains(&idem) {
+                // The remote system already has this idempotency key: same result, no effect.
+                return output;
+            }
+            ledger_append(&self.ledger, &idem);
+            if self.hang_after_effect {
+                std::future::pending::<()>().await;
+            }
+            output
+        }
+
+        fn find(&self, ctx: &EffectCtx) -> Option<String> {
+            let idem = ctx.idempotency_key();
+            ledger_lines(&self.ledger)
+                .contains(&idem)
+                .then(|| format!("effect:{idem}"))
+        }
+    }
+
+    macro_rules! crash_tool {
+        ($name:ident, $tool:literal, $class:expr, $recover:expr, $dedupe:expr) => {
+            struct $name(Files);
+            impl Tool for $name {
+                type Args = LedgerArgs;
+                type Output = String;
+                type Error = ToolError;
+                const NAME: &'static str = $tool;
+                const CLASS: EffectClass = $class;
+                const HAS_RECOVER: bool = $recover;
+                const KEY_RULE: KeyRule = KeyRule::Custom("|a| a.key.clone()");
+                const WINDOW: Window = Window::CrossRun;
+
+                fn key(&self, args: &LedgerArgs) -> Option<String> {
+                    Some(args.key.clone())
+                }
+
+                async fn call(&self, ctx: &EffectCtx, _args: LedgerArgs) -> Result<String, ToolError> {
+                    Ok(self.0.effect(ctx, $dedupe).await)
+                }
+
+                async fn recover(&self, ctx: &EffectCtx, _args: &LedgerArgs) -> Result<Option<String>, ToolError> {
+                    assert!($recover, "recover called on a tool that declares none");
+                    Ok(self.0.find(ctx))
+                }
+            }
+        };
+    }
+
+    crash_tool!(
+        SendWithRecover,
+        "send_with_recover",
+        EffectClass::Irreversible,
+        true,
+        false
+    );
+    crash_tool!(
+        UpsertIdempotent,
+        "upsert_idempotent",
+        EffectClass::Idempotent,
+        false,
+        true
+    );
+    crash_tool!(
+        SendIrreversible,
+        "send_irreversible",
+        EffectClass::Irreversible,
+        false,
+        false
+    );
+
+    /// Call the variant's tool once under `key`; what happened and the result.
+    pub async fn call(
+        engine: &Engine,
+        files: &Files,
+        variant: Variant,
+        key: &str,
+    ) -> (Disposition, Result<String, EffectError<ToolError>>) {
+        let run = RunContext::new(format!("crash-{}", std::process::id()));
+        let args = LedgerArgs { key: key.to_owned() };
+        let opts = CallOptions::default();
+        let report = match variant {
+            Variant::Recover => {
+                let tool = SendWithRecover(files.clone());
+                engine.call_with_report(&tool, &run, opts, args).await
+            }
+            Variant::Idempotent => {
+                let tool = UpsertIdempotent(files.clone());
+                engine.call_with_report(&tool, &run, opts, args).await
+            }
+            Variant::Irreversible => {
+                let tool = SendIrreversible(files.clone());
+                engine.call_with_report(&tool, &run, opts, args).await
+            }
+        };
+        (report.disposition, report.result)
+    }
+
+    /// One crash case: a child process claims `key`, applies the effect (a ledger line) and
+    /// is SIGKILLed before it can record it; then this process calls again.
+    pub async fn crash_case<H: Harness>(module_path: &str, variant: Variant) {
+        let h = H::fresh().await;
+        let store = h.store();
+        let locator = h
+            .locator()
+            .expect("crash cases need a journal other processes can open");
+        let dir = ScratchDir::new("crash");
+        let files = Files {
+            ledger: dir.path().join("ledger"),
+            exec_log: dir.path().join("exec-log"),
+            hang_after_effect: false,
+        };
+        let key = format!("crash:{variant:?}:{}", fastrand::u64(..));
+
+        let mut child = spawn_child(
+            module_path,
+            &ChildJob::Crash {
+                locator,
+                ledger: files.ledger.clone(),
+                exec_log: files.exec_log.clone(),
+                variant,
+                key: key.clone(),
+            },
+        );
+        // Wait until the effect has happened in the child, then kill it (SIGKILL).
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !ledger_lines(&files.ledger).contains(&key) {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("the child exited ({status}) before applying the effect");
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the child never applied the effect"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        child.kill().expect("killing the child");
+        let status = child.wait().expect("reaping the child");
+        assert!(!status.success(), "the child was killed, not finished: {status}");
+
+        // The effect happened; its record did not.
+        let rec = store
+            .get(&key)
+            .await
+            .unwrap()
+            .expect("the child's claim is in the journal");
+        assert_eq!(
+            rec.state,
+            RecordState::Claimed,
+            "the child died before recording: {rec:?}"
+        );
+        assert_eq!(rec.attempt, 1);
+        assert_eq!(ledger_lines(&files.ledger), vec![key.clone()]);
+
+        let engine = Engine::with_config(store.clone(), engine_config());
+        let (disposition, result) = call(&engine, &files, variant, &key).await;
+        let effect = format!("effect:{key}");
+        match variant {
+            Variant::Recover => {
+                assert_eq!(result.as_ref().ok(), Some(&effect), "{result:?}");
+                assert_eq!(disposition, Disposition::Reconciled);
+                assert_eq!(
+                    ledger_lines(&files.exec_log).len(),
+                    1,
+                    "recover found it; nothing re-ran"
+                );
+            }
+            Variant::Idempotent => {
+                assert_eq!(result.as_ref().ok(), Some(&effect), "{result:?}");
+                assert_eq!(disposition, Disposition::Executed);
+                // It ran again, with the same idempotency key, and the remote system deduped.
+                assert_eq!(ledger_lines(&files.exec_log), vec![key.clone(), key.clone()]);
+            }
+            Variant::Irreversible => {
+                let blocked = result.as_ref().err().and_then(|e| e.as_blocked()).cloned();
+                let blocked = blocked.unwrap_or_else(|| panic!("expected SideEffectRetryBlocked, got {result:?}"));
+                assert_eq!(blocked.reason, BlockReason::InDoubtAfterCrash);
+                assert_eq!(blocked.key, key);
+                assert_eq!(disposition, Disposition::Blocked);
+                assert_eq!(ledger_lines(&files.exec_log).len(), 1, "nothing re-ran");
+                let rec = store.get(&key).await.unwrap().unwrap();
+                assert_eq!(rec.state, RecordState::InDoubt);
+                // Still blocked until a person decides.
+                let (_, again) = call(&engine, &files, variant, &key).await;
+                let reason = again
+                    .as_ref()
+                    .err()
+                    .and_then(|e| e.as_blocked())
+                    .map(|b| b.reason.clone());
+                assert_eq!(reason, Some(BlockReason::AwaitingResolution), "{again:?}");
+                store
+                    .resolve(&key, "oncall@example.com", Verdict::Applied { output: json!(effect) })
+                    .await
+                    .unwrap();
+                let (disposition, after) = call(&engine, &files, variant, &key).await;
+                assert_eq!(after.as_ref().ok(), Some(&effect), "{after:?}");
+                assert_eq!(disposition, Disposition::Replayed);
+                assert_eq!(ledger_lines(&files.exec_log).len(), 1, "nothing re-ran");
+            }
+        }
+        // One effect, whatever happened.
+        assert_eq!(ledger_lines(&files.ledger), vec![key.clone()], "exactly one effect");
+        let rec = store.get(&key).await.unwrap().unwrap();
+        assert_eq!(rec.state, RecordState::Completed);
+        assert_eq!(rec.output, Some(json!(effect)));
+        // A later call replays it.
+        let (disposition, replay) = call(&engine, &files, variant, &key).await;
+        assert_eq!(replay.ok(), Some(effect));
+        assert_eq!(disposition, Disposition::Replayed);
+        assert_eq!(ledger_lines(&files.ledger).len(), 1);
+    }
+}
+
+/// The cases, each a function over a [`Harness`].
+pub mod cases {
+    use super::*;
+
+    fn intent(run: &str) -> Intent {
+        Intent {
+            tool: "issue_refund".to_owned(),
+            class: EffectClass::Idempotent,
+            run_id: run.to_owned(),
+            thread_id: Some("thread-7".to_owned()),
+            call_id: Some("call_1".to_owned()),
+            fingerprint: crate::key::fingerprint(&input()),
+            input: input(),
+            ttl_ms: None,
+            approval: None,
+        }
+    }
+
+    fn input() -> Value {
+        json!({
+            "order_id": "ord_1",
+            "amount_cents": 12_345u64,
+            "big": u64::MAX,
+            "ratio": 0.1,
+            "note": "Grüße 😀 \"quoted\" \\ back\nslash \u{0000} nul",
+            "nested": { "z": [1, 2, { "a": null }], "a": true }
+        })
+    }
+
+    fn claimed(outcome: OpOutcome) -> (u32, Option<RecordState>) {
+        match outcome {
+            OpOutcome::Claimed { attempt, previous, .. } => (attempt, previous),
+            other => panic!("expected a claim, got {other:?}"),
+        }
+    }
+
+    fn key(name: &str) -> String {
+        format!("{name}:{}", fastrand::u64(..))
+    }
+
+    /// Claim a new key, see it in flight, complete it, replay it; every field round-trips.
+    pub async fn claim_complete<H: Harness>() {
+        let h = H::fresh().await;
+        let s = h.store();
+        let k = key("claim-complete");
+        assert_eq!(s.get(&k).await.unwrap(), None);
+        let (attempt, previous) = claimed(s.claim(&k, intent("run-1"), 30_000, false).await.unwrap());
+        assert_eq!((attempt, previous), (1, None));
+        let rec = s.get(&k).await.unwrap().expect("claimed record");
+        assert_eq!(rec.state, RecordState::Claimed);
+        assert_eq!(rec.version, crate::record::RECORD_VERSION);
+        assert_eq!(rec.key, k);
+        assert_eq!(rec.tool, "issue_refund");
+        assert_eq!(rec.class, EffectClass::Idempotent);
+        assert_eq!(rec.run_id, "run-1");
+        assert_eq!(rec.thread_id.as_deref(), Some("thread-7"));
+        assert_eq!(rec.call_id.as_deref(), Some("call_1"));
+        assert_eq!(rec.fingerprint, crate::key::fingerprint(&input()));
+        assert_eq!(rec.input, input(), "the input round-trips exactly");
+        assert!(rec.lease_until.is_some_and(|l| l > s.now()), "a live lease: {rec:?}");
+        assert_eq!(rec.expires_at, None);
+
+        match s.claim(&k, intent("run-2"), 30_000, true).await.unwrap() {
+            OpOutcome::InFlight(r) => assert_eq!(r.attempt, 1),
+            other => panic!("a live claim is in flight, got {other:?}"),
+        }
+        let output = json!({"refund_id": "re_1", "amount": 12_345, "text": "ok ✓", "list": [1.5, -2]});
+        let done = s.complete(&k, 1, output.clone()).await.unwrap();
+        assert_eq!(done.state, RecordState::Completed);
+        match s.claim(&k, intent("run-3"), 30_000, true).await.unwrap() {
+            OpOutcome::Recorded(r) => {
+                assert_eq!(r.output, Some(output.clone()));
+                assert_eq!(r.run_id, "run-1", "a replay changes nothing");
+            }
+            other => panic!("expected the recorded result, got {other:?}"),
+        }
+        let rec = s.get(&k).await.unwrap().unwrap();
+        assert_eq!(rec.state, RecordState::Completed);
+        assert_eq!(rec.output, Some(output));
+        assert_eq!(rec.lease_until, None);
+        assert_eq!(rec.attempt, 1);
+        // Completing twice is refused (fenced: the claim is gone).
+        assert!(matches!(
+            s.complete(&k, 1, json!(1)).await,
+            Err(StoreError::Rejected(Rejected::Fenced { .. }))
+        ));
+        // Operations on a missing key are refused.
+        assert!(matches!(
+            s.complete(&key("missing"), 1, json!(1)).await,
+            Err(StoreError::Rejected(Rejected::NotFound { .. }))
+        ));
+    }
+
+    /// A definitive failure releases the claim; the next claim gets a higher attempt.
+    pub async fn release_and_reclaim<H: Harness>() {
+        let h = H::fresh().await;
+        let s = h.store();
+        let k = key("release");
+        claimed(s.claim(&k, intent("r"), 30_000, false).await.unwrap());
+        let rec = s.release(&k, 1, Some("card declined".to_owned())).await.unwrap();
+        assert_eq!(rec.state, RecordState::Released);
+        assert_eq!(rec.reason.as_deref(), Some("card declined"));
+        let stored = s.get(&k).await.unwrap().unwrap();
+        assert_eq!(stored.state, RecordState::Released);
+        assert_eq!(stored.lease_until, None);
+        assert_eq!(
+            claimed(s.claim(&k, intent("r"), 30_000, false).await.unwrap()),
+            (2, None)
+        );
+        s.complete(&k, 2, json!("second")).await.unwrap();
+        assert_eq!(s.get(&k).await.unwrap().unwrap().output, Some(json!("second")));
+    }
+
+    /// An unknown outcome marks the record in doubt; only a caller that may take it over does.
+    pub async fn in_doubt_and_takeover<H: Harness>() {
+        let h = H::fresh().await;
+        let s = h.store();
+        let k = key("in-doubt");
+        claimed(s.claim(&k, intent("r"), 30_000, false).await.unwrap());
+        let rec = s
+            .mark_in_doubt(&k, 1, "timed out after sending".to_owned())
+            .await
+            .unwrap();
+        assert_eq!(rec.state, RecordState::InDoubt);
+        let stored = s.get(&k).await.unwrap().unwrap();
+        assert_eq!(stored.state, RecordState::InDoubt);
+        assert_eq!(stored.reason.as_deref(), Some("timed out after sending"));
+        match s.claim(&k, intent("r"), 30_000, false).await.unwrap() {
+            OpOutcome::InDoubt(r) => assert_eq!(r.attempt, 1),
+            other => panic!("a record in doubt stays in doubt, got {other:?}"),
+        }
+        assert_eq!(
+            s.get(&k).await.unwrap().unwrap().state,
+            RecordState::InDoubt,
+            "untouched"
+        );
+        match s.claim(&k, intent("r"), 30_000, true).await.unwrap() {
+            OpOutcome::Claimed {
+                attempt,
+                previous,
+                before,
+            } => {
+                assert_eq!((attempt, previous), (2, Some(RecordState::InDoubt)));
+                assert_eq!(before.map(|b| b.state), Some(RecordState::InDoubt));
+            }
+            other => panic!("takeover expected, got {other:?}"),
+        }
+        assert_eq!(s.get(&k).await.unwrap().unwrap().attempt, 2);
+    }
+
+    /// A person's verdicts: applied (with output) and not applied; live claims cannot be
+    /// resolved.
+    pub async fn resolve_verdicts<H: Harness>() {
+        let h = H::fresh().await;
+        let s = h.store();
+        let applied = key("resolve-applied");
+        let not_applied = key("resolve-not-applied");
+        for k in [&applied, &not_applied] {
+            claimed(s.claim(k, intent("r"), 30_000, false).await.unwrap());
+        }
+        // A live claim cannot be resolved.
+        assert!(matches!(
+            s.resolve(&applied, "ann", Verdict::NotApplied).await,
+            Err(StoreError::Rejected(Rejected::InvalidState { .. }))
+        ));
+        for k in [&applied, &not_applied] {
+            s.mark_in_doubt(k, 1, "unknown".to_owned()).await.unwrap();
+        }
+        let out = json!({"sent": true});
+        let rec = s
+            .resolve(&applied, "ann", Verdict::Applied { output: out.clone() })
+            .await
+            .unwrap();
+        assert_eq!(rec.state, RecordState::Completed);
+        let stored = s.get(&applied).await.unwrap().unwrap();
+        assert_eq!(stored.output, Some(out.clone()));
+        assert_eq!(stored.decided_by.as_deref(), Some("ann"));
+        match s.claim(&applied, intent("r"), 30_000, true).await.unwrap() {
+            OpOutcome::Recorded(r) => assert_eq!(r.output, Some(out)),
+            other => panic!("resolved as applied replays, got {other:?}"),
+        }
+        let rec = s.resolve(&not_applied, "bob", Verdict::NotApplied).await.unwrap();
+        assert_eq!(rec.state, RecordState::Released);
+        assert_eq!(s.get(&not_applied).await.unwrap().unwrap().state, RecordState::Released);
+        assert_eq!(
+            claimed(s.claim(&not_applied, intent("r"), 30_000, false).await.unwrap()),
+            (2, None)
+        );
+        // Resolving a completed record is refused.
+        assert!(matches!(
+            s.resolve(&applied, "ann", Verdict::NotApplied).await,
+            Err(StoreError::Rejected(Rejected::InvalidState { .. }))
+        ));
+    }
+
+    /// Calls that need approval park; approval (by the right role) lets the next claim run;
+    /// denial sticks.
+    pub async fn approve_and_deny<H: Harness>() {
+        let h = H::fresh().await;
+        let s = h.store();
+        let mut needs = intent("r");
+        needs.approval = Some("finance".to_owned());
+        let ok = key("approve");
+        let no = key("deny");
+        for k in [&ok, &no] {
+            match s.claim(k, needs.clone(), 30_000, false).await.unwrap() {
+                OpOutcome::AwaitingApproval(r) => assert_eq!(r.approval_role.as_deref(), Some("finance")),
+                other => panic!("expected to park, got {other:?}"),
+            }
+            assert_eq!(s.get(k).await.unwrap().unwrap().state, RecordState::AwaitingApproval);
+            assert!(matches!(
+                s.claim(k, needs.clone(), 30_000, false).await.unwrap(),
+                OpOutcome::AwaitingApproval(_)
+            ));
+        }
+        assert!(matches!(
+            s.approve(&ok, "mallory", "intern").await,
+            Err(StoreError::Rejected(Rejected::WrongRole { .. }))
+        ));
+        let rec = s.approve(&ok, "carol", "finance").await.unwrap();
+        assert_eq!(rec.state, RecordState::Approved);
+        assert_eq!(s.get(&ok).await.unwrap().unwrap().state, RecordState::Approved);
+        let (attempt, _) = claimed(s.claim(&ok, needs.clone(), 30_000, false).await.unwrap());
+        let rec = s.get(&ok).await.unwrap().unwrap();
+        assert_eq!(rec.state, RecordState::Claimed);
+        assert_eq!(rec.decided_by.as_deref(), Some("carol"));
+        assert_eq!(rec.approval_role.as_deref(), Some("finance"));
+        s.complete(&ok, attempt, json!("paid")).await.unwrap();
+
+        let rec = s.deny(&no, "dave", Some("over budget".to_owned())).await.unwrap();
+        assert_eq!(rec.state, RecordState::Denied);
+        match s.claim(&no, needs.clone(), 30_000, false).await.unwrap() {
+            OpOutcome::Denied(r) => {
+                assert_eq!(r.decided_by.as_deref(), Some("dave"));
+                assert_eq!(r.reason.as_deref(), Some("over budget"));
+            }
+            other => panic!("denial sticks, got {other:?}"),
+        }
+        assert!(matches!(
+            s.approve(&no, "carol", "finance").await,
+            Err(StoreError::Rejected(Rejected::InvalidState { .. }))
+        ));
+        let trail = s.audit(Some(&ok)).await.unwrap();
+        assert_eq!(trail.len(), 1, "the refused approval left no entry: {trail:?}");
+        assert_eq!(
+            (trail[0].actor.as_str(), trail[0].action.as_str()),
+            ("carol", "approve")
+        );
+        assert_eq!(trail[0].detail, Some(json!({"role": "finance"})));
+        let trail = s.audit(Some(&no)).await.unwrap();
+        assert_eq!(trail.len(), 1);
+        assert_eq!((trail[0].actor.as_str(), trail[0].action.as_str()), ("dave", "deny"));
+    }
+
+    /// Only the attempt holding the claim may complete, release, renew or mark it in doubt.
+    pub async fn fencing_rejects_late_writers<H: Harness>() {
+        let h = H::fresh().await;
+        let s = h.store();
+        let k = key("fencing");
+        claimed(s.claim(&k, intent("old"), 1, false).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let (attempt, previous) = claimed(s.claim(&k, intent("new"), 30_000, false).await.unwrap());
+        assert_eq!((attempt, previous), (2, Some(RecordState::Claimed)));
+        let fenced = |r: Result<crate::record::EffectRecord, StoreError>| match r {
+            Err(StoreError::Rejected(Rejected::Fenced { attempt, current, .. })) => {
+                assert_eq!((attempt, current), (1, 2));
+            }
+            other => panic!("the late writer must be fenced out, got {other:?}"),
+        };
+        fenced(s.complete(&k, 1, json!("late")).await);
+        fenced(s.release(&k, 1, None).await);
+        fenced(s.mark_in_doubt(&k, 1, "late".to_owned()).await);
+        fenced(s.renew(&k, 1, 30_000).await);
+        let rec = s.get(&k).await.unwrap().unwrap();
+        assert_eq!(
+            (rec.state, rec.attempt, rec.run_id.as_str()),
+            (RecordState::Claimed, 2, "new")
+        );
+        s.complete(&k, 2, json!("current")).await.unwrap();
+        // After completion the old attempt is still fenced out, and nothing is overwritten.
+        fenced(s.complete(&k, 1, json!("late")).await);
+        assert_eq!(s.get(&k).await.unwrap().unwrap().output, Some(json!("current")));
+    }
+
+    /// A renewed lease keeps the claim; an expired one is taken over and reported.
+    pub async fn lease_renew_and_expiry<H: Harness>() {
+        let h = H::fresh().await;
+        let s = h.store();
+        let k = key("lease");
+        claimed(s.claim(&k, intent("r"), 200, false).await.unwrap());
+        let renewed = s.renew(&k, 1, 60_000).await.unwrap();
+        assert!(renewed.lease_until.is_some_and(|l| l > s.now() + 30_000));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            matches!(
+                s.claim(&k, intent("r"), 30_000, false).await.unwrap(),
+                OpOutcome::InFlight(_)
+            ),
+            "a renewed lease is still live"
+        );
+        let stale = key("stale");
+        let mut first = intent("r");
+        first.call_id = Some("call_old".to_owned());
+        claimed(s.claim(&stale, first, 1, false).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        assert!(s.get(&stale).await.unwrap().unwrap().is_stale(s.now()));
+        match s.claim(&stale, intent("r"), 30_000, false).await.unwrap() {
+            OpOutcome::Claimed {
+                attempt,
+                previous,
+                before,
+            } => {
+                assert_eq!((attempt, previous), (2, Some(RecordState::Claimed)));
+                assert_eq!(before.and_then(|b| b.call_id), Some("call_old".to_owned()));
+            }
+            other => panic!("an expired lease is taken over, got {other:?}"),
+        }
+    }
+
+    /// Expired records are dropped by `gc`, except those a person needs and live claims;
+    /// an expired record counts as absent for a new claim.
+    pub async fn ttl_and_gc<H: Harness>() {
+        let h = H::fresh().await;
+        let s = h.store();
+        let short = |ttl: u64| {
+            let mut i = intent("gc");
+            i.ttl_ms = Some(ttl);
+            i
+        };
+        let completed = key("gc-completed");
+        let released = key("gc-released");
+        let in_doubt = key("gc-in-doubt");
+        let stale = key("gc-stale-claim");
+        let live = key("gc-live-claim");
+        let forever = key("gc-no-ttl");
+        let later = key("gc-long-ttl");
+        let mut approval = short(1);
+        approval.approval = Some("ops".to_owned());
+        let awaiting = key("gc-awaiting");
+
+        claimed(s.claim(&completed, short(1), 30_000, false).await.unwrap());
+        s.complete(&completed, 1, json!(1)).await.unwrap();
+        claimed(s.claim(&released, short(1), 30_000, false).await.unwrap());
+        s.release(&released, 1, None).await.unwrap();
+        claimed(s.claim(&in_doubt, short(1), 30_000, false).await.unwrap());
+        s.mark_in_doubt(&in_doubt, 1, "unknown".to_owned()).await.unwrap();
+        claimed(s.claim(&stale, short(1), 1, false).await.unwrap());
+        claimed(s.claim(&live, short(1), 600_000, false).await.unwrap());
+        claimed(s.claim(&forever, intent("gc"), 30_000, false).await.unwrap());
+        s.complete(&forever, 1, json!(1)).await.unwrap();
+        claimed(s.claim(&later, short(3_600_000), 30_000, false).await.unwrap());
+        s.complete(&later, 1, json!(1)).await.unwrap();
+        assert!(matches!(
+            s.claim(&awaiting, approval, 30_000, false).await.unwrap(),
+            OpOutcome::AwaitingApproval(_)
+        ));
+        tokio::time::sleep(Duration::from_millis(30)).await;
+
+        let now = s.now();
+        let all = s.list(&Filter::all()).await.unwrap();
+        let expected: usize = all.iter().filter(|r| collectable(r, now)).count();
+        assert_eq!(expected, 3, "completed, released and the stale claim are collectable");
+        assert_eq!(s.gc(now).await.unwrap(), 3);
+        for gone in [&completed, &released, &stale] {
+            assert_eq!(s.get(gone).await.unwrap(), None, "{gone} was collected");
+        }
+        for kept in [&in_doubt, &live, &forever, &later, &awaiting] {
+            assert!(s.get(kept).await.unwrap().is_some(), "{kept} must be kept");
+        }
+        assert_eq!(s.gc(now).await.unwrap(), 0, "gc is idempotent");
+
+        // An expired record that gc has not dropped yet counts as absent for a new claim.
+        let expired = key("gc-expired-claim");
+        claimed(s.claim(&expired, short(1), 30_000, false).await.unwrap());
+        s.complete(&expired, 1, json!("old")).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let (attempt, previous) = claimed(s.claim(&expired, short(60_000), 30_000, false).await.unwrap());
+        assert_eq!((attempt, previous), (1, None), "a new effect, as if the key were new");
+        let rec = s.get(&expired).await.unwrap().unwrap();
+        assert_eq!((rec.state, rec.output), (RecordState::Claimed, None));
+    }
+
+    /// The audit trail keeps every person's decision, oldest first, across keys and after gc.
+    pub async fn audit_trail_kept<H: Harness>() {
+        let h = H::fresh().await;
+        let s = h.store();
+        let a = key("audit-a");
+        let b = key("audit-b");
+        let mut i = intent("audit");
+        i.ttl_ms = Some(300);
+        for k in [&a, &b] {
+            claimed(s.claim(k, i.clone(), 30_000, false).await.unwrap());
+            s.mark_in_doubt(k, 1, "unknown".to_owned()).await.unwrap();
+        }
+        s.resolve(&a, "ann", Verdict::Applied { output: json!("x") })
+            .await
+            .unwrap();
+        s.resolve(&b, "bob", Verdict::NotApplied).await.unwrap();
+        s.mark_compensated(&a, "compensator").await.unwrap();
+        let trail = s.audit(Some(&a)).await.unwrap();
+        let actions: Vec<(&str, &str)> = trail.iter().map(|e| (e.actor.as_str(), e.action.as_str())).collect();
+        assert_eq!(actions, vec![("ann", "resolve"), ("compensator", "compensate")]);
+        assert_eq!(trail[0].detail, Some(json!({"verdict": "applied", "output": "x"})));
+        assert!(trail[0].at <= trail[1].at);
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        assert_eq!(s.gc(s.now()).await.unwrap(), 2, "both records expired");
+        let all = s.audit(None).await.unwrap();
+        let ours: Vec<&str> = all
+            .iter()
+            .filter(|e| e.key == a || e.key == b)
+            .map(|e| e.action.as_str())
+            .collect();
+        assert_eq!(
+            ours,
+            vec!["resolve", "resolve", "compensate"],
+            "kept after gc, in order"
+        );
+        // Claims and completions are not people's decisions: no entries for them.
+        let c = key("audit-c");
+        claimed(s.claim(&c, intent("audit"), 30_000, false).await.unwrap());
+        s.complete(&c, 1, json!(1)).await.unwrap();
+        assert!(s.audit(Some(&c)).await.unwrap().is_empty());
+    }
+
+    /// Filters by run, tool, state and limit; newest first.
+    pub async fn list_filters<H: Harness>() {
+        let h = H::fresh().await;
+        let s = h.store();
+        let mut made = Vec::new();
+        for (n, (run, tool)) in [("r1", "a"), ("r1", "b"), ("r2", "a"), ("r2", "b"), ("r1", "a")]
+            .into_iter()
+            .enumerate()
+        {
+            let mut i = intent(run);
+            i.tool = tool.to_owned();
+            let k = format!("list-{n}-{}", fastrand::u32(..));
+            claimed(s.claim(&k, i, 30_000, false).await.unwrap());
+            if n % 2 == 0 {
+                s.complete(&k, 1, json!(n)).await.unwrap();
+            }
+            made.push(k);
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        }
+        let keys = |v: Vec<crate::record::EffectRecord>| v.into_iter().map(|r| r.key).collect::<Vec<_>>();
+        let all = keys(s.list(&Filter::all()).await.unwrap());
+        let newest_first: Vec<String> = made.iter().rev().cloned().collect();
+        assert_eq!(all, newest_first);
+        let r1 = keys(
+            s.list(&Filter {
+                run_id: Some("r1".to_owned()),
+                ..Filter::default()
+            })
+            .await
+            .unwrap(),
+        );
+        assert_eq!(r1, vec![made[4].clone(), made[1].clone(), made[0].clone()]);
+        let a_completed = keys(
+            s.list(&Filter {
+                tool: Some("a".to_owned()),
+                states: vec![RecordState::Completed],
+                ..Filter::default()
+            })
+            .await
+            .unwrap(),
+        );
+        assert_eq!(a_completed, vec![made[4].clone(), made[2].clone(), made[0].clone()]);
+        let claimed_or_doubt = keys(
+            s.list(&Filter {
+                states: vec![RecordState::Claimed, RecordState::InDoubt],
+                ..Filter::default()
+            })
+            .await
+            .unwrap(),
+        );
+        assert_eq!(claimed_or_doubt, vec![made[3].clone(), made[1].clone()]);
+        let limited = keys(
+            s.list(&Filter {
+                limit: Some(2),
+                ..Filter::default()
+            })
+            .await
+            .unwrap(),
+        );
+        assert_eq!(limited, vec![made[4].clone(), made[3].clone()]);
+        let none = s
+            .list(&Filter {
+                run_id: Some("r3".to_owned()),
+                ..Filter::default()
+            })
+            .await
+            .unwrap();
+        assert!(none.is_empty());
+    }
+
+    /// Many tasks claim the same keys at once: exactly one claim per key wins.
+    pub async fn concurrent_claims<H: Harness>() {
+        let h = H::fresh().await;
+        let s = h.store();
+        let keys: Vec<String> = (0..8).map(|n| key(&format!("race-{n}"))).collect();
+        let mut tasks = Vec::new();
+        for _ in 0..16 {
+            for k in &keys {
+                let (s, k) = (s.clone(), k.clone());
+                tasks.push(tokio::spawn(async move {
+                    let outcome = s.claim(&k, intent("race"), 30_000, false).await.unwrap();
+                    (k, outcome)
+                }));
+            }
+        }
+        let mut wins = std::collections::HashMap::<String, usize>::new();
+        for t in tasks {
+            let (k, outcome) = t.await.unwrap();
+            match outcome {
+                OpOutcome::Claimed { attempt, .. } => {
+                    assert_eq!(attempt, 1);
+                    *wins.entry(k).or_default() += 1;
+                }
+                OpOutcome::InFlight(_) => {}
+                other => panic!("a racing claim is either the winner or in flight, got {other:?}"),
+            }
+        }
+        for k in &keys {
+            assert_eq!(wins.get(k), Some(&1), "exactly one claim of {k} wins");
+        }
+    }
+
+    /// Through the engine: a recorded result is replayed; identical calls through two engines
+    /// (two in-process sharing maps) over the same journal run the tool once.
+    pub async fn engine_replays_and_shares<H: Harness>() {
+        let h = H::fresh().await;
+        let tool = CountingTool::default();
+        let config = EngineConfig {
+            lease: Duration::from_secs(30),
+            poll_interval: Duration::from_millis(5),
+        };
+        let e1 = Engine::with_config(h.store(), config);
+        let e2 = Engine::with_config(h.store(), config);
+        let run = RunContext::new(format!("engine-{}", fastrand::u64(..)));
+        let args = LedgerArgs { key: "k".to_owned() };
+        let first = e1
+            .call_with_report(&tool, &run, CallOptions::default(), args.clone())
+            .await;
+        assert_eq!(first.result.unwrap(), "counted:k");
+        assert_eq!(first.disposition, Disposition::Executed);
+        let again = e2
+            .call_with_report(&tool, &run, CallOptions::call_id("call_2"), args.clone())
+            .await;
+        assert_eq!(again.result.unwrap(), "counted:k");
+        assert_eq!(again.disposition, Disposition::Replayed);
+        assert_eq!(tool.runs.load(Ordering::SeqCst), 1);
+
+        let args = LedgerArgs {
+            key: "shared".to_owned(),
+        };
+        let calls = (0..16).map(|n| {
+            let engine = if n % 2 == 0 { e1.clone() } else { e2.clone() };
+            let (tool, run, args) = (tool.clone(), run.clone(), args.clone());
+            tokio::spawn(async move { engine.call(&tool, &run, CallOptions::default(), args).await })
+        });
+        for r in futures::future::join_all(calls).await {
+            assert_eq!(r.unwrap().unwrap(), "counted:shared");
+        }
+        assert_eq!(tool.runs.load(Ordering::SeqCst), 2, "16 identical calls, one execution");
+    }
+
+    /// A record written by a newer effect-tool is refused with `UnsupportedVersion` by every
+    /// operation, and left untouched (gc too).
+    pub async fn future_version_refused<H: Harness>() {
+        let h = H::fresh().await;
+        let s = h.store();
+        let k = key("future");
+        assert!(
+            h.plant_future_record(&k).await,
+            "{} must be able to hold a future record",
+            H::NAME
+        );
+        let unsupported = |r: Result<_, StoreError>, what: &str| match r {
+            Err(StoreError::UnsupportedVersion { key, found, supported }) => {
+                assert_eq!(key, k, "{what}");
+                assert_eq!(found, crate::record::RECORD_VERSION + 1, "{what}");
+                assert_eq!(supported, crate::record::RECORD_VERSION, "{what}");
+            }
+            Err(other) => panic!("{what}: expected UnsupportedVersion, got {other}"),
+            Ok(_) => panic!("{what}: a future record must not be read"),
+        };
+        unsupported(s.get(&k).await.map(|_| ()), "get");
+        unsupported(s.claim(&k, intent("r"), 30_000, true).await.map(|_| ()), "claim");
+        unsupported(s.complete(&k, 1, json!(1)).await.map(|_| ()), "complete");
+        unsupported(s.resolve(&k, "ann", Verdict::NotApplied).await.map(|_| ()), "resolve");
+        unsupported(s.list(&Filter::all()).await.map(|_| ()), "list");
+        assert_eq!(s.gc(s.now() + 10_000_000).await.unwrap(), 0, "gc leaves it alone");
+        unsupported(s.get(&k).await.map(|_| ()), "get after the refusals");
+        let message = s.get(&k).await.unwrap_err().to_string();
+        assert!(message.contains("upgrade effect-tool"), "{message}");
+    }
+
+    /// N operating-system processes race the same keys through the engine: exactly one
+    /// execution per key, counted in a ledger file the journal cannot see.
+    pub async fn processes_race_same_keys<H: Harness>(module_path: &str) {
+        const PROCESSES: usize = 4;
+        const KEYS: usize = 24;
+        let h = H::fresh().await;
+        let locator = h.locator().expect("a durable harness has a locator");
+        let dir = ScratchDir::new("race");
+        let ledger = dir.path().join("ledger");
+        let go = dir.path().join("go");
+        let keys: Vec<String> = (0..KEYS).map(|n| key(&format!("proc-race-{n}"))).collect();
+        let children: Vec<_> = (0..PROCESSES)
+            .map(|p| {
+                let mut mine = keys.clone();
+                mine.rotate_left(p * KEYS / PROCESSES);
+                spawn_child(
+                    module_path,
+                    &ChildJob::Race {
+                        locator: locator.clone(),
+                        ledger: ledger.clone(),
+                        go: go.clone(),
+                        keys: mine,
+                    },
+                )
+            })
+            .collect();
+        // Let every child open the journal, then start them together.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        std::fs::write(&go, b"go").unwrap();
+        for mut child in children {
+            let status = tokio::task::spawn_blocking(move || child.wait())
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(status.success(), "a racing child failed: {status}");
+        }
+        let lines = ledger_lines(&ledger);
+        for k in &keys {
+            let runs = lines.iter().filter(|l| l.split(' ').next() == Some(k.as_str())).count();
+            assert_eq!(runs, 1, "{k} ran {runs} times across {PROCESSES} processes: {lines:?}");
+        }
+        assert_eq!(lines.len(), KEYS);
+        let s = h.store();
+        for k in &keys {
+            let rec = s.get(k).await.unwrap().unwrap();
+            assert_eq!(rec.state, RecordState::Completed);
+            assert_eq!(rec.output, Some(json!(format!("applied:{k}"))));
+        }
+    }
+}
+
+/// The in-memory journal (no other process can open it).
+#[derive(Debug, Clone, Default)]
+pub struct MemoryHarness(Arc<MemoryStore>);
+
+#[async_trait]
+impl Harness for MemoryHarness {
+    const NAME: &'static str = "memory";
+    async fn fresh() -> Self {
+        MemoryHarness::default()
+    }
+    fn store(&self) -> Arc<dyn Store> {
+        self.0.clone()
+    }
+}
+
+/// A SQLite journal in a fresh temporary file per case.
+#[cfg(feature = "sqlite")]
+#[derive(Debug, Clone)]
+pub struct SqliteHarness {
+    store: crate::store::sqlite::SqliteStore,
+    _dir: Arc<ScratchDir>,
+}
+
+#[cfg(feature = "sqlite")]
+#[async_trait]
+impl Harness for SqliteHarness {
+    const NAME: &'static str = "sqlite";
+    async fn fresh() -> Self {
+        let dir = ScratchDir::new("sqlite");
+        let store = crate::store::sqlite::SqliteStore::open(dir.path().join("journal.db")).expect("open SQLite");
+        SqliteHarness {
+            store,
+            _dir: Arc::new(dir),
+        }
+    }
+    fn store(&self) -> Arc<dyn Store> {
+        Arc::new(self.store.clone())
+    }
+    fn locator(&self) -> Option<String> {
+        Some(self.store.path().display().to_string())
+    }
+    async fn open(locator: &str) -> Arc<dyn Store> {
+        Arc::new(crate::store::sqlite::SqliteStore::open(locator).expect("open SQLite"))
+    }
+    async fn plant_future_record(&self, key: &str) -> bool {
+        let conn = rusqlite::Connection::open(self.store.path()).expect("open SQLite directly");
+        conn.busy_timeout(Duration::from_secs(10)).unwrap();
+        conn.execute(
+            "INSERT INTO effect_records (key, version, tool, class, run_id, fingerprint, input, state, attempt,
+               created_at, updated_at, expires_at, output)
+             VALUES (?1, ?2, 'future_tool', 'teleport', 'r', 'f', '{\"v2\":\"shape\"}', 'quantum', 7, 0, 0, 1, 'x')",
+            rusqlite::params![key, crate::record::RECORD_VERSION + 1],
+        )
+        .expect("plant a future record");
+        true
+    }
+}
