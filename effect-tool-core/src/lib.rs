@@ -30,6 +30,8 @@ pub mod engine;
 pub mod error;
 pub mod key;
 pub mod marker;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod outcome;
 pub mod policy;
 pub mod record;

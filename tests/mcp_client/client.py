@@ -1,0 +1,155 @@
+"""External MCP client for effect-tool's example server (examples/mcp_server.rs).
+
+Launches the server over stdio with the official Python `mcp` SDK, lists its tools (schemas and
+the annotations each effect class implies), and calls them the way a retrying client would:
+the same idempotent call twice must leave exactly one effect in the ledger file the tools write.
+
+Usage: python3 client.py <server command...>
+Environment: EFFECT_TOOL_LEDGER (the ledger file the server's tools append to) and
+EFFECT_TOOL_DB (the server's SQLite journal) are passed through to the server.
+Exits 0 and prints "N passed, 0 failed" when every check holds; exits 1 on the first failure.
+"""
+
+import asyncio
+import os
+import sys
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+CHECKS = 0
+
+
+def check(condition, message):
+    global CHECKS
+    if not condition:
+        raise AssertionError(message)
+    CHECKS += 1
+
+
+def ledger_lines(prefix):
+    path = os.environ["EFFECT_TOOL_LEDGER"]
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [line for line in f.read().splitlines() if line.startswith(prefix + " ")]
+
+
+def text_of(result):
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+def meta_of(result):
+    return result.meta or {}
+
+
+async def check_tools(session):
+    listed = await session.list_tools()
+    tools = {tool.name: tool for tool in listed.tools}
+    check(
+        set(tools) == {"lookup_order", "issue_refund", "hold_shipment", "email_customer"},
+        f"unexpected tools: {sorted(tools)}",
+    )
+
+    expected = {
+        # class: (readOnlyHint, destructiveHint, idempotentHint)
+        "lookup_order": ("pure", True, None, None),
+        "issue_refund": ("idempotent", False, False, True),
+        "hold_shipment": ("compensable", False, False, False),
+        "email_customer": ("irreversible", False, True, False),
+    }
+    for name, (cls, read_only, destructive, idempotent) in expected.items():
+        a = tools[name].annotations
+        check(a is not None, f"{name}: no annotations")
+        check(a.read_only_hint is read_only, f"{name}: readOnlyHint {a.read_only_hint}, expected {read_only}")
+        check(a.destructive_hint is destructive, f"{name}: destructiveHint {a.destructive_hint}, expected {destructive}")
+        check(a.idempotent_hint is idempotent, f"{name}: idempotentHint {a.idempotent_hint}, expected {idempotent}")
+        check(a.open_world_hint is (name != "lookup_order"), f"{name}: openWorldHint {a.open_world_hint}")
+        check((tools[name].meta or {}).get("effect-tool/class") == cls, f"{name}: _meta class {tools[name].meta}")
+        schema = tools[name].input_schema
+        check(schema.get("type") == "object", f"{name}: inputSchema is not an object schema: {schema}")
+        check("$schema" not in schema, f"{name}: inputSchema carries $schema")
+        check(tools[name].description, f"{name}: no description")
+
+    refund = tools["issue_refund"].input_schema
+    check(sorted(refund["required"]) == ["amount_cents", "order_id"], f"refund required: {refund['required']}")
+    check(refund["properties"]["amount_cents"]["type"] == "integer", f"amount_cents: {refund['properties']}")
+    check(refund["properties"]["order_id"]["type"] == "string", f"order_id: {refund['properties']}")
+    check(
+        refund["properties"]["order_id"].get("description") == "The order to refund.",
+        f"order_id description: {refund['properties']['order_id']}",
+    )
+    print("ok: tools/list: 4 tools, schemas and annotations per class")
+
+
+async def check_idempotent_call_twice(session):
+    args = {"order_id": "A-1001", "amount_cents": 1500}
+    first = await session.call_tool("issue_refund", args)
+    second = await session.call_tool("issue_refund", args)
+    check(not first.is_error, f"first refund failed: {text_of(first)}")
+    check(not second.is_error, f"second refund failed: {text_of(second)}")
+    check(first.structured_content == second.structured_content, "the two calls returned different refunds")
+    check(first.structured_content["amount_cents"] == 1500, f"refund: {first.structured_content}")
+    check(meta_of(first).get("effect-tool/disposition") == "executed", f"first: {meta_of(first)}")
+    check(meta_of(second).get("effect-tool/disposition") == "replayed", f"second: {meta_of(second)}")
+    check(meta_of(second).get("effect-tool/key", "").endswith("refund:A-1001:1500"), f"key: {meta_of(second)}")
+    refunds = ledger_lines("refund")
+    check(len(refunds) == 1, f"expected one refund in the ledger, found {refunds}")
+    print("ok: issue_refund called twice, one refund in the ledger")
+
+    # A run named in _meta is another run: the refund applies there once too.
+    meta = {"effect-tool/run_id": "client-run-2"}
+    third = await session.call_tool("issue_refund", args, meta=meta)
+    fourth = await session.call_tool("issue_refund", args, meta=meta)
+    check(not third.is_error and not fourth.is_error, f"run from _meta failed: {text_of(third)} {text_of(fourth)}")
+    check(meta_of(third).get("effect-tool/key") == "client-run-2:refund:A-1001:1500", f"key: {meta_of(third)}")
+    check(meta_of(fourth).get("effect-tool/disposition") == "replayed", f"fourth: {meta_of(fourth)}")
+    check(len(ledger_lines("refund")) == 2, f"expected two refunds in the ledger, found {ledger_lines('refund')}")
+    print("ok: run id taken from _meta; one refund per run")
+
+
+async def check_rejected_and_blocked(session):
+    bad = await session.call_tool("issue_refund", {"order_id": "A-1002", "amount_cents": "five"})
+    check(bad.is_error, "a schema violation must be a tool error")
+    check("`amount_cents`: expected integer" in text_of(bad), f"message: {text_of(bad)}")
+    unknown = await session.call_tool("issue_refunds", {"order_id": "A-1002", "amount_cents": 5})
+    check(unknown.is_error and "Did you mean `issue_refund`?" in text_of(unknown), f"message: {text_of(unknown)}")
+    check(len(ledger_lines("refund")) == 2, "a rejected call must not run")
+    print("ok: schema violation and unknown tool come back as tool errors; nothing ran")
+
+    email = {"to": "ann@example.com", "body": "Your refund is on its way."}
+    sent = await session.call_tool("email_customer", email)
+    again = await session.call_tool("email_customer", email)
+    check(not sent.is_error, f"email failed: {text_of(sent)}")
+    check(again.is_error, "an irreversible call without a key sent again must be blocked")
+    check(meta_of(again).get("effect-tool/outcome") == "blocked", f"outcome: {meta_of(again)}")
+    check(meta_of(again).get("effect-tool/key"), "a blocked result carries the key")
+    check(len(ledger_lines("email")) == 1, f"expected one email, found {ledger_lines('email')}")
+    print("ok: email_customer re-sent under a new call is blocked; one email in the ledger")
+
+    looked = await session.call_tool("lookup_order", {"order_id": "A-1002"})
+    check(not looked.is_error and looked.structured_content["total_cents"] == 12500, f"lookup: {text_of(looked)}")
+
+
+async def main():
+    if len(sys.argv) < 2:
+        print("usage: client.py <server command...>", file=sys.stderr)
+        return 2
+    params = StdioServerParameters(command=sys.argv[1], args=sys.argv[2:], env=dict(os.environ))
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            await check_tools(session)
+            await check_idempotent_call_twice(session)
+            await check_rejected_and_blocked(session)
+    print(f"{CHECKS} passed, 0 failed")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(asyncio.run(main()))
+    except AssertionError as e:
+        print(f"FAILED: {e}", file=sys.stderr)
+        print(f"{CHECKS} passed, 1 failed")
+        sys.exit(1)
