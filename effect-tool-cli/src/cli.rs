@@ -1,0 +1,259 @@
+//! The command line, as clap types.
+
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use effect_tool_core::{RecordState, Window};
+
+/// Shown after `--help`: the store, the exit codes.
+const AFTER_HELP: &str = "\
+The journal store: --store or EFFECT_TOOL_STORE, a SQLite file path (the file must exist: the
+application creates it) or a postgres:// URL. Only list, show, resolve, approve, deny, abandon and
+gc need it; key, canon and manifest work offline.
+
+Exit codes:
+  0  success
+  1  not found or refused: no record under the key, no records for the run, or the journal
+     refused the operation (e.g. resolving a record that is not in doubt, approving as the
+     wrong role)
+  2  usage or bad input: unknown option, invalid JSON, missing --store
+  3  the store is unreachable or failed (cannot open the file, cannot connect, query failed),
+     or the output could not be written
+
+Errors are one line on stderr, starting with `error:`. With --json, results are JSON on stdout.";
+
+/// Operate the journal of effect-tool: list, inspect and resolve journaled tool effects,
+/// approve or deny parked calls, compute keys and canonical JSON.
+#[derive(Debug, Parser)]
+#[command(name = "effect-tool", version, after_help = AFTER_HELP, max_term_width = 100)]
+pub struct Cli {
+    /// The journal: a SQLite file path or a postgres:// URL.
+    #[arg(
+        long,
+        global = true,
+        env = "EFFECT_TOOL_STORE",
+        hide_env_values = true,
+        value_name = "PATH|URL"
+    )]
+    pub store: Option<String>,
+
+    /// Print JSON for scripts instead of tables and sentences.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List journaled effects, newest first (filter by run, tool, state).
+    List(ListArgs),
+    /// Show one record and its audit trail, with what a person can do next.
+    Show {
+        /// The effect key.
+        key: String,
+    },
+    /// Record a person's verdict on an effect in doubt: it happened (with its output) or not.
+    Resolve(ResolveArgs),
+    /// Approve a call awaiting approval: its next call runs it.
+    Approve {
+        /// The effect key.
+        key: String,
+        /// The role you approve as; it must be the role the tool asks for.
+        #[arg(long = "as", value_name = "ROLE")]
+        role: String,
+        /// Who approves (recorded in the audit trail).
+        #[arg(long, env = "USER", value_name = "NAME")]
+        by: Option<String>,
+    },
+    /// Deny a call awaiting approval: its next call fails with the reason.
+    Deny {
+        /// The effect key.
+        key: String,
+        /// Why, in words the model and the audit trail will read.
+        #[arg(long)]
+        reason: Option<String>,
+        /// Who denies (recorded in the audit trail).
+        #[arg(long, env = "USER", value_name = "NAME")]
+        by: Option<String>,
+    },
+    /// Show what abandoning a run must undo (its completed compensable effects, newest first),
+    /// or record that a person undid them by hand. Running the compensations needs the
+    /// application's tool code: call `Engine::abandon_run` there.
+    Abandon(AbandonArgs),
+    /// Drop records whose ttl has passed (records in doubt or awaiting approval are kept).
+    Gc {
+        /// Only list what would be dropped.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Print the default effect key of a call; reads the arguments JSON on stdin.
+    Key(KeyArgs),
+    /// Print the RFC 8785 canonical form of the JSON on stdin.
+    ///
+    /// The output is exactly the canonical bytes: when stdout is a pipe or a file no newline is
+    /// added, so `effect-tool canon < args.json | sha256sum` hashes the canonical form; on a
+    /// terminal a newline is added for readability.
+    Canon {
+        /// Print the SHA-256 hex of the canonical form (the record's fingerprint when the input
+        /// has no secret fields) instead, with a newline.
+        #[arg(long)]
+        hash: bool,
+    },
+    /// Print a toolkit's manifest (every tool's name, class, key rule, window, approval,
+    /// recover/compensate) as stable text for code review.
+    ///
+    /// effect-tool cannot load your tools: print the manifest from your binary with
+    /// `Toolkit::manifest()` (or `effect_tool::manifest::render`), save it, and give the file
+    /// here to check it against the committed one.
+    Manifest(ManifestArgs),
+}
+
+/// `list` options.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only this run.
+    #[arg(long)]
+    pub run: Option<String>,
+    /// Only this tool.
+    #[arg(long)]
+    pub tool: Option<String>,
+    /// Only these states (repeat or comma-separate): claimed, completed, in-doubt,
+    /// awaiting-approval, approved, denied, released, compensated, or stale (a claim whose lease
+    /// expired: its worker crashed or hangs).
+    #[arg(long, value_delimiter = ',', value_parser = parse_state_filter, value_name = "STATE")]
+    pub state: Vec<StateFilter>,
+    /// At most this many records.
+    #[arg(long)]
+    pub limit: Option<usize>,
+}
+
+/// `resolve` options.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("verdict").required(true).args(["applied", "not_applied"])))]
+pub struct ResolveArgs {
+    /// The effect key.
+    pub key: String,
+    /// The effect happened: the next call returns `--output` instead of running.
+    #[arg(long)]
+    pub applied: bool,
+    /// The output to record with --applied: JSON text, `@FILE` to read a file, or `-` for
+    /// stdin. It must decode as the tool's output type. Default: null.
+    #[arg(long, conflicts_with = "not_applied", value_name = "JSON")]
+    pub output: Option<String>,
+    /// The effect did not happen: the next call applies it.
+    #[arg(long)]
+    pub not_applied: bool,
+    /// Who decides (recorded in the audit trail).
+    #[arg(long, env = "USER", value_name = "NAME")]
+    pub by: Option<String>,
+}
+
+/// `abandon` options.
+#[derive(Debug, Args)]
+pub struct AbandonArgs {
+    /// The run to abandon.
+    pub run: String,
+    /// You undid the effects by hand: journal each compensation as done (so the application's
+    /// `Engine::abandon_run` never runs it again) and mark the effects compensated.
+    #[arg(long)]
+    pub mark_compensated: bool,
+    /// Who undid them (recorded in the audit trail).
+    #[arg(long, env = "USER", value_name = "NAME")]
+    pub by: Option<String>,
+}
+
+/// `key` options.
+#[derive(Debug, Args)]
+pub struct KeyArgs {
+    /// The run id.
+    #[arg(long)]
+    pub run: String,
+    /// The tool's name.
+    #[arg(long)]
+    pub tool: String,
+    /// The thread id (used by the `thread` window; without it the window falls back to the run).
+    #[arg(long)]
+    pub thread: Option<String>,
+    /// Where the key is unique, as the tool declares it.
+    #[arg(long, value_enum, default_value_t = WindowArg::Run)]
+    pub window: WindowArg,
+    /// A secret argument field of the tool (repeatable): left out of the key, as the runtime does.
+    #[arg(long = "secret", value_name = "FIELD")]
+    pub secrets: Vec<String>,
+    /// The tool's `key(field, ...)` rule: hash only these argument fields.
+    #[arg(long, value_delimiter = ',', value_name = "FIELD,...")]
+    pub fields: Vec<String>,
+}
+
+/// `manifest` options.
+#[derive(Debug, Args)]
+pub struct ManifestArgs {
+    /// A manifest printed by your binary (`Toolkit::manifest()`), or `-` for stdin.
+    pub file: String,
+    /// The committed manifest to compare with: exit 1 and print the differing lines if they
+    /// differ.
+    #[arg(long, value_name = "FILE")]
+    pub check: Option<String>,
+}
+
+/// A key window, as written on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WindowArg {
+    /// Unique within one run.
+    Run,
+    /// Unique within one thread, across its runs.
+    Thread,
+    /// Unique everywhere the store is shared.
+    CrossRun,
+}
+
+impl From<WindowArg> for Window {
+    fn from(w: WindowArg) -> Window {
+        match w {
+            WindowArg::Run => Window::Run,
+            WindowArg::Thread => Window::Thread,
+            WindowArg::CrossRun => Window::CrossRun,
+        }
+    }
+}
+
+/// A `--state` value: a stored state, or `stale` (a claim whose lease has expired).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateFilter {
+    /// Records in this state.
+    State(RecordState),
+    /// Claims whose lease has expired.
+    Stale,
+}
+
+fn parse_state_filter(s: &str) -> Result<StateFilter, String> {
+    if s == "stale" {
+        return Ok(StateFilter::Stale);
+    }
+    s.parse::<RecordState>()
+        .map(StateFilter::State)
+        .map_err(|e| format!("{e}, stale"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn states_parse() {
+        assert_eq!(
+            parse_state_filter("in-doubt"),
+            Ok(StateFilter::State(RecordState::InDoubt))
+        );
+        assert_eq!(parse_state_filter("stale"), Ok(StateFilter::Stale));
+        assert!(parse_state_filter("doubt").unwrap_err().contains("awaiting-approval"));
+    }
+}

@@ -1,0 +1,769 @@
+//! What each subcommand does.
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use effect_tool_core::canonical;
+use effect_tool_core::compensation::compensation_key;
+use effect_tool_core::key::{call_key, redact, sha256_hex};
+use effect_tool_core::record::{AuditEntry, EffectRecord, Intent, OpOutcome, RecordState};
+use effect_tool_core::store::{Filter, collectable};
+use effect_tool_core::{EffectClass, KeyRule, RunContext, Store, StoreExt, Verdict};
+use serde_json::{Value, json};
+
+use crate::cli::{AbandonArgs, Cli, Command, KeyArgs, ListArgs, ManifestArgs, ResolveArgs, StateFilter};
+use crate::error::{CliError, not_found};
+use crate::output::{Table, clean, shell_quote, time};
+
+/// Where a command reads and writes.
+pub struct Io<'a> {
+    /// Standard input (JSON for `key`, `canon`, `resolve --output -`).
+    pub stdin: &'a mut dyn Read,
+    /// Standard output.
+    pub out: &'a mut dyn Write,
+    /// Whether standard output is a terminal (`canon` adds a newline only then).
+    pub terminal: bool,
+}
+
+/// The lease of a manual compensation's claim (it is completed right away).
+const LEASE_MS: u64 = 60_000;
+
+/// Run a parsed command line, opening the store it names when the command needs one.
+pub async fn run(cli: Cli, io: &mut Io<'_>) -> Result<(), CliError> {
+    let spec = cli.store.clone();
+    execute(cli, io, || async move {
+        match spec {
+            Some(spec) => crate::store::open(&spec).await,
+            None => Err(CliError::Usage(
+                "no journal given: pass --store PATH|URL or set EFFECT_TOOL_STORE (a SQLite file or a postgres:// URL)"
+                    .into(),
+            )),
+        }
+    })
+    .await
+}
+
+/// Run a parsed command line on an already open store (`--store` is ignored).
+pub async fn run_on(cli: Cli, store: Arc<dyn Store>, io: &mut Io<'_>) -> Result<(), CliError> {
+    execute(cli, io, || async move { Ok(store) }).await
+}
+
+async fn execute<F, Fut>(cli: Cli, io: &mut Io<'_>, open: F) -> Result<(), CliError>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<Arc<dyn Store>, CliError>>,
+{
+    let json = cli.json;
+    match cli.command {
+        Command::Key(args) => key(args, json, io),
+        Command::Canon { hash } => canon(hash, json, io),
+        Command::Manifest(args) => manifest(args, json, io),
+        command => {
+            let store = open().await?;
+            match command {
+                Command::List(args) => list(&*store, args, json, io).await,
+                Command::Show { key } => show(&*store, &key, json, io).await,
+                Command::Resolve(args) => resolve(&*store, args, json, io).await,
+                Command::Approve { key, role, by } => approve(&*store, &key, &role, by, json, io).await,
+                Command::Deny { key, reason, by } => deny(&*store, &key, reason, by, json, io).await,
+                Command::Abandon(args) => abandon(&*store, args, json, io).await,
+                Command::Gc { dry_run } => gc(&*store, dry_run, json, io).await,
+                Command::Key(_) | Command::Canon { .. } | Command::Manifest(_) => Ok(()),
+            }
+        }
+    }
+}
+
+fn write(out: &mut dyn Write, text: &str) -> Result<(), CliError> {
+    out.write_all(text.as_bytes()).map_err(io_error)
+}
+
+fn write_json(out: &mut dyn Write, value: &Value) -> Result<(), CliError> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| CliError::Store(format!("cannot encode JSON: {e}")))?;
+    write(out, &text)?;
+    write(out, "\n")
+}
+
+fn io_error(e: std::io::Error) -> CliError {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        CliError::OutputClosed
+    } else {
+        CliError::Store(format!("cannot write the output: {e}"))
+    }
+}
+
+fn record_json(rec: &EffectRecord) -> Value {
+    serde_json::to_value(rec).unwrap_or(Value::Null)
+}
+
+fn who(by: Option<String>) -> Result<String, CliError> {
+    match by.map(|b| b.trim().to_owned()) {
+        Some(b) if !b.is_empty() => Ok(b),
+        _ => Err(CliError::Usage(
+            "say who decides: --by NAME (it goes into the audit trail; defaults to $USER, which is not set)".into(),
+        )),
+    }
+}
+
+fn read_stdin(io: &mut Io<'_>, what: &str) -> Result<String, CliError> {
+    let mut text = String::new();
+    io.stdin
+        .read_to_string(&mut text)
+        .map_err(|e| CliError::Usage(format!("cannot read {what} from stdin: {e}")))?;
+    if text.trim().is_empty() {
+        return Err(CliError::Usage(format!("stdin is empty: pipe {what} in")));
+    }
+    Ok(text)
+}
+
+fn parse_json(text: &str, what: &str) -> Result<Value, CliError> {
+    canonical::parse_strict(text).map_err(|e| CliError::Usage(format!("{what} is not valid JSON: {e}")))
+}
+
+/// The state as a person reads it: a claim whose lease has expired is `claimed (stale)`.
+fn state_label(rec: &EffectRecord, now: i64) -> String {
+    if rec.is_stale(now) {
+        "claimed (stale)".to_owned()
+    } else {
+        rec.state.to_string()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// list
+
+async fn list(store: &dyn Store, args: ListArgs, json: bool, io: &mut Io<'_>) -> Result<(), CliError> {
+    let now = store.now();
+    let want_stale = args.state.contains(&StateFilter::Stale);
+    let mut states: Vec<RecordState> = args
+        .state
+        .iter()
+        .filter_map(|s| match s {
+            StateFilter::State(st) => Some(*st),
+            StateFilter::Stale => None,
+        })
+        .collect();
+    let explicit = states.clone();
+    if want_stale && !states.contains(&RecordState::Claimed) {
+        states.push(RecordState::Claimed);
+    }
+    let filter = Filter {
+        run_id: args.run.clone(),
+        tool: args.tool.clone(),
+        states,
+        // With `stale`, some claims are dropped after listing: limit afterwards.
+        limit: if want_stale { None } else { args.limit },
+    };
+    let mut records = store.list(&filter).await?;
+    if want_stale {
+        records.retain(|r| explicit.contains(&r.state) || r.is_stale(now));
+        if let Some(limit) = args.limit {
+            records.truncate(limit);
+        }
+    }
+
+    if json {
+        return write_json(io.out, &Value::Array(records.iter().map(record_json).collect()));
+    }
+    if records.is_empty() {
+        return write(io.out, "no records match\n");
+    }
+    let mut table = Table::new(vec!["STATE", "TOOL", "CLASS", "RUN", "UPDATED", "KEY"]);
+    for r in &records {
+        table.row(vec![
+            state_label(r, now),
+            r.tool.clone(),
+            r.class.to_string(),
+            r.run_id.clone(),
+            time(r.updated_at),
+            r.key.clone(),
+        ]);
+    }
+    table.write(io.out).map_err(io_error)?;
+    let n = records.len();
+    write(io.out, &format!("{n} record{}\n", if n == 1 { "" } else { "s" }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// show
+
+async fn show(store: &dyn Store, key: &str, json: bool, io: &mut Io<'_>) -> Result<(), CliError> {
+    let rec = store.get(key).await?.ok_or_else(|| not_found(key))?;
+    let audit = store.audit(Some(key)).await?;
+    if json {
+        let audit: Vec<Value> = audit
+            .iter()
+            .map(|a| serde_json::to_value(a).unwrap_or(Value::Null))
+            .collect();
+        return write_json(io.out, &json!({ "record": record_json(&rec), "audit": audit }));
+    }
+    let now = store.now();
+    let mut text = String::new();
+    let mut field = |name: &str, value: &str| {
+        text.push_str(&format!("{:<13}{}\n", format!("{name}:"), clean(value)));
+    };
+    field("key", &rec.key);
+    field("tool", &format!("{} ({})", rec.tool, rec.class));
+    field("state", &state_label(&rec, now));
+    if let Some(reason) = &rec.reason {
+        field("reason", reason);
+    }
+    field("run", &rec.run_id);
+    if let Some(t) = &rec.thread_id {
+        field("thread", t);
+    }
+    if let Some(c) = &rec.call_id {
+        field("call id", c);
+    }
+    field("attempt", &rec.attempt.to_string());
+    if let Some(l) = rec.lease_until.filter(|_| rec.state == RecordState::Claimed) {
+        field("lease until", &time(l));
+    }
+    if let Some(role) = &rec.approval_role {
+        field("approval", &format!("by role `{role}`"));
+    }
+    if let Some(by) = &rec.decided_by {
+        field("decided by", by);
+    }
+    field("created", &time(rec.created_at));
+    field("updated", &time(rec.updated_at));
+    if let Some(e) = rec.expires_at {
+        field("expires", &time(e));
+    }
+    field("fingerprint", &rec.fingerprint);
+    text.push_str("input (secrets removed):\n");
+    text.push_str(&indent(&pretty(&rec.input)));
+    if let Some(output) = &rec.output {
+        text.push_str("output:\n");
+        text.push_str(&indent(&pretty(output)));
+    }
+    text.push_str("audit trail:\n");
+    if audit.is_empty() {
+        text.push_str("  (none)\n");
+    }
+    for a in &audit {
+        text.push_str(&format!("  {}\n", audit_line(a)));
+    }
+    if let Some(next) = next_step(&rec, now) {
+        text.push_str("next:\n");
+        text.push_str(&next);
+    }
+    write(io.out, &text)
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+}
+
+fn indent(s: &str) -> String {
+    s.lines().map(|l| format!("  {}\n", clean(l))).collect()
+}
+
+fn audit_line(a: &AuditEntry) -> String {
+    let detail = match (&a.action[..], &a.detail) {
+        ("resolve", Some(d)) => match d.get("verdict").and_then(Value::as_str) {
+            Some("applied") => format!(
+                "as applied, output {}",
+                d.get("output")
+                    .map(canonical::to_string)
+                    .unwrap_or_else(|| "null".into())
+            ),
+            Some("not-applied") => "as not applied".to_owned(),
+            _ => canonical::to_string(d),
+        },
+        ("approve", Some(d)) => format!("as `{}`", d.get("role").and_then(Value::as_str).unwrap_or("?")),
+        ("deny", Some(d)) => match d.get("reason").and_then(Value::as_str) {
+            Some(r) => format!("reason: {r}"),
+            None => "no reason given".to_owned(),
+        },
+        (_, Some(d)) => canonical::to_string(d),
+        (_, None) => String::new(),
+    };
+    clean(format!("{}  {:<10} {:<11} {}", time(a.at), a.actor, a.action, detail).trim_end())
+}
+
+/// What a person can do with the record now, as commands to paste.
+fn next_step(rec: &EffectRecord, now: i64) -> Option<String> {
+    let k = shell_quote(&rec.key);
+    if rec.state == RecordState::InDoubt || rec.is_stale(now) {
+        Some(format!(
+            "  check whether the effect happened, then record it:\n  effect-tool resolve {k} --applied --output '<json>'\n  effect-tool resolve {k} --not-applied\n"
+        ))
+    } else if rec.state == RecordState::AwaitingApproval {
+        let role = shell_quote(rec.approval_role.as_deref().unwrap_or("ROLE"));
+        Some(format!(
+            "  effect-tool approve {k} --as {role}\n  effect-tool deny {k} --reason '<why>'\n"
+        ))
+    } else {
+        None
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// resolve, approve, deny
+
+async fn resolve(store: &dyn Store, args: ResolveArgs, json: bool, io: &mut Io<'_>) -> Result<(), CliError> {
+    let by = who(args.by)?;
+    let verdict = if args.applied {
+        let output = match args.output.as_deref() {
+            None => Value::Null,
+            Some("-") => parse_json(&read_stdin(io, "the output JSON")?, "the output on stdin")?,
+            Some(text) => match text.strip_prefix('@') {
+                Some(path) => {
+                    let content = std::fs::read_to_string(path)
+                        .map_err(|e| CliError::Usage(format!("cannot read --output file `{path}`: {e}")))?;
+                    parse_json(&content, &format!("--output file `{path}`"))?
+                }
+                None => parse_json(text, "--output")?,
+            },
+        };
+        Verdict::Applied { output }
+    } else {
+        Verdict::NotApplied
+    };
+    let applied = matches!(verdict, Verdict::Applied { .. });
+    let rec = store.resolve(&args.key, &by, verdict).await?;
+    if json {
+        return write_json(io.out, &record_json(&rec));
+    }
+    let tool = clean(&rec.tool);
+    let line = if applied {
+        format!(
+            "resolved {} as applied (by {}): the next call of {tool} returns the recorded output without running\n",
+            clean(&rec.key),
+            clean(&by)
+        )
+    } else {
+        format!(
+            "resolved {} as not applied (by {}): the next call of {tool} applies the effect\n",
+            clean(&rec.key),
+            clean(&by)
+        )
+    };
+    write(io.out, &line)
+}
+
+async fn approve(
+    store: &dyn Store,
+    key: &str,
+    role: &str,
+    by: Option<String>,
+    json: bool,
+    io: &mut Io<'_>,
+) -> Result<(), CliError> {
+    let by = who(by)?;
+    let rec = store.approve(key, &by, role).await?;
+    if json {
+        return write_json(io.out, &record_json(&rec));
+    }
+    write(
+        io.out,
+        &format!(
+            "approved {} as {} (by {}): the next call of {} runs it\n",
+            clean(key),
+            clean(role),
+            clean(&by),
+            clean(&rec.tool)
+        ),
+    )
+}
+
+async fn deny(
+    store: &dyn Store,
+    key: &str,
+    reason: Option<String>,
+    by: Option<String>,
+    json: bool,
+    io: &mut Io<'_>,
+) -> Result<(), CliError> {
+    let by = who(by)?;
+    let rec = store.deny(key, &by, reason).await?;
+    if json {
+        return write_json(io.out, &record_json(&rec));
+    }
+    write(
+        io.out,
+        &format!(
+            "denied {} (by {}): the next call of {} fails with the reason, and nothing runs\n",
+            clean(key),
+            clean(&by),
+            clean(&rec.tool)
+        ),
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// abandon
+
+async fn abandon(store: &dyn Store, args: AbandonArgs, json: bool, io: &mut Io<'_>) -> Result<(), CliError> {
+    let run_records = store
+        .list(&Filter {
+            run_id: Some(args.run.clone()),
+            ..Filter::default()
+        })
+        .await?;
+    if run_records.is_empty() {
+        return Err(CliError::NotFound(format!(
+            "no records for run `{}`: check the run id (see `effect-tool list`) and the store",
+            clean(&args.run)
+        )));
+    }
+    // The completed compensable effects, newest first: undone in reverse order of doing (the
+    // order `Engine::abandon_run` uses).
+    let mut pending: Vec<EffectRecord> = run_records
+        .iter()
+        .filter(|r| r.state == RecordState::Completed && r.class == EffectClass::Compensable)
+        .cloned()
+        .collect();
+    pending.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(b.created_at.cmp(&a.created_at)));
+    let already: Vec<&EffectRecord> = run_records
+        .iter()
+        .filter(|r| r.state == RecordState::Compensated)
+        .collect();
+    let mut compensation_state = Vec::with_capacity(pending.len());
+    for rec in &pending {
+        compensation_state.push(store.get(&compensation_key(&rec.key)).await?);
+    }
+
+    let mut marked = Vec::new();
+    let mut refused = Vec::new();
+    if args.mark_compensated && !pending.is_empty() {
+        let by = who(args.by)?;
+        for rec in &pending {
+            match mark_compensated_by_hand(store, rec, &by).await {
+                Ok(()) => marked.push(rec.key.clone()),
+                Err(e) => refused.push((rec.key.clone(), e.to_string())),
+            }
+        }
+    }
+
+    if json {
+        let pending_json: Vec<Value> = pending
+            .iter()
+            .zip(&compensation_state)
+            .map(|(r, c)| {
+                json!({
+                    "key": r.key,
+                    "tool": r.tool,
+                    "updated_at": r.updated_at,
+                    "compensation": c.as_ref().map(|c| json!({"state": c.state, "reason": c.reason})),
+                })
+            })
+            .collect();
+        write_json(
+            io.out,
+            &json!({
+                "run": args.run,
+                "to_compensate": pending_json,
+                "already_compensated": already.iter().map(|r| &r.key).collect::<Vec<_>>(),
+                "marked_compensated": marked,
+                "refused": refused.iter().map(|(k, e)| json!({"key": k, "error": e})).collect::<Vec<_>>(),
+            }),
+        )?;
+    } else {
+        let run = clean(&args.run);
+        let mut text = String::new();
+        if pending.is_empty() {
+            text.push_str(&format!(
+                "run {run}: nothing to compensate (no completed compensable effects; {} already compensated)\n",
+                already.len()
+            ));
+        } else if args.mark_compensated {
+            for k in &marked {
+                text.push_str(&format!("marked compensated (undone by hand): {}\n", clean(k)));
+            }
+            for (k, e) in &refused {
+                text.push_str(&format!("not marked: {}: {}\n", clean(k), e));
+            }
+        } else {
+            let n = pending.len();
+            text.push_str(&format!(
+                "run {run}: {n} completed compensable effect{} to undo, newest first:\n",
+                if n == 1 { "" } else { "s" }
+            ));
+            write(io.out, &text)?;
+            text.clear();
+            let mut table = Table::new(vec!["TOOL", "UPDATED", "COMPENSATION", "KEY"]);
+            for (r, c) in pending.iter().zip(&compensation_state) {
+                let comp = match c {
+                    None => "not started".to_owned(),
+                    Some(c) if c.state == RecordState::Released => {
+                        format!("failed: {}", c.reason.as_deref().unwrap_or("no reason recorded"))
+                    }
+                    Some(c) => c.state.to_string(),
+                };
+                table.row(vec![r.tool.clone(), time(r.updated_at), comp, r.key.clone()]);
+            }
+            table.write(io.out).map_err(io_error)?;
+            let q = shell_quote(&args.run);
+            text.push_str(&format!(
+                "effect-tool has no tool code, so it cannot run compensations. Either:\n  \
+                 - abandon the run from your application, which runs each compensation once, journaled:\n    \
+                 engine.abandon_run(&RunContext::new({:?}), &tools).await\n  \
+                 - or undo them by hand, then record it: effect-tool abandon {q} --mark-compensated\n",
+                args.run
+            ));
+        }
+        write(io.out, &text)?;
+    }
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::Refused(format!(
+            "{} of {} effects could not be marked compensated (see above)",
+            refused.len(),
+            pending.len()
+        )))
+    }
+}
+
+/// Journal the compensation of `rec` as done by a person (under the key the engine uses, so
+/// `Engine::abandon_run` never runs it again), then mark `rec` compensated.
+async fn mark_compensated_by_hand(store: &dyn Store, rec: &EffectRecord, by: &str) -> Result<(), CliError> {
+    let key = compensation_key(&rec.key);
+    let intent = Intent {
+        tool: format!("{}.compensate", rec.tool),
+        class: EffectClass::Idempotent,
+        run_id: rec.run_id.clone(),
+        thread_id: rec.thread_id.clone(),
+        call_id: None,
+        fingerprint: rec.fingerprint.clone(),
+        input: rec.input.clone(),
+        ttl_ms: None,
+        approval: None,
+    };
+    match store.claim(&key, intent, LEASE_MS, false).await? {
+        OpOutcome::Claimed { attempt, .. } => {
+            store
+                .complete(&key, attempt, json!({ "compensated_by_hand": by }))
+                .await?;
+        }
+        OpOutcome::Recorded(_) => {}
+        OpOutcome::InFlight(_) => {
+            return Err(CliError::Refused(
+                "its compensation is running right now in an application; wait for it".into(),
+            ));
+        }
+        other => {
+            return Err(CliError::Refused(format!(
+                "its compensation record is in an unexpected state ({})",
+                outcome_name(&other)
+            )));
+        }
+    }
+    store.mark_compensated(&rec.key, by).await?;
+    Ok(())
+}
+
+fn outcome_name(o: &OpOutcome) -> &'static str {
+    match o {
+        OpOutcome::Claimed { .. } => "claimed",
+        OpOutcome::Recorded(_) => "completed",
+        OpOutcome::InFlight(_) => "claimed",
+        OpOutcome::InDoubt(_) => "in-doubt",
+        OpOutcome::AwaitingApproval(_) => "awaiting-approval",
+        OpOutcome::Denied(_) => "denied",
+        OpOutcome::Compensated(_) => "compensated",
+        OpOutcome::Done(_) => "done",
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// gc
+
+async fn gc(store: &dyn Store, dry_run: bool, json: bool, io: &mut Io<'_>) -> Result<(), CliError> {
+    let now = store.now();
+    if dry_run {
+        let records = store.list(&Filter::all()).await?;
+        let keys: Vec<&str> = records
+            .iter()
+            .filter(|r| collectable(r, now))
+            .map(|r| r.key.as_str())
+            .collect();
+        if json {
+            return write_json(io.out, &json!({ "dry_run": true, "would_drop": keys }));
+        }
+        let mut text = format!("would drop {} expired record{}\n", keys.len(), plural(keys.len()));
+        for k in keys {
+            text.push_str(&format!("  {}\n", clean(k)));
+        }
+        return write(io.out, &text);
+    }
+    let dropped = store.gc(now).await?;
+    if json {
+        return write_json(io.out, &json!({ "dropped": dropped }));
+    }
+    write(
+        io.out,
+        &format!(
+            "dropped {dropped} expired record{} (records in doubt or awaiting approval are kept whatever their ttl)\n",
+            plural(dropped as usize)
+        ),
+    )
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+// ---------------------------------------------------------------------------------------------
+// key, canon, manifest
+
+fn key(args: KeyArgs, json: bool, io: &mut Io<'_>) -> Result<(), CliError> {
+    let input = parse_json(&read_stdin(io, "the arguments JSON")?, "the arguments on stdin")?;
+    let secrets: Vec<&str> = args.secrets.iter().map(String::as_str).collect();
+    let redacted = redact(input, &secrets);
+    let rule = if args.fields.is_empty() {
+        KeyRule::Default
+    } else {
+        // The rule borrows 'static names; this process ends right after.
+        let fields: Vec<&'static str> = args
+            .fields
+            .into_iter()
+            .map(|f| &*Box::leak(f.into_boxed_str()))
+            .collect();
+        KeyRule::Fields(Box::leak(fields.into_boxed_slice()))
+    };
+    let mut run = RunContext::new(args.run);
+    if let Some(t) = args.thread {
+        run = run.with_thread(t);
+    }
+    let k = call_key(rule, args.window.into(), &run, &args.tool, &redacted, None);
+    if json {
+        return write_json(
+            io.out,
+            &json!({
+                "key": k.key,
+                "fingerprint": k.fingerprint,
+                "canonical": canonical::to_string(&redacted),
+            }),
+        );
+    }
+    write(io.out, &format!("{}\n", k.key))
+}
+
+fn canon(hash: bool, json: bool, io: &mut Io<'_>) -> Result<(), CliError> {
+    let value = parse_json(&read_stdin(io, "the JSON")?, "stdin")?;
+    let text = canonical::to_string(&value);
+    if json {
+        return write_json(
+            io.out,
+            &json!({ "canonical": text, "sha256": sha256_hex(text.as_bytes()) }),
+        );
+    }
+    if hash {
+        return write(io.out, &format!("{}\n", sha256_hex(text.as_bytes())));
+    }
+    write(io.out, &text)?;
+    if io.terminal {
+        write(io.out, "\n")?;
+    }
+    Ok(())
+}
+
+fn manifest(args: ManifestArgs, json: bool, io: &mut Io<'_>) -> Result<(), CliError> {
+    let text = if args.file == "-" {
+        read_stdin(io, "the manifest")?
+    } else {
+        read_file(&args.file, "manifest")?
+    };
+    let text = normalize_manifest(&text);
+    if text.trim().is_empty() {
+        return Err(CliError::Usage(format!(
+            "the manifest `{}` is empty: print it from your binary with `Toolkit::manifest()`",
+            clean(&args.file)
+        )));
+    }
+    let Some(committed_path) = args.check else {
+        if json {
+            return write_json(io.out, &json!({ "manifest": text }));
+        }
+        return write(io.out, &text);
+    };
+    let committed = normalize_manifest(&read_file(&committed_path, "committed manifest")?);
+    let diff = line_diff(&committed, &text);
+    if json {
+        write_json(io.out, &json!({ "matches": diff.is_empty(), "diff": diff }))?;
+    } else if diff.is_empty() {
+        write(io.out, &format!("manifest matches {}\n", clean(&committed_path)))?;
+    } else {
+        let mut out = format!(
+            "--- {} (committed)\n+++ {}\n",
+            clean(&committed_path),
+            clean(&args.file)
+        );
+        for line in &diff {
+            out.push_str(&clean(line));
+            out.push('\n');
+        }
+        write(io.out, &out)?;
+    }
+    if diff.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::Refused(format!(
+            "the manifest differs from {} in {} line{}: a tool's contract changed; review it, then commit the new manifest",
+            clean(&committed_path),
+            diff.len(),
+            plural(diff.len())
+        )))
+    }
+}
+
+fn read_file(path: &str, what: &str) -> Result<String, CliError> {
+    std::fs::read_to_string(path).map_err(|e| CliError::Usage(format!("cannot read {what} `{}`: {e}", clean(path))))
+}
+
+/// Line endings as `\n`, no trailing spaces, one final newline: the same manifest compares
+/// equal whatever editor or platform saved it.
+fn normalize_manifest(text: &str) -> String {
+    let mut out: String = text.lines().map(|l| format!("{}\n", l.trim_end())).collect();
+    while out.ends_with("\n\n") {
+        out.pop();
+    }
+    out
+}
+
+/// The lines removed (`-`) from `old` and added (`+`) in `new`, in order (a longest common
+/// subsequence diff; manifests are small).
+fn line_diff(old: &str, new: &str) -> Vec<String> {
+    let a: Vec<&str> = old.lines().collect();
+    let b: Vec<&str> = new.lines().collect();
+    let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let (mut i, mut j, mut out) = (0, 0, Vec::new());
+    while i < a.len() || j < b.len() {
+        if i < a.len() && j < b.len() && a[i] == b[j] {
+            i += 1;
+            j += 1;
+        } else if i < a.len() && (j == b.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            out.push(format!("-{}", a[i]));
+            i += 1;
+        } else {
+            out.push(format!("+{}", b[j]));
+            j += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diffs() {
+        assert!(line_diff("a\nb\n", "a\nb\n").is_empty());
+        assert_eq!(line_diff("a\nb\nc\n", "a\nx\nc\n"), vec!["-b", "+x"]);
+        assert_eq!(line_diff("", "a\n"), vec!["+a"]);
+        assert_eq!(normalize_manifest("a  \r\nb\n\n\n"), "a\nb\n");
+    }
+}

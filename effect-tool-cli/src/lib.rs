@@ -1,0 +1,82 @@
+//! # effect-tool (the command)
+//!
+//! Operate the journal of [effect-tool](https://docs.rs/effect-tool): the records that make
+//! LLM-agent tool calls safe to run again. When a call stops with `SideEffectRetryBlocked` or
+//! parks for approval, a person uses this command to see it and decide.
+//!
+//! ```text
+//! effect-tool --store agent.db list --state in-doubt,awaiting-approval,stale
+//! effect-tool --store agent.db show 'run-7:send_email:3f1c…'
+//! effect-tool --store agent.db resolve 'run-7:send_email:3f1c…' --applied --output '{"id":"msg-9"}'
+//! effect-tool --store agent.db resolve 'run-7:send_email:3f1c…' --not-applied
+//! effect-tool --store agent.db approve 'run-7:deploy:…' --as release-manager
+//! effect-tool --store agent.db deny 'run-7:deploy:…' --reason 'freeze until Monday'
+//! effect-tool --store agent.db abandon run-7
+//! effect-tool --store agent.db gc
+//! echo '{"to":"a@b.c"}' | effect-tool key --run run-7 --tool send_email
+//! echo '{"b":1,"a":2}' | effect-tool canon
+//! effect-tool manifest tools.manifest --check committed.manifest
+//! ```
+//!
+//! ## The store
+//!
+//! `--store` or the `EFFECT_TOOL_STORE` variable: a SQLite file path (optionally `sqlite:PATH`;
+//! the file must exist, since a typo must not create an empty journal that shows nothing), or
+//! a `postgres://` / `postgresql://` URL (passwords are never printed). `key`, `canon` and
+//! `manifest` need no store.
+//!
+//! ## Output
+//!
+//! Tables and sentences for people; `--json` prints JSON for scripts (`list`: an array of
+//! records in the stored schema; `show`: `{"record", "audit"}`; `resolve` / `approve` /
+//! `deny`: the updated record; `key`: `{"key", "fingerprint", "canonical"}`; `canon`:
+//! `{"canonical", "sha256"}`). Text a tool or model wrote (keys, reasons, inputs) is printed
+//! with control characters escaped, so it cannot act on the terminal.
+//!
+//! `canon` prints exactly the canonical bytes. When stdout is a pipe or a file no newline is
+//! added (`effect-tool canon < a.json | sha256sum` hashes the canonical form); on a terminal a
+//! newline is added for readability. `canon --hash` prints the SHA-256 hex with a newline.
+//!
+//! ## Exit codes
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | success |
+//! | 1 | not found or refused: no record under the key, no records for the run, the journal refused the operation (resolving a record not in doubt, approving as the wrong role), `manifest --check` found a difference |
+//! | 2 | usage or bad input: unknown option, invalid JSON, missing `--store` or `--by` |
+//! | 3 | the store is unreachable or failed (no such file, cannot connect, query failed, unreadable record), or the output could not be written |
+//!
+//! Errors are one line on stderr starting with `error:`; the command never panics on bad input.
+//!
+//! ## What `abandon` can and cannot do
+//!
+//! Abandoning a run undoes each completed compensable effect, newest first. The undoing is the
+//! tool's `compensate` hook, code that lives in the application, not here. So
+//! `effect-tool abandon RUN` lists what must be undone (and the state of any compensation
+//! already attempted), and says how to run them: `Engine::abandon_run` in the application,
+//! which journals each compensation under `compensate:<key>` so it runs once. If a person
+//! undid the effects by hand, `effect-tool abandon RUN --mark-compensated` journals each
+//! compensation as done under that same key (so the application never runs it again) and marks
+//! the effects compensated, with `--by` in the audit trail. There is no run-level "abandoned"
+//! flag in the journal: a run is abandoned when its compensable effects are compensated.
+//!
+//! ## What `manifest` can and cannot do
+//!
+//! The manifest lists every tool's name, class, key rule, window, approval and
+//! recover/compensate hooks, as stable text for code review. It is made from the tools'
+//! declarations, which live in the application's binary; this command cannot load them. Print
+//! it from your binary with `Toolkit::manifest()`, then `effect-tool manifest FILE` checks and
+//! prints it and `--check COMMITTED` compares it with the committed one (exit 1 and the
+//! differing lines when a tool's contract changed).
+
+#![warn(missing_docs)]
+
+pub mod cli;
+pub mod commands;
+pub mod error;
+pub mod output;
+pub mod store;
+
+pub use cli::Cli;
+pub use commands::{Io, run, run_on};
+pub use error::{CliError, EXIT_OK, EXIT_REFUSED, EXIT_STORE, EXIT_USAGE};
