@@ -328,6 +328,28 @@ impl Engine {
         let CallKey { key, fingerprint } = key::call_key(T::KEY_RULE, T::WINDOW, run, T::NAME, &input, custom);
         tracing::Span::current().record("key", key.as_str());
 
+        // A recorded result needs no claim: a read-only lookup first, so replays never take the
+        // journal's write lock.
+        if let Ok(Some(rec)) = self.inner.store.lookup(&key).await {
+            if rec.state == RecordState::Completed && !rec.is_expired(self.inner.store.now()) {
+                let call = Call {
+                    tool,
+                    run,
+                    call_id: opts.call_id.clone(),
+                    key: &key,
+                    fingerprint: &fingerprint,
+                    input: &input,
+                    keyed,
+                };
+                let (result, disposition) = self.replay(&call, &rec);
+                return CallReport {
+                    result,
+                    disposition,
+                    key: Some(key),
+                };
+            }
+        }
+
         loop {
             match self.join(&key) {
                 Role::Follower(mut rx) => {
@@ -409,7 +431,12 @@ impl Engine {
     ) -> (Result<T::Output, EffectError<T::Error>>, Disposition) {
         let store = &self.inner.store;
         let key = call.key;
-        let intent = Intent {
+        let approval = if call.tool.needs_approval(&args) {
+            T::APPROVAL
+        } else {
+            None
+        };
+        let make_intent = || Intent {
             tool: T::NAME.to_owned(),
             class: T::CLASS,
             run_id: call.run.run_id().to_owned(),
@@ -418,11 +445,7 @@ impl Engine {
             fingerprint: call.fingerprint.to_owned(),
             input: call.input.clone(),
             ttl_ms: T::TTL.map(|d| d.as_millis() as u64),
-            approval: if call.tool.needs_approval(&args) {
-                T::APPROVAL.map(str::to_owned)
-            } else {
-                None
-            },
+            approval: approval.map(str::to_owned),
         };
         let takeover_in_doubt = T::HAS_RECOVER || T::CLASS == EffectClass::Idempotent;
         let lease_ms = self.inner.config.lease.as_millis() as u64;
@@ -438,12 +461,12 @@ impl Engine {
                     Disposition::Failed,
                 );
             }
-            let outcome = match store.claim(key, intent.clone(), lease_ms, takeover_in_doubt).await {
+            let outcome = match store.claim(key, make_intent(), lease_ms, takeover_in_doubt).await {
                 Ok(o) => o,
                 Err(e) => return (Err(store_error::<T>(e)), Disposition::Failed),
             };
             let (attempt, previous) = match outcome {
-                OpOutcome::Recorded(rec) => return self.replay(&call, rec),
+                OpOutcome::Recorded(rec) => return self.replay(&call, &rec),
                 OpOutcome::InFlight(rec) => {
                     // Another process holds a live claim: wait, then look again.
                     let until_expiry = rec.lease_until.map(|l| (l - store.now()).max(1) as u64).unwrap_or(1);
@@ -621,14 +644,14 @@ impl Engine {
     fn replay<T: Tool>(
         &self,
         call: &Call<'_, T>,
-        rec: EffectRecord,
+        rec: &EffectRecord,
     ) -> (Result<T::Output, EffectError<T::Error>>, Disposition) {
         if rec.fingerprint != call.fingerprint {
             if T::STRICT_INPUT {
                 let err = EffectError::InputMismatch {
                     tool: T::NAME.to_owned(),
                     key: call.key.to_owned(),
-                    recorded: rec.fingerprint,
+                    recorded: rec.fingerprint.clone(),
                     given: call.fingerprint.to_owned(),
                 };
                 return (Err(err), Disposition::Failed);
@@ -645,14 +668,15 @@ impl Engine {
                 return blocked(call, BlockReason::IdenticalReplan);
             }
         }
-        let Some(output) = rec.output else {
+        let Some(output) = &rec.output else {
             let e = StoreError::Corrupt {
                 key: call.key.to_owned(),
                 message: "completed without an output".to_owned(),
             };
             return (Err(store_error::<T>(e)), Disposition::Failed);
         };
-        (decode_output::<T>(call.key, output), Disposition::Replayed)
+        let decoded = <T::Output as serde::Deserialize>::deserialize(output).map_err(|e| codec_error::<T>(call.key, e));
+        (decoded, Disposition::Replayed)
     }
 
     async fn record<T: Tool>(
@@ -804,11 +828,15 @@ fn blocked<T: Tool, O>(call: &Call<'_, T>, reason: BlockReason) -> (Result<O, Ef
 }
 
 fn decode_output<T: Tool>(key: &str, v: Value) -> Result<T::Output, EffectError<T::Error>> {
-    serde_json::from_value(v).map_err(|e| EffectError::Codec {
+    serde_json::from_value(v).map_err(|e| codec_error::<T>(key, e))
+}
+
+fn codec_error<T: Tool>(key: &str, e: serde_json::Error) -> EffectError<T::Error> {
+    EffectError::Codec {
         tool: T::NAME.to_owned(),
         key: key.to_owned(),
         message: format!("the recorded output does not decode as this tool's output type (was the type changed?): {e}"),
-    })
+    }
 }
 
 fn to_shared<E: std::fmt::Display>(e: &EffectError<E>) -> EffectError<String> {

@@ -1,7 +1,7 @@
 //! The in-memory journal: for tests and single-process use. Nothing survives the process.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
@@ -17,7 +17,7 @@ pub struct MemoryStore {
 
 #[derive(Debug, Default)]
 struct Inner {
-    records: HashMap<String, EffectRecord>,
+    records: HashMap<String, Arc<EffectRecord>>,
     audit: Vec<AuditEntry>,
 }
 
@@ -37,15 +37,19 @@ impl MemoryStore {
 #[async_trait]
 impl Store for MemoryStore {
     async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
+        Ok(self.lock().records.get(key).map(|r| EffectRecord::clone(r)))
+    }
+
+    async fn lookup(&self, key: &str) -> Result<Option<Arc<EffectRecord>>, StoreError> {
         Ok(self.lock().records.get(key).cloned())
     }
 
     async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
         let now = self.now();
         let mut inner = self.lock();
-        let t = transition(key, inner.records.get(key), &op, now)?;
+        let t = transition(key, inner.records.get(key).map(|r| &**r), &op, now)?;
         if let Some(rec) = t.write {
-            inner.records.insert(key.to_owned(), rec);
+            inner.records.insert(key.to_owned(), Arc::new(rec));
             if let Some(entry) = op.audit(key, now) {
                 inner.audit.push(entry);
             }
@@ -55,7 +59,12 @@ impl Store for MemoryStore {
 
     async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
         let inner = self.lock();
-        let mut out: Vec<EffectRecord> = inner.records.values().filter(|r| filter.matches(r)).cloned().collect();
+        let mut out: Vec<EffectRecord> = inner
+            .records
+            .values()
+            .filter(|r| filter.matches(r))
+            .map(|r| EffectRecord::clone(r))
+            .collect();
         out.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.key.cmp(&b.key)));
         if let Some(limit) = filter.limit {
             out.truncate(limit);

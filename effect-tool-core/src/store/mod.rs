@@ -56,6 +56,13 @@ pub trait Store: Send + Sync + 'static {
     /// The record under `key`.
     async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError>;
 
+    /// The record under `key`, shared: the read-only lookup the engine makes first, so that a
+    /// replay never takes a write lock. Backends answer it from a read connection; the default
+    /// calls [`Store::get`].
+    async fn lookup(&self, key: &str) -> Result<Option<std::sync::Arc<EffectRecord>>, StoreError> {
+        Ok(self.get(key).await?.map(std::sync::Arc::new))
+    }
+
     /// Apply an operation atomically (see [`crate::record::transition`]). Refusals come back
     /// as [`StoreError::Rejected`].
     async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError>;
@@ -171,6 +178,9 @@ fn done(outcome: OpOutcome) -> Result<EffectRecord, StoreError> {
 impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
         (**self).get(key).await
+    }
+    async fn lookup(&self, key: &str) -> Result<Option<std::sync::Arc<EffectRecord>>, StoreError> {
+        (**self).lookup(key).await
     }
     async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
         (**self).apply(key, op).await
