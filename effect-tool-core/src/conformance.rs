@@ -1378,3 +1378,89 @@ impl Harness for SqliteHarness {
         true
     }
 }
+
+/// The environment variable holding the PostgreSQL URL of the tests.
+pub const PG_URL_ENV: &str = "EFFECT_TOOL_PG_URL";
+/// Set to `1` (CI does) to make the PostgreSQL cases fail instead of skip without a URL.
+pub const PG_REQUIRE_ENV: &str = "EFFECT_TOOL_REQUIRE_PG";
+
+/// Whether PostgreSQL cases must run here (`EFFECT_TOOL_REQUIRE_PG=1`).
+pub fn postgres_required() -> bool {
+    std::env::var(PG_REQUIRE_ENV).is_ok_and(|v| v == "1")
+}
+
+/// A PostgreSQL journal in a fresh schema per case, in the database at `EFFECT_TOOL_PG_URL`.
+#[cfg(feature = "postgres")]
+#[derive(Debug, Clone)]
+pub struct PostgresHarness {
+    store: crate::store::postgres::PostgresStore,
+    url: String,
+    schema: String,
+}
+
+#[cfg(feature = "postgres")]
+impl PostgresHarness {
+    async fn connect(url: &str, schema: &str) -> crate::store::postgres::PostgresStore {
+        let options = crate::store::postgres::PgOptions {
+            schema: schema.to_owned(),
+            pool_size: 8,
+            ..Default::default()
+        };
+        crate::store::postgres::PostgresStore::connect_with(url, options)
+            .await
+            .unwrap_or_else(|e| panic!("connecting to {PG_URL_ENV}={url}: {e}"))
+    }
+}
+
+#[cfg(feature = "postgres")]
+#[async_trait]
+impl Harness for PostgresHarness {
+    const NAME: &'static str = "postgres";
+    fn availability() -> Availability {
+        match std::env::var(PG_URL_ENV) {
+            Ok(url) if !url.is_empty() => Availability::Ready,
+            _ => Availability::Unavailable {
+                reason: format!(
+                    "{PG_URL_ENV} is not set; start a server with `eval \"$(.ci/postgres.sh start)\"` (CI sets {PG_REQUIRE_ENV}=1 and fails here)"
+                ),
+                required: postgres_required(),
+            },
+        }
+    }
+    async fn fresh() -> Self {
+        let url = std::env::var(PG_URL_ENV).expect("checked by availability");
+        let schema = format!("et_test_{}_{:016x}", std::process::id(), fastrand::u64(..));
+        let store = PostgresHarness::connect(&url, &schema).await;
+        PostgresHarness { store, url, schema }
+    }
+    fn store(&self) -> Arc<dyn Store> {
+        Arc::new(self.store.clone())
+    }
+    fn locator(&self) -> Option<String> {
+        Some(format!("{} {}", self.schema, self.url))
+    }
+    async fn open(locator: &str) -> Arc<dyn Store> {
+        let (schema, url) = locator.split_once(' ').expect("`<schema> <url>`");
+        Arc::new(PostgresHarness::connect(url, schema).await)
+    }
+    async fn plant_future_record(&self, key: &str) -> bool {
+        let (client, conn) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
+            .await
+            .expect("connect to PostgreSQL directly");
+        tokio::spawn(conn);
+        let version = (crate::record::RECORD_VERSION + 1) as i32;
+        client
+            .execute(
+                &format!(
+                    "INSERT INTO \"{}\".records (key, version, tool, class, run_id, fingerprint, input, state, attempt,
+                       created_at, updated_at, expires_at, output)
+                     VALUES ($1, $2, 'future_tool', 'teleport', 'r', 'f', '{{\"v2\":\"shape\"}}', 'quantum', 7, 0, 0, 1, '\"x\"')",
+                    self.schema
+                ),
+                &[&key, &version],
+            )
+            .await
+            .expect("plant a future record");
+        true
+    }
+}

@@ -1,1 +1,865 @@
-//! PostgreSQL journal (being written).
+//! The PostgreSQL journal: many workers on many machines sharing one journal.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), effect_tool_core::StoreError> {
+//! use effect_tool_core::Engine;
+//! use effect_tool_core::store::postgres::PostgresStore;
+//!
+//! let store = PostgresStore::connect("postgres://app@db.internal/app").await?;
+//! let engine = Engine::new(store);
+//! # Ok(()) }
+//! ```
+//!
+//! # Guarantees
+//!
+//! - **Its own schema** (`effect_tool` by default, [`PgOptions::schema`]) in an existing
+//!   database. The backend creates and upgrades it itself with versioned migrations, recorded
+//!   in `<schema>.migrations` and applied under an advisory lock so workers starting together
+//!   do not race; [`PostgresStore::migration_sql`] prints the same SQL for a DBA who prefers to
+//!   run it by hand (the backend then finds it applied and only checks it).
+//! - **Atomic claims across machines.** Every operation reads the record, runs the one state
+//!   machine ([`crate::record::transition`]) and writes the result with a compare-and-set:
+//!   `INSERT … ON CONFLICT (key) DO NOTHING` when there was no record, else `UPDATE … WHERE key
+//!   = $1 AND row_version = $n AND attempt = $m` (every write takes a fresh `row_version` from a
+//!   sequence, so the write lands only if nothing changed the record since it was read; the
+//!   attempt number fences out late writers). A lost race is retried from the read. The audit
+//!   entry of the operation is appended in the same statement (a data-modifying CTE), so the
+//!   record and its audit line commit together. This is as atomic as `SELECT … FOR UPDATE` in a
+//!   transaction, holds no row lock across round trips, and takes two round trips instead of
+//!   four.
+//! - **Fast paths.** A claim is first tried as one statement that inserts the record if the key
+//!   is new and otherwise returns the existing record: a new key is claimed, and a recorded
+//!   result is replayed, in one round trip. The claim holder's next write (renew, complete,
+//!   release, mark in doubt) is a compare-and-set against the row version it wrote itself, also
+//!   one round trip; if anything else changed the record in between, it falls back to reading.
+//! - **Leases on the database's clock.** Reads return `clock_timestamp()`, which is the `now`
+//!   given to the state machine for writes based on that read; [`Store::now`] is the local clock
+//!   corrected by the offset to the database's clock measured on every read (so fast-path writes
+//!   and the engine's waits are on the database's clock too, within a round trip).
+//! - **Append-only audit:** a trigger refuses updates and deletes of `<schema>.audit`.
+//! - Records are columns and `json` (exact text, so outputs round-trip byte for byte), with a
+//!   `version` column; a record of a newer version is refused with
+//!   [`StoreError::UnsupportedVersion`] and left untouched.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, Pool, Runtime};
+use tokio_postgres::NoTls;
+use tokio_postgres::types::ToSql;
+
+use super::{Filter, Store};
+use crate::class::EffectClass;
+use crate::error::StoreError;
+use crate::record::{
+    AuditEntry, EffectRecord, Millis, Op, OpOutcome, RECORD_VERSION, RecordState, now_millis, transition,
+};
+
+/// The migrations, in order: (version, name, SQL with `{schema}` for the quoted schema name).
+const MIGRATIONS: &[(i32, &str, &str)] = &[(
+    1,
+    "records, audit trail, row versions",
+    r#"
+CREATE SEQUENCE {schema}.row_version_seq;
+CREATE TABLE {schema}.records (
+    key           text PRIMARY KEY,
+    version       integer NOT NULL,
+    tool          text NOT NULL,
+    class         text NOT NULL,
+    run_id        text NOT NULL,
+    thread_id     text,
+    call_id       text,
+    fingerprint   text NOT NULL,
+    input         json NOT NULL,
+    state         text NOT NULL,
+    attempt       bigint NOT NULL,
+    lease_until   bigint,
+    output        json,
+    reason        text,
+    approval_role text,
+    decided_by    text,
+    created_at    bigint NOT NULL,
+    updated_at    bigint NOT NULL,
+    expires_at    bigint,
+    row_version   bigint NOT NULL DEFAULT nextval('{schema}.row_version_seq')
+);
+COMMENT ON TABLE {schema}.records IS 'effect-tool journal: one row per effect key; times in ms since the Unix epoch';
+CREATE INDEX records_state ON {schema}.records (state, updated_at);
+CREATE INDEX records_run ON {schema}.records (run_id, updated_at);
+CREATE INDEX records_updated ON {schema}.records (updated_at);
+CREATE INDEX records_expires ON {schema}.records (expires_at) WHERE expires_at IS NOT NULL;
+CREATE TABLE {schema}.audit (
+    id     bigserial PRIMARY KEY,
+    key    text NOT NULL,
+    at     bigint NOT NULL,
+    actor  text NOT NULL,
+    action text NOT NULL,
+    detail json
+);
+COMMENT ON TABLE {schema}.audit IS 'effect-tool audit trail: append-only';
+CREATE INDEX audit_key ON {schema}.audit (key, id);
+CREATE FUNCTION {schema}.audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'the effect-tool audit trail is append-only';
+END
+$$;
+CREATE TRIGGER audit_append_only BEFORE UPDATE OR DELETE ON {schema}.audit
+    FOR EACH ROW EXECUTE FUNCTION {schema}.audit_append_only();
+"#,
+)];
+
+/// The newest migration this build knows.
+pub const SCHEMA_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
+
+/// Settings of a [`PostgresStore`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgOptions {
+    /// The schema the journal lives in (created if missing; default `effect_tool`). Lowercase
+    /// letters, digits and `_`, not starting with a digit.
+    pub schema: String,
+    /// The most connections the pool opens (default 16).
+    pub pool_size: usize,
+    /// How long opening a connection may take (default 10 s).
+    pub connect_timeout: Duration,
+    /// How long an operation waits for a free pooled connection (default 30 s).
+    pub wait_timeout: Duration,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            schema: "effect_tool".to_owned(),
+            pool_size: 16,
+            connect_timeout: Duration::from_secs(10),
+            wait_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A journal in a PostgreSQL schema, shared by every worker that connects to it. Cheap to
+/// clone; clones share the pool.
+#[derive(Clone)]
+pub struct PostgresStore {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("schema", &self.shared.options.schema)
+            .field("pool_size", &self.shared.options.pool_size)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    pool: Pool,
+    options: PgOptions,
+    sql: Sql,
+    /// Database clock minus local clock, in ms.
+    clock_offset: AtomicI64,
+    /// The rows this store wrote last for claims it holds: (row version, record).
+    held: Mutex<HashMap<String, (i64, EffectRecord)>>,
+}
+
+const HELD_MAX: usize = 10_000;
+
+/// The statements, with the schema filled in.
+struct Sql {
+    claim_fast: String,
+    read: String,
+    insert: String,
+    update: String,
+    gc: String,
+    audit: String,
+    list_prefix: String,
+}
+
+const CLOCK: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+const COLS: &str = "key, version, tool, class, run_id, thread_id, call_id, fingerprint, input, state, attempt, \
+     lease_until, output, reason, approval_role, decided_by, created_at, updated_at, expires_at";
+const VALUES: &str =
+    "$1, $2, $3, $4, $5, $6, $7, $8, $9::text::json, $10, $11, $12, $13::text::json, $14, $15, $16, $17, $18, $19";
+
+fn select_cols(alias: &str) -> String {
+    format!(
+        "{a}key, {a}version, {a}tool, {a}class, {a}run_id, {a}thread_id, {a}call_id, {a}fingerprint, {a}input::text, \
+         {a}state, {a}attempt, {a}lease_until, {a}output::text, {a}reason, {a}approval_role, {a}decided_by, \
+         {a}created_at, {a}updated_at, {a}expires_at, {a}row_version",
+        a = alias
+    )
+}
+
+impl Sql {
+    fn new(s: &str) -> Sql {
+        let r = select_cols("r.");
+        Sql {
+            claim_fast: format!(
+                "WITH ins AS (INSERT INTO {s}.records ({COLS}) VALUES ({VALUES}) ON CONFLICT (key) DO NOTHING RETURNING row_version)
+                 SELECT {CLOCK} AS db_now, (SELECT row_version FROM ins) AS inserted, {r}
+                 FROM (SELECT 1) AS one LEFT JOIN {s}.records r ON r.key = $1"
+            ),
+            read: format!("SELECT {CLOCK} AS db_now, {r} FROM (SELECT 1) AS one LEFT JOIN {s}.records r ON r.key = $1"),
+            insert: format!(
+                "INSERT INTO {s}.records ({COLS}) VALUES ({VALUES}) ON CONFLICT (key) DO NOTHING RETURNING row_version"
+            ),
+            update: format!(
+                "WITH upd AS (
+                   UPDATE {s}.records SET version = $2, tool = $3, class = $4, run_id = $5, thread_id = $6,
+                     call_id = $7, fingerprint = $8, input = $9::text::json, state = $10, attempt = $11,
+                     lease_until = $12, output = $13::text::json, reason = $14, approval_role = $15,
+                     decided_by = $16, created_at = $17, updated_at = $18, expires_at = $19,
+                     row_version = nextval('{s}.row_version_seq')
+                   WHERE key = $1 AND row_version = $20 AND attempt = $21
+                   RETURNING key, row_version),
+                 aud AS (
+                   INSERT INTO {s}.audit (key, at, actor, action, detail)
+                   SELECT key, $22, $23, $24, $25::text::json FROM upd WHERE $24::text IS NOT NULL)
+                 SELECT row_version FROM upd"
+            ),
+            gc: format!(
+                "DELETE FROM {s}.records
+                 WHERE version = $2 AND expires_at IS NOT NULL AND expires_at <= $1
+                   AND state NOT IN ('in-doubt', 'awaiting-approval')
+                   AND NOT (state = 'claimed' AND lease_until IS NOT NULL AND lease_until > $1)"
+            ),
+            audit: format!(
+                "SELECT key, at, actor, action, detail::text FROM {s}.audit WHERE ($1::text IS NULL OR key = $1) ORDER BY id"
+            ),
+            list_prefix: format!("SELECT {} FROM {s}.records WHERE true", select_cols("")),
+        }
+    }
+}
+
+impl PostgresStore {
+    /// Connect to the database at `url` (`postgres://user:pass@host:port/db`), create or
+    /// upgrade the journal in schema `effect_tool`, with a pool of 16 connections.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        PostgresStore::connect_with(url, PgOptions::default()).await
+    }
+
+    /// Connect with `options`.
+    pub async fn connect_with(url: &str, options: PgOptions) -> Result<Self, StoreError> {
+        let schema = quoted_schema(&options.schema)?;
+        let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
+            StoreError::Backend(format!(
+                "invalid PostgreSQL URL (expected postgres://user:password@host:port/database): {e}"
+            ))
+        })?;
+        if config.get_application_name().is_none() {
+            config.application_name("effect-tool");
+        }
+        config.connect_timeout(options.connect_timeout);
+        let pool = Pool::builder(Manager::new(config, NoTls))
+            .max_size(options.pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .create_timeout(Some(options.connect_timeout))
+            .wait_timeout(Some(options.wait_timeout))
+            .build()
+            .map_err(|e| StoreError::Backend(format!("cannot build the PostgreSQL pool: {e}")))?;
+        let store = PostgresStore {
+            shared: Arc::new(Shared {
+                pool,
+                sql: Sql::new(&schema),
+                options,
+                clock_offset: AtomicI64::new(0),
+                held: Mutex::new(HashMap::new()),
+            }),
+        };
+        store.migrate().await?;
+        store.sync_clock().await?;
+        Ok(store)
+    }
+
+    /// The SQL that creates the journal in schema `effect_tool`, for a DBA (the same the
+    /// backend applies itself).
+    pub fn migration_sql() -> String {
+        PostgresStore::migration_sql_for("effect_tool").expect("the default schema name is valid")
+    }
+
+    /// The SQL that creates the journal in `schema`.
+    pub fn migration_sql_for(schema: &str) -> Result<String, StoreError> {
+        let s = quoted_schema(schema)?;
+        let mut out = format!(
+            "-- effect-tool journal, schema version {SCHEMA_VERSION}\nBEGIN;\nCREATE SCHEMA IF NOT EXISTS {s};\n{}\n",
+            migrations_table(&s)
+        );
+        for (version, name, sql) in MIGRATIONS {
+            out.push_str(&format!("\n-- migration {version}: {name}\n"));
+            out.push_str(sql.replace("{schema}", &s).trim());
+            out.push_str(&format!(
+                "\nINSERT INTO {s}.migrations (version, name) VALUES ({version}, '{name}');\n"
+            ));
+        }
+        out.push_str("COMMIT;\n");
+        Ok(out)
+    }
+
+    /// The settings.
+    pub fn options(&self) -> &PgOptions {
+        &self.shared.options
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+        self.shared.pool.get().await.map_err(|e| {
+            StoreError::Backend(format!(
+                "cannot get a PostgreSQL connection: {e}; check that the database is up and reachable"
+            ))
+        })
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        let name = &self.shared.options.schema;
+        let s = quoted_schema(name)?;
+        let mut client = self.client().await?;
+        let latest = MIGRATIONS.last().map_or(0, |m| m.0);
+        // Read-only first: a journal already at this version needs no DDL privileges.
+        if applied_version(&client, name, &s).await? == Some(latest) {
+            return Ok(());
+        }
+        let tx = client.transaction().await.map_err(pg)?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtext('effect-tool:' || $1::text))",
+            &[name],
+        )
+        .await
+        .map_err(pg)?;
+        let exists = tx
+            .query_opt("SELECT 1 FROM pg_namespace WHERE nspname = $1", &[name])
+            .await
+            .map_err(pg)?
+            .is_some();
+        if !exists {
+            tx.batch_execute(&format!("CREATE SCHEMA {s}")).await.map_err(pg)?;
+        }
+        tx.batch_execute(&migrations_table(&s)).await.map_err(pg)?;
+        let current: i32 = tx
+            .query_one(&format!("SELECT coalesce(max(version), 0) FROM {s}.migrations"), &[])
+            .await
+            .map_err(pg)?
+            .get(0);
+        if current > latest {
+            return Err(newer_schema(name, current, latest));
+        }
+        for (version, mname, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
+            tracing::info!(schema = %name, version, name = mname, "applying effect-tool migration");
+            tx.batch_execute(&sql.replace("{schema}", &s)).await.map_err(pg)?;
+            tx.execute(
+                &format!("INSERT INTO {s}.migrations (version, name) VALUES ($1, $2)"),
+                &[version, mname],
+            )
+            .await
+            .map_err(pg)?;
+        }
+        tx.commit().await.map_err(pg)
+    }
+
+    async fn sync_clock(&self) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        let st = client.prepare_cached(&format!("SELECT {CLOCK}")).await.map_err(pg)?;
+        for _ in 0..3 {
+            let before = now_millis();
+            let db: i64 = client.query_one(&st, &[]).await.map_err(pg)?.get(0);
+            self.observe_clock(db, before);
+        }
+        Ok(())
+    }
+
+    fn observe_clock(&self, db_now: Millis, sent_at: Millis) {
+        let local = (sent_at + now_millis()) / 2;
+        self.shared.clock_offset.store(db_now - local, Ordering::Relaxed);
+    }
+
+    fn remember(&self, key: &str, row_version: i64, rec: &EffectRecord) {
+        let mut held = self.shared.held.lock().unwrap_or_else(|e| e.into_inner());
+        if held.len() >= HELD_MAX {
+            held.clear();
+        }
+        held.insert(key.to_owned(), (row_version, rec.clone()));
+    }
+
+    fn forget(&self, key: &str) -> Option<(i64, EffectRecord)> {
+        self.shared.held.lock().unwrap_or_else(|e| e.into_inner()).remove(key)
+    }
+
+    /// After a successful write: keep the row of a claim this store holds, drop it otherwise.
+    fn after_write(&self, key: &str, row_version: i64, rec: &EffectRecord) {
+        if rec.state == RecordState::Claimed {
+            self.remember(key, row_version, rec);
+        } else {
+            self.forget(key);
+        }
+    }
+
+    /// Insert `rec` if the key is still absent; its row version, or `None` if someone else
+    /// inserted first.
+    async fn insert(&self, client: &deadpool_postgres::Object, rec: &EffectRecord) -> Result<Option<i64>, StoreError> {
+        let st = client.prepare_cached(&self.shared.sql.insert).await.map_err(pg)?;
+        let p = RecordParams::new(rec);
+        let row = client.query_opt(&st, &p.refs()).await.map_err(pg)?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// Write `rec` over the row at `row_version` (and `attempt`), with the op's audit entry;
+    /// the new row version, or `None` if the row changed since it was read.
+    async fn update(
+        &self,
+        client: &deadpool_postgres::Object,
+        rec: &EffectRecord,
+        row_version: i64,
+        attempt: u32,
+        audit: Option<AuditEntry>,
+    ) -> Result<Option<i64>, StoreError> {
+        let st = client.prepare_cached(&self.shared.sql.update).await.map_err(pg)?;
+        let p = RecordParams::new(rec);
+        let attempt = i64::from(attempt);
+        let (at, actor, action, detail) = match &audit {
+            Some(a) => (
+                Some(a.at),
+                Some(a.actor.as_str()),
+                Some(a.action.as_str()),
+                a.detail.as_ref().map(|d| d.to_string()),
+            ),
+            None => (None, None, None, None),
+        };
+        let mut params = p.refs();
+        params.extend_from_slice(&[&row_version, &attempt, &at, &actor, &action, &detail]);
+        let row = client.query_opt(&st, &params).await.map_err(pg)?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// The holder's fast path: a compare-and-set against the row this store wrote last.
+    async fn apply_held(
+        &self,
+        client: &deadpool_postgres::Object,
+        key: &str,
+        op: &Op,
+    ) -> Result<Option<OpOutcome>, StoreError> {
+        let Some((row_version, held)) = self.forget(key) else {
+            return Ok(None);
+        };
+        let now = self.now();
+        let Ok(t) = transition(key, Some(&held), op, now) else {
+            return Ok(None);
+        };
+        let Some(rec) = &t.write else { return Ok(None) };
+        match self
+            .update(client, rec, row_version, held.attempt, op.audit(key, now))
+            .await?
+        {
+            Some(v) => {
+                self.after_write(key, v, rec);
+                Ok(Some(t.outcome))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The general path: read (with the database's clock), transition, compare-and-set;
+    /// retried when another writer got there first.
+    async fn apply_read(
+        &self,
+        client: &deadpool_postgres::Object,
+        key: &str,
+        op: &Op,
+    ) -> Result<OpOutcome, StoreError> {
+        let st = client.prepare_cached(&self.shared.sql.read).await.map_err(pg)?;
+        for _ in 0..1000 {
+            let sent = now_millis();
+            let row = client.query_one(&st, &[&key]).await.map_err(pg)?;
+            let db_now: i64 = row.get(0);
+            self.observe_clock(db_now, sent);
+            let current = PgRow::from_row(&row, 1)?.map(PgRow::decode).transpose()?;
+            let t = transition(key, current.as_ref().map(|(rec, _)| rec), op, db_now)?;
+            let Some(rec) = &t.write else { return Ok(t.outcome) };
+            let written = match &current {
+                None => self.insert(client, rec).await?,
+                Some((before, row_version)) => {
+                    self.update(client, rec, *row_version, before.attempt, op.audit(key, db_now))
+                        .await?
+                }
+            };
+            if let Some(v) = written {
+                self.after_write(key, v, rec);
+                return Ok(t.outcome);
+            }
+            // Another writer changed the record between the read and the write: read again.
+        }
+        Err(StoreError::Backend(format!(
+            "record `{key}` kept changing under 1000 attempts to {}: too much contention on one key",
+            op.name()
+        )))
+    }
+
+    /// The claim fast path: insert if new, else decide from the returned record.
+    async fn claim_fast(
+        &self,
+        client: &deadpool_postgres::Object,
+        key: &str,
+        op: &Op,
+    ) -> Result<Option<OpOutcome>, StoreError> {
+        let now = self.now();
+        let t = transition(key, None, op, now)?;
+        let Some(fresh) = &t.write else {
+            return Ok(Some(t.outcome));
+        };
+        let st = client.prepare_cached(&self.shared.sql.claim_fast).await.map_err(pg)?;
+        let p = RecordParams::new(fresh);
+        let sent = now_millis();
+        let row = client.query_one(&st, &p.refs()).await.map_err(pg)?;
+        let db_now: i64 = row.get(0);
+        self.observe_clock(db_now, sent);
+        if let Some(v) = row.get::<_, Option<i64>>(1) {
+            self.after_write(key, v, fresh);
+            return Ok(Some(t.outcome));
+        }
+        let Some(current) = PgRow::from_row(&row, 2)? else {
+            // Inserted by someone else after this statement's snapshot: take the general path.
+            return Ok(None);
+        };
+        let (current, _) = current.decode()?;
+        let t = transition(key, Some(&current), op, db_now)?;
+        Ok(t.write.is_none().then_some(t.outcome))
+    }
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
+        let client = self.client().await?;
+        let st = client.prepare_cached(&self.shared.sql.read).await.map_err(pg)?;
+        let row = client.query_one(&st, &[&key]).await.map_err(pg)?;
+        Ok(PgRow::from_row(&row, 1)?
+            .map(PgRow::decode)
+            .transpose()?
+            .map(|(rec, _)| rec))
+    }
+
+    async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
+        let client = self.client().await?;
+        if matches!(op, Op::Claim { .. }) {
+            if let Some(outcome) = self.claim_fast(&client, key, &op).await? {
+                return Ok(outcome);
+            }
+        } else if let Some(outcome) = self.apply_held(&client, key, &op).await? {
+            return Ok(outcome);
+        }
+        self.apply_read(&client, key, &op).await
+    }
+
+    async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
+        let client = self.client().await?;
+        let mut sql = self.shared.sql.list_prefix.clone();
+        let mut params: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
+        if let Some(run) = &filter.run_id {
+            params.push(Box::new(run.clone()));
+            sql.push_str(&format!(" AND run_id = ${}", params.len()));
+        }
+        if let Some(tool) = &filter.tool {
+            params.push(Box::new(tool.clone()));
+            sql.push_str(&format!(" AND tool = ${}", params.len()));
+        }
+        if !filter.states.is_empty() {
+            let states: Vec<String> = filter.states.iter().map(|s| s.as_str().to_owned()).collect();
+            params.push(Box::new(states));
+            sql.push_str(&format!(" AND state = ANY(${})", params.len()));
+        }
+        sql.push_str(" ORDER BY updated_at DESC, key ASC");
+        if let Some(limit) = filter.limit {
+            params.push(Box::new(i64::try_from(limit).unwrap_or(i64::MAX)));
+            sql.push_str(&format!(" LIMIT ${}", params.len()));
+        }
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect();
+        let rows = client.query(&sql, &refs).await.map_err(pg)?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            if let Some(r) = PgRow::from_row(row, 0)? {
+                out.push(r.decode()?.0);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn gc(&self, now: Millis) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        let st = client.prepare_cached(&self.shared.sql.gc).await.map_err(pg)?;
+        let version = RECORD_VERSION as i32;
+        client.execute(&st, &[&now, &version]).await.map_err(pg)
+    }
+
+    async fn audit(&self, key: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
+        let client = self.client().await?;
+        let st = client.prepare_cached(&self.shared.sql.audit).await.map_err(pg)?;
+        let rows = client.query(&st, &[&key]).await.map_err(pg)?;
+        rows.iter()
+            .map(|r| {
+                let key: String = r.get(0);
+                let detail = match r.get::<_, Option<String>>(4) {
+                    Some(text) => Some(serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+                        key: key.clone(),
+                        message: format!("an audit entry's detail is not valid JSON: {e}"),
+                    })?),
+                    None => None,
+                };
+                Ok(AuditEntry {
+                    key,
+                    at: r.get(1),
+                    actor: r.get(2),
+                    action: r.get(3),
+                    detail,
+                })
+            })
+            .collect()
+    }
+
+    fn now(&self) -> Millis {
+        now_millis() + self.shared.clock_offset.load(Ordering::Relaxed)
+    }
+}
+
+fn migrations_table(s: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {s}.migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());"
+    )
+}
+
+async fn applied_version(client: &deadpool_postgres::Object, name: &str, s: &str) -> Result<Option<i32>, StoreError> {
+    let has_table = client
+        .query_opt(
+            "SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'migrations'",
+            &[&name],
+        )
+        .await
+        .map_err(pg)?
+        .is_some();
+    if !has_table {
+        return Ok(None);
+    }
+    let v: i32 = client
+        .query_one(&format!("SELECT coalesce(max(version), 0) FROM {s}.migrations"), &[])
+        .await
+        .map_err(pg)?
+        .get(0);
+    let latest = MIGRATIONS.last().map_or(0, |m| m.0);
+    if v > latest {
+        return Err(newer_schema(name, v, latest));
+    }
+    Ok(Some(v))
+}
+
+fn newer_schema(name: &str, found: i32, latest: i32) -> StoreError {
+    StoreError::Backend(format!(
+        "PostgreSQL schema `{name}` is at effect-tool migration {found}, this effect-tool knows up to {latest}: upgrade effect-tool to use it (the journal was left untouched)"
+    ))
+}
+
+fn quoted_schema(name: &str) -> Result<String, StoreError> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && !name.as_bytes()[0].is_ascii_digit();
+    if ok {
+        Ok(format!("\"{name}\""))
+    } else {
+        Err(StoreError::Backend(format!(
+            "invalid schema name `{name}`: use lowercase letters, digits and `_` (at most 63, not starting with a digit)"
+        )))
+    }
+}
+
+fn pg(e: tokio_postgres::Error) -> StoreError {
+    match e.as_db_error() {
+        Some(db) => StoreError::Backend(format!(
+            "PostgreSQL: {}: {}{}",
+            db.code().code(),
+            db.message(),
+            db.detail().map(|d| format!(" ({d})")).unwrap_or_default()
+        )),
+        None => StoreError::Backend(format!("PostgreSQL: {e}")),
+    }
+}
+
+/// A record's columns as parameters `$1..$19`.
+struct RecordParams<'a> {
+    rec: &'a EffectRecord,
+    version: i32,
+    attempt: i64,
+    input: String,
+    output: Option<String>,
+}
+
+impl<'a> RecordParams<'a> {
+    fn new(rec: &'a EffectRecord) -> Self {
+        RecordParams {
+            rec,
+            version: rec.version as i32,
+            attempt: i64::from(rec.attempt),
+            input: rec.input.to_string(),
+            output: rec.output.as_ref().map(|v| v.to_string()),
+        }
+    }
+
+    fn refs(&self) -> Vec<&(dyn ToSql + Sync)> {
+        let r = self.rec;
+        vec![
+            &r.key,
+            &self.version,
+            &r.tool,
+            r.class.as_str_ref(),
+            &r.run_id,
+            &r.thread_id,
+            &r.call_id,
+            &r.fingerprint,
+            &self.input,
+            r.state.as_str_ref(),
+            &self.attempt,
+            &r.lease_until,
+            &self.output,
+            &r.reason,
+            &r.approval_role,
+            &r.decided_by,
+            &r.created_at,
+            &r.updated_at,
+            &r.expires_at,
+        ]
+    }
+}
+
+/// `&'static str` as a `&dyn ToSql` without a temporary.
+trait StaticStr {
+    fn as_str_ref(&self) -> &'static &'static str;
+}
+
+macro_rules! static_names {
+    ($ty:ty, $($v:path => $s:literal),* $(,)?) => {
+        impl StaticStr for $ty {
+            fn as_str_ref(&self) -> &'static &'static str {
+                match self { $($v => &$s,)* }
+            }
+        }
+    };
+}
+
+static_names!(EffectClass,
+    EffectClass::Pure => "pure", EffectClass::Idempotent => "idempotent",
+    EffectClass::Compensable => "compensable", EffectClass::Irreversible => "irreversible");
+static_names!(RecordState,
+    RecordState::Claimed => "claimed", RecordState::Completed => "completed", RecordState::InDoubt => "in-doubt",
+    RecordState::AwaitingApproval => "awaiting-approval", RecordState::Approved => "approved",
+    RecordState::Denied => "denied", RecordState::Released => "released", RecordState::Compensated => "compensated");
+
+/// One row as stored, before it is checked and decoded.
+struct PgRow {
+    key: String,
+    version: i32,
+    tool: String,
+    class: String,
+    run_id: String,
+    thread_id: Option<String>,
+    call_id: Option<String>,
+    fingerprint: String,
+    input: String,
+    state: String,
+    attempt: i64,
+    lease_until: Option<i64>,
+    output: Option<String>,
+    reason: Option<String>,
+    approval_role: Option<String>,
+    decided_by: Option<String>,
+    created_at: i64,
+    updated_at: i64,
+    expires_at: Option<i64>,
+    row_version: i64,
+}
+
+impl PgRow {
+    /// The record columns starting at `at`; `None` when the (outer-joined) row is absent.
+    fn from_row(row: &tokio_postgres::Row, at: usize) -> Result<Option<PgRow>, StoreError> {
+        let key: Option<String> = row.try_get(at).map_err(pg)?;
+        let Some(key) = key else { return Ok(None) };
+        let g = |e: tokio_postgres::Error| StoreError::Corrupt {
+            key: key.clone(),
+            message: format!("a column has an unexpected type: {e}"),
+        };
+        Ok(Some(PgRow {
+            version: row.try_get(at + 1).map_err(g)?,
+            tool: row.try_get(at + 2).map_err(g)?,
+            class: row.try_get(at + 3).map_err(g)?,
+            run_id: row.try_get(at + 4).map_err(g)?,
+            thread_id: row.try_get(at + 5).map_err(g)?,
+            call_id: row.try_get(at + 6).map_err(g)?,
+            fingerprint: row.try_get(at + 7).map_err(g)?,
+            input: row.try_get(at + 8).map_err(g)?,
+            state: row.try_get(at + 9).map_err(g)?,
+            attempt: row.try_get(at + 10).map_err(g)?,
+            lease_until: row.try_get(at + 11).map_err(g)?,
+            output: row.try_get(at + 12).map_err(g)?,
+            reason: row.try_get(at + 13).map_err(g)?,
+            approval_role: row.try_get(at + 14).map_err(g)?,
+            decided_by: row.try_get(at + 15).map_err(g)?,
+            created_at: row.try_get(at + 16).map_err(g)?,
+            updated_at: row.try_get(at + 17).map_err(g)?,
+            expires_at: row.try_get(at + 18).map_err(g)?,
+            row_version: row.try_get(at + 19).map_err(g)?,
+            key,
+        }))
+    }
+
+    /// Check the version first, then decode: a newer record is never misread.
+    fn decode(self) -> Result<(EffectRecord, i64), StoreError> {
+        let key = self.key;
+        if i64::from(self.version) != i64::from(RECORD_VERSION) {
+            return Err(StoreError::UnsupportedVersion {
+                key,
+                found: u32::try_from(self.version).unwrap_or(u32::MAX),
+                supported: RECORD_VERSION,
+            });
+        }
+        let corrupt = |message: String| StoreError::Corrupt {
+            key: key.clone(),
+            message,
+        };
+        let json = |what: &str, text: &str| {
+            serde_json::from_str(text).map_err(|e| corrupt(format!("its {what} is not valid JSON: {e}")))
+        };
+        let class = EffectClass::from_str(&self.class).map_err(|e| corrupt(e.to_string()))?;
+        let state = RecordState::from_str(&self.state).map_err(corrupt)?;
+        let attempt =
+            u32::try_from(self.attempt).map_err(|_| corrupt(format!("attempt {} is out of range", self.attempt)))?;
+        let input = json("input", &self.input)?;
+        let output = match &self.output {
+            Some(text) => Some(json("output", text)?),
+            None => None,
+        };
+        Ok((
+            EffectRecord {
+                version: RECORD_VERSION,
+                key,
+                tool: self.tool,
+                class,
+                run_id: self.run_id,
+                thread_id: self.thread_id,
+                call_id: self.call_id,
+                fingerprint: self.fingerprint,
+                input,
+                state,
+                attempt,
+                lease_until: self.lease_until,
+                output,
+                reason: self.reason,
+                approval_role: self.approval_role,
+                decided_by: self.decided_by,
+                created_at: self.created_at,
+                updated_at: self.updated_at,
+                expires_at: self.expires_at,
+            },
+            self.row_version,
+        ))
+    }
+}
