@@ -1,1 +1,86 @@
+//! The engine on the in-memory store: a recorded-result hit and a miss (claim, execute a
+//! no-op, record) for a ~100-byte input, beside a baseline measured in the same run:
+//! serde_json + SHA-256 of the same input (the least any keyed journal must do).
+//!
+//! Run: `cargo bench --bench engine`
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use effect_tool::{CallOptions, EffectClass, EffectCtx, Engine, MemoryStore, RunContext, Tool, ToolError};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+#[derive(Clone, Serialize, Deserialize, schemars::JsonSchema)]
+struct RefundArgs {
+    order_id: String,
+    amount_cents: u64,
+    currency: String,
+    reason: String,
+}
+
+/// About 100 bytes of JSON.
+fn input(n: u64) -> RefundArgs {
+    RefundArgs {
+        order_id: format!("ord_{n:016}"),
+        amount_cents: 12_345,
+        currency: "EUR".into(),
+        reason: "customer returned the damaged item".into(),
+    }
+}
+
+struct Refund;
+
+impl Tool for Refund {
+    type Args = RefundArgs;
+    type Output = u64;
+    type Error = ToolError;
+    const NAME: &'static str = "issue_refund";
+    const CLASS: EffectClass = EffectClass::Idempotent;
+
+    async fn call(&self, _ctx: &EffectCtx, args: RefundArgs) -> Result<u64, ToolError> {
+        Ok(args.amount_cents)
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let json_len = serde_json::to_vec(&input(0)).unwrap().len();
+    let mut group = c.benchmark_group(format!("engine_memory_{json_len}B_input"));
+
+    group.bench_function("baseline_serde_json_sha256", |b| {
+        let args = input(0);
+        b.iter(|| {
+            let bytes = serde_json::to_vec(std::hint::black_box(&args)).unwrap();
+            std::hint::black_box(Sha256::digest(&bytes));
+        })
+    });
+
+    let engine = Engine::new(MemoryStore::new());
+    let run = RunContext::new("bench-run");
+    rt.block_on(engine.call(&Refund, &run, CallOptions::default(), input(0)))
+        .unwrap();
+    group.bench_function("hit_recorded_result", |b| {
+        let args = input(0);
+        b.iter(|| {
+            rt.block_on(engine.call(&Refund, &run, CallOptions::default(), args.clone()))
+                .unwrap()
+        })
+    });
+
+    let next = AtomicU64::new(1);
+    group.bench_function("miss_claim_execute_record", |b| {
+        b.iter(|| {
+            let n = next.fetch_add(1, Ordering::Relaxed);
+            rt.block_on(engine.call(&Refund, &run, CallOptions::default(), input(n)))
+                .unwrap()
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

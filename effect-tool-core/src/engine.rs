@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tracing::Instrument;
 
 use crate::class::EffectClass;
@@ -114,7 +114,43 @@ impl CallOptions {
     }
 }
 
-type Shared = Option<(Result<Value, EffectError<String>>, Disposition)>;
+type Shared = (Result<Value, EffectError<String>>, Disposition);
+
+/// Where the leading call of a key publishes its result for the identical calls waiting on it
+/// in this process.
+struct Slot {
+    state: Mutex<SlotState>,
+    notify: Notify,
+}
+
+enum SlotState {
+    Running,
+    Done(Shared),
+    /// The leader ended without a result (cancelled or panicked): a follower takes its place.
+    Abandoned,
+}
+
+impl Slot {
+    fn set(&self, state: SlotState) {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = state;
+        self.notify.notify_waiters();
+    }
+
+    /// Wait for the leader: `Some` with its result, `None` if it ended without one.
+    async fn wait(&self) -> Option<Shared> {
+        loop {
+            let notified = self.notify.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            match &*self.state.lock().unwrap_or_else(|e| e.into_inner()) {
+                SlotState::Done(shared) => return Some(shared.clone()),
+                SlotState::Abandoned => return None,
+                SlotState::Running => {}
+            }
+            notified.await;
+        }
+    }
+}
 
 /// Runs tool calls through the journal. Cheap to clone; clones share the journal and the
 /// in-process sharing of identical calls.
@@ -126,7 +162,7 @@ pub struct Engine {
 struct Inner {
     store: Arc<dyn Store>,
     config: EngineConfig,
-    inflight: Mutex<HashMap<String, watch::Receiver<Shared>>>,
+    inflight: Mutex<HashMap<String, Arc<Slot>, foldhash::fast::RandomState>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -140,20 +176,41 @@ impl std::fmt::Debug for Engine {
 /// Removes the in-process claim when the leading call ends, however it ends.
 struct Leader<'a> {
     engine: &'a Inner,
-    key: String,
-    tx: watch::Sender<Shared>,
+    key: &'a str,
+    slot: Arc<Slot>,
+    finished: bool,
+}
+
+impl Leader<'_> {
+    /// Leave the in-process map; `true` if identical calls are waiting for the result.
+    fn leave(&mut self) -> bool {
+        if !self.finished {
+            self.finished = true;
+            let mut map = self.engine.inflight.lock().unwrap_or_else(|e| e.into_inner());
+            map.remove(self.key);
+        }
+        // After leaving the map nobody new can join; whoever holds the slot waits on it.
+        Arc::strong_count(&self.slot) > 1
+    }
+
+    fn publish(mut self, shared: impl FnOnce() -> Shared) {
+        if self.leave() {
+            self.slot.set(SlotState::Done(shared()));
+        }
+    }
 }
 
 impl Drop for Leader<'_> {
     fn drop(&mut self) {
-        let mut map = self.engine.inflight.lock().unwrap_or_else(|e| e.into_inner());
-        map.remove(&self.key);
+        if !self.finished && self.leave() {
+            self.slot.set(SlotState::Abandoned);
+        }
     }
 }
 
 enum Role<'a> {
     Leader(Leader<'a>),
-    Follower(watch::Receiver<Shared>),
+    Follower(Arc<Slot>),
 }
 
 enum Exec<O, E> {
@@ -174,7 +231,7 @@ impl Engine {
             inner: Arc::new(Inner {
                 store: Arc::new(store),
                 config,
-                inflight: Mutex::new(HashMap::new()),
+                inflight: Mutex::new(HashMap::default()),
             }),
         }
     }
@@ -352,17 +409,10 @@ impl Engine {
 
         loop {
             match self.join(&key) {
-                Role::Follower(mut rx) => {
-                    let shared = loop {
-                        if let Some(result) = rx.borrow_and_update().clone() {
-                            break Some(result);
-                        }
-                        if rx.changed().await.is_err() {
-                            // The leader ended without a result (cancelled or panicked):
-                            // take its place.
-                            break rx.borrow().clone();
-                        }
-                    };
+                Role::Follower(slot) => {
+                    let shared = slot.wait().await;
+                    drop(slot);
+                    // The leader ended without a result (cancelled or panicked): take its place.
                     let Some((result, _)) = shared else { continue };
                     let result = match result {
                         Ok(v) => decode_output::<T>(&key, v),
@@ -376,7 +426,7 @@ impl Engine {
                     return CallReport {
                         result,
                         disposition,
-                        key: Some(key),
+                        key: Some(key.clone()),
                     };
                 }
                 Role::Leader(leader) => {
@@ -390,37 +440,42 @@ impl Engine {
                         keyed,
                     };
                     let (result, disposition) = self.lead(call, args).await;
-                    let shared = match &result {
-                        Ok(out) => serde_json::to_value(out).map_err(|e| EffectError::Codec {
-                            tool: T::NAME.to_owned(),
-                            key: key.clone(),
-                            message: format!("output does not serialize: {e}"),
-                        }),
-                        Err(e) => Err(to_shared(e)),
-                    };
-                    leader.tx.send_replace(Some((shared, disposition)));
-                    drop(leader);
+                    leader.publish(|| {
+                        let shared = match &result {
+                            Ok(out) => serde_json::to_value(out).map_err(|e| EffectError::Codec {
+                                tool: T::NAME.to_owned(),
+                                key: key.clone(),
+                                message: format!("output does not serialize: {e}"),
+                            }),
+                            Err(e) => Err(to_shared(e)),
+                        };
+                        (shared, disposition)
+                    });
                     return CallReport {
                         result,
                         disposition,
-                        key: Some(key),
+                        key: Some(key.clone()),
                     };
                 }
             }
         }
     }
 
-    fn join(&self, key: &str) -> Role<'_> {
+    fn join<'a>(&'a self, key: &'a str) -> Role<'a> {
         let mut map = self.inner.inflight.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(rx) = map.get(key) {
-            return Role::Follower(rx.clone());
+        if let Some(slot) = map.get(key) {
+            return Role::Follower(slot.clone());
         }
-        let (tx, rx) = watch::channel(None);
-        map.insert(key.to_owned(), rx);
+        let slot = Arc::new(Slot {
+            state: Mutex::new(SlotState::Running),
+            notify: Notify::new(),
+        });
+        map.insert(key.to_owned(), slot.clone());
         Role::Leader(Leader {
             engine: &self.inner,
-            key: key.to_owned(),
-            tx,
+            key,
+            slot,
+            finished: false,
         })
     }
 
@@ -621,23 +676,26 @@ impl Engine {
 
     /// Execute with the tool's timeout, the run's cancellation, and lease renewal.
     async fn execute_leased<T: Tool>(&self, tool: &T, ctx: &EffectCtx, args: T::Args) -> Exec<T::Output, T::Error> {
+        let mut run = std::pin::pin!(execute(tool, ctx, args));
+        // Most executions that finish at once need no lease renewal (nor its timer).
+        if let std::task::Poll::Ready(r) = futures::poll!(run.as_mut()) {
+            return r;
+        }
         let key = ctx.key.clone().unwrap_or_default();
         let lease = self.inner.config.lease;
         let store = self.inner.store.clone();
         let attempt = ctx.attempt;
         let renew = async move {
-            let mut tick = tokio::time::interval(lease / 3);
-            tick.tick().await;
             loop {
-                tick.tick().await;
+                tokio::time::sleep(lease / 3).await;
                 if let Err(e) = store.renew(&key, attempt, lease.as_millis() as u64).await {
                     tracing::warn!(error = %e, "could not renew the claim's lease");
                 }
             }
         };
         tokio::select! {
-            r = execute(tool, ctx, args) => r,
-            _ = renew => unreachable!("renewal never ends"),
+            r = run => r,
+            _ = renew => unreachable!("lease renewal loops until the execution ends"),
         }
     }
 

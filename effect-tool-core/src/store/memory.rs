@@ -17,7 +17,7 @@ pub struct MemoryStore {
 
 #[derive(Debug, Default)]
 struct Inner {
-    records: HashMap<String, Arc<EffectRecord>>,
+    records: HashMap<String, Arc<EffectRecord>, foldhash::fast::RandomState>,
     audit: Vec<AuditEntry>,
 }
 
