@@ -35,9 +35,13 @@ pub mod mcp;
 pub mod outcome;
 pub mod policy;
 pub mod record;
+#[cfg(feature = "rig")]
+pub mod rig;
 pub mod schema;
 pub mod store;
 pub mod stream;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod tool;
 pub mod toolkit;
 
