@@ -258,5 +258,26 @@ pub async fn pg_journal(test: &str) -> Option<Journal> {
         );
         return None;
     };
-    panic!("EFFECT_TOOL_PG_URL is set ({url}) but the PostgreSQL backend is not wired into these tests yet");
+    // A schema of its own, so `gc` and listings never touch other tests' records.
+    let ns = unique(test);
+    let schema = format!(
+        "cli_{}",
+        ns.to_ascii_lowercase()
+            .replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+    );
+    let schema: String = schema.chars().take(63).collect();
+    let options = effect_tool_core::store::postgres::PgOptions {
+        schema: schema.clone(),
+        ..Default::default()
+    };
+    let store = effect_tool_core::store::postgres::PostgresStore::connect_with(&url, options)
+        .await
+        .unwrap_or_else(|e| panic!("EFFECT_TOOL_PG_URL is set but the server cannot be used: {e}"));
+    let sep = if url.contains('?') { '&' } else { '?' };
+    Some(Journal {
+        spec: format!("{url}{sep}schema={schema}"),
+        store: Arc::new(store),
+        ns,
+        _dir: None,
+    })
 }
