@@ -13,8 +13,7 @@ pub enum BlockReason {
     /// A previous attempt claimed the effect and never recorded an outcome (a crash between
     /// the effect and the record, or a lease that expired).
     InDoubtAfterCrash,
-    /// A previous attempt failed with an unknown outcome (timeout after sending, cancelled,
-    /// unclassified error).
+    /// The call failed with an unknown outcome (timeout after sending, unclassified error).
     UnknownOutcome,
     /// The record is in doubt, waiting for a person's verdict.
     AwaitingResolution,
@@ -29,7 +28,7 @@ impl fmt::Display for BlockReason {
             BlockReason::InDoubtAfterCrash => {
                 "a previous attempt crashed or lost its lease between the effect and its record"
             }
-            BlockReason::UnknownOutcome => "a previous attempt ended with an unknown outcome (it may have happened)",
+            BlockReason::UnknownOutcome => "the call ended with an unknown outcome (the effect may have happened)",
             BlockReason::AwaitingResolution => "the effect is in doubt and waits for a person's verdict",
             BlockReason::IdenticalReplan => {
                 "an irreversible tool without a key was called again with identical arguments under a new tool-call id"
