@@ -237,14 +237,14 @@ impl EffectCtx {
 
     /// Report a progress value to the caller (see [`RunContext::with_progress`]).
     pub fn progress<T: serde::Serialize>(&self, value: &T) {
-        if let Some(sink) = self.run.progress_sink() {
-            if let Ok(value) = serde_json::to_value(value) {
-                sink(&ProgressEvent {
-                    tool: self.tool.to_owned(),
-                    call_id: self.call_id.clone(),
-                    value,
-                });
-            }
+        if let Some(sink) = self.run.progress_sink()
+            && let Ok(value) = serde_json::to_value(value)
+        {
+            sink(&ProgressEvent {
+                tool: self.tool.to_owned(),
+                call_id: self.call_id.clone(),
+                value,
+            });
         }
     }
 }

@@ -387,24 +387,25 @@ impl Engine {
 
         // A recorded result needs no claim: a read-only lookup first, so replays never take the
         // journal's write lock.
-        if let Ok(Some(rec)) = self.inner.store.lookup(&key).await {
-            if rec.state == RecordState::Completed && !rec.is_expired(self.inner.store.now()) {
-                let call = Call {
-                    tool,
-                    run,
-                    call_id: opts.call_id.clone(),
-                    key: &key,
-                    fingerprint: &fingerprint,
-                    input: &input,
-                    keyed,
-                };
-                let (result, disposition) = self.replay(&call, &rec);
-                return CallReport {
-                    result,
-                    disposition,
-                    key: Some(key),
-                };
-            }
+        if let Ok(Some(rec)) = self.inner.store.lookup(&key).await
+            && rec.state == RecordState::Completed
+            && !rec.is_expired(self.inner.store.now())
+        {
+            let call = Call {
+                tool,
+                run,
+                call_id: opts.call_id.clone(),
+                key: &key,
+                fingerprint: &fingerprint,
+                input: &input,
+                keyed,
+            };
+            let (result, disposition) = self.replay(&call, &rec);
+            return CallReport {
+                result,
+                disposition,
+                key: Some(key),
+            };
         }
 
         loop {

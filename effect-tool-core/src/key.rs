@@ -33,11 +33,11 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// `args` with the secret top-level fields removed: what may be stored, logged and hashed.
 pub fn redact(mut args: Value, secrets: &[&str]) -> Value {
-    if !secrets.is_empty() {
-        if let Value::Object(map) = &mut args {
-            for s in secrets {
-                map.remove(*s);
-            }
+    if !secrets.is_empty()
+        && let Value::Object(map) = &mut args
+    {
+        for s in secrets {
+            map.remove(*s);
         }
     }
     args
@@ -106,15 +106,11 @@ pub fn call_key(
                     picked.insert((*f).to_owned(), map.get(*f).cloned().unwrap_or(Value::Null));
                 }
             }
-            default_key(window, run, tool, &fingerprint_of(&Value::Object(picked)))
+            default_key(window, run, tool, &self::fingerprint(&Value::Object(picked)))
         }
         (None, _) => default_key(window, run, tool, &fingerprint),
     };
     CallKey { key, fingerprint }
-}
-
-fn fingerprint_of(v: &Value) -> String {
-    fingerprint(v)
 }
 
 #[cfg(test)]

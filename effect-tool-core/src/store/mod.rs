@@ -201,5 +201,5 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
 
 /// Whether garbage collection may drop `rec` at `now`.
 pub fn collectable(rec: &EffectRecord, now: Millis) -> bool {
-    rec.is_expired(now) && !rec.state.needs_person() && !(rec.state == RecordState::Claimed && !rec.is_stale(now))
+    rec.is_expired(now) && !rec.state.needs_person() && (rec.state != RecordState::Claimed || rec.is_stale(now))
 }
