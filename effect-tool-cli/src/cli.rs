@@ -6,14 +6,15 @@ use effect_tool_core::{RecordState, Window};
 /// Shown after `--help`: the store, the exit codes.
 const AFTER_HELP: &str = "\
 The journal store: --store or EFFECT_TOOL_STORE, a SQLite file path (the file must exist: the
-application creates it) or a postgres:// URL. Only list, show, resolve, approve, deny, abandon and
-gc need it; key, canon and manifest work offline.
+application creates it) or a postgres:// URL (add ?schema=NAME if the application uses another
+schema than effect_tool). Only list, show, resolve, approve, deny, abandon and gc need it; key,
+canon and manifest work offline.
 
 Exit codes:
   0  success
   1  not found or refused: no record under the key, no records for the run, or the journal
      refused the operation (e.g. resolving a record that is not in doubt, approving as the
-     wrong role)
+     wrong role), or `manifest --check` found a difference
   2  usage or bad input: unknown option, invalid JSON, missing --store
   3  the store is unreachable or failed (cannot open the file, cannot connect, query failed),
      or the output could not be written
@@ -78,9 +79,13 @@ pub enum Command {
         #[arg(long, env = "USER", value_name = "NAME")]
         by: Option<String>,
     },
-    /// Show what abandoning a run must undo (its completed compensable effects, newest first),
-    /// or record that a person undid them by hand. Running the compensations needs the
-    /// application's tool code: call `Engine::abandon_run` there.
+    /// Show what abandoning a run must undo, or record that a person undid it by hand.
+    ///
+    /// Lists the run's completed compensable effects, newest first (the order they are undone
+    /// in), with the state of any compensation already attempted. Running a compensation needs
+    /// the tool's code, which lives in the application: call `Engine::abandon_run` there (it
+    /// journals each compensation so it runs once). With --mark-compensated, a person who
+    /// undid the effects by hand records it instead.
     Abandon(AbandonArgs),
     /// Drop records whose ttl has passed (records in doubt or awaiting approval are kept).
     Gc {
@@ -89,6 +94,11 @@ pub enum Command {
         dry_run: bool,
     },
     /// Print the default effect key of a call; reads the arguments JSON on stdin.
+    ///
+    /// The key is `<run>:<tool>:<sha256 of the RFC 8785 form of the arguments>` (see --window
+    /// for the other scopes), secrets (--secret) left out, as the runtime computes it. A custom
+    /// key closure (`key = |a| ...`) is code in the application: for those tools the key is
+    /// `<run>:<what the closure returns>`.
     Key(KeyArgs),
     /// Print the RFC 8785 canonical form of the JSON on stdin.
     ///
@@ -101,8 +111,10 @@ pub enum Command {
         #[arg(long)]
         hash: bool,
     },
-    /// Print a toolkit's manifest (every tool's name, class, key rule, window, approval,
-    /// recover/compensate) as stable text for code review.
+    /// Print or check a toolkit's manifest (stable text for code review).
+    ///
+    /// The manifest lists every tool's name, class, key rule, window, approval and
+    /// recover/compensate hooks.
     ///
     /// effect-tool cannot load your tools: print the manifest from your binary with
     /// `Toolkit::manifest()` (or `effect_tool::manifest::render`), save it, and give the file
