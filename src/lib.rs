@@ -49,22 +49,31 @@ pub mod __private {
         type Output;
         /// The `Err` type.
         type Error;
+        /// The value as a `Result`.
+        fn into_result(self) -> ::core::result::Result<Self::Output, Self::Error>;
     }
 
     impl<T, E> ToolReturn for ::core::result::Result<T, E> {
         type Output = T;
         type Error = E;
+        #[inline]
+        fn into_result(self) -> ::core::result::Result<T, E> {
+            self
+        }
     }
 
     /// Every argument of a tool decodes from JSON, encodes to JSON and has a JSON Schema.
     #[diagnostic::on_unimplemented(
-        message = "`{Self}` cannot be a tool argument: it needs serde's `Serialize` and `Deserialize` and schemars' `JsonSchema`",
+        message = "`{Self}` cannot be a tool argument: it needs `Clone`, serde's `Serialize` and `Deserialize` and schemars' `JsonSchema`",
         label = "this argument type has no JSON form",
-        note = "derive them on your type: `#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]`, or pass a type that has them (String, u64, Vec<T>, ...)"
+        note = "derive them on your type: `#[derive(Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]`, or pass a type that has them (String, u64, Vec<T>, ...)"
     )]
     pub trait ToolArg {}
 
-    impl<T> ToolArg for T where T: ::serde::Serialize + ::serde::de::DeserializeOwned + ::schemars::JsonSchema {}
+    impl<T> ToolArg for T where
+        T: ::core::clone::Clone + ::serde::Serialize + ::serde::de::DeserializeOwned + ::schemars::JsonSchema
+    {
+    }
 
     /// Checked at the span of each argument's type, so the error points at the type.
     pub const fn assert_tool_arg<T: ToolArg + ?Sized>() {}

@@ -51,6 +51,8 @@ pub enum KeySpec {
 /// `retry(...)`.
 #[derive(Default)]
 pub struct Retry {
+    /// Where `base_delay` was written (for "longer than max_delay").
+    pub base_delay_span: Option<Span>,
     pub max_attempts: Option<u32>,
     pub base_delay: Option<u64>,
     pub max_delay: Option<u64>,
@@ -74,8 +76,9 @@ pub struct ToolAttrs {
     pub strict_input: Option<Set<()>>,
     pub open_world: Option<Set<bool>>,
     pub krate: Option<Set<Path>>,
-    /// Whether `effect = "..."` was written with a value that is not a class (already reported).
-    pub effect_rejected: bool,
+    /// Keys written with a value that was rejected (already reported): rules about a missing
+    /// key do not fire for them.
+    pub rejected: Vec<&'static str>,
     /// Where "no effect" errors point: the attribute's arguments, or the call site when empty.
     pub span: Option<Span>,
 }
@@ -119,7 +122,7 @@ impl ToolAttrs {
                 match class {
                     Some(class) => set(cx, &mut self.effect, key_span, lit.span(), class, EFFECT),
                     None => {
-                        self.effect_rejected = true;
+                        self.rejected.push(EFFECT);
                         let help = match symbol::nearest(&value, CLASSES) {
                             Some(near) => format!("did you mean `effect = \"{near}\"`? The classes are {}", classes()),
                             None => format!("the classes are {}", classes()),
@@ -201,7 +204,14 @@ impl ToolAttrs {
                     let lit: LitStr = value.parse()?;
                     lit.parse::<Path>()?
                 } else {
-                    parse_path_value(value, &key)?
+                    match parse_path_value(value, &key)? {
+                        Ok(path) => path,
+                        Err(err) => {
+                            cx.syn_error(err);
+                            self.rejected.push(if key == RECOVER { RECOVER } else { COMPENSATE });
+                            return Ok(());
+                        }
+                    }
                 };
                 let span = path.span();
                 let slot = if key == RECOVER {
@@ -283,6 +293,7 @@ impl ToolAttrs {
                             let lit: LitStr = inner.value()?.parse()?;
                             if let Some(ms) = duration(cx, &lit, &name) {
                                 if name == BASE_DELAY {
+                                    retry.base_delay_span = Some(lit.span());
                                     retry.base_delay = Some(ms);
                                 } else {
                                     retry.max_delay = Some(ms);
@@ -394,9 +405,11 @@ fn skip_value(meta: &ParseNestedMeta) -> syn::Result<()> {
 }
 
 /// A path value such as `recover = check_refund` (a closure or call is a mistake we explain).
-fn parse_path_value(input: ParseStream, key: &str) -> syn::Result<Path> {
+/// The outer `Result` is a syntax error (parsing stops); the inner one a value of the wrong shape
+/// (reported, parsing goes on).
+fn parse_path_value(input: ParseStream, key: &str) -> syn::Result<syn::Result<Path>> {
     let expr: Expr = input.parse()?;
-    match expr {
+    Ok(match expr {
         Expr::Path(p) if p.qself.is_none() => Ok(p.path),
         other => Err(syn::Error::new_spanned(
             other,
@@ -414,7 +427,7 @@ fn parse_path_value(input: ParseStream, key: &str) -> syn::Result<Path> {
                 }
             ),
         )),
-    }
+    })
 }
 
 fn classes() -> String {
@@ -442,6 +455,9 @@ pub fn parse_duration(text: &str) -> Result<u64, String> {
             .parse()
             .map_err(|_| "the number is too large".to_owned())?;
         rest = &rest[digits..];
+        if rest.starts_with(char::is_whitespace) {
+            return Err(format!("a space after `{number}`"));
+        }
         let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
         let unit = &rest[..unit_len];
         rest = &rest[unit_len..];
@@ -462,6 +478,40 @@ pub fn parse_duration(text: &str) -> Result<u64, String> {
     Ok(total)
 }
 
+/// The duration the user probably meant: spaces removed, long unit names shortened
+/// (`"30 sec"` → `"30s"`, `"1 day"` → `"1d"`), if that parses.
+fn suggest_duration(text: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| -> Option<()> {
+        if !word.is_empty() {
+            let unit = match word.to_ascii_lowercase().as_str() {
+                "ms" | "msec" | "msecs" | "millis" | "millisecond" | "milliseconds" => "ms",
+                "s" | "sec" | "secs" | "second" | "seconds" => "s",
+                "m" | "min" | "mins" | "minute" | "minutes" => "m",
+                "h" | "hr" | "hrs" | "hour" | "hours" => "h",
+                "d" | "day" | "days" => "d",
+                _ => return None,
+            };
+            out.push_str(unit);
+            word.clear();
+        }
+        Some(())
+    };
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            flush(&mut word, &mut out)?;
+            out.push(c);
+        } else if c.is_ascii_alphabetic() {
+            word.push(c);
+        } else if !c.is_whitespace() {
+            return None;
+        }
+    }
+    flush(&mut word, &mut out)?;
+    (out != text && parse_duration(&out).is_ok()).then_some(out)
+}
+
 fn duration(cx: &Ctxt, lit: &LitStr, key: &str) -> Option<u64> {
     match parse_duration(&lit.value()) {
         Ok(0) => {
@@ -474,10 +524,15 @@ fn duration(cx: &Ctxt, lit: &LitStr, key: &str) -> Option<u64> {
         }
         Ok(ms) => Some(ms),
         Err(why) => {
+            let units = "write a number and a unit, e.g. \"500ms\", \"30s\", \"5m\", \"24h\", \"7d\" or \"1h30m\" (units: ms, s, m, h, d)";
+            let help = match suggest_duration(&lit.value()) {
+                Some(fixed) => format!("did you mean `{key} = \"{fixed}\"`? {units}"),
+                None => units.to_owned(),
+            };
             cx.error(
                 lit.span(),
                 format!("invalid duration `{}` for `{key}`: {why}", lit.value()),
-                "write a number and a unit, e.g. \"500ms\", \"30s\", \"5m\", \"24h\", \"7d\" or \"1h30m\" (units: ms, s, m, h, d)",
+                help,
             );
             None
         }
@@ -500,5 +555,10 @@ mod tests {
         assert!(parse_duration("s").is_err());
         assert!(parse_duration("").is_err());
         assert!(parse_duration("99999999999999999999d").is_err());
+        assert_eq!(super::suggest_duration("30 sec").as_deref(), Some("30s"));
+        assert_eq!(super::suggest_duration("1 day").as_deref(), Some("1d"));
+        assert_eq!(super::suggest_duration("2 Hours 5 minutes").as_deref(), Some("2h5m"));
+        assert_eq!(super::suggest_duration("30s"), None);
+        assert_eq!(super::suggest_duration("24"), None);
     }
 }

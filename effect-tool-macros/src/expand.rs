@@ -185,11 +185,14 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
             }
             KeySpec::Closure(closure) => {
                 let text = crate::print::closure_text(closure);
+                let body_span = closure.body.span();
                 let closure = typed_closure(closure, args_ident, &replace_self);
+                let ps = respan(&p, body_span);
+                let call = quote_spanned!(body_span=> #ps::key_of(__args, #closure));
                 items.push(quote! {
                     const KEY_RULE: #p::KeyRule = #p::KeyRule::Custom(#text);
                     fn key(&self, __args: &Self::Args) -> #p::Option<#p::String> {
-                        #p::Some(#p::key_of(__args, #closure))
+                        #p::Some(#call)
                     }
                 });
             }
@@ -226,10 +229,13 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
         items.push(quote!(const APPROVAL: #p::Option<&'static str> = #p::Some(#role);));
     }
     if let Some(when) = &attrs.when {
+        let body_span = when.value.body.span();
         let closure = typed_closure(&when.value, args_ident, &replace_self);
+        let ps = respan(&p, body_span);
+        let call = quote_spanned!(body_span=> #ps::approval_when(__args, #closure));
         items.push(quote! {
             fn needs_approval(&self, __args: &Self::Args) -> bool {
-                #p::approval_when(__args, #closure)
+                #call
             }
         });
     }
@@ -303,15 +309,26 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
         Target::Free => quote!(#fn_ident),
         Target::Method { .. } => quote!(self.__inner.#fn_ident),
     };
+    // Errors about the output or error type point at that type when the return type is
+    // written `Result<T, E>`, else at the whole return type.
     let ret_span = func.ret.as_ref().map_or_else(Span::call_site, |r| r.span());
-    let output_ty = quote_spanned!(ret_span=> <#ret as #p::ToolReturn>::Output);
-    let error_ty = quote_spanned!(ret_span=> <#ret as #p::ToolReturn>::Error);
+    let (ok_span, err_span) = func.ret.as_ref().and_then(result_args).unwrap_or((ret_span, ret_span));
+    let output_ty = quote_spanned!(ok_span=> <#ret as #p::ToolReturn>::Output);
+    let error_ty = quote_spanned!(err_span=> <#ret as #p::ToolReturn>::Error);
+    let into_result = respan(&quote!(#p::ToolReturn::into_result), ret_span);
+    let call_ret = respan(&quote!(#p::Result<Self::Output, Self::Error>), ret_span);
     let arg_checks = func.args.iter().map(|arg| {
         let ty = replace_self(arg.ty.to_token_stream());
-        quote_spanned!(arg.ty.span()=> #p::assert_tool_arg::<#ty>();)
+        let ps = respan(&p, arg.ty.span());
+        quote_spanned!(arg.ty.span()=> #ps::assert_tool_arg::<#ty>();)
     });
 
     quote! {
+        // First, so a missing serde/schemars impl is reported with its explanation first.
+        const _: () = {
+            #(#arg_checks)*
+        };
+
         #args_struct
         #tool_struct
 
@@ -330,15 +347,28 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
                     &self,
                     __ctx: &#p::EffectCtx,
                     __args: Self::Args,
-                ) -> #p::Result<Self::Output, Self::Error> {
-                    #callee(#(#call_args),*).await
+                ) -> #call_ret {
+                    #into_result(#callee(#(#call_args),*).await)
                 }
             }
-
-            const _: () = {
-                #(#arg_checks)*
-            };
         };
+    }
+}
+
+/// The spans of `T` and `E` in a return type written `Result<T, E>`.
+fn result_args(ret: &Type) -> Option<(Span, Span)> {
+    let Type::Path(path) = ret else { return None };
+    let last = path.path.segments.last()?;
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    let mut types = args.args.iter().filter_map(|a| match a {
+        syn::GenericArgument::Type(t) => Some(t.span()),
+        _ => None,
+    });
+    match (types.next(), types.next(), types.next()) {
+        (Some(ok), Some(err), None) if last.ident == "Result" => Some((ok, err)),
+        _ => None,
     }
 }
 
@@ -374,6 +404,25 @@ fn typed_closure(
         });
     }
     replace_self(closure.to_token_stream())
+}
+
+/// The same tokens, all at `span` (so an error in a generated call points at the user's tokens).
+fn respan(tokens: &TokenStream, span: Span) -> TokenStream {
+    tokens
+        .clone()
+        .into_iter()
+        .map(|tt| match tt {
+            TokenTree::Group(g) => {
+                let mut ng = Group::new(g.delimiter(), respan(&g.stream(), span));
+                ng.set_span(span);
+                TokenTree::Group(ng)
+            }
+            mut other => {
+                other.set_span(span);
+                other
+            }
+        })
+        .collect()
 }
 
 /// Replace `Self` by the impl's self type (generated items live outside the impl block).

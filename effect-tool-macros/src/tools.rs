@@ -92,8 +92,10 @@ pub fn expand(args: TokenStream, input: TokenStream) -> TokenStream {
         if attrs.span.is_none() {
             attrs.span = Some(syn::spanned::Spanned::span(&attr));
         }
+        let receiver_ok =
+            matches!(method.sig.receiver(), Some(r) if matches!(r.kind, ReceiverKind::Reference(_, _, None)));
         match method.sig.receiver() {
-            Some(r) if matches!(r.kind, ReceiverKind::Reference(_, _, None)) => {}
+            _ if receiver_ok => {}
             Some(r) => mcx.error_spanned(
                 r,
                 "a tool method takes `&self`: one value serves concurrent calls",
@@ -105,13 +107,14 @@ pub fn expand(args: TokenStream, input: TokenStream) -> TokenStream {
                 "add `&self` as the first parameter, or declare it as a free `#[tool]` function",
             ),
         }
-        let func = ToolFn::parse(
+        let mut func = ToolFn::parse(
             &mcx,
             method.attrs.clone(),
             method.vis.clone(),
             &method.sig,
             Mode::Method,
         );
+        func.sound &= receiver_ok;
         valid::check(&mcx, &attrs, &func);
         method.sig = func.sig.clone();
         if generic {

@@ -45,7 +45,9 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
         pure_key(attrs.strict_input.as_ref().map(|s| s.key), symbol::STRICT_INPUT);
     }
 
-    if let (Some(Class::Compensable), None, Some(effect)) = (class, &attrs.compensate, &attrs.effect) {
+    if let (Some(Class::Compensable), None, Some(effect)) = (class, &attrs.compensate, &attrs.effect)
+        && !attrs.rejected.contains(&symbol::COMPENSATE)
+    {
         cx.error(
             effect.span,
             format!("compensable tool `{}` declares no `compensate`", func.ident),
@@ -118,7 +120,7 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
         && base > max
     {
         cx.error(
-            retry.span,
+            retry.value.base_delay_span.unwrap_or(retry.span),
             "`base_delay` is longer than `max_delay`",
             "make `max_delay` at least `base_delay`: it caps every delay between attempts",
         );
@@ -126,7 +128,7 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
 }
 
 fn cx_reported_effect(attrs: &ToolAttrs) -> bool {
-    attrs.effect_rejected
+    attrs.rejected.contains(&symbol::EFFECT)
 }
 
 fn closure_arity(cx: &Ctxt, closure: &syn::ExprClosure, key: &str, example: &str) {

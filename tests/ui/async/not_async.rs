@@ -1,0 +1,11 @@
+use effect_tool::{tool, ToolError};
+
+/// Look up an order.
+#[tool(effect = "pure")]
+fn lookup_order(order_id: String) -> Result<String, ToolError> {
+    Ok(order_id)
+}
+
+fn main() {
+    let _ = lookup_order(String::new());
+}

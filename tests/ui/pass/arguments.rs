@@ -1,0 +1,51 @@
+use std::collections::BTreeMap;
+
+use effect_tool::{tool, EffectCtx, Tool, ToolError};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Line {
+    pub sku: String,
+    pub qty: u32,
+}
+
+/// Place an order.
+#[tool(effect = "idempotent")]
+pub async fn place_order(
+    /// Who orders.
+    customer: String,
+    /// What they order.
+    lines: Vec<Line>,
+    /// A note, if any.
+    note: Option<String>,
+    #[serde(default)] tags: BTreeMap<String, String>,
+    ctx: &EffectCtx,
+    /// The payment token.
+    #[secret]
+    token: String,
+    r#type: u8,
+) -> Result<u32, ToolError> {
+    let _ = (customer, note, tags, ctx.run_id(), token, r#type);
+    Ok(lines.iter().map(|l| l.qty).sum())
+}
+
+/// No arguments at all.
+#[tool(effect = "pure")]
+async fn ping() -> Result<String, ToolError> {
+    Ok("pong".into())
+}
+
+/// Only the context.
+#[tool(effect = "pure")]
+async fn whoami(ctx: &EffectCtx) -> Result<String, ToolError> {
+    Ok(ctx.run_id().to_owned())
+}
+
+fn main() {
+    assert_eq!(PlaceOrder::SECRETS, &["token"]);
+    let schema = PlaceOrder::input_schema();
+    assert!(schema["properties"].get("ctx").is_none());
+    assert!(schema["properties"].get("type").is_some());
+    let _ = PingArgs {};
+    let _ = WhoamiArgs {};
+}

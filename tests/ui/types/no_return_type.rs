@@ -1,0 +1,9 @@
+use effect_tool::tool;
+
+/// Refund an order.
+#[tool(effect = "idempotent")]
+async fn refund(order_id: String) {
+    let _ = order_id;
+}
+
+fn main() {}
