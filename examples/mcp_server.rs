@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use effect_tool::mcp::McpServer;
 use effect_tool::store::sqlite::SqliteStore;
-use effect_tool::{ClassifyError, EffectClass, EffectCtx, Engine, Failure, Tool, Toolkit};
+use effect_tool::{ClassifyError, EffectCtx, Engine, Failure, Toolkit, tools};
 use serde::{Deserialize, Serialize};
 
 /// The outside world: a file every effect is appended to, one line each.
@@ -77,145 +77,100 @@ fn order(id: &str) -> Result<(&'static str, u64), DeskError> {
         .ok_or_else(|| DeskError::UnknownOrder(id.to_owned()))
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
-struct OrderArgs {
-    /// The order id, e.g. `A-1001`.
-    order_id: String,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct OrderInfo {
     order_id: String,
     customer_email: String,
     total_cents: u64,
 }
 
-/// Look up an order (pure: reads only).
-struct LookupOrder;
-
-impl Tool for LookupOrder {
-    type Args = OrderArgs;
-    type Output = OrderInfo;
-    type Error = DeskError;
-    const NAME: &'static str = "lookup_order";
-    const CLASS: EffectClass = EffectClass::Pure;
-    const DESCRIPTION: &'static str = "Look up an order by id: the customer's email and the order total.";
-    const OPEN_WORLD: Option<bool> = Some(false);
-
-    async fn call(&self, _ctx: &EffectCtx, a: OrderArgs) -> Result<OrderInfo, DeskError> {
-        let (email, total) = order(&a.order_id)?;
-        Ok(OrderInfo {
-            order_id: a.order_id,
-            customer_email: email.to_owned(),
-            total_cents: total,
-        })
-    }
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
-struct RefundArgs {
-    /// The order to refund.
-    order_id: String,
-    /// How much, in cents.
-    amount_cents: u64,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct Refund {
     refund_id: String,
     order_id: String,
     amount_cents: u64,
 }
 
-/// Refund part of an order (idempotent: the same refund intent is applied once).
-struct IssueRefund(Arc<Ledger>);
+/// The support desk: its tools write their effects to the ledger.
+struct Desk {
+    ledger: Ledger,
+}
 
-impl Tool for IssueRefund {
-    type Args = RefundArgs;
-    type Output = Refund;
-    type Error = DeskError;
-    const NAME: &'static str = "issue_refund";
-    const CLASS: EffectClass = EffectClass::Idempotent;
-    const DESCRIPTION: &'static str = "Refund part of an order, in cents.";
-    const KEY_RULE: effect_tool::KeyRule =
-        effect_tool::KeyRule::Custom("|a| format!(\"refund:{}:{}\", a.order_id, a.amount_cents)");
-    const OPEN_WORLD: Option<bool> = Some(true);
-
-    fn key(&self, a: &RefundArgs) -> Option<String> {
-        Some(format!("refund:{}:{}", a.order_id, a.amount_cents))
+#[tools]
+impl Desk {
+    /// Look up an order by id: the customer's email and the order total.
+    #[tool(effect = "pure", open_world = false)]
+    async fn lookup_order(
+        &self,
+        /// The order id, e.g. `A-1001`.
+        order_id: String,
+    ) -> Result<OrderInfo, DeskError> {
+        let (email, total) = order(&order_id)?;
+        Ok(OrderInfo {
+            order_id,
+            customer_email: email.to_owned(),
+            total_cents: total,
+        })
     }
 
-    async fn call(&self, ctx: &EffectCtx, a: RefundArgs) -> Result<Refund, DeskError> {
-        order(&a.order_id)?;
+    /// Refund part of an order, in cents.
+    #[tool(effect = "idempotent", key = |a| format!("refund:{}:{}", a.order_id, a.amount_cents), open_world = true)]
+    async fn issue_refund(
+        &self,
+        ctx: &EffectCtx,
+        /// The order to refund.
+        order_id: String,
+        /// How much, in cents.
+        amount_cents: u64,
+    ) -> Result<Refund, DeskError> {
+        order(&order_id)?;
         // A real payment API gets `ctx.idempotency_key()` as its Idempotency-Key.
         let refund_id = format!(
             "re_{}",
             &effect_tool::key::sha256_hex(ctx.idempotency_key().as_bytes())[..12]
         );
-        self.0
-            .append(&format!("refund {refund_id} {} {}", a.order_id, a.amount_cents))?;
+        self.ledger
+            .append(&format!("refund {refund_id} {order_id} {amount_cents}"))?;
         Ok(Refund {
             refund_id,
-            order_id: a.order_id,
-            amount_cents: a.amount_cents,
+            order_id,
+            amount_cents,
         })
     }
-}
 
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
-struct HoldArgs {
-    /// The order whose shipment to hold.
-    order_id: String,
-}
-
-/// Hold an order's shipment (compensable: released if the run is abandoned).
-struct HoldShipment(Arc<Ledger>);
-
-impl Tool for HoldShipment {
-    type Args = HoldArgs;
-    type Output = String;
-    type Error = DeskError;
-    const NAME: &'static str = "hold_shipment";
-    const CLASS: EffectClass = EffectClass::Compensable;
-    const DESCRIPTION: &'static str = "Hold an order's shipment until a person looks at it.";
-    const HAS_COMPENSATE: bool = true;
-    const OPEN_WORLD: Option<bool> = Some(true);
-
-    async fn call(&self, _ctx: &EffectCtx, a: HoldArgs) -> Result<String, DeskError> {
-        order(&a.order_id)?;
-        self.0.append(&format!("hold {}", a.order_id))?;
-        Ok(format!("shipment of {} is on hold", a.order_id))
+    /// Hold an order's shipment until a person looks at it.
+    #[tool(effect = "compensable", compensate = release_shipment, open_world = true)]
+    async fn hold_shipment(
+        &self,
+        /// The order whose shipment to hold.
+        order_id: String,
+    ) -> Result<String, DeskError> {
+        order(&order_id)?;
+        self.ledger.append(&format!("hold {order_id}"))?;
+        Ok(format!("shipment of {order_id} is on hold"))
     }
 
-    async fn compensate(&self, _ctx: &EffectCtx, a: &HoldArgs, _out: &String) -> Result<(), DeskError> {
-        self.0.append(&format!("release {}", a.order_id))
+    /// Undo `hold_shipment` (run when the run that held it is abandoned).
+    async fn release_shipment(
+        &self,
+        _ctx: &EffectCtx,
+        args: &DeskHoldShipmentArgs,
+        _out: &String,
+    ) -> Result<(), DeskError> {
+        self.ledger.append(&format!("release {}", args.order_id))
     }
-}
 
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
-struct EmailArgs {
-    /// The recipient.
-    to: String,
-    /// The message.
-    body: String,
-}
-
-/// Email a customer (irreversible: at most once).
-struct EmailCustomer(Arc<Ledger>);
-
-impl Tool for EmailCustomer {
-    type Args = EmailArgs;
-    type Output = String;
-    type Error = DeskError;
-    const NAME: &'static str = "email_customer";
-    const CLASS: EffectClass = EffectClass::Irreversible;
-    const DESCRIPTION: &'static str = "Send an email to a customer.";
-    const OPEN_WORLD: Option<bool> = Some(true);
-
-    async fn call(&self, _ctx: &EffectCtx, a: EmailArgs) -> Result<String, DeskError> {
-        self.0
-            .append(&format!("email {} {}", a.to, a.body.replace('\n', " ")))?;
-        Ok(format!("sent to {}", a.to))
+    /// Send an email to a customer.
+    #[tool(effect = "irreversible", open_world = true)]
+    async fn email_customer(
+        &self,
+        /// The recipient.
+        to: String,
+        /// The message.
+        body: String,
+    ) -> Result<String, DeskError> {
+        self.ledger.append(&format!("email {to} {}", body.replace('\n', " ")))?;
+        Ok(format!("sent to {to}"))
     }
 }
 
@@ -228,19 +183,21 @@ fn env_path(var: &str, default_name: &str) -> PathBuf {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let db = env_path("EFFECT_TOOL_DB", "effect-tool-mcp.db");
-    let ledger = Arc::new(Ledger(env_path("EFFECT_TOOL_LEDGER", "effect-tool-mcp-ledger.txt")));
+    let desk = Arc::new(Desk {
+        ledger: Ledger(env_path("EFFECT_TOOL_LEDGER", "effect-tool-mcp-ledger.txt")),
+    });
     // Standard output is the MCP channel: say where things are on standard error.
     eprintln!(
         "effect-tool MCP server: journal {}, ledger {}",
         db.display(),
-        ledger.0.display()
+        desk.ledger.0.display()
     );
 
     let toolkit = Toolkit::new()
-        .with(LookupOrder)
-        .with(IssueRefund(ledger.clone()))
-        .with(HoldShipment(ledger.clone()))
-        .with(EmailCustomer(ledger));
+        .with(desk.lookup_order_tool())
+        .with(desk.issue_refund_tool())
+        .with(desk.hold_shipment_tool())
+        .with(desk.email_customer_tool());
     let engine = Engine::new(SqliteStore::open(&db)?);
     let mut server =
         McpServer::new(toolkit, engine).with_server_info("effect-tool-support-desk", env!("CARGO_PKG_VERSION"));
