@@ -151,7 +151,8 @@ pub struct ResolveArgs {
     #[arg(long)]
     pub applied: bool,
     /// The output to record with --applied: JSON text, `@FILE` to read a file, or `-` for
-    /// stdin. It must decode as the tool's output type. Default: null.
+    /// stdin. Required with --applied (a completed record cannot be resolved again); it must
+    /// decode as the tool's output type (`null` for a tool that returns nothing).
     #[arg(long, conflicts_with = "not_applied", value_name = "JSON")]
     pub output: Option<String>,
     /// The effect did not happen: the next call applies it.

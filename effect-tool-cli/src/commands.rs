@@ -306,7 +306,13 @@ async fn resolve(store: &dyn Store, args: ResolveArgs, json: bool, io: &mut Io<'
     let by = who(args.by)?;
     let verdict = if args.applied {
         let output = match args.output.as_deref() {
-            None => Value::Null,
+            None => {
+                // A completed record cannot be resolved again: recording a forgotten output as
+                // null would make every replay fail to decode, with no way back.
+                return Err(CliError::Usage(
+                    "--applied needs --output JSON: the output the next call returns instead of running (write `--output null` if the tool returns nothing)".into(),
+                ));
+            }
             Some("-") => parse_json(&read_stdin(io, "the output JSON")?, "the output on stdin")?,
             Some(text) => match text.strip_prefix('@') {
                 Some(path) => {

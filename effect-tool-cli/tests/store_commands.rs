@@ -228,6 +228,11 @@ async fn resolve(j: &Journal) {
     assert!(dup.fails(2).contains("duplicate member name"), "{dup:?}");
     assert_eq!(j.get(&applied).await.unwrap().state, RecordState::InDoubt);
 
+    // --applied without the output is refused: a forgotten output cannot be fixed later.
+    let no_output = j.cli(&["resolve", &applied, "--applied"]);
+    assert!(no_output.fails(2).contains("--applied needs --output"), "{no_output:?}");
+    assert_eq!(j.get(&applied).await.unwrap().state, RecordState::InDoubt);
+
     // A verdict is required, and only one.
     assert_eq!(j.cli(&["resolve", &applied]).code, 2);
     assert_eq!(j.cli(&["resolve", &applied, "--applied", "--not-applied"]).code, 2);
