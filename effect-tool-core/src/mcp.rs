@@ -84,6 +84,8 @@ pub enum McpServeError {
 #[derive(Clone)]
 pub struct McpServer {
     dispatcher: Dispatcher,
+    /// Bounds the `tools/call` requests running at once (rmcp runs each request as a task).
+    limit: Arc<tokio::sync::Semaphore>,
     tools: Arc<Vec<rmcp::model::Tool>>,
     run_id: String,
     thread_id: Option<String>,
@@ -121,6 +123,7 @@ impl McpServer {
             .collect();
         let start = crate::record::now_millis();
         McpServer {
+            limit: Arc::new(tokio::sync::Semaphore::new(crate::toolkit::DEFAULT_CONCURRENCY)),
             dispatcher: toolkit.dispatcher(engine),
             tools: Arc::new(tools),
             run_id: format!("mcp-{start}-{:08x}", fastrand::u32(..)),
@@ -154,9 +157,12 @@ impl McpServer {
         self
     }
 
-    /// Run at most `n` calls at once (see [`Dispatcher::with_concurrency`]).
+    /// Run at most `n` `tools/call` requests at once (at least 1; default
+    /// [`crate::toolkit::DEFAULT_CONCURRENCY`]); the others wait their turn.
     pub fn with_concurrency(mut self, n: usize) -> Self {
+        let n = n.max(1);
         self.dispatcher = self.dispatcher.with_concurrency(n);
+        self.limit = Arc::new(tokio::sync::Semaphore::new(n));
         self
     }
 
@@ -231,6 +237,8 @@ impl McpServer {
             None => "{}".to_owned(),
         };
         let call = ToolCall::new(call_id, request.name.as_ref(), arguments);
+        // The semaphore is never closed, so acquiring only fails if it were; run unbounded then.
+        let _permit = self.limit.acquire().await.ok();
         let result = self.dispatcher.call(&run, &call).await;
         to_call_tool_result(&result)
     }
