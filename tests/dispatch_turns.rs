@@ -519,7 +519,15 @@ fn dispatch_toolkit_exports_every_provider_format() {
     assert_eq!(refund["function"]["strict"], true);
     let params = &refund["function"]["parameters"];
     assert_eq!(params["additionalProperties"], false);
-    assert_eq!(params["required"], serde_json::json!(["amount_cents", "order_id"]));
+    // Every property is required in strict mode (the order follows serde_json's map order).
+    let mut required: Vec<&str> = params["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    required.sort();
+    assert_eq!(required, ["amount_cents", "order_id"]);
     assert!(
         params["properties"]["amount_cents"].get("format").is_none(),
         "strict mode rejects uint formats"
