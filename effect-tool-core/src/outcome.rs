@@ -68,7 +68,7 @@ impl fmt::Display for Failure {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` does not say whether a failure is definitive, transient or unknown",
     label = "a tool's error type implements `ClassifyError`",
-    note = "add `impl effect_tool::ClassifyError for {Self} {}` (every failure then counts as unknown, the safe default) or override `failure()`; or return `effect_tool::ToolError`"
+    note = "add `impl effect_tool::ClassifyError for {Self} {{}}` (every failure then counts as unknown, the safe default) or override `failure()`; or return `effect_tool::ToolError`"
 )]
 pub trait ClassifyError {
     /// The kind of this failure, or `None` if the error does not say.
