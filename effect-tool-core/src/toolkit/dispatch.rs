@@ -23,7 +23,7 @@ pub struct ToolCall {
     pub id: String,
     /// The tool's name as the model wrote it.
     pub name: String,
-    /// The arguments, as the JSON text the model produced. Empty text counts as `{}`.
+    /// The arguments, as the JSON text the model produced. Empty text and `null` count as `{}`.
     pub arguments: String,
 }
 
@@ -366,7 +366,9 @@ impl Dispatcher {
             });
         };
         let text = call.arguments.trim();
-        let args: Value = if text.is_empty() {
+        // No arguments at all (`""`, or `null` from some providers for tools without
+        // parameters) count as an empty object.
+        let args: Value = if text.is_empty() || text == "null" {
             json!({})
         } else {
             serde_json::from_str(text).map_err(|e| Rejection::MalformedArguments {

@@ -127,12 +127,19 @@ impl Validator<'_> {
         if options.is_empty() {
             return;
         }
+        let consts: Option<Vec<String>> = options.iter().map(|o| o.get("const").map(Value::to_string)).collect();
         match best {
             Some(found) if options.len() == 1 || is_nullable_pair(options) => self.out.extend(found),
-            _ => self.fail(
-                path,
-                format!("{} does not match any of the allowed shapes", describe(value)),
-            ),
+            _ => match consts {
+                Some(list) => self.fail(
+                    path,
+                    format!("expected one of {}, got {}", list.join(", "), describe(value)),
+                ),
+                None => self.fail(
+                    path,
+                    format!("{} does not match any of the allowed shapes", describe(value)),
+                ),
+            },
         }
     }
 
@@ -423,6 +430,16 @@ mod tests {
                 .iter()
                 .any(|m| m.contains("unknown field `ordr_id` (did you mean `order_id`?)")),
             "{found:?}"
+        );
+    }
+
+    #[test]
+    fn documented_enums_list_their_values() {
+        let s = json!({"oneOf": [{"const": "fast", "description": "Fast."}, {"const": "slow"}]});
+        assert!(violations(&s, &json!("slow")).is_empty());
+        assert_eq!(
+            violations(&s, &json!("medium")),
+            vec!["arguments: expected one of \"fast\", \"slow\", got string \"medium\""]
         );
     }
 
