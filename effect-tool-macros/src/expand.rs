@@ -109,7 +109,8 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
         #[doc = #args_doc]
         #[derive(#p::Clone, #p::serde::Serialize, #p::serde::Deserialize, #p::schemars::JsonSchema)]
         #[serde(crate = #serde_crate, deny_unknown_fields)]
-        #[schemars(crate = #schemars_crate)]
+        // The tool's description is exported beside the schema; the struct's doc is for rustdoc.
+        #[schemars(crate = #schemars_crate, description = "")]
         #[allow(missing_docs)]
         #vis struct #args_ident {
             #(#fields)*
