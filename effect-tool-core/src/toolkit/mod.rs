@@ -208,7 +208,7 @@ impl Toolkit {
 
     /// OpenAI Chat Completions `tools`: `{"type": "function", "function": {name, description,
     /// parameters, strict}}`, strict where the schema allows (every property required or
-    /// nullable, no maps; see the module docs of the export).
+    /// nullable, no maps: [`crate::schema::strict_schema_exact`]), else non-strict.
     pub fn openai_tools(&self) -> Vec<Value> {
         self.definitions().map(|d| d.openai_chat()).collect()
     }
