@@ -21,9 +21,9 @@
 
 pub mod canonical;
 pub mod class;
+pub mod compensation;
 #[cfg(feature = "testing")]
 pub mod conformance;
-pub mod compensation;
 pub mod context;
 pub mod dyn_tool;
 pub mod engine;
