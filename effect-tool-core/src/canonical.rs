@@ -164,8 +164,17 @@ fn write_value(out: &mut String, value: &Value) {
 }
 
 fn write_number(out: &mut String, n: &serde_json::Number) {
-    // Integers that a double holds exactly print as integers; everything else goes through
-    // the IEEE-754 double, as RFC 8785 requires.
+    // Integers that a double holds exactly (|i| <= 2^53) print as their digits, which is what
+    // ECMAScript prints for them; everything else goes through the IEEE-754 double, as RFC 8785
+    // requires.
+    const EXACT: u64 = 1 << 53;
+    if let Some(i) = n.as_i64()
+        && i.unsigned_abs() <= EXACT
+    {
+        use std::fmt::Write;
+        let _ = write!(out, "{i}");
+        return;
+    }
     let f = if let Some(i) = n.as_i64() {
         i as f64
     } else if let Some(u) = n.as_u64() {

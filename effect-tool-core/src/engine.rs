@@ -281,7 +281,7 @@ impl Engine {
             attempt = tracing::field::Empty,
             decision = tracing::field::Empty,
         );
-        async move {
+        let work = async move {
             let report = if T::CLASS == EffectClass::Pure {
                 self.call_pure(tool, run, opts, args).await
             } else {
@@ -289,9 +289,12 @@ impl Engine {
             };
             tracing::Span::current().record("decision", report.disposition.as_str());
             report
+        };
+        if span.is_disabled() {
+            work.await
+        } else {
+            work.instrument(span).await
         }
-        .instrument(span)
-        .await
     }
 
     async fn call_pure<T: Tool>(
@@ -389,7 +392,7 @@ impl Engine {
         // journal's write lock.
         if let Ok(Some(rec)) = self.inner.store.lookup(&key).await
             && rec.state == RecordState::Completed
-            && !rec.is_expired(self.inner.store.now())
+            && (rec.expires_at.is_none() || !rec.is_expired(self.inner.store.now()))
         {
             let call = Call {
                 tool,
@@ -440,7 +443,9 @@ impl Engine {
                         input: &input,
                         keyed,
                     };
-                    let (result, disposition) = self.lead(call, args).await;
+                    // Boxed: the claim-execute-record path is large; keeping it out of this future keeps
+                    // replays (the common case) cheap to poll and move.
+                    let (result, disposition) = Box::pin(self.lead(call, args)).await;
                     leader.publish(|| {
                         let shared = match &result {
                             Ok(out) => serde_json::to_value(out).map_err(|e| EffectError::Codec {

@@ -23,12 +23,12 @@ use crate::tool::KeyRule;
 pub fn sha256_hex(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(bytes);
-    let mut out = String::with_capacity(64);
-    for b in digest {
-        out.push(HEX[(b >> 4) as usize] as char);
-        out.push(HEX[(b & 0xf) as usize] as char);
+    let mut out = [0u8; 64];
+    for (i, b) in digest.iter().enumerate() {
+        out[2 * i] = HEX[(b >> 4) as usize];
+        out[2 * i + 1] = HEX[(b & 0xf) as usize];
     }
-    out
+    out.iter().map(|&b| b as char).collect()
 }
 
 /// `args` with the secret top-level fields removed: what may be stored, logged and hashed.
@@ -62,10 +62,22 @@ pub fn scope(window: Window, run: &RunContext) -> Option<String> {
 
 /// The default key of a call: `<scope>:<tool>:<hash>` (see the module docs).
 pub fn default_key(window: Window, run: &RunContext, tool: &str, hash: &str) -> String {
-    match scope(window, run) {
-        Some(scope) => format!("{scope}:{tool}:{hash}"),
-        None => format!("{tool}:{hash}"),
+    let mut key = String::with_capacity(run.run_id().len() + tool.len() + hash.len() + 16);
+    match (window, run.thread_id()) {
+        (Window::Run, _) | (Window::Thread, None) => key.push_str(run.run_id()),
+        (Window::Thread, Some(thread)) => {
+            key.push_str("thread:");
+            key.push_str(thread);
+        }
+        (Window::CrossRun, _) => {}
     }
+    if !key.is_empty() {
+        key.push(':');
+    }
+    key.push_str(tool);
+    key.push(':');
+    key.push_str(hash);
+    key
 }
 
 /// A custom key placed in its window: `<scope>:<custom>` or the custom key as is (cross-run).
