@@ -29,6 +29,7 @@ pub mod dyn_tool;
 pub mod engine;
 pub mod error;
 pub mod key;
+pub mod manifest;
 pub mod marker;
 #[cfg(feature = "mcp")]
 pub mod mcp;

@@ -1,0 +1,181 @@
+//! The tool manifest: every tool's declaration as stable text, one line per tool, for code
+//! review.
+//!
+//! Commit the manifest beside the code and check it in a test (see `tests/macro_manifest.rs` in
+//! the repository for one to copy): a change of any effect declaration (a class, a key rule, a
+//! window, an approval, a hook) then shows up in review as a one-line diff, and nobody changes
+//! what running a tool twice does without a reviewer seeing it.
+//!
+//! ```
+//! use effect_tool_core::{EffectClass, KeyRule, RetryPolicy, ToolMeta, Window, manifest};
+//! use std::time::Duration;
+//!
+//! let refund = ToolMeta {
+//!     name: "issue_refund",
+//!     description: "Refund part of an order.",
+//!     class: EffectClass::Idempotent,
+//!     key_rule: KeyRule::Custom("|a| format!(\"refund:{}\", a.order_id)"),
+//!     window: Window::CrossRun,
+//!     ttl: Some(Duration::from_secs(24 * 3600)),
+//!     timeout: None,
+//!     secrets: &[],
+//!     has_recover: true,
+//!     has_compensate: false,
+//!     approval: None,
+//!     open_world: None,
+//!     retry: RetryPolicy::DEFAULT,
+//! };
+//! let text = manifest::render(&[refund]);
+//! assert_eq!(
+//!     text.lines().nth(1).unwrap(),
+//!     "issue_refund class=idempotent key=custom(|a| format!(\"refund:{}\", a.order_id)) window=cross-run ttl=1d \
+//!      timeout=- approval=- recover=yes compensate=no secrets=- retry=3x100ms..10s",
+//! );
+//! ```
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::tool::ToolMeta;
+
+/// The first line of every manifest; it names the format so a future change of the format is
+/// itself visible in review.
+pub const HEADER: &str = "# effect-tool manifest v1: one line per tool, sorted by name";
+
+/// The manifest of `tools`: [`HEADER`], then one line per tool, sorted by name:
+///
+/// `<name> class=<class> key=<rule> window=<window> ttl=<ttl|-> timeout=<timeout|-> approval=<role|-> recover=<yes|no> compensate=<yes|no> secrets=<a,b|-> retry=<attempts>x<base>..<max>`
+///
+/// The key rule is written as in the source (`default`, `fields(order_id, amount_cents)` or
+/// `custom(|a| ...)`); durations as in declarations (`500ms`, `30s`, `5m`, `24h`, `7d`). The
+/// description is left out: rewording it changes no contract. The text depends only on the
+/// declarations, not on the order tools were added in, and ends with a newline.
+pub fn render(tools: &[ToolMeta]) -> String {
+    let mut lines: Vec<String> = tools.iter().map(line).collect();
+    lines.sort();
+    let mut out = String::with_capacity(64 * (lines.len() + 1));
+    out.push_str(HEADER);
+    out.push('\n');
+    for l in lines {
+        out.push_str(&l);
+        out.push('\n');
+    }
+    out
+}
+
+/// One tool's line (see [`render`]).
+pub fn line(meta: &ToolMeta) -> String {
+    let mut s = String::new();
+    let opt = |d: Option<Duration>| d.map_or_else(|| "-".to_owned(), format_duration);
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    let _ = write!(
+        s,
+        "{} class={} key={} window={} ttl={} timeout={} approval={} recover={} compensate={} secrets={} retry={}x{}..{}",
+        meta.name,
+        meta.class,
+        single_line(&meta.key_rule.to_string()),
+        meta.window,
+        opt(meta.ttl),
+        opt(meta.timeout),
+        meta.approval.unwrap_or("-"),
+        yes(meta.has_recover),
+        yes(meta.has_compensate),
+        if meta.secrets.is_empty() {
+            "-".to_owned()
+        } else {
+            meta.secrets.join(",")
+        },
+        meta.retry.max_attempts,
+        format_duration(meta.retry.base_delay),
+        format_duration(meta.retry.max_delay),
+    );
+    s
+}
+
+/// A duration as declarations write it: the largest unit that divides it exactly.
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 {
+        return "0s".to_owned();
+    }
+    for (unit, size) in [("d", 86_400_000u128), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
+        if ms % size == 0 {
+            return format!("{}{unit}", ms / size);
+        }
+    }
+    format!("{ms}ms")
+}
+
+/// Keep one tool on one line whatever its key closure looks like.
+fn single_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::class::{EffectClass, Window};
+    use crate::policy::RetryPolicy;
+    use crate::tool::KeyRule;
+
+    fn meta(name: &'static str, class: EffectClass) -> ToolMeta {
+        ToolMeta {
+            name,
+            description: "",
+            class,
+            key_rule: KeyRule::Default,
+            window: Window::Run,
+            ttl: None,
+            timeout: None,
+            secrets: &[],
+            has_recover: false,
+            has_compensate: false,
+            approval: None,
+            open_world: None,
+            retry: RetryPolicy::DEFAULT,
+        }
+    }
+
+    #[test]
+    fn sorted_one_line_each_and_independent_of_order() {
+        let a = meta("send_email", EffectClass::Irreversible);
+        let b = ToolMeta {
+            key_rule: KeyRule::Fields(&["order_id", "amount_cents"]),
+            secrets: &["token"],
+            approval: Some("finance"),
+            timeout: Some(Duration::from_millis(1500)),
+            ..meta("issue_refund", EffectClass::Idempotent)
+        };
+        let text = render(&[a.clone(), b.clone()]);
+        assert_eq!(text, render(&[b, a]));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0], HEADER);
+        assert_eq!(
+            lines[1],
+            "issue_refund class=idempotent key=fields(order_id, amount_cents) window=run ttl=- timeout=1500ms \
+             approval=finance recover=no compensate=no secrets=token retry=3x100ms..10s"
+        );
+        assert!(lines[2].starts_with("send_email class=irreversible "));
+        assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn a_multi_line_key_closure_stays_on_one_line() {
+        let m = ToolMeta {
+            key_rule: KeyRule::Custom("|a| {\n    a.id.clone()\n}"),
+            ..meta("t", EffectClass::Idempotent)
+        };
+        assert!(line(&m).contains("key=custom(|a| { a.id.clone() })"));
+    }
+
+    #[test]
+    fn durations_read_like_declarations() {
+        assert_eq!(format_duration(Duration::from_secs(86_400)), "1d");
+        assert_eq!(format_duration(Duration::from_secs(3 * 3600)), "3h");
+        assert_eq!(format_duration(Duration::from_secs(90)), "90s");
+        assert_eq!(format_duration(Duration::from_secs(120)), "2m");
+        assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
+        assert_eq!(format_duration(Duration::ZERO), "0s");
+    }
+}

@@ -1,0 +1,140 @@
+//! The manifest of a toolkit as a committed snapshot: the test to copy into your own crate.
+//!
+//! Every tool's name, class, key rule (as written), window, ttl, timeout, approval, hooks,
+//! secrets and retry limits, one line per tool, sorted. Change a declaration and this test fails
+//! with the one line that changed; re-bless with `UPDATE_SNAPSHOTS=1 cargo test --test
+//! macro_manifest` and the diff of `tests/snapshots/tools.manifest` shows the reviewer exactly
+//! what running that tool twice now does. (`effect-tool manifest FILE --check COMMITTED` does the
+//! same comparison from the command line.)
+
+use std::sync::Arc;
+
+use effect_tool::{EffectCtx, ToolError, Toolkit, manifest, tool, tools};
+
+/// Look up an order.
+#[tool(effect = "pure")]
+async fn lookup_order(order_id: String) -> Result<String, ToolError> {
+    Ok(order_id)
+}
+
+/// Refund part of an order.
+#[tool(
+    effect = "idempotent",
+    key = |a| format!("refund:{}:{}", a.order_id, a.amount_cents),
+    window = "cross-run",
+    ttl = "24h",
+    approval = "support-lead",
+    when = |a| a.amount_cents > 10_000,
+    recover = find_refund
+)]
+async fn issue_refund(ctx: &EffectCtx, order_id: String, amount_cents: u64) -> Result<String, ToolError> {
+    Ok(format!("{}:{order_id}:{amount_cents}", ctx.idempotency_key()))
+}
+
+async fn find_refund(_ctx: &EffectCtx, _args: &IssueRefundArgs) -> Result<Option<String>, ToolError> {
+    Ok(None)
+}
+
+/// Hold a seat until the booking completes.
+#[tool(effect = "compensable", key(flight, seat), ttl = "2h", compensate = release_seat)]
+async fn hold_seat(flight: String, seat: String) -> Result<String, ToolError> {
+    Ok(format!("{flight}/{seat}"))
+}
+
+async fn release_seat(_ctx: &EffectCtx, _args: &HoldSeatArgs, _hold: &String) -> Result<(), ToolError> {
+    Ok(())
+}
+
+/// Send an email to a customer.
+#[tool(
+    effect = "irreversible",
+    key(to, subject),
+    timeout = "30s",
+    retry(max_attempts = 2, base_delay = "500ms"),
+    open_world = true
+)]
+async fn send_email(to: String, subject: String, #[secret] smtp_password: String) -> Result<(), ToolError> {
+    let _ = (to, subject, smtp_password);
+    Ok(())
+}
+
+pub struct Payments;
+
+#[tools]
+impl Payments {
+    /// Charge an invoice.
+    #[tool(effect = "irreversible", name = "charge_invoice", key = |a| a.invoice_id.clone(), approval = "finance")]
+    pub async fn charge(&self, ctx: &EffectCtx, invoice_id: String) -> Result<String, ToolError> {
+        Ok(format!("{}:{invoice_id}", ctx.run_id()))
+    }
+}
+
+fn toolkit() -> Toolkit {
+    let payments = Arc::new(Payments);
+    Toolkit::new()
+        .with(SendEmail)
+        .with(IssueRefund)
+        .with(LookupOrder)
+        .with(HoldSeat)
+        .with(payments.charge_tool())
+}
+
+#[test]
+fn manifest_matches_the_committed_one() {
+    let text = manifest::render(&toolkit().metas());
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/tools.manifest");
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, &text).unwrap();
+        return;
+    }
+    let committed = std::fs::read_to_string(&path).expect("no committed manifest: run with UPDATE_SNAPSHOTS=1");
+    if committed != text {
+        let diff: Vec<String> = committed
+            .lines()
+            .filter(|l| !text.lines().any(|n| n == *l))
+            .map(|l| format!("- {l}"))
+            .chain(
+                text.lines()
+                    .filter(|l| !committed.lines().any(|c| c == *l))
+                    .map(|l| format!("+ {l}")),
+            )
+            .collect();
+        panic!(
+            "a tool's declaration changed:\n{}\nif intended, re-bless with UPDATE_SNAPSHOTS=1 and commit the manifest",
+            diff.join("\n")
+        );
+    }
+}
+
+#[test]
+fn a_changed_declaration_is_a_one_line_diff() {
+    let before = manifest::render(&toolkit().metas());
+
+    // The same toolkit with one declaration changed (this `send_email` shadows the one above).
+    /// Send an email to a customer.
+    #[tool(
+        effect = "irreversible",
+        key(to),
+        timeout = "30s",
+        retry(max_attempts = 2, base_delay = "500ms"),
+        open_world = true
+    )]
+    async fn send_email(to: String, subject: String, #[secret] smtp_password: String) -> Result<(), ToolError> {
+        let _ = (to, subject, smtp_password);
+        Ok(())
+    }
+    let after = manifest::render(
+        &Toolkit::new()
+            .with(SendEmail)
+            .with(IssueRefund)
+            .with(LookupOrder)
+            .with(HoldSeat)
+            .with(Arc::new(Payments).charge_tool())
+            .metas(),
+    );
+    let changed: Vec<(&str, &str)> = before.lines().zip(after.lines()).filter(|(a, b)| a != b).collect();
+    assert_eq!(before.lines().count(), after.lines().count());
+    assert_eq!(changed.len(), 1, "{changed:?}");
+    assert!(changed[0].0.contains("key=fields(to, subject)"));
+    assert!(changed[0].1.contains("key=fields(to)"));
+}
