@@ -116,9 +116,9 @@ pub enum Command {
     /// The manifest lists every tool's name, class, key rule, window, approval and
     /// recover/compensate hooks.
     ///
-    /// effect-tool cannot load your tools: print the manifest from your binary with
-    /// `Toolkit::manifest()` (or `effect_tool::manifest::render`), save it, and give the file
-    /// here to check it against the committed one.
+    /// effect-tool cannot load your tools (they are code in your binary): print the manifest
+    /// there with `effect_tool::manifest::render(&toolkit.metas())`, save it, and give the file
+    /// here to print it or --check it against the committed one.
     Manifest(ManifestArgs),
 }
 
@@ -203,7 +203,7 @@ pub struct KeyArgs {
 /// `manifest` options.
 #[derive(Debug, Args)]
 pub struct ManifestArgs {
-    /// A manifest printed by your binary (`Toolkit::manifest()`), or `-` for stdin.
+    /// A manifest printed by your binary (`effect_tool::manifest::render`), or `-` for stdin.
     pub file: String,
     /// The committed manifest to compare with: exit 1 and print the differing lines if they
     /// differ.

@@ -3,12 +3,12 @@
 use std::io::{Read, Write};
 use std::sync::Arc;
 
-use effect_tool_core::canonical;
 use effect_tool_core::compensation::compensation_key;
 use effect_tool_core::key::{call_key, redact, sha256_hex};
 use effect_tool_core::record::{AuditEntry, EffectRecord, Intent, OpOutcome, RecordState};
 use effect_tool_core::store::{Filter, collectable};
 use effect_tool_core::{EffectClass, KeyRule, RunContext, Store, StoreExt, Verdict};
+use effect_tool_core::{canonical, manifest};
 use serde_json::{Value, json};
 
 use crate::cli::{AbandonArgs, Cli, Command, KeyArgs, ListArgs, ManifestArgs, ResolveArgs, StateFilter};
@@ -673,20 +673,15 @@ fn manifest(args: ManifestArgs, json: bool, io: &mut Io<'_>) -> Result<(), CliEr
     } else {
         read_file(&args.file, "manifest")?
     };
-    let text = normalize_manifest(&text);
-    if text.trim().is_empty() {
-        return Err(CliError::Usage(format!(
-            "the manifest `{}` is empty: print it from your binary with `Toolkit::manifest()`",
-            clean(&args.file)
-        )));
-    }
+    let text = checked_manifest(&text, &args.file)?;
     let Some(committed_path) = args.check else {
         if json {
-            return write_json(io.out, &json!({ "manifest": text }));
+            let tools: Vec<&str> = text.lines().skip(1).filter_map(|l| l.split(' ').next()).collect();
+            return write_json(io.out, &json!({ "manifest": text, "tools": tools }));
         }
         return write(io.out, &text);
     };
-    let committed = normalize_manifest(&read_file(&committed_path, "committed manifest")?);
+    let committed = checked_manifest(&read_file(&committed_path, "committed manifest")?, &committed_path)?;
     let diff = line_diff(&committed, &text);
     if json {
         write_json(io.out, &json!({ "matches": diff.is_empty(), "diff": diff }))?;
@@ -716,18 +711,34 @@ fn manifest(args: ManifestArgs, json: bool, io: &mut Io<'_>) -> Result<(), CliEr
     }
 }
 
+/// `text` normalized, if it is a manifest (its first line is [`manifest::HEADER`]).
+fn checked_manifest(text: &str, name: &str) -> Result<String, CliError> {
+    let text = normalize_manifest(text);
+    match text.lines().next() {
+        Some(first) if first == manifest::HEADER => Ok(text),
+        None => Err(CliError::Usage(format!(
+            "the manifest `{}` is empty: print it from your binary with `effect_tool::manifest::render(&toolkit.metas())`",
+            clean(name)
+        ))),
+        Some(_) => Err(CliError::Usage(format!(
+            "`{}` is not an effect-tool manifest: its first line must be `{}` (print it from your binary with `effect_tool::manifest::render(&toolkit.metas())`)",
+            clean(name),
+            manifest::HEADER
+        ))),
+    }
+}
+
 fn read_file(path: &str, what: &str) -> Result<String, CliError> {
     std::fs::read_to_string(path).map_err(|e| CliError::Usage(format!("cannot read {what} `{}`: {e}", clean(path))))
 }
 
-/// Line endings as `\n`, no trailing spaces, one final newline: the same manifest compares
-/// equal whatever editor or platform saved it.
+/// Line endings as `\n`, no trailing spaces, no blank lines at either end, one final
+/// newline: the same manifest compares equal whatever editor or platform saved it.
 fn normalize_manifest(text: &str) -> String {
-    let mut out: String = text.lines().map(|l| format!("{}\n", l.trim_end())).collect();
-    while out.ends_with("\n\n") {
-        out.pop();
-    }
-    out
+    let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+    let start = lines.iter().position(|l| !l.is_empty()).unwrap_or(lines.len());
+    let end = lines.iter().rposition(|l| !l.is_empty()).map_or(start, |e| e + 1);
+    lines[start..end].iter().map(|l| format!("{l}\n")).collect()
 }
 
 /// The lines removed (`-`) from `old` and added (`+`) in `new`, in order (a longest common
@@ -770,6 +781,7 @@ mod tests {
         assert!(line_diff("a\nb\n", "a\nb\n").is_empty());
         assert_eq!(line_diff("a\nb\nc\n", "a\nx\nc\n"), vec!["-b", "+x"]);
         assert_eq!(line_diff("", "a\n"), vec!["+a"]);
-        assert_eq!(normalize_manifest("a  \r\nb\n\n\n"), "a\nb\n");
+        assert_eq!(normalize_manifest("\n a  \r\nb\n\n\n"), " a\nb\n");
+        assert_eq!(normalize_manifest("\n\n"), "");
     }
 }

@@ -6,8 +6,9 @@ mod common;
 
 use common::{TempDir, jcs_dir, run};
 use effect_tool_core::key::{call_key, redact, sha256_hex};
-use effect_tool_core::{KeyRule, RunContext, Window};
+use effect_tool_core::{EffectClass, KeyRule, RetryPolicy, RunContext, ToolMeta, Window, manifest};
 use serde_json::json;
+use std::time::Duration;
 
 fn vectors() -> Vec<(String, Vec<u8>, Vec<u8>)> {
     let mut out = Vec::new();
@@ -199,29 +200,57 @@ fn offline_commands_need_no_store() {
     assert_eq!(out.ok(), "[1]");
 }
 
-const MANIFEST: &str = "\
-tool issue_refund
-  class: idempotent
-  key: custom(|a| format!(\"refund:{}\", a.order_id))
-  window: run
-tool send_email
-  class: irreversible
-  key: default
-  approval: comms
-";
+/// A real manifest, rendered by the core from two declarations.
+fn manifest_text(email_class: EffectClass) -> String {
+    let refund = ToolMeta {
+        name: "issue_refund",
+        description: "Refund part of an order.",
+        class: EffectClass::Idempotent,
+        key_rule: KeyRule::Custom("|a| format!(\"refund:{}\", a.order_id)"),
+        window: Window::CrossRun,
+        ttl: Some(Duration::from_secs(24 * 3600)),
+        timeout: None,
+        secrets: &[],
+        has_recover: false,
+        has_compensate: false,
+        approval: None,
+        open_world: None,
+        retry: RetryPolicy::DEFAULT,
+    };
+    let email = ToolMeta {
+        name: "send_email",
+        description: "Send an email.",
+        class: email_class,
+        key_rule: KeyRule::Fields(&["to", "subject"]),
+        window: Window::Run,
+        ttl: None,
+        timeout: Some(Duration::from_secs(30)),
+        secrets: &["api_token"],
+        has_recover: true,
+        has_compensate: false,
+        approval: Some("comms"),
+        open_world: Some(true),
+        retry: RetryPolicy::DEFAULT,
+    };
+    manifest::render(&[email, refund])
+}
 
 #[test]
 fn manifest_prints_and_checks_a_manifest_file() {
     let dir = TempDir::new("manifest");
     let printed = dir.path.join("printed.manifest");
     let committed = dir.path.join("committed.manifest");
-    // Saved on another platform: CRLF and trailing spaces do not count.
-    std::fs::write(&printed, MANIFEST.replace('\n', "  \r\n")).unwrap();
-    std::fs::write(&committed, MANIFEST).unwrap();
+    let text = manifest_text(EffectClass::Irreversible);
+    assert!(text.starts_with(manifest::HEADER));
+    // Saved on another platform: CRLF, trailing spaces and blank lines at the end do not count.
+    std::fs::write(&printed, format!("{}\r\n\r\n", text.replace('\n', "  \r\n"))).unwrap();
+    std::fs::write(&committed, &text).unwrap();
     let (p, c) = (printed.to_str().unwrap(), committed.to_str().unwrap());
 
-    assert_eq!(run(&["manifest", p], None, &[]).ok(), MANIFEST);
-    assert_eq!(run(&["manifest", "-"], Some(MANIFEST.as_bytes()), &[]).ok(), MANIFEST);
+    assert_eq!(run(&["manifest", p], None, &[]).ok(), text);
+    assert_eq!(run(&["manifest", "-"], Some(text.as_bytes()), &[]).ok(), text);
+    let json = run(&["manifest", p, "--json"], None, &[]).json();
+    assert_eq!(json["tools"], json!(["issue_refund", "send_email"]));
     let same = run(&["manifest", p, "--check", c], None, &[]);
     assert!(same.ok().starts_with("manifest matches"), "{same:?}");
     assert_eq!(
@@ -230,22 +259,35 @@ fn manifest_prints_and_checks_a_manifest_file() {
     );
 
     // A tool's contract changed: exit 1 with the differing lines.
-    std::fs::write(&printed, MANIFEST.replace("class: irreversible", "class: idempotent")).unwrap();
+    let changed_text = manifest_text(EffectClass::Idempotent);
+    std::fs::write(&printed, &changed_text).unwrap();
+    let old_line = text.lines().find(|l| l.starts_with("send_email ")).unwrap();
+    let new_line = changed_text.lines().find(|l| l.starts_with("send_email ")).unwrap();
+    assert!(new_line.contains("class=idempotent"), "{new_line}");
     let changed = run(&["manifest", p, "--check", c], None, &[]);
     let msg = changed.fails(1);
     assert!(msg.contains("differs") && msg.contains("2 lines"), "{msg}");
     assert!(
-        changed
-            .stdout
-            .contains("-  class: irreversible\n+  class: idempotent\n"),
+        changed.stdout.contains(&format!("-{old_line}\n+{new_line}\n")),
         "{changed:?}"
     );
     let json = run(&["manifest", p, "--check", c, "--json"], None, &[]);
     assert_eq!(json.code, 1);
     let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
-    assert_eq!(v["diff"], json!(["-  class: irreversible", "+  class: idempotent"]));
+    assert_eq!(v["diff"], json!([format!("-{old_line}"), format!("+{new_line}")]));
 
-    // A missing or empty file: usage, exit 2.
+    // Not a manifest, missing, empty: usage, exit 2.
+    std::fs::write(&printed, "tool send_email\n").unwrap();
+    assert!(
+        run(&["manifest", p], None, &[])
+            .fails(2)
+            .contains("is not an effect-tool manifest")
+    );
+    assert!(
+        run(&["manifest", p, "--check", c], None, &[])
+            .fails(2)
+            .contains("is not an effect-tool manifest")
+    );
     assert!(
         run(&["manifest", "/nonexistent/m"], None, &[])
             .fails(2)
