@@ -121,7 +121,8 @@ fn constants_say_what_was_declared() {
     assert_eq!(meta.retry.max_attempts, 2);
     assert_eq!(meta.retry.base_delay, Duration::from_millis(10));
     assert_eq!(meta.retry.max_delay, effect_tool::RetryPolicy::DEFAULT.max_delay);
-    assert!(SendEmail::STRICT_INPUT);
+    assert_eq!(ToolMeta::of::<SendEmail>().name, SendEmail::NAME);
+    const { assert!(SendEmail::STRICT_INPUT) };
 
     assert!(ToolMeta::of::<ReserveSeat>().has_compensate);
 }
@@ -222,7 +223,7 @@ async fn method_tools_share_their_state() {
         prefix: "re_".into(),
     });
     assert_eq!(ShopRefund::NAME, "refund");
-    assert!(ShopRefund::HAS_RECOVER);
+    const { assert!(ShopRefund::HAS_RECOVER) };
     assert_eq!(ShopCount::NAME, "refund_count");
     let engine = Engine::new(MemoryStore::new());
     let run = RunContext::new("run-shop");

@@ -99,7 +99,7 @@ pub fn format_duration(d: Duration) -> String {
         return "0s".to_owned();
     }
     for (unit, size) in [("d", 86_400_000u128), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
-        if ms % size == 0 {
+        if ms.is_multiple_of(size) {
             return format!("{}{unit}", ms / size);
         }
     }
