@@ -162,15 +162,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "send_receipt again",
         &engine.call_with_report(&receipt, &run, call("c4"), args.clone()).await,
     );
-    // A person checks the mail log and resolves the key (or: `effect-tool resolve KEY --applied`).
+    // A person checks the mail log and resolves the key (or: `effect-tool resolve KEY --applied --output JSON`).
     let key = first.key.clone().unwrap_or_default();
+    let confirmed = serde_json::json!("receipt sent to ann@example.com (confirmed by ops)");
     let verdict = Verdict::Applied {
-        output: serde_json::json!("receipt sent to ann@example.com (confirmed by ops)"),
+        output: confirmed.clone(),
     };
     engine.store().resolve(&key, "ops@example.com", verdict).await?;
     println!(
-        "{:<44} {:<10} effect-tool resolve '{key}' --applied",
-        "a person checks the mail log", ""
+        "{:<44} {:<10} effect-tool resolve '{key}' --applied --output '{}'",
+        "a person checks the mail log", "", confirmed
     );
     show(
         "send_receipt after a person resolved it",

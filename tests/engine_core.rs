@@ -897,3 +897,42 @@ async fn a_streaming_tool_reports_progress_and_records_the_last_value() {
     assert_eq!(tool.0.load(Ordering::SeqCst), 1);
     assert_eq!(seen.lock().unwrap().len(), 3, "a replay reports no progress");
 }
+
+#[tokio::test]
+async fn a_panicking_tool_is_an_unknown_outcome_and_leaves_no_claim_behind() {
+    struct Flaky(AtomicUsize);
+    impl Tool for Flaky {
+        type Args = String;
+        type Output = String;
+        type Error = ToolError;
+        const NAME: &'static str = "flaky";
+        const CLASS: EffectClass = EffectClass::Irreversible;
+        async fn call(&self, _ctx: &EffectCtx, to: String) -> Result<String, ToolError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            panic!("mailer bug while sending to {to}");
+        }
+    }
+    let engine = engine();
+    let tool = Flaky(AtomicUsize::new(0));
+    let err = engine
+        .call(&tool, &run("r1"), CallOptions::default(), "ann".into())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.as_blocked().expect("irreversible + unknown outcome").reason,
+        BlockReason::UnknownOutcome
+    );
+    let rec = engine.store().get(err.key().unwrap()).await.unwrap().unwrap();
+    assert_eq!(rec.state, RecordState::InDoubt);
+    assert!(
+        rec.reason.as_deref().unwrap_or_default().contains("mailer bug"),
+        "{rec:?}"
+    );
+    // The next call does not wait for a lease: it is blocked at once, and nothing runs again.
+    let again = engine
+        .call(&tool, &run("r1"), CallOptions::default(), "ann".into())
+        .await
+        .unwrap_err();
+    assert!(again.as_blocked().is_some());
+    assert_eq!(tool.0.load(Ordering::SeqCst), 1);
+}

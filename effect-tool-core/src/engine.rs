@@ -215,8 +215,32 @@ enum Role<'a> {
 
 enum Exec<O, E> {
     Done(Result<O, E>),
-    TimedOut(Duration),
+    /// Ended without an answer: timed out or panicked. The outcome is unknown.
+    Lost(Lost),
     Cancelled,
+}
+
+/// How an execution ended without an answer.
+enum Lost {
+    TimedOut(Duration),
+    Panicked(String),
+}
+
+impl Lost {
+    fn reason(&self) -> String {
+        match self {
+            Lost::TimedOut(after) => format!("timed out after {after:?}"),
+            Lost::Panicked(message) => format!("panicked: {message}"),
+        }
+    }
+
+    fn into_error<E>(self, tool: &str, key: Option<&str>) -> EffectError<E> {
+        let (tool, key) = (tool.to_owned(), key.map(str::to_owned));
+        match self {
+            Lost::TimedOut(after) => EffectError::TimedOut { tool, key, after },
+            Lost::Panicked(message) => EffectError::Panicked { tool, key, message },
+        }
+    }
 }
 
 impl Engine {
@@ -331,7 +355,7 @@ impl Engine {
             let (outcome, result) = match execute(tool, &ctx, args.clone()).await {
                 Exec::Done(Ok(out)) => return report(Ok(out), Disposition::Executed),
                 Exec::Done(Err(e)) => (classify(&e), Err(e)),
-                Exec::TimedOut(d) => (Outcome::Failed(Failure::Unknown), Ok(d)),
+                Exec::Lost(lost) => (Outcome::Failed(Failure::Unknown), Ok(lost)),
                 Exec::Cancelled => {
                     return report(
                         Err(EffectError::Cancelled {
@@ -349,11 +373,7 @@ impl Engine {
                 _ => {
                     let err = match result {
                         Err(e) => tool_error::<T>(None, outcome, e),
-                        Ok(after) => EffectError::TimedOut {
-                            tool: T::NAME.to_owned(),
-                            key: None,
-                            after,
-                        },
+                        Ok(lost) => lost.into_error(T::NAME, None),
                     };
                     return report(Err(err), Disposition::Failed);
                 }
@@ -610,7 +630,7 @@ impl Engine {
             let (outcome, failure) = match result {
                 Exec::Done(Ok(out)) => return self.record(&call, attempt, out, Disposition::Executed).await,
                 Exec::Done(Err(e)) => (classify(&e), Err(e)),
-                Exec::TimedOut(after) => (Outcome::Failed(Failure::Unknown), Ok(after)),
+                Exec::Lost(lost) => (Outcome::Failed(Failure::Unknown), Ok(lost)),
                 Exec::Cancelled => {
                     let _ = store
                         .mark_in_doubt(
@@ -628,15 +648,11 @@ impl Engine {
             };
             let reason = match &failure {
                 Err(e) => e.to_string(),
-                Ok(after) => format!("timed out after {after:?}"),
+                Ok(lost) => lost.reason(),
             };
-            let as_error = |failure: Result<Duration, T::Error>| match failure {
+            let as_error = |failure: Result<Lost, T::Error>| match failure {
                 Err(e) => tool_error::<T>(Some(key), outcome, e),
-                Ok(after) => EffectError::TimedOut {
-                    tool: T::NAME.to_owned(),
-                    key: Some(key.to_owned()),
-                    after,
-                },
+                Ok(lost) => lost.into_error(T::NAME, Some(key)),
             };
             let decision = decide(policy_input::<T>(outcome, exec));
             tracing::debug!(?decision, %reason, "tool failed");
@@ -828,20 +844,36 @@ impl RunHandle {
 }
 
 async fn execute<T: Tool>(tool: &T, ctx: &EffectCtx, args: T::Args) -> Exec<T::Output, T::Error> {
-    let run = tool.call(ctx, args);
+    use futures::FutureExt;
+    // A panicking tool is an execution that ended without an answer: its effect may have
+    // happened, so the policy treats it as an unknown outcome and the claim is never left
+    // behind for others to wait on.
+    let run = std::panic::AssertUnwindSafe(tool.call(ctx, args)).catch_unwind();
     let timed = async {
-        match T::TIMEOUT {
+        let result = match T::TIMEOUT {
             Some(limit) => match tokio::time::timeout(limit, run).await {
-                Ok(r) => Exec::Done(r),
-                Err(_) => Exec::TimedOut(limit),
+                Ok(r) => r,
+                Err(_) => return Exec::Lost(Lost::TimedOut(limit)),
             },
-            None => Exec::Done(run.await),
+            None => run.await,
+        };
+        match result {
+            Ok(r) => Exec::Done(r),
+            Err(panic) => Exec::Lost(Lost::Panicked(panic_message(panic.as_ref()))),
         }
     };
     tokio::select! {
         biased;
         r = timed => r,
         _ = ctx.cancellation().cancelled() => Exec::Cancelled,
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(s), _) => (*s).to_owned(),
+        (_, Some(s)) => s.clone(),
+        _ => "a non-string panic payload".to_owned(),
     }
 }
 
@@ -948,6 +980,11 @@ fn to_shared<E: std::fmt::Display>(e: &EffectError<E>) -> EffectError<String> {
         Interrupted { tool, key } => Interrupted {
             tool: tool.clone(),
             key: key.clone(),
+        },
+        Panicked { tool, key, message } => Panicked {
+            tool: tool.clone(),
+            key: key.clone(),
+            message: message.clone(),
         },
         TimedOut { tool, key, after } => TimedOut {
             tool: tool.clone(),

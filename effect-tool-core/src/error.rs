@@ -184,6 +184,16 @@ pub enum EffectError<E = crate::outcome::ToolError> {
         /// The timeout.
         after: std::time::Duration,
     },
+    /// The tool panicked: the outcome is unknown (handled like a timeout).
+    #[error("tool `{tool}` panicked{}: {message}; the effect may have happened", key.as_ref().map(|k| format!(" (key `{k}`)")).unwrap_or_default())]
+    Panicked {
+        /// The tool.
+        tool: String,
+        /// The effect key, if journaled.
+        key: Option<String>,
+        /// The panic message.
+        message: String,
+    },
     /// The run was cancelled while the tool was running: the outcome is unknown and the record
     /// is in doubt.
     #[error(
@@ -267,6 +277,7 @@ impl<E> EffectError<E> {
             Compensated { tool, key } => Compensated { tool, key },
             Cancelled { tool } => Cancelled { tool },
             TimedOut { tool, key, after } => TimedOut { tool, key, after },
+            Panicked { tool, key, message } => Panicked { tool, key, message },
             Interrupted { tool, key } => Interrupted { tool, key },
             SharedFailure {
                 tool,
@@ -304,7 +315,7 @@ impl<E> EffectError<E> {
     pub fn key(&self) -> Option<&str> {
         use EffectError::*;
         match self {
-            Tool { key, .. } | TimedOut { key, .. } => key.as_deref(),
+            Tool { key, .. } | TimedOut { key, .. } | Panicked { key, .. } => key.as_deref(),
             Interrupted { key, .. } | SharedFailure { key, .. } => Some(key),
             Blocked(b) => Some(&b.key),
             ApprovalPending(a) => Some(&a.key),
