@@ -21,12 +21,12 @@ use tracing::Instrument;
 use crate::class::EffectClass;
 use crate::context::{EffectCtx, RunContext};
 use crate::error::{ApprovalPending, BlockReason, EffectError, SideEffectRetryBlocked, StoreError};
-use crate::key::{self, CallKey};
+use crate::key;
 use crate::outcome::{ClassifyError, Failure, Outcome};
 use crate::policy::{Decision, PolicyInput, decide};
 use crate::record::{EffectRecord, Intent, OpOutcome, RecordState};
 use crate::store::{Store, StoreExt};
-use crate::tool::{KeyRule, Tool};
+use crate::tool::Tool;
 
 /// Settings of an [`Engine`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -389,8 +389,13 @@ impl Engine {
         opts: CallOptions,
         args: T::Args,
     ) -> CallReport<T::Output, T::Error> {
-        let input = match serde_json::to_value(&args) {
-            Ok(v) => key::redact(v, T::SECRETS),
+        let key::CallIdentity {
+            key,
+            fingerprint,
+            input,
+            keyed,
+        } = match key::identify(tool, run, &args) {
+            Ok(identity) => identity,
             Err(e) => {
                 let err = EffectError::InvalidArguments {
                     tool: T::NAME.to_owned(),
@@ -403,9 +408,6 @@ impl Engine {
                 };
             }
         };
-        let custom = tool.key(&args);
-        let keyed = custom.is_some() || T::KEY_RULE != KeyRule::Default;
-        let CallKey { key, fingerprint } = key::call_key(T::KEY_RULE, T::WINDOW, run, T::NAME, &input, custom);
         tracing::Span::current().record("key", key.as_str());
 
         // A recorded result needs no claim: a read-only lookup first, so replays never take the

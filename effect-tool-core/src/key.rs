@@ -173,3 +173,32 @@ mod tests {
         );
     }
 }
+
+/// Everything the engine journals a call under: its key, the fingerprint and the redacted input.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallIdentity {
+    /// The effect key.
+    pub key: String,
+    /// SHA-256 hex of the canonical redacted input.
+    pub fingerprint: String,
+    /// The input with secret fields removed (what is stored).
+    pub input: Value,
+    /// Whether the key comes from a declared rule (`key = ...` or `key(...)`) rather than the
+    /// default hash of the whole input.
+    pub keyed: bool,
+}
+
+/// The identity of a call of `tool` with `args` in `run`: exactly what the engine computes, for
+/// tools, tests and operators that need the key before (or without) calling.
+pub fn identify<T: crate::Tool>(tool: &T, run: &RunContext, args: &T::Args) -> Result<CallIdentity, serde_json::Error> {
+    let input = redact(serde_json::to_value(args)?, T::SECRETS);
+    let custom = tool.key(args);
+    let keyed = custom.is_some() || T::KEY_RULE != KeyRule::Default;
+    let CallKey { key, fingerprint } = call_key(T::KEY_RULE, T::WINDOW, run, T::NAME, &input, custom);
+    Ok(CallIdentity {
+        key,
+        fingerprint,
+        input,
+        keyed,
+    })
+}

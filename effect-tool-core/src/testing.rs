@@ -231,14 +231,13 @@ impl EffectHarness {
             "`{}` is pure: it is not journaled, so no claim can be left behind by a crash; check it with run_twice",
             T::NAME
         );
-        let input = key::redact(
-            serde_json::to_value(&args)
-                .unwrap_or_else(|e| panic!("the arguments of `{}` do not serialize: {e}", T::NAME)),
-            T::SECRETS,
-        );
-        let custom = tool.key(&args);
-        let key::CallKey { key, fingerprint } =
-            key::call_key(T::KEY_RULE, T::WINDOW, &self.run, T::NAME, &input, custom);
+        let key::CallIdentity {
+            key,
+            fingerprint,
+            input,
+            ..
+        } = key::identify(tool, &self.run, &args)
+            .unwrap_or_else(|e| panic!("the arguments of `{}` do not serialize: {e}", T::NAME));
         let intent = Intent {
             tool: T::NAME.to_owned(),
             class: T::CLASS,
