@@ -83,7 +83,9 @@ fn bench(c: &mut Criterion) {
                 let chunk = left.min(10_000);
                 left -= chunk;
                 let engine = Engine::new(MemoryStore::new());
-                let inputs: Vec<RefundArgs> = (0..chunk).map(|_| input(next.fetch_add(1, Ordering::Relaxed))).collect();
+                let inputs: Vec<RefundArgs> = (0..chunk)
+                    .map(|_| input(next.fetch_add(1, Ordering::Relaxed)))
+                    .collect();
                 let start = std::time::Instant::now();
                 rt.block_on(async {
                     for args in inputs {
