@@ -36,6 +36,33 @@ pub enum Param {
     Arg(usize),
 }
 
+/// A function read without its body: attributes, visibility and signature are parsed, the body
+/// is kept as tokens (parsing it would cost compile time and nothing here needs it).
+pub struct FnShell {
+    pub attrs: Vec<Attribute>,
+    pub vis: Visibility,
+    pub sig: Signature,
+    pub body: proc_macro2::TokenStream,
+}
+
+impl syn::parse::Parse for FnShell {
+    fn parse(input: syn::parse::ParseStream) -> syn::Result<Self> {
+        let attrs = input.call(Attribute::parse_outer)?;
+        let vis: Visibility = input.parse()?;
+        let sig: Signature = input.parse()?;
+        let body: proc_macro2::Group = input.parse()?;
+        if body.delimiter() != proc_macro2::Delimiter::Brace {
+            return Err(syn::Error::new(body.span(), "expected the function's body"));
+        }
+        Ok(FnShell {
+            attrs,
+            vis,
+            sig,
+            body: quote::ToTokens::into_token_stream(body),
+        })
+    }
+}
+
 /// The function under `#[tool]`.
 pub struct ToolFn {
     pub attrs: Vec<Attribute>,

@@ -93,7 +93,7 @@ use syn::spanned::Spanned;
 #[proc_macro_attribute]
 pub fn tool(args: TokenStream, input: TokenStream) -> TokenStream {
     let input2 = proc_macro2::TokenStream::from(input);
-    let item: syn::ItemFn = match syn::parse2(input2.clone()) {
+    let item: ast::FnShell = match syn::parse2(input2.clone()) {
         Ok(item) => item,
         Err(_) => {
             let err = syn::Error::new(
@@ -109,7 +109,7 @@ pub fn tool(args: TokenStream, input: TokenStream) -> TokenStream {
     let attrs = attr::ToolAttrs::parse(&cx, args.into());
     let func = ast::ToolFn::parse(&cx, item.attrs.clone(), item.vis.clone(), &item.sig, ast::Mode::Free);
     valid::check(&cx, &attrs, &func);
-    let block = quote::ToTokens::to_token_stream(&item.block);
+    let block = item.body;
     let original = expand::original(&func, &block);
     let out = match cx.check() {
         Ok(()) => {
