@@ -184,6 +184,25 @@ impl Toolkit {
         self.entries.iter().map(|e| e.meta.clone()).collect()
     }
 
+    /// The manifest: every tool's name, class, key rule, window, approval and hooks as stable
+    /// text, one line per tool sorted by name (see [`crate::manifest`]). Commit it beside the
+    /// code and compare it in a test, so a changed effect declaration is a one-line diff in
+    /// review.
+    pub fn manifest(&self) -> String {
+        crate::manifest::render(&self.metas())
+    }
+
+    /// Abandon `run`: compensate each of its completed compensable effects made by these tools
+    /// (see [`crate::Engine::abandon_run`]).
+    pub async fn abandon_run(
+        &self,
+        engine: &crate::Engine,
+        run: &crate::RunContext,
+    ) -> Result<crate::AbandonReport, crate::StoreError> {
+        let tools: Vec<Arc<dyn DynTool>> = self.tools().cloned().collect();
+        engine.abandon_run(run, &tools).await
+    }
+
     /// The tools, in the order they were added.
     pub fn tools(&self) -> impl Iterator<Item = &Arc<dyn DynTool>> {
         self.entries.iter().map(|e| &e.tool)
