@@ -48,7 +48,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use deadpool_postgres::{Manager, Pool, Runtime};
+use deadpool_postgres::{Manager, Pool, QueueMode, Runtime};
 use tokio_postgres::NoTls;
 use tokio_postgres::types::ToSql;
 
@@ -256,6 +256,9 @@ impl PostgresStore {
         config.connect_timeout(options.connect_timeout);
         let pool = Pool::builder(Manager::new(config, NoTls))
             .max_size(options.pool_size.max(1))
+            // The most recently used connection first: a sequential caller keeps one warm
+            // connection (and server process) instead of rotating through all of them.
+            .queue_mode(QueueMode::Lifo)
             .runtime(Runtime::Tokio1)
             .create_timeout(Some(options.connect_timeout))
             .wait_timeout(Some(options.wait_timeout))

@@ -28,9 +28,10 @@
 //!   them all, so concurrent callers share commits instead of waiting for each other's fsync.
 //!   Reads (`get`, `list`, `audit`) run on tokio's blocking pool over separate read
 //!   connections (WAL lets them proceed while the writer commits).
-//! - **Claims that need no write never take the write lock.** A claim first reads the record
-//!   on a read connection that never waits (busy timeout 0): if the state machine says nothing
-//!   changes (a recorded result to replay, a live claim, a record in doubt, awaiting approval)
+//! - **Lookups and claims that need no write never take the write lock.** [`Store::lookup`]
+//!   (the engine's first look at a key) reads on a pooled read connection that never waits
+//!   (busy timeout 0), on the caller's thread. A claim first reads the record the same way:
+//!   if the state machine says nothing changes (a recorded result to replay, a live claim, a record in doubt, awaiting approval)
 //!   the outcome is returned from that read, which is one consistent snapshot of the last
 //!   commit. Anything else, or a busy database, goes to the writer. This read is a point lookup
 //!   by primary key and runs on the caller's thread: it does not wait for locks, only for the
@@ -48,7 +49,7 @@
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -226,18 +227,27 @@ impl SqliteStore {
         .map_err(|e| StoreError::Backend(format!("a SQLite read failed to run: {e}")))?
     }
 
-    /// The claim fast path: answer from a read when the state machine writes nothing.
-    fn claim_without_write(&self, key: &str, op: &Op) -> Option<Result<OpOutcome, StoreError>> {
+    /// A point read by key on a pooled read connection, on the caller's thread, that never
+    /// waits for a lock: `None` when no connection is free or the database is busy (the caller
+    /// then takes a path that waits).
+    fn read_now(&self, key: &str) -> Option<Result<Option<EffectRecord>, StoreError>> {
         let conn = self.shared.take_reader()?;
         let found = conn
             .busy_timeout(Duration::ZERO)
             .map_err(backend)
             .and_then(|()| read_record(&conn, key));
         self.shared.give_back(conn);
-        let current = match found {
+        match found {
+            // Busy or failing: let a path that waits (and reports) handle it.
+            Err(StoreError::Backend(_)) => None,
+            other => Some(other),
+        }
+    }
+
+    /// The claim fast path: answer from a read when the state machine writes nothing.
+    fn claim_without_write(&self, key: &str, op: &Op) -> Option<Result<OpOutcome, StoreError>> {
+        let current = match self.read_now(key)? {
             Ok(found) => found,
-            // Busy or failing: let the writer (which waits, and reports) handle it.
-            Err(StoreError::Backend(_)) => return None,
             Err(e) => return Some(Err(e)),
         };
         match transition(key, current.as_ref(), op, self.now()) {
@@ -266,6 +276,13 @@ impl Store for SqliteStore {
     async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
         let key = key.to_owned();
         self.read(move |conn| read_record(conn, &key)).await
+    }
+
+    async fn lookup(&self, key: &str) -> Result<Option<Arc<EffectRecord>>, StoreError> {
+        match self.read_now(key) {
+            Some(found) => Ok(found?.map(Arc::new)),
+            None => Ok(self.get(key).await?.map(Arc::new)),
+        }
     }
 
     async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
@@ -550,8 +567,11 @@ impl Row {
     }
 }
 
+static SELECT_RECORD: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {COLUMNS} FROM effect_records WHERE key = ?1"));
+
 fn read_row(conn: &Connection, key: &str) -> rusqlite::Result<Option<Row>> {
-    conn.prepare_cached(&format!("SELECT {COLUMNS} FROM effect_records WHERE key = ?1"))?
+    conn.prepare_cached(&SELECT_RECORD)?
         .query_row([key], Row::from_sql)
         .optional()
 }
@@ -563,15 +583,7 @@ fn read_record(conn: &Connection, key: &str) -> Result<Option<EffectRecord>, Sto
 fn write_record(conn: &Connection, rec: &EffectRecord) -> rusqlite::Result<()> {
     let input = rec.input.to_string();
     let output = rec.output.as_ref().map(|v| v.to_string());
-    let mut st = conn.prepare_cached(&format!(
-        "INSERT INTO effect_records ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)
-         ON CONFLICT (key) DO UPDATE SET version = excluded.version, tool = excluded.tool, class = excluded.class,
-           run_id = excluded.run_id, thread_id = excluded.thread_id, call_id = excluded.call_id,
-           fingerprint = excluded.fingerprint, input = excluded.input, state = excluded.state,
-           attempt = excluded.attempt, lease_until = excluded.lease_until, output = excluded.output,
-           reason = excluded.reason, approval_role = excluded.approval_role, decided_by = excluded.decided_by,
-           created_at = excluded.created_at, updated_at = excluded.updated_at, expires_at = excluded.expires_at"
-    ))?;
+    let mut st = conn.prepare_cached(&UPSERT_RECORD)?;
     st.execute(params![
         rec.key,
         rec.version,
@@ -595,6 +607,18 @@ fn write_record(conn: &Connection, rec: &EffectRecord) -> rusqlite::Result<()> {
     ])?;
     Ok(())
 }
+
+static UPSERT_RECORD: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO effect_records ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)
+         ON CONFLICT (key) DO UPDATE SET version = excluded.version, tool = excluded.tool, class = excluded.class,
+           run_id = excluded.run_id, thread_id = excluded.thread_id, call_id = excluded.call_id,
+           fingerprint = excluded.fingerprint, input = excluded.input, state = excluded.state,
+           attempt = excluded.attempt, lease_until = excluded.lease_until, output = excluded.output,
+           reason = excluded.reason, approval_role = excluded.approval_role, decided_by = excluded.decided_by,
+           created_at = excluded.created_at, updated_at = excluded.updated_at, expires_at = excluded.expires_at"
+    )
+});
 
 fn append_audit(conn: &Connection, entry: &AuditEntry) -> rusqlite::Result<()> {
     let detail = entry.detail.as_ref().map(|v| v.to_string());

@@ -1,0 +1,355 @@
+//! The durable journals under the engine, each beside raw baselines measured in the same run
+//! on the same database: a bare one-row INSERT commit and a point SELECT by primary key.
+//!
+//! Measured, per backend (SQLite `synchronous = FULL`, SQLite `NORMAL`, PostgreSQL):
+//! - `raw insert commit`: one autocommitted one-row INSERT (the least a durable write costs);
+//! - `raw point select`: one SELECT by primary key;
+//! - `new call, sequential`: one new idempotent call through the engine (lookup, claim,
+//!   execute a no-op, record), one caller;
+//! - `new call, 64 callers`: the same with 64 concurrent callers (time per call, amortized);
+//! - `replay`: a call whose result is recorded.
+//!
+//! Targets: sequential ≤ 1.2 × two raw commits; 64 callers ≥ 4 × the sequential throughput;
+//! replay ≤ 2 × a raw point SELECT.
+//!
+//! Run: `cargo bench --bench store` (SQLite), and with PostgreSQL:
+//! `eval "$(.ci/postgres.sh start)" && cargo bench --features postgres --bench store`.
+//! Each figure is the median of 5 rounds of ~0.4 s each (`EFFECT_TOOL_BENCH_ROUND_MS` changes it);
+//! the measurements of one backend run interleaved, round by round, and each ratio is the
+//! median of the ratios within a round, so a change in the machine's load skews them less.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use effect_tool::store::sqlite::{SqliteOptions, SqliteStore, Synchronous};
+use effect_tool::{CallOptions, EffectClass, EffectCtx, Engine, RunContext, Store, Tool, ToolError};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Serialize, Deserialize, schemars::JsonSchema)]
+struct RefundArgs {
+    order_id: String,
+    amount_cents: u64,
+    currency: String,
+    reason: String,
+}
+
+/// About 100 bytes of JSON.
+fn input(n: u64) -> RefundArgs {
+    RefundArgs {
+        order_id: format!("ord_{n:016}"),
+        amount_cents: 12_345,
+        currency: "EUR".into(),
+        reason: "customer returned the damaged item".into(),
+    }
+}
+
+struct Refund;
+
+impl Tool for Refund {
+    type Args = RefundArgs;
+    type Output = u64;
+    type Error = ToolError;
+    const NAME: &'static str = "issue_refund";
+    const CLASS: EffectClass = EffectClass::Idempotent;
+
+    async fn call(&self, _ctx: &EffectCtx, args: RefundArgs) -> Result<u64, ToolError> {
+        Ok(args.amount_cents)
+    }
+}
+
+static NEXT: AtomicU64 = AtomicU64::new(1);
+
+fn round_budget() -> Duration {
+    let ms = std::env::var("EFFECT_TOOL_BENCH_ROUND_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(400);
+    Duration::from_millis(ms)
+}
+
+/// A measured operation: `run(n)` performs `n` operations and returns the time they took.
+type Op<'a> = Box<dyn FnMut(u64) -> Duration + 'a>;
+
+/// Per-operation times (seconds) of every op in every round. The ops run interleaved (round 1
+/// of each, then round 2 of each, ...) so that a change in the machine's load hits them alike,
+/// and ratios are taken within a round.
+fn measure_interleaved(ops: &mut [Op<'_>], rounds: usize) -> Vec<Vec<f64>> {
+    let budget = round_budget();
+    let sizes: Vec<u64> = ops
+        .iter_mut()
+        .map(|run| {
+            let mut n = 8u64;
+            loop {
+                let t = run(n);
+                if t >= budget / 4 || n >= 1 << 22 {
+                    let per = t.as_secs_f64() / n as f64;
+                    break ((budget.as_secs_f64() / per) as u64).clamp(64, 1 << 22);
+                }
+                n *= 4;
+            }
+        })
+        .collect();
+    (0..rounds)
+        .map(|_| {
+            ops.iter_mut()
+                .zip(&sizes)
+                .map(|(run, &n)| run(n).as_secs_f64() / n as f64)
+                .collect()
+        })
+        .collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+struct Figures {
+    backend: String,
+    /// Per round: raw commit, raw select, sequential, 64 callers, replay (seconds per op).
+    rounds: Vec<Vec<f64>>,
+}
+
+/// The three engine measurements over `store`: a new call with one caller, with 64, a replay.
+fn engine_ops<'a>(rt: &'a tokio::runtime::Runtime, store: Arc<dyn Store>) -> Vec<Op<'a>> {
+    let engine = Engine::new(store);
+    let run = RunContext::new("bench");
+    let (e1, r1) = (engine.clone(), run.clone());
+    let sequential: Op<'a> = Box::new(move |n| {
+        rt.block_on(async {
+            let start = Instant::now();
+            for _ in 0..n {
+                let i = NEXT.fetch_add(1, Ordering::Relaxed);
+                e1.call(&Refund, &r1, CallOptions::default(), input(i)).await.unwrap();
+            }
+            start.elapsed()
+        })
+    });
+    let (e2, r2) = (engine.clone(), run.clone());
+    let concurrent: Op<'a> = Box::new(move |n| {
+        rt.block_on(async {
+            let per_task = n.div_ceil(64);
+            let start = Instant::now();
+            let tasks: Vec<_> = (0..64)
+                .map(|_| {
+                    let (engine, run) = (e2.clone(), r2.clone());
+                    tokio::spawn(async move {
+                        for _ in 0..per_task {
+                            let i = NEXT.fetch_add(1, Ordering::Relaxed);
+                            engine
+                                .call(&Refund, &run, CallOptions::default(), input(i))
+                                .await
+                                .unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+            // Per call: the time of all of them over their number.
+            start.elapsed().mul_f64(n as f64 / (per_task * 64) as f64)
+        })
+    });
+    let recorded = NEXT.fetch_add(1, Ordering::Relaxed);
+    rt.block_on(engine.call(&Refund, &run, CallOptions::default(), input(recorded)))
+        .unwrap();
+    let replay: Op<'a> = Box::new(move |n| {
+        rt.block_on(async {
+            let start = Instant::now();
+            for _ in 0..n {
+                engine
+                    .call(&Refund, &run, CallOptions::default(), input(recorded))
+                    .await
+                    .unwrap();
+            }
+            start.elapsed()
+        })
+    });
+    vec![sequential, concurrent, replay]
+}
+
+fn sqlite(rt: &tokio::runtime::Runtime, dir: &std::path::Path, synchronous: Synchronous) -> Figures {
+    let path = dir.join(format!("bench-{synchronous:?}.db").to_lowercase());
+    let options = SqliteOptions {
+        synchronous,
+        ..SqliteOptions::default()
+    };
+    let store = SqliteStore::open_with(&path, options).unwrap();
+    // The raw baselines, on the same file with the same settings, from a plain connection.
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    raw.busy_timeout(Duration::from_secs(10)).unwrap();
+    raw.execute_batch(&format!(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = {};
+         CREATE TABLE IF NOT EXISTS bench_raw (id INTEGER PRIMARY KEY, v TEXT NOT NULL);",
+        match synchronous {
+            Synchronous::Full => "FULL",
+            Synchronous::Normal => "NORMAL",
+        }
+    ))
+    .unwrap();
+    let payload = serde_json::to_string(&input(0)).unwrap();
+    for _ in 0..1000 {
+        raw.execute("INSERT INTO bench_raw (v) VALUES (?1)", [&payload])
+            .unwrap();
+    }
+    let raw_commit: Op<'_> = Box::new(|n| {
+        let mut st = raw.prepare_cached("INSERT INTO bench_raw (v) VALUES (?1)").unwrap();
+        let start = Instant::now();
+        for _ in 0..n {
+            st.execute([&payload]).unwrap();
+        }
+        start.elapsed()
+    });
+    let raw_select: Op<'_> = Box::new(|n| {
+        let mut st = raw.prepare_cached("SELECT v FROM bench_raw WHERE id = ?1").unwrap();
+        let start = Instant::now();
+        for i in 0..n {
+            let id = 1 + (i as i64 * 7919) % 1000;
+            let v: String = st.query_row([id], |r| r.get(0)).unwrap();
+            std::hint::black_box(v);
+        }
+        start.elapsed()
+    });
+    let mut ops = vec![raw_commit, raw_select];
+    ops.extend(engine_ops(rt, Arc::new(store)));
+    Figures {
+        backend: format!("SQLite, synchronous = {}", format!("{synchronous:?}").to_uppercase()),
+        rounds: measure_interleaved(&mut ops, 5),
+    }
+}
+
+#[cfg(feature = "postgres")]
+fn postgres(rt: &tokio::runtime::Runtime) -> Option<Figures> {
+    use effect_tool::store::postgres::{PgOptions, PostgresStore};
+    let Ok(url) = std::env::var("EFFECT_TOOL_PG_URL") else {
+        eprintln!("*** SKIPPED PostgreSQL: EFFECT_TOOL_PG_URL is not set (eval \"$(.ci/postgres.sh start)\") ***");
+        return None;
+    };
+    let (raw, store) = rt.block_on(async {
+        let (raw, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(conn);
+        raw.batch_execute(
+            "DROP SCHEMA IF EXISTS effect_tool_bench CASCADE;
+             DROP TABLE IF EXISTS bench_raw;
+             CREATE TABLE bench_raw (id bigserial PRIMARY KEY, v text NOT NULL);",
+        )
+        .await
+        .unwrap();
+        let options = PgOptions {
+            schema: "effect_tool_bench".to_owned(),
+            pool_size: 32,
+            ..PgOptions::default()
+        };
+        (raw, PostgresStore::connect_with(&url, options).await.unwrap())
+    });
+    let payload = serde_json::to_string(&input(0)).unwrap();
+    let insert = rt
+        .block_on(raw.prepare("INSERT INTO bench_raw (v) VALUES ($1)"))
+        .unwrap();
+    rt.block_on(async {
+        for _ in 0..1000 {
+            raw.execute(&insert, &[&payload]).await.unwrap();
+        }
+    });
+    let select = rt
+        .block_on(raw.prepare("SELECT v FROM bench_raw WHERE id = $1"))
+        .unwrap();
+    let raw_commit: Op<'_> = Box::new(|n| {
+        rt.block_on(async {
+            let start = Instant::now();
+            for _ in 0..n {
+                raw.execute(&insert, &[&payload]).await.unwrap();
+            }
+            start.elapsed()
+        })
+    });
+    let raw_select: Op<'_> = Box::new(|n| {
+        rt.block_on(async {
+            let start = Instant::now();
+            for i in 0..n {
+                let id = 1 + (i as i64 * 7919) % 1000;
+                let row = raw.query_one(&select, &[&id]).await.unwrap();
+                std::hint::black_box(row.get::<_, String>(0));
+            }
+            start.elapsed()
+        })
+    });
+    let mut ops = vec![raw_commit, raw_select];
+    ops.extend(engine_ops(rt, Arc::new(store)));
+    Some(Figures {
+        backend: "PostgreSQL 15, loopback TCP".to_owned(),
+        rounds: measure_interleaved(&mut ops, 5),
+    })
+}
+
+#[cfg(not(feature = "postgres"))]
+fn postgres(_rt: &tokio::runtime::Runtime) -> Option<Figures> {
+    eprintln!("*** SKIPPED PostgreSQL: built without `--features postgres` ***");
+    None
+}
+
+fn us(secs: f64) -> String {
+    format!("{:.1} µs", secs * 1e6)
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter argument is not supported, everything runs.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // `EFFECT_TOOL_BENCH_ONLY=sqlite` or `=postgres` runs one backend.
+    let only = std::env::var("EFFECT_TOOL_BENCH_ONLY").unwrap_or_default();
+    let mut all = Vec::new();
+    if only.is_empty() || only == "sqlite" {
+        all.push(sqlite(&rt, dir.path(), Synchronous::Full));
+        all.push(sqlite(&rt, dir.path(), Synchronous::Normal));
+    }
+    if only.is_empty() || only == "postgres" {
+        all.extend(postgres(&rt));
+    }
+    // The engine's own cost, without a database: what no backend can go below.
+    let floor = {
+        let mut ops = engine_ops(&rt, Arc::new(effect_tool::MemoryStore::new()));
+        measure_interleaved(&mut ops, 5)
+    };
+    println!(
+        "\n| backend | raw insert commit | raw point select | new call, sequential | ÷ 2 raw commits (target ≤ 1.2) | new call, 64 callers (per call) | speed-up (target ≥ 4) | replay | ÷ raw select (target ≤ 2) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for f in &all {
+        let col = |i: usize| median(f.rounds.iter().map(|r| r[i]).collect());
+        let ratio = |g: &dyn Fn(&Vec<f64>) -> f64| median(f.rounds.iter().map(g).collect());
+        let seq_ratio = ratio(&|r| r[2] / (2.0 * r[0]));
+        let speedup = ratio(&|r| r[2] / r[3]);
+        let replay_ratio = ratio(&|r| r[4] / r[1]);
+        let mark = |ok: bool| if ok { "✓" } else { "✗" };
+        println!(
+            "| {} | {} | {} | {} | {:.2} {} | {} | {:.1}× {} | {} | {:.2} {} |",
+            f.backend,
+            us(col(0)),
+            us(col(1)),
+            us(col(2)),
+            seq_ratio,
+            mark(seq_ratio <= 1.2),
+            us(col(3)),
+            speedup,
+            mark(speedup >= 4.0),
+            us(col(4)),
+            replay_ratio,
+            mark(replay_ratio <= 2.0),
+        );
+    }
+    let col = |i: usize| median(floor.iter().map(|r| r[i]).collect());
+    println!(
+        "| in-memory store (the engine alone, no database) | — | — | {} | — | {} | {:.1}× | {} | — |",
+        us(col(0)),
+        us(col(1)),
+        col(0) / col(1),
+        us(col(2))
+    );
+    println!("\n(medians of 5 interleaved rounds; each ratio is the median of its per-round ratios)");
+}
