@@ -6,3 +6,131 @@
 use effect_tool_core::conformance::SqliteHarness;
 
 effect_tool_core::conformance_tests!(sqlite, SqliteHarness, durable);
+
+/// SQLite specifics: another process's write lock is waited out within the bound and reported
+/// clearly past it; the audit trail refuses updates and deletes.
+mod sqlite_specifics {
+    use std::time::Duration;
+
+    use effect_tool_core::conformance::{ScratchDir, SqliteHarness, run};
+    use effect_tool_core::record::{Intent, OpOutcome};
+    use effect_tool_core::store::sqlite::{SqliteOptions, SqliteStore};
+    use effect_tool_core::{EffectClass, Store, StoreExt};
+
+    fn intent() -> Intent {
+        Intent {
+            tool: "t".into(),
+            class: EffectClass::Idempotent,
+            run_id: "r".into(),
+            thread_id: None,
+            call_id: None,
+            fingerprint: "f".into(),
+            input: serde_json::json!({"n": 1}),
+            ttl_ms: None,
+            approval: None,
+        }
+    }
+
+    /// Hold the write lock of `path` from another connection for `hold`.
+    fn hold_write_lock(path: std::path::PathBuf, hold: Duration) -> std::sync::mpsc::Receiver<()> {
+        let (locked, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let conn = rusqlite::Connection::open(path).unwrap();
+            conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+            locked.send(()).unwrap();
+            std::thread::sleep(hold);
+            conn.execute_batch("COMMIT").unwrap();
+        });
+        rx
+    }
+
+    #[test]
+    fn a_busy_journal_is_waited_on_within_the_bound() {
+        run::<SqliteHarness, _, _>("a_busy_journal_is_waited_on_within_the_bound", || async {
+            let dir = ScratchDir::new("busy-wait");
+            let path = dir.path().join("j.db");
+            let store = SqliteStore::open(&path).unwrap();
+            hold_write_lock(path, Duration::from_millis(300)).recv().unwrap();
+            let outcome = store.claim("k", intent(), 30_000, false).await.unwrap();
+            assert!(matches!(outcome, OpOutcome::Claimed { attempt: 1, .. }), "{outcome:?}");
+        });
+    }
+
+    #[test]
+    fn a_journal_locked_past_the_bound_is_a_clear_error() {
+        run::<SqliteHarness, _, _>("a_journal_locked_past_the_bound_is_a_clear_error", || async {
+            let dir = ScratchDir::new("busy-bound");
+            let path = dir.path().join("j.db");
+            let options = SqliteOptions {
+                busy_timeout: Duration::from_millis(100),
+                ..SqliteOptions::default()
+            };
+            let store = SqliteStore::open_with(&path, options).unwrap();
+            hold_write_lock(path, Duration::from_millis(1500)).recv().unwrap();
+            let err = store.claim("k", intent(), 30_000, false).await.unwrap_err().to_string();
+            assert!(err.contains("stayed locked") && err.contains("busy_timeout"), "{err}");
+            assert_eq!(store.get("k").await.unwrap(), None, "nothing was written");
+            tokio::time::sleep(Duration::from_millis(1600)).await;
+            assert!(matches!(
+                store.claim("k", intent(), 30_000, false).await.unwrap(),
+                OpOutcome::Claimed { .. }
+            ));
+        });
+    }
+
+    #[test]
+    fn the_audit_trail_is_append_only() {
+        run::<SqliteHarness, _, _>("the_audit_trail_is_append_only", || async {
+            let dir = ScratchDir::new("audit");
+            let path = dir.path().join("j.db");
+            let store = SqliteStore::open(&path).unwrap();
+            let mut i = intent();
+            i.approval = Some("ops".into());
+            store.claim("k", i, 30_000, false).await.unwrap();
+            store.approve("k", "ann", "ops").await.unwrap();
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            for sql in ["DELETE FROM effect_audit", "UPDATE effect_audit SET actor = 'mallory'"] {
+                let err = conn.execute(sql, []).unwrap_err().to_string();
+                assert!(err.contains("append-only"), "{sql}: {err}");
+            }
+            let trail = store.audit(Some("k")).await.unwrap();
+            assert_eq!(trail.len(), 1);
+            assert_eq!(trail[0].actor, "ann");
+        });
+    }
+
+    #[test]
+    fn records_are_plain_columns_and_json() {
+        run::<SqliteHarness, _, _>("records_are_plain_columns_and_json", || async {
+            let dir = ScratchDir::new("columns");
+            let path = dir.path().join("j.db");
+            let store = SqliteStore::open(&path).unwrap();
+            store.claim("k", intent(), 30_000, false).await.unwrap();
+            store.complete("k", 1, serde_json::json!({"id": "re_1"})).await.unwrap();
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            let (state, input, output, version): (String, String, String, i64) = conn
+                .query_row(
+                    "SELECT state, input, output, version FROM effect_records WHERE key = 'k'",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                )
+                .unwrap();
+            assert_eq!(
+                (state.as_str(), input.as_str(), output.as_str(), version),
+                ("completed", r#"{"n":1}"#, r#"{"id":"re_1"}"#, 1)
+            );
+            let schema: String = conn
+                .query_row(
+                    "SELECT value FROM effect_tool_meta WHERE name = 'schema_version'",
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert_eq!(schema, "1");
+            let user_version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+            assert_eq!(user_version, 1);
+            let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+            assert_eq!(mode, "wal");
+        });
+    }
+}
