@@ -25,8 +25,13 @@ use syn::spanned::Spanned;
 
 /// Declare an async function as a tool, with what running it twice does.
 ///
-/// ```ignore
-/// use effect_tool::{tool, EffectCtx, ToolError};
+/// ```
+/// use effect_tool::{EffectCtx, Tool, ToolError, tool};
+///
+/// #[derive(Clone, serde::Serialize, serde::Deserialize)]
+/// pub struct Refund {
+///     pub id: String,
+/// }
 ///
 /// /// Refund part of an order.
 /// #[tool(effect = "idempotent", key = |a| format!("refund:{}:{}", a.order_id, a.amount_cents))]
@@ -37,8 +42,18 @@ use syn::spanned::Spanned;
 ///     /// How much, in cents.
 ///     amount_cents: u64,
 /// ) -> Result<Refund, ToolError> {
-///     payments.refund(&order_id, amount_cents, ctx.idempotency_key()).await
+///     // Pass the key downstream so the payment system applies the refund once.
+///     let _key = ctx.idempotency_key();
+///     Ok(Refund { id: format!("re_{order_id}_{amount_cents}") })
 /// }
+///
+/// assert_eq!(IssueRefund::NAME, "issue_refund");
+/// assert_eq!(IssueRefund::DESCRIPTION, "Refund part of an order.");
+/// let args = IssueRefundArgs { order_id: "o-1".into(), amount_cents: 500 };
+/// assert_eq!(IssueRefund.key(&args).as_deref(), Some("refund:o-1:500"));
+/// let schema = IssueRefund::input_schema();
+/// assert_eq!(schema["properties"]["order_id"]["description"], "The order to refund.");
+/// assert!(schema["properties"].get("ctx").is_none());
 /// ```
 ///
 /// # Keys
@@ -124,23 +139,35 @@ pub fn tool(args: TokenStream, input: TokenStream) -> TokenStream {
 
 /// Declare tools as methods of a value that holds clients or state.
 ///
-/// ```ignore
+/// ```
 /// use std::sync::Arc;
-/// use effect_tool::{tool, tools, EffectCtx, ToolError};
+/// use std::sync::atomic::{AtomicU64, Ordering};
 ///
-/// struct Payments { client: PayClient }
+/// use effect_tool::{EffectCtx, Tool, ToolError, tools};
+///
+/// pub struct Payments {
+///     next_id: AtomicU64, // stands for a client, a connection pool, ...
+/// }
 ///
 /// #[tools]
 /// impl Payments {
 ///     /// Refund part of an order.
-///     #[tool(effect = "idempotent", key(order_id, amount_cents))]
-///     async fn refund(&self, ctx: &EffectCtx, order_id: String, amount_cents: u64) -> Result<Refund, ToolError> {
-///         self.client.refund(&order_id, amount_cents, ctx.idempotency_key()).await
+///     #[tool(effect = "idempotent", key(order_id, amount_cents), recover = find_refund)]
+///     pub async fn refund(&self, ctx: &EffectCtx, order_id: String, amount_cents: u64) -> Result<u64, ToolError> {
+///         let _key = ctx.idempotency_key();
+///         Ok(self.next_id.fetch_add(1, Ordering::SeqCst))
+///     }
+///
+///     /// A `&self` method of the same block, used as the `recover` hook.
+///     async fn find_refund(&self, _ctx: &EffectCtx, _args: &PaymentsRefundArgs) -> Result<Option<u64>, ToolError> {
+///         Ok(None)
 ///     }
 /// }
 ///
-/// let payments = Arc::new(Payments { client });
-/// let tool = payments.refund_tool();          // or PaymentsRefund::new(payments.clone())
+/// let payments = Arc::new(Payments { next_id: AtomicU64::new(1) });
+/// let tool = payments.refund_tool(); // or PaymentsRefund::new(payments.clone())
+/// assert_eq!(PaymentsRefund::NAME, "refund");
+/// # let _ = tool;
 /// ```
 ///
 /// Every `#[tool(...)]` method (taking `&self`) gets, beside the method itself (unchanged):
@@ -159,12 +186,29 @@ pub fn tools(args: TokenStream, input: TokenStream) -> TokenStream {
 
 /// Fail the build when two of the listed tool types have the same name.
 ///
-/// ```ignore
-/// effect_tool::unique_tool_names!(IssueRefund, SendEmail, PaymentsRefund);
+/// ```
+/// use effect_tool::{ToolError, tool, unique_tool_names};
+///
+/// /// Refund an order.
+/// #[tool(effect = "idempotent")]
+/// async fn refund(order_id: String) -> Result<String, ToolError> {
+///     Ok(order_id)
+/// }
+///
+/// mod v2 {
+///     /// Refund an order, the new way.
+///     #[effect_tool::tool(effect = "idempotent", name = "refund_v2")]
+///     pub async fn refund(order_id: String) -> Result<String, effect_tool::ToolError> {
+///         Ok(order_id)
+///     }
+/// }
+///
+/// unique_tool_names!(Refund, v2::Refund); // without `name = "refund_v2"`: a compile error
 /// ```
 ///
 /// Every pair of names is compared in a constant, so a clash is a compile error naming both
-/// types (a toolkit also rejects duplicates when tools are registered, at run time).
+/// types. (A `Toolkit` also rejects a duplicate when the tool is added, at run time;
+/// [`toolkit!`] does both.)
 #[proc_macro]
 pub fn unique_tool_names(input: TokenStream) -> TokenStream {
     let parser = Punctuated::<syn::Type, syn::Token![,]>::parse_terminated;
@@ -173,6 +217,89 @@ pub fn unique_tool_names(input: TokenStream) -> TokenStream {
         Err(e) => return e.to_compile_error().into(),
     };
     let types: Vec<&syn::Type> = types.iter().collect();
+    unique_names_check(&types).into()
+}
+
+/// Build a toolkit from tool types, checking at compile time that their names are unique.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use effect_tool::{ToolError, tool, toolkit, tools};
+///
+/// /// Look up an order.
+/// #[tool(effect = "pure")]
+/// async fn lookup_order(order_id: String) -> Result<String, ToolError> {
+///     Ok(order_id)
+/// }
+///
+/// pub struct Payments;
+///
+/// #[tools]
+/// impl Payments {
+///     /// Charge an invoice.
+///     #[tool(effect = "irreversible", key(invoice))]
+///     pub async fn charge(&self, invoice: String) -> Result<String, ToolError> {
+///         Ok(invoice)
+///     }
+/// }
+///
+/// let payments = Arc::new(Payments);
+/// let toolkit = toolkit![
+///     LookupOrder,                                 // a `#[tool]` fn's unit struct
+///     PaymentsCharge = payments.charge_tool(),     // a tool that holds a value
+/// ];
+/// assert_eq!(toolkit.names(), ["lookup_order", "charge"]);
+/// ```
+///
+/// Each entry is a tool type, used as its own value (the unit structs `#[tool]` generates for
+/// free functions), or `Type = expression` for tools that hold state (`#[tools]` methods). The
+/// result is a `Toolkit` with the tools in the order written; two tools with the same name are
+/// a compile error naming both types.
+#[proc_macro]
+pub fn toolkit(input: TokenStream) -> TokenStream {
+    struct Entry {
+        ty: syn::Type,
+        value: Option<syn::Expr>,
+    }
+    impl syn::parse::Parse for Entry {
+        fn parse(input: syn::parse::ParseStream) -> syn::Result<Self> {
+            let ty: syn::Type = input.parse()?;
+            let value = if input.peek(syn::Token![=]) {
+                input.parse::<syn::Token![=]>()?;
+                Some(input.parse()?)
+            } else {
+                None
+            };
+            Ok(Entry { ty, value })
+        }
+    }
+    let parser = Punctuated::<Entry, syn::Token![,]>::parse_terminated;
+    let entries = match syn::parse::Parser::parse(parser, input) {
+        Ok(t) => t,
+        Err(e) => return e.to_compile_error().into(),
+    };
+    let types: Vec<&syn::Type> = entries.iter().map(|e| &e.ty).collect();
+    let check = unique_names_check(&types);
+    let p = quote!(::effect_tool::__private);
+    let adds = entries.iter().map(|e| {
+        let ty = &e.ty;
+        match &e.value {
+            Some(value) => quote_spanned!(value.span()=> .with::<#ty>(#value)),
+            None => quote_spanned!(ty.span()=> .with::<#ty>(#ty)),
+        }
+    });
+    quote! {
+        {
+            #check
+            #p::Toolkit::new() #(#adds)*
+        }
+    }
+    .into()
+}
+
+/// A constant that fails when two of `types` have the same `Tool::NAME`.
+fn unique_names_check(types: &[&syn::Type]) -> proc_macro2::TokenStream {
     let p = quote!(::effect_tool::__private);
     let mut checks = Vec::new();
     for (i, a) in types.iter().enumerate() {
@@ -196,5 +323,4 @@ pub fn unique_tool_names(input: TokenStream) -> TokenStream {
             #(#checks)*
         };
     }
-    .into()
 }
