@@ -16,4 +16,4 @@ fi
 # With a server at hand, the Postgres tests must run, never skip.
 export EFFECT_TOOL_REQUIRE_PG=1
 
-cargo test --workspace --all-features "$@"
+cargo test --workspace --all-features --no-fail-fast "$@"

@@ -440,6 +440,15 @@ impl Engine {
                     drop(slot);
                     // The leader ended without a result (cancelled or panicked): take its place.
                     let Some((result, _)) = shared else { continue };
+                    // The leader's run was cancelled, not this one: take over (the journal says
+                    // what is left to do: run, wait, or block on a record in doubt).
+                    if matches!(
+                        result,
+                        Err(EffectError::Cancelled { .. } | EffectError::Interrupted { .. })
+                    ) && !run.cancellation().is_cancelled()
+                    {
+                        continue;
+                    }
                     let result = match result {
                         Ok(v) => decode_output::<T>(&key, v),
                         Err(e) => Err(from_shared::<T>(e)),
@@ -514,12 +523,12 @@ impl Engine {
     ) -> (Result<T::Output, EffectError<T::Error>>, Disposition) {
         let store = &self.inner.store;
         let key = call.key;
-        let approval = if call.tool.needs_approval(&args) {
+        let mut approval = if call.tool.needs_approval(&args) {
             T::APPROVAL
         } else {
             None
         };
-        let make_intent = || Intent {
+        let make_intent = |approval: Option<&str>| Intent {
             tool: T::NAME.to_owned(),
             class: T::CLASS,
             run_id: call.run.run_id().to_owned(),
@@ -544,7 +553,10 @@ impl Engine {
                     Disposition::Failed,
                 );
             }
-            let outcome = match store.claim(key, make_intent(), lease_ms, takeover_in_doubt).await {
+            let outcome = match store
+                .claim(key, make_intent(approval), lease_ms, takeover_in_doubt)
+                .await
+            {
                 Ok(o) => o,
                 Err(e) => return (Err(store_error::<T>(e)), Disposition::Failed),
             };
@@ -591,7 +603,18 @@ impl Engine {
                         Disposition::Failed,
                     );
                 }
-                OpOutcome::Claimed { attempt, previous, .. } => (attempt, previous),
+                OpOutcome::Claimed {
+                    attempt,
+                    previous,
+                    before,
+                } => {
+                    // A person approved this call: its retries within this call (after a
+                    // transient failure, or a recover that found nothing) need no new approval.
+                    if before.is_some_and(|b| b.state == RecordState::Approved) {
+                        approval = None;
+                    }
+                    (attempt, previous)
+                }
                 OpOutcome::Done(_) => {
                     let e = StoreError::Backend("claim answered with a non-claim outcome".to_owned());
                     return (Err(store_error::<T>(e)), Disposition::Failed);
@@ -611,13 +634,31 @@ impl Engine {
             if let Some(previous) = previous {
                 tracing::info!(?previous, "taking over a claim whose outcome is unknown");
                 if T::HAS_RECOVER {
-                    match call.tool.recover(&ctx, &args).await {
-                        Ok(Some(out)) => return self.record(&call, attempt, out, Disposition::Reconciled).await,
-                        Ok(None) => {}
-                        Err(e) => {
+                    match self.recover_leased(call.tool, &ctx, &args).await {
+                        Ok(Ok(Some(out))) => {
+                            return self.record(&call, attempt, out, Disposition::Reconciled).await;
+                        }
+                        Ok(Ok(None)) => {
+                            // Recover ran under the lease, but a lease can still be lost (a paused
+                            // process, a store that could not renew): only run while the claim is
+                            // ours, else look again at what the newer attempt did.
+                            if let Err(e) = store.renew(key, attempt, lease_ms).await {
+                                tracing::warn!(error = %e, "lost the claim while reconciling; not running");
+                                if matches!(e, StoreError::Rejected(_)) {
+                                    continue;
+                                }
+                                return (Err(store_error::<T>(e)), Disposition::Failed);
+                            }
+                        }
+                        Ok(Err(e)) => {
                             let reason = format!("recover failed: {e}");
                             let _ = store.mark_in_doubt(key, attempt, reason).await;
                             return (Err(tool_error::<T>(Some(key), classify(&e), e)), Disposition::Failed);
+                        }
+                        Err(lost) => {
+                            let reason = format!("recover {}", lost.reason());
+                            let _ = store.mark_in_doubt(key, attempt, reason).await;
+                            return (Err(lost.into_error(T::NAME, Some(key))), Disposition::Failed);
                         }
                     }
                 } else if T::CLASS != EffectClass::Idempotent {
@@ -625,6 +666,21 @@ impl Engine {
                     let _ = store.mark_in_doubt(key, attempt, reason.to_string()).await;
                     return blocked(&call, reason);
                 }
+            }
+
+            // Cancelled while claiming or reconciling: the tool has not started, so it must not.
+            if call.run.cancellation().is_cancelled() {
+                let reason = "the run was cancelled before the tool started".to_owned();
+                let _ = if previous.is_some() && !T::HAS_RECOVER {
+                    // Taken over from an unknown outcome that nothing checked: still unknown.
+                    store.mark_in_doubt(key, attempt, reason).await
+                } else {
+                    store.release(key, attempt, Some(reason)).await
+                };
+                let err = EffectError::Cancelled {
+                    tool: T::NAME.to_owned(),
+                };
+                return (Err(err), Disposition::Failed);
             }
 
             exec += 1;
@@ -666,18 +722,21 @@ impl Engine {
                     tokio::time::sleep(after).await;
                 }
                 Decision::Reconcile => {
-                    match call.tool.recover(&ctx, &args).await {
-                        Ok(Some(out)) => return self.record(&call, attempt, out, Disposition::Reconciled).await,
-                        Ok(None) if exec < T::RETRY.max_attempts => {
+                    match self.recover_leased(call.tool, &ctx, &args).await {
+                        Ok(Ok(Some(out))) => {
+                            return self.record(&call, attempt, out, Disposition::Reconciled).await;
+                        }
+                        Ok(Ok(None)) if exec < T::RETRY.max_attempts => {
                             // The effect did not land: safe to try again.
                             let _ = store.release(key, attempt, Some(reason)).await;
                             continue;
                         }
-                        Ok(None) => {
+                        Ok(Ok(None)) => {
                             let _ = store.release(key, attempt, Some(reason)).await;
                             return (Err(as_error(failure)), Disposition::Failed);
                         }
-                        Err(e) => tracing::warn!(error = %e, "recover failed after an unknown outcome"),
+                        Ok(Err(e)) => tracing::warn!(error = %e, "recover failed after an unknown outcome"),
+                        Err(lost) => tracing::warn!(reason = %lost.reason(), "recover failed after an unknown outcome"),
                     }
                     let _ = store.mark_in_doubt(key, attempt, reason).await;
                     return blocked(&call, BlockReason::UnknownOutcome);
@@ -700,8 +759,36 @@ impl Engine {
 
     /// Execute with the tool's timeout, the run's cancellation, and lease renewal.
     async fn execute_leased<T: Tool>(&self, tool: &T, ctx: &EffectCtx, args: T::Args) -> Exec<T::Output, T::Error> {
-        let mut run = std::pin::pin!(execute(tool, ctx, args));
-        // Most executions that finish at once need no lease renewal (nor its timer).
+        self.leased(ctx, execute(tool, ctx, args)).await
+    }
+
+    /// Ask the tool's `recover` hook while holding the claim (its lease renewed, like an
+    /// execution), within the tool's timeout; a panic is an answer nobody can trust (`Err`).
+    async fn recover_leased<T: Tool>(
+        &self,
+        tool: &T,
+        ctx: &EffectCtx,
+        args: &T::Args,
+    ) -> Result<Result<Option<T::Output>, T::Error>, Lost> {
+        use futures::FutureExt;
+        let asked = std::panic::AssertUnwindSafe(tool.recover(ctx, args)).catch_unwind();
+        let asked = async {
+            let answer = match T::TIMEOUT {
+                Some(limit) => match tokio::time::timeout(limit, asked).await {
+                    Ok(answer) => answer,
+                    Err(_) => return Err(Lost::TimedOut(limit)),
+                },
+                None => asked.await,
+            };
+            answer.map_err(|panic| Lost::Panicked(panic_message(panic.as_ref())))
+        };
+        self.leased(ctx, asked).await
+    }
+
+    /// Drive `work` while renewing the lease of the claim `ctx` holds.
+    pub(crate) async fn leased<F: std::future::Future>(&self, ctx: &EffectCtx, work: F) -> F::Output {
+        let mut run = std::pin::pin!(work);
+        // Most work that finishes at once needs no lease renewal (nor its timer).
         if let std::task::Poll::Ready(r) = futures::poll!(run.as_mut()) {
             return r;
         }
@@ -871,7 +958,7 @@ async fn execute<T: Tool>(tool: &T, ctx: &EffectCtx, args: T::Args) -> Exec<T::O
     }
 }
 
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
         (Some(s), _) => (*s).to_owned(),
         (_, Some(s)) => s.clone(),

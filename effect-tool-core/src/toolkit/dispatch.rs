@@ -112,9 +112,9 @@ pub enum ToolOutcome {
     /// The tool or the journal failed.
     Failed(EffectError<String>),
     /// The tool panicked. The panic was caught; the other calls of the turn were not affected.
-    /// For a journaled tool the claim stays until its lease expires, and the next identical
-    /// call then treats the outcome as unknown (re-runs an idempotent tool with the same key,
-    /// reconciles through `recover`, or blocks).
+    /// The engine counts a panic as an unknown outcome, like a timeout: an idempotent tool was
+    /// retried with the same key, and a journaled call's record is left in doubt, so the next
+    /// identical call re-runs it with the same key, reconciles through `recover`, or blocks.
     Panicked {
         /// The panic's message.
         message: String,
@@ -337,7 +337,7 @@ impl Dispatcher {
         let report = match AssertUnwindSafe(run_call).catch_unwind().await {
             Ok(report) => report,
             Err(panic) => {
-                let message = panic_message(panic.as_ref());
+                let message = crate::engine::panic_message(panic.as_ref());
                 tracing::error!(tool = %call.name, call_id = %call.id, %message, "tool panicked");
                 return ToolResult::new(call, ToolOutcome::Panicked { message }, Disposition::Failed, None);
             }
@@ -346,6 +346,7 @@ impl Dispatcher {
             Ok(v) => ToolOutcome::Output(v),
             Err(EffectError::Blocked(b)) => ToolOutcome::Blocked(b),
             Err(EffectError::ApprovalPending(a)) => ToolOutcome::AwaitingApproval(a),
+            Err(EffectError::Panicked { message, .. }) => ToolOutcome::Panicked { message },
             Err(EffectError::InvalidArguments { message, .. }) => ToolOutcome::Rejected(Rejection::InvalidArguments {
                 problems: vec![message],
             }),
@@ -386,15 +387,5 @@ impl Dispatcher {
             }
         }
         Ok((tool, args))
-    }
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic without a message".to_owned()
     }
 }
