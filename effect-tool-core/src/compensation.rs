@@ -132,7 +132,12 @@ impl Engine {
                 attempt,
             };
             let output = rec.output.clone().unwrap_or(serde_json::Value::Null);
-            match tool.compensate_json(&ctx, rec.input.clone(), output).await {
+            // Under the lease, renewed while it runs: a slow compensation keeps its claim, so
+            // a second abandonment waits for it instead of taking it over and undoing twice.
+            match self
+                .leased(&ctx, tool.compensate_json(&ctx, rec.input.clone(), output))
+                .await
+            {
                 Ok(()) => {
                     if let Err(e) = store.complete(&key, attempt, serde_json::Value::Null).await {
                         tracing::warn!(error = %e, key, "compensation ran but its record failed");

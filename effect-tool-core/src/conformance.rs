@@ -1051,7 +1051,13 @@ pub mod cases {
         s.complete(&expired, 1, json!("old")).await.unwrap();
         tokio::time::sleep(Duration::from_millis(30)).await;
         let (attempt, previous) = claimed(s.claim(&expired, short(60_000), 30_000, false).await.unwrap());
-        assert_eq!((attempt, previous), (1, None), "a new effect, as if the key were new");
+        // A new effect, as if the key were new, but the fencing token never goes back: a
+        // stalled writer of attempt 1 must not find its number reused.
+        assert_eq!(
+            (attempt, previous),
+            (2, None),
+            "a new effect with a fresh fencing token"
+        );
         let rec = s.get(&expired).await.unwrap().unwrap();
         assert_eq!((rec.state, rec.output), (RecordState::Claimed, None));
     }

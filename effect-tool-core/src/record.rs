@@ -439,6 +439,9 @@ pub fn transition(key: &str, current: Option<&EffectRecord>, op: &Op, now: Milli
             state: rec.state,
         })
     };
+    // The fencing token never goes back, even when an expired record counts as absent: a
+    // stalled writer of an old attempt must not find its number reused by a new claim.
+    let floor = current.map_or(0, |r| r.attempt);
     // An expired record (ttl passed) counts as absent for new claims.
     let current = current.filter(|r| !(r.is_expired(now) && !r.state.needs_person() && r.state != S::Claimed));
 
@@ -449,8 +452,8 @@ pub fn transition(key: &str, current: Option<&EffectRecord>, op: &Op, now: Milli
             takeover_in_doubt,
         } => {
             let claim = |prev: Option<&EffectRecord>, previous: Option<RecordState>| {
-                let attempt = prev.map_or(1, |p| p.attempt + 1);
-                let mut rec = fresh(key, intent, now, prev);
+                let attempt = prev.map_or(floor, |p| p.attempt) + 1;
+                let mut rec = fresh(key, intent, now, prev, floor);
                 rec.state = S::Claimed;
                 rec.attempt = attempt;
                 rec.lease_until = Some(now + *lease_ms as i64);
@@ -469,12 +472,12 @@ pub fn transition(key: &str, current: Option<&EffectRecord>, op: &Op, now: Milli
             };
             match current {
                 None => match &intent.approval {
-                    Some(role) => park(key, intent, now, None, role),
+                    Some(role) => park(key, intent, now, None, floor, role),
                     None => claim(None, None),
                 },
                 Some(rec) => match rec.state {
                     S::Released => match &intent.approval {
-                        Some(role) => park(key, intent, now, Some(rec), role),
+                        Some(role) => park(key, intent, now, Some(rec), floor, role),
                         None => claim(Some(rec), None),
                     },
                     S::Approved => claim(Some(rec), None),
@@ -624,7 +627,7 @@ fn done(rec: EffectRecord) -> Result<Transition, Rejected> {
     })
 }
 
-fn fresh(key: &str, intent: &Intent, now: Millis, prev: Option<&EffectRecord>) -> EffectRecord {
+fn fresh(key: &str, intent: &Intent, now: Millis, prev: Option<&EffectRecord>, floor: u32) -> EffectRecord {
     EffectRecord {
         version: RECORD_VERSION,
         key: key.to_owned(),
@@ -636,7 +639,7 @@ fn fresh(key: &str, intent: &Intent, now: Millis, prev: Option<&EffectRecord>) -
         fingerprint: intent.fingerprint.clone(),
         input: intent.input.clone(),
         state: RecordState::Claimed,
-        attempt: prev.map_or(0, |p| p.attempt),
+        attempt: prev.map_or(floor, |p| p.attempt),
         lease_until: None,
         output: None,
         reason: None,
@@ -653,9 +656,10 @@ fn park(
     intent: &Intent,
     now: Millis,
     prev: Option<&EffectRecord>,
+    floor: u32,
     role: &str,
 ) -> Result<Transition, Rejected> {
-    let mut rec = fresh(key, intent, now, prev);
+    let mut rec = fresh(key, intent, now, prev, floor);
     rec.state = RecordState::AwaitingApproval;
     rec.approval_role = Some(role.to_owned());
     Ok(Transition {
