@@ -14,7 +14,7 @@
 //!
 //! Run: `cargo bench --bench store` (SQLite), and with PostgreSQL:
 //! `eval "$(.ci/postgres.sh start)" && cargo bench --features postgres --bench store`.
-//! Each figure is the median of 5 rounds of ~0.4 s each (`EFFECT_TOOL_BENCH_ROUND_MS` changes it);
+//! Each figure is the median of 9 rounds of ~0.25 s each (`EFFECT_TOOL_BENCH_ROUND_MS` changes it);
 //! the measurements of one backend run interleaved, round by round, and each ratio is the
 //! median of the ratios within a round, so a change in the machine's load skews them less.
 
@@ -60,11 +60,14 @@ impl Tool for Refund {
 
 static NEXT: AtomicU64 = AtomicU64::new(1);
 
+/// Rounds per measurement; each figure is the median over them.
+const ROUNDS: usize = 9;
+
 fn round_budget() -> Duration {
     let ms = std::env::var("EFFECT_TOOL_BENCH_ROUND_MS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(400);
+        .unwrap_or(250);
     Duration::from_millis(ms)
 }
 
@@ -216,7 +219,7 @@ fn sqlite(rt: &tokio::runtime::Runtime, dir: &std::path::Path, synchronous: Sync
     ops.extend(engine_ops(rt, Arc::new(store)));
     Figures {
         backend: format!("SQLite, synchronous = {}", format!("{synchronous:?}").to_uppercase()),
-        rounds: measure_interleaved(&mut ops, 5),
+        rounds: measure_interleaved(&mut ops, ROUNDS),
     }
 }
 
@@ -280,7 +283,7 @@ fn postgres(rt: &tokio::runtime::Runtime) -> Option<Figures> {
     ops.extend(engine_ops(rt, Arc::new(store)));
     Some(Figures {
         backend: "PostgreSQL 15, loopback TCP".to_owned(),
-        rounds: measure_interleaved(&mut ops, 5),
+        rounds: measure_interleaved(&mut ops, ROUNDS),
     })
 }
 
@@ -314,7 +317,7 @@ fn main() {
     // The engine's own cost, without a database: what no backend can go below.
     let floor = {
         let mut ops = engine_ops(&rt, Arc::new(effect_tool::MemoryStore::new()));
-        measure_interleaved(&mut ops, 5)
+        measure_interleaved(&mut ops, ROUNDS)
     };
     println!(
         "\n| backend | raw insert commit | raw point select | new call, sequential | ÷ 2 raw commits (target ≤ 1.2) | new call, 64 callers (per call) | speed-up (target ≥ 4) | replay | ÷ raw select (target ≤ 2) |"
@@ -351,5 +354,5 @@ fn main() {
         col(0) / col(1),
         us(col(2))
     );
-    println!("\n(medians of 5 interleaved rounds; each ratio is the median of its per-round ratios)");
+    println!("\n(medians of {ROUNDS} interleaved rounds; each ratio is the median of its per-round ratios)");
 }
