@@ -134,3 +134,34 @@ mod sqlite_specifics {
         });
     }
 }
+
+/// No byte of the journal's files (database and write-ahead log) holds a secret argument.
+#[test]
+fn sqlite_secret_arguments_never_reach_the_files() {
+    use effect_tool_core::conformance::{ChargeArgs, ChargeCard, SECRET, ScratchDir, SqliteHarness, run};
+    run::<SqliteHarness, _, _>("secret_arguments_never_reach_the_files", || async {
+        let dir = ScratchDir::new("secret-files");
+        let path = dir.path().join("j.db");
+        let engine = effect_tool_core::Engine::new(effect_tool_core::store::sqlite::SqliteStore::open(&path).unwrap());
+        let run = effect_tool_core::RunContext::new("r");
+        for n in 0..20 {
+            let args = ChargeArgs {
+                order_id: format!("ord_{n}"),
+                card_number: SECRET.to_owned(),
+            };
+            engine
+                .call(&ChargeCard::default(), &run, Default::default(), args)
+                .await
+                .unwrap();
+        }
+        let holds = |bytes: &[u8], needle: &str| bytes.windows(needle.len()).any(|w| w == needle.as_bytes());
+        let mut stored_input_found = false;
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+            assert!(!holds(&bytes, SECRET), "a journal file holds the secret");
+            stored_input_found |= holds(&bytes, "ord_19");
+        }
+        // The search does find what is stored: the non-secret argument is there.
+        assert!(stored_input_found, "the journal files hold the recorded inputs");
+    });
+}

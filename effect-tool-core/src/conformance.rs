@@ -129,7 +129,7 @@ macro_rules! conformance_tests {
             $crate::__conformance_cases!($harness;
                 claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
                 approve_and_deny, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
-                audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares);
+                audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored);
         }
     };
     ($prefix:ident, $harness:ty, durable) => {
@@ -139,7 +139,7 @@ macro_rules! conformance_tests {
             $crate::__conformance_cases!($harness;
                 claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
                 approve_and_deny, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
-                audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares,
+                audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored,
                 future_version_refused);
             #[test]
             fn processes_race_same_keys() {
@@ -418,6 +418,39 @@ impl Tool for CountingTool {
         self.runs.fetch_add(1, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(20)).await;
         Ok(format!("counted:{}", args.key))
+    }
+}
+
+/// A card number no journal may contain (see `secrets_never_stored`).
+pub const SECRET: &str = "4111-1111-SECRET-1111";
+
+/// The arguments of [`ChargeCard`].
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ChargeArgs {
+    /// The order.
+    pub order_id: String,
+    /// A secret argument: never stored, logged or hashed into the key.
+    pub card_number: String,
+}
+
+/// An idempotent tool with a secret argument; it remembers the card numbers it was given.
+#[derive(Debug, Clone, Default)]
+pub struct ChargeCard {
+    /// The card numbers the tool received.
+    pub seen: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Tool for ChargeCard {
+    type Args = ChargeArgs;
+    type Output = String;
+    type Error = ToolError;
+    const NAME: &'static str = "charge_card";
+    const CLASS: EffectClass = EffectClass::Idempotent;
+    const SECRETS: &'static [&'static str] = &["card_number"];
+
+    async fn call(&self, _ctx: &EffectCtx, args: ChargeArgs) -> Result<String, ToolError> {
+        self.seen.lock().unwrap().push(args.card_number);
+        Ok(format!("charged {}", args.order_id))
     }
 }
 
@@ -1243,6 +1276,43 @@ pub mod cases {
             assert_eq!(r.unwrap().unwrap(), "counted:shared");
         }
         assert_eq!(tool.runs.load(Ordering::SeqCst), 2, "16 identical calls, one execution");
+    }
+
+    /// A secret argument reaches the tool but never the journal: not in the record, not in any
+    /// listed record, and the default key does not depend on it.
+    pub async fn secrets_never_stored<H: Harness>() {
+        let h = H::fresh().await;
+        let engine = Engine::new(h.store());
+        let run = RunContext::new(format!("secret-{}", fastrand::u64(..)));
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let tool = ChargeCard { seen: seen.clone() };
+        let args = |card: &str| ChargeArgs {
+            order_id: "ord_9".to_owned(),
+            card_number: card.to_owned(),
+        };
+        let report = engine
+            .call_with_report(&tool, &run, CallOptions::default(), args(SECRET))
+            .await;
+        assert_eq!(report.result.unwrap(), "charged ord_9");
+        assert_eq!(
+            seen.lock().unwrap().as_slice(),
+            [SECRET.to_owned()],
+            "the tool got the secret"
+        );
+        let key = report.key.expect("a journaled call has a key");
+        assert!(!key.contains(SECRET));
+        let rec = h.store().get(&key).await.unwrap().expect("recorded");
+        assert_eq!(rec.input, json!({"order_id": "ord_9"}), "the secret field is left out");
+        for rec in h.store().list(&Filter::all()).await.unwrap() {
+            let text = serde_json::to_string(&(rec.input, rec.output, rec.reason)).unwrap();
+            assert!(!text.contains(SECRET), "{text}");
+        }
+        // Another card number is the same effect (the default key leaves secrets out).
+        let again = engine
+            .call_with_report(&tool, &run, CallOptions::default(), args("5500-0000-0000-0004"))
+            .await;
+        assert_eq!(again.disposition, Disposition::Replayed);
+        assert_eq!(again.key.as_deref(), Some(key.as_str()));
     }
 
     /// A record written by a newer effect-tool is refused with `UnsupportedVersion` by every
