@@ -1102,7 +1102,9 @@ pub mod cases {
         let a = key("audit-a");
         let b = key("audit-b");
         let mut i = intent("audit");
-        i.ttl_ms = Some(300);
+        // Long enough for the four operations below to run before it expires, even on a
+        // loaded machine (an expired record counts as absent for them).
+        i.ttl_ms = Some(1_500);
         for k in [&a, &b] {
             claimed(s.claim(k, i.clone(), 30_000, false).await.unwrap());
             s.mark_in_doubt(k, 1, "unknown".to_owned()).await.unwrap();
@@ -1117,7 +1119,7 @@ pub mod cases {
         assert_eq!(actions, vec![("ann", "resolve"), ("compensator", "compensate")]);
         assert_eq!(trail[0].detail, Some(json!({"verdict": "applied", "output": "x"})));
         assert!(trail[0].at <= trail[1].at);
-        tokio::time::sleep(Duration::from_millis(350)).await;
+        tokio::time::sleep(Duration::from_millis(1_600)).await;
         assert_eq!(s.gc(s.now()).await.unwrap(), 2, "both records expired");
         let all = s.audit(None).await.unwrap();
         let ours: Vec<&str> = all
