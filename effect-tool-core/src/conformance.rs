@@ -140,7 +140,7 @@ macro_rules! conformance_tests {
                 claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
                 approve_and_deny, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
                 audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored,
-                future_version_refused);
+                future_version_refused, fencing_across_handles);
             #[test]
             fn processes_race_same_keys() {
                 $crate::conformance::run::<$harness, _, _>("processes_race_same_keys", || {
@@ -1315,6 +1315,47 @@ pub mod cases {
             .await;
         assert_eq!(again.disposition, Disposition::Replayed);
         assert_eq!(again.key.as_deref(), Some(key.as_str()));
+    }
+
+    /// Two handles on one journal (as two processes have): a late writer through one handle is
+    /// fenced out by a takeover through the other, whatever either handle remembers.
+    pub async fn fencing_across_handles<H: Harness>() {
+        let h = H::fresh().await;
+        let first = h.store();
+        let second = H::open(&h.locator().expect("a durable harness has a locator")).await;
+        let k = key("fencing-handles");
+        claimed(first.claim(&k, intent("first"), 1, false).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let (attempt, previous) = claimed(second.claim(&k, intent("second"), 30_000, false).await.unwrap());
+        assert_eq!((attempt, previous), (2, Some(RecordState::Claimed)));
+        for late in [
+            first.renew(&k, 1, 30_000).await,
+            first.complete(&k, 1, json!("late")).await,
+            first.mark_in_doubt(&k, 1, "late".to_owned()).await,
+            first.release(&k, 1, None).await,
+        ] {
+            assert!(
+                matches!(
+                    late,
+                    Err(StoreError::Rejected(Rejected::Fenced {
+                        attempt: 1,
+                        current: 2,
+                        ..
+                    }))
+                ),
+                "{late:?}"
+            );
+        }
+        second.complete(&k, 2, json!("second")).await.unwrap();
+        let rec = first.get(&k).await.unwrap().unwrap();
+        assert_eq!(
+            (rec.state, rec.attempt, rec.output),
+            (RecordState::Completed, 2, Some(json!("second")))
+        );
+        match first.claim(&k, intent("first"), 30_000, false).await.unwrap() {
+            OpOutcome::Recorded(r) => assert_eq!(r.output, Some(json!("second"))),
+            other => panic!("the other handle's result is replayed, got {other:?}"),
+        }
     }
 
     /// A record written by a newer effect-tool is refused with `UnsupportedVersion` by every
