@@ -1026,8 +1026,8 @@ pub mod cases {
         }
     }
 
-    /// Expired records are dropped by `gc`, except those a person needs and live claims;
-    /// an expired record counts as absent for a new claim.
+    /// Expired records are dropped by `gc`, except those a person needs and claims (a stale
+    /// claim is the evidence of a crash); an expired record counts as absent for a new claim.
     pub async fn ttl_and_gc<H: Harness>() {
         let h = H::fresh().await;
         let s = h.store();
@@ -1068,15 +1068,18 @@ pub mod cases {
         let now = s.now();
         let all = s.list(&Filter::all()).await.unwrap();
         let expected: usize = all.iter().filter(|r| collectable(r, now)).count();
-        assert_eq!(expected, 3, "completed, released and the stale claim are collectable");
-        assert_eq!(s.gc(now).await.unwrap(), 3);
-        for gone in [&completed, &released, &stale] {
+        assert_eq!(expected, 2, "completed and released are collectable");
+        assert_eq!(s.gc(now).await.unwrap(), 2);
+        for gone in [&completed, &released] {
             assert_eq!(s.get(gone).await.unwrap(), None, "{gone} was collected");
         }
-        for kept in [&in_doubt, &live, &forever, &later, &awaiting] {
+        for kept in [&in_doubt, &stale, &live, &forever, &later, &awaiting] {
             assert!(s.get(kept).await.unwrap().is_some(), "{kept} must be kept");
         }
         assert_eq!(s.gc(now).await.unwrap(), 0, "gc is idempotent");
+        // The kept stale claim still tells the next caller that an attempt may have applied it.
+        let (attempt, previous) = claimed(s.claim(&stale, short(60_000), 30_000, false).await.unwrap());
+        assert_eq!((attempt, previous), (2, Some(RecordState::Claimed)));
 
         // An expired record that gc has not dropped yet counts as absent for a new claim.
         let expired = key("gc-expired-claim");

@@ -71,7 +71,8 @@ pub trait Store: Send + Sync + 'static {
     async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError>;
 
     /// Drop records whose ttl has passed at `now`, except those a person still needs (in doubt,
-    /// awaiting approval) and live claims. Returns how many were dropped.
+    /// awaiting approval) and claims, live or stale (see [`collectable`]). Returns how many
+    /// were dropped.
     async fn gc(&self, now: Millis) -> Result<u64, StoreError>;
 
     /// The audit trail of `key` (or of every key), oldest first.
@@ -199,7 +200,10 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
 }
 
-/// Whether garbage collection may drop `rec` at `now`.
+/// Whether garbage collection may drop `rec` at `now`: its ttl has passed, no person needs it,
+/// and it is not a claim. A stale claim is kept too: it is the only evidence of a crash between
+/// an effect and its record, and dropping it would let the next call of an irreversible tool run
+/// again silently (and reuse the dead holder's fencing token) instead of reconciling.
 pub fn collectable(rec: &EffectRecord, now: Millis) -> bool {
-    rec.is_expired(now) && !rec.state.needs_person() && (rec.state != RecordState::Claimed || rec.is_stale(now))
+    rec.is_expired(now) && !rec.state.needs_person() && rec.state != RecordState::Claimed
 }

@@ -224,8 +224,7 @@ impl Sql {
             gc: format!(
                 "DELETE FROM {s}.records
                  WHERE version = $2 AND expires_at IS NOT NULL AND expires_at <= $1
-                   AND state NOT IN ('in-doubt', 'awaiting-approval')
-                   AND NOT (state = 'claimed' AND lease_until IS NOT NULL AND lease_until > $1)"
+                   AND state NOT IN ('in-doubt', 'awaiting-approval', 'claimed')"
             ),
             audit: format!(
                 "SELECT key, at, actor, action, detail::text FROM {s}.audit WHERE ($1::text IS NULL OR key = $1) ORDER BY id"

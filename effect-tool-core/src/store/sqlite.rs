@@ -727,8 +727,7 @@ fn gc_in_tx(conn: &Connection, now: Millis) -> rusqlite::Result<u64> {
         .prepare_cached(
             "DELETE FROM effect_records
              WHERE version = ?2 AND expires_at IS NOT NULL AND expires_at <= ?1
-               AND state NOT IN ('in-doubt', 'awaiting-approval')
-               AND NOT (state = 'claimed' AND lease_until IS NOT NULL AND lease_until > ?1)",
+               AND state NOT IN ('in-doubt', 'awaiting-approval', 'claimed')",
         )?
         .execute(params![now, RECORD_VERSION])?;
     Ok(n as u64)
