@@ -5,6 +5,8 @@
 //! Re-bless after an intended change of messages: `TRYBUILD=overwrite cargo test --test macro_ui`,
 //! then read the diff of every `.stderr`.
 
+/// The macro's own messages, and rustc's errors at the user's tokens (unknown field in a key
+/// closure, a closure of the wrong type, a missing hook): the same whatever features are on.
 #[test]
 fn ui() {
     let t = trybuild::TestCases::new();
@@ -22,4 +24,18 @@ fn ui() {
         t.compile_fail(format!("tests/ui/{topic}/*.rs"));
     }
     t.pass("tests/ui/pass/*.rs");
+}
+
+/// Unmet trait bounds (an argument or output without serde/schemars impls, an error type that
+/// does not classify, a return type that is not a `Result`). rustc names the traits and types in
+/// these messages by their shortest visible path, which depends on the crates linked (with the
+/// `rig` feature, serde's traits print as `effect_tool::rig::rig_core::serde::Serialize`), so the
+/// `.stderr` files are blessed with the default features and checked with them.
+#[test]
+#[cfg_attr(
+    any(feature = "postgres", feature = "mcp", feature = "rig", feature = "testing"),
+    ignore = "the .stderr files of tests/ui/trait-bounds are blessed with the default features: run `cargo test --test macro_ui`"
+)]
+fn ui_trait_bounds() {
+    trybuild::TestCases::new().compile_fail("tests/ui/trait-bounds/*.rs");
 }

@@ -251,7 +251,9 @@ fn make_strict(schema: &mut Value, depth: usize) {
         .and_then(Value::as_array)
         .map(|r| r.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
         .unwrap_or_default();
-    let names: Vec<String> = props.keys().cloned().collect();
+    // Sorted, so the output does not depend on serde_json's map order (`preserve_order`).
+    let mut names: Vec<String> = props.keys().cloned().collect();
+    names.sort();
     let mut props = props.clone();
     for (name, prop) in props.iter_mut() {
         make_strict(prop, depth + 1);
