@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use effect_tool::{EffectCtx, ToolError, Toolkit, manifest, tool, tools};
+use effect_tool::{EffectCtx, ToolError, Toolkit, tool, tools};
 
 /// Look up an order.
 #[tool(effect = "pure")]
@@ -81,7 +81,7 @@ fn toolkit() -> Toolkit {
 
 #[test]
 fn manifest_matches_the_committed_one() {
-    let text = manifest::render(&toolkit().metas());
+    let text = toolkit().manifest();
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/tools.manifest");
     if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
         std::fs::write(&path, &text).unwrap();
@@ -108,7 +108,7 @@ fn manifest_matches_the_committed_one() {
 
 #[test]
 fn a_changed_declaration_is_a_one_line_diff() {
-    let before = manifest::render(&toolkit().metas());
+    let before = toolkit().manifest();
 
     // The same toolkit with one declaration changed (this `send_email` shadows the one above).
     /// Send an email to a customer.
@@ -123,15 +123,13 @@ fn a_changed_declaration_is_a_one_line_diff() {
         let _ = (to, subject, smtp_password);
         Ok(())
     }
-    let after = manifest::render(
-        &Toolkit::new()
-            .with(SendEmail)
-            .with(IssueRefund)
-            .with(LookupOrder)
-            .with(HoldSeat)
-            .with(Arc::new(Payments).charge_tool())
-            .metas(),
-    );
+    let after = Toolkit::new()
+        .with(SendEmail)
+        .with(IssueRefund)
+        .with(LookupOrder)
+        .with(HoldSeat)
+        .with(Arc::new(Payments).charge_tool())
+        .manifest();
     let changed: Vec<(&str, &str)> = before.lines().zip(after.lines()).filter(|(a, b)| a != b).collect();
     assert_eq!(before.lines().count(), after.lines().count());
     assert_eq!(changed.len(), 1, "{changed:?}");
