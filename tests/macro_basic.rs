@@ -113,6 +113,7 @@ fn constants_say_what_was_declared() {
     assert_eq!(meta.class, EffectClass::Irreversible);
     assert_eq!(meta.key_rule, KeyRule::Fields(&["to", "subject"]));
     assert_eq!(meta.approval, Some("support-lead"));
+    assert_eq!(meta.approval_when, Some(r#"|a| a.to.ends_with("@vip.example")"#));
     assert_eq!(meta.timeout, Some(Duration::from_secs(30)));
     assert_eq!(meta.secrets, &["api_token"]);
     assert_eq!(meta.open_world, Some(true));

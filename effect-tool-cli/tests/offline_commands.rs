@@ -214,6 +214,7 @@ fn manifest_text(email_class: EffectClass) -> String {
         has_recover: false,
         has_compensate: false,
         approval: None,
+        approval_when: None,
         open_world: None,
         retry: RetryPolicy::DEFAULT,
     };
@@ -229,6 +230,7 @@ fn manifest_text(email_class: EffectClass) -> String {
         has_recover: true,
         has_compensate: false,
         approval: Some("comms"),
+        approval_when: None,
         open_world: Some(true),
         retry: RetryPolicy::DEFAULT,
     };

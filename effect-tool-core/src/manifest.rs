@@ -22,6 +22,7 @@
 //!     has_recover: true,
 //!     has_compensate: false,
 //!     approval: None,
+//!     approval_when: None,
 //!     open_world: None,
 //!     retry: RetryPolicy::DEFAULT,
 //! };
@@ -46,6 +47,7 @@ pub const HEADER: &str = "# effect-tool manifest v1: one line per tool, sorted b
 ///
 /// `<name> class=<class> key=<rule> window=<window> ttl=<ttl|-> timeout=<timeout|-> approval=<role|-> recover=<yes|no> compensate=<yes|no> secrets=<a,b|-> retry=<attempts>x<base>..<max>`
 ///
+/// A conditional approval reads `approval=<role> when(<condition as written>)`.
 /// The key rule is written as in the source (`default`, `fields(order_id, amount_cents)` or
 /// `custom(|a| ...)`); durations as in declarations (`500ms`, `30s`, `5m`, `24h`, `7d`). The
 /// description is left out: rewording it changes no contract. The text depends only on the
@@ -77,7 +79,11 @@ pub fn line(meta: &ToolMeta) -> String {
         meta.window,
         opt(meta.ttl),
         opt(meta.timeout),
-        meta.approval.unwrap_or("-"),
+        match (meta.approval, meta.approval_when) {
+            (None, _) => "-".to_owned(),
+            (Some(role), None) => role.to_owned(),
+            (Some(role), Some(when)) => format!("{role} when({})", single_line(when)),
+        },
         yes(meta.has_recover),
         yes(meta.has_compensate),
         if meta.secrets.is_empty() {
@@ -131,6 +137,7 @@ mod tests {
             has_recover: false,
             has_compensate: false,
             approval: None,
+            approval_when: None,
             open_world: None,
             retry: RetryPolicy::DEFAULT,
         }
@@ -143,6 +150,7 @@ mod tests {
             key_rule: KeyRule::Fields(&["order_id", "amount_cents"]),
             secrets: &["token"],
             approval: Some("finance"),
+            approval_when: Some("|a| a.amount_cents > 10_000"),
             timeout: Some(Duration::from_millis(1500)),
             ..meta("issue_refund", EffectClass::Idempotent)
         };
@@ -154,7 +162,7 @@ mod tests {
         assert_eq!(
             lines[1],
             "issue_refund class=idempotent key=fields(order_id, amount_cents) window=run ttl=- timeout=1500ms \
-             approval=finance recover=no compensate=no secrets=token retry=3x100ms..10s"
+             approval=finance when(|a| a.amount_cents > 10_000) recover=no compensate=no secrets=token retry=3x100ms..10s"
         );
         assert!(lines[2].starts_with("send_email class=irreversible "));
         assert!(text.ends_with('\n'));

@@ -90,6 +90,9 @@ pub trait Tool: Send + Sync + 'static {
     const HAS_COMPENSATE: bool = false;
     /// The role whose approval the call waits for, if any (see [`Tool::needs_approval`]).
     const APPROVAL: Option<&'static str> = None;
+    /// The condition under which approval is needed, as written (`when = |a| ...`), for
+    /// manifests; `None`: every call needs it.
+    const APPROVAL_WHEN: Option<&'static str> = None;
     /// When the key is found recorded under a different input: `false` logs a warning and
     /// returns the record, `true` fails the call with [`crate::EffectError::InputMismatch`].
     const STRICT_INPUT: bool = false;
@@ -166,6 +169,8 @@ pub struct ToolMeta {
     pub has_compensate: bool,
     /// The approving role, if any.
     pub approval: Option<&'static str>,
+    /// The approval condition as written, if any.
+    pub approval_when: Option<&'static str>,
     /// The MCP `openWorldHint`.
     pub open_world: Option<bool>,
     /// The retry limits.
@@ -187,6 +192,7 @@ impl ToolMeta {
             has_recover: T::HAS_RECOVER,
             has_compensate: T::HAS_COMPENSATE,
             approval: T::APPROVAL,
+            approval_when: T::APPROVAL_WHEN,
             open_world: T::OPEN_WORLD,
             retry: T::RETRY,
         }

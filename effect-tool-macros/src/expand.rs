@@ -230,11 +230,13 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
         items.push(quote!(const APPROVAL: #p::Option<&'static str> = #p::Some(#role);));
     }
     if let Some(when) = &attrs.when {
+        let text = crate::print::closure_text(&when.value);
         let body_span = when.value.body.span();
         let closure = typed_closure(&when.value, args_ident, &replace_self);
         let ps = respan(&p, body_span);
         let call = quote_spanned!(body_span=> #ps::approval_when(__args, #closure));
         items.push(quote! {
+            const APPROVAL_WHEN: #p::Option<&'static str> = #p::Some(#text);
             fn needs_approval(&self, __args: &Self::Args) -> bool {
                 #call
             }
