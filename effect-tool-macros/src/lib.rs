@@ -101,7 +101,8 @@ use syn::spanned::Spanned;
 ///
 /// A declaration with no effect, an unknown class or key (with the nearest valid one
 /// suggested), a duplicate key, `compensable` without `compensate`, `pure` with a key or hooks,
-/// `when` without `approval`, a key closure that does not type-check, an argument type without
+/// `when` without `approval`, a key closure that does not type-check or reads a `#[secret]`
+/// argument, a key field that is not an argument, an argument type without
 /// serde/schemars impls, a non-async function, a bad duration, `#[secret]` on the context or a
 /// context not taken by reference does not compile; every error of one declaration is reported
 /// in one build.

@@ -3,6 +3,7 @@
 //! line that says what to write.
 
 use proc_macro2::Span;
+use quote::ToTokens;
 
 use crate::ast::ToolFn;
 use crate::attr::{Class, KeySpec, ToolAttrs};
@@ -75,7 +76,22 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
 
     if let Some(key) = &attrs.key {
         match &key.value {
-            KeySpec::Closure(closure) => closure_arity(cx, closure, "key", "|a| format!(\"refund:{}\", a.order_id)"),
+            KeySpec::Closure(closure) => {
+                closure_arity(cx, closure, "key", "|a| format!(\"refund:{}\", a.order_id)");
+                let secrets: Vec<String> = func
+                    .args
+                    .iter()
+                    .filter(|a| a.secret.is_some())
+                    .map(|a| unraw(&a.ident))
+                    .collect();
+                for (name, span) in field_reads(closure.body.to_token_stream(), &secrets) {
+                    cx.error(
+                        span,
+                        format!("the key reads `{name}`, which is `#[secret]`: keys are stored in the journal and shown to operators"),
+                        "make the key from the arguments that identify the effect, not from secrets",
+                    );
+                }
+            }
             KeySpec::Fields(fields) => {
                 let names: Vec<String> = func.args.iter().map(|a| unraw(&a.ident)).collect();
                 let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -125,6 +141,34 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
             "make `max_delay` at least `base_delay`: it caps every delay between attempts",
         );
     }
+}
+
+/// Every `.name` in `tokens` where `name` is one of `names` (field reads of secret arguments).
+fn field_reads(tokens: proc_macro2::TokenStream, names: &[String]) -> Vec<(String, Span)> {
+    use proc_macro2::TokenTree;
+    let mut found = Vec::new();
+    if names.is_empty() {
+        return found;
+    }
+    let mut after_dot = false;
+    for tt in tokens {
+        match tt {
+            TokenTree::Punct(p) => after_dot = p.as_char() == '.',
+            TokenTree::Ident(ident) => {
+                let s = unraw(&ident);
+                if after_dot && names.contains(&s) {
+                    found.push((s, ident.span()));
+                }
+                after_dot = false;
+            }
+            TokenTree::Group(g) => {
+                found.extend(field_reads(g.stream(), names));
+                after_dot = false;
+            }
+            TokenTree::Literal(_) => after_dot = false,
+        }
+    }
+    found
 }
 
 fn cx_reported_effect(attrs: &ToolAttrs) -> bool {
