@@ -6,6 +6,31 @@
 //! [`SideEffectRetryBlocked`] so a person decides.
 //!
 //! This crate is the facade: it re-exports [`effect_tool_core`] and the `#[tool]` attribute.
+//!
+//! ## Declaring tools
+//!
+//! ```
+//! use effect_tool::{EffectCtx, Tool, ToolError, tool, toolkit};
+//!
+//! /// Refund part of an order.
+//! #[tool(effect = "idempotent", key(order_id, amount_cents), ttl = "24h")]
+//! async fn issue_refund(ctx: &EffectCtx, order_id: String, amount_cents: u64) -> Result<String, ToolError> {
+//!     // Pass `ctx.idempotency_key()` to the payment system: the same on every attempt.
+//!     Ok(format!("re_{order_id}_{amount_cents}_{}", ctx.attempt()))
+//! }
+//!
+//! let toolkit = toolkit![IssueRefund];
+//! assert_eq!(IssueRefund::NAME, "issue_refund");
+//! assert!(toolkit.manifest().contains("issue_refund class=idempotent key=fields(order_id, amount_cents)"));
+//! ```
+//!
+//! - [`#[tool]`](macro@tool) declares an `async fn` as a tool and generates `IssueRefundArgs` (the arguments,
+//!   with their JSON Schema) and `IssueRefund` (the tool type); [`#[tools]`](macro@tools) does the same for
+//!   methods of a value holding clients or state. Declarations that are not safe do not compile.
+//! - [`toolkit!`] builds a [`Toolkit`] and checks at compile time that names are unique
+//!   ([`unique_tool_names!`] only checks).
+//! - [`schema`] holds the schema rules (what providers accept, OpenAI's strict mode);
+//!   [`manifest`] the stable text of every declaration, for review.
 
 #![warn(missing_docs)]
 
