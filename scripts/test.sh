@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ -f tests/mcp_client/requirements.txt ]; then
-  python3 -m pip install --quiet --disable-pip-version-check -r tests/mcp_client/requirements.txt
+  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -r tests/mcp_client/requirements.txt
 fi
 
 if [ -z "${EFFECT_TOOL_PG_URL:-}" ]; then
