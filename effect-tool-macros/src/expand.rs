@@ -141,6 +141,9 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
                     __inner: #p::Arc<#self_ty>,
                 }
 
+                // The tool type takes the method's visibility; the value type may be less
+                // visible (a private service with `pub` methods), which is fine here.
+                #[allow(private_interfaces)]
                 impl #tool_ident {
                     #[doc = #ctor_doc]
                     #vis fn new(inner: #p::Arc<#self_ty>) -> Self {
