@@ -17,3 +17,6 @@ fi
 export EFFECT_TOOL_REQUIRE_PG=1
 
 cargo test --workspace --all-features --no-fail-fast "$@"
+# The compile-fail cases whose messages quote trait paths are checked with default features
+# (other features change how rustc prints those paths).
+cargo test -p effect-tool --test macro_ui "$@"
