@@ -368,7 +368,10 @@ impl Engine {
             match decide(policy_input::<T>(outcome, exec)) {
                 Decision::Retry { after } => {
                     tracing::debug!(after_ms = after.as_millis() as u64, "retrying pure tool");
-                    tokio::time::sleep(after).await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(after) => {}
+                        _ = run.cancellation().cancelled() => {}
+                    }
                 }
                 _ => {
                     let err = match result {
@@ -719,7 +722,11 @@ impl Engine {
                     if let Err(e) = store.release(key, attempt, Some(reason)).await {
                         tracing::warn!(error = %e, "could not release the claim before retrying");
                     }
-                    tokio::time::sleep(after).await;
+                    // A cancelled run does not wait out the backoff (the loop then stops).
+                    tokio::select! {
+                        _ = tokio::time::sleep(after) => {}
+                        _ = call.run.cancellation().cancelled() => {}
+                    }
                 }
                 Decision::Reconcile => {
                     match self.recover_leased(call.tool, &ctx, &args).await {
