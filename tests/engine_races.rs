@@ -1349,3 +1349,165 @@ async fn compensation_racing_a_new_call_of_the_same_key() {
     assert_eq!(hotel.booked.load(Ordering::SeqCst), 1);
     assert_eq!(hotel.cancelled.load(Ordering::SeqCst), 1);
 }
+
+/// Bug fixed in the engine: with a custom key, an identical-key call with a *different* input
+/// that joined a running leader in this process got the leader's result even when the tool
+/// asks for strict inputs (across processes the same call got `InputMismatch`). It now gets
+/// what a replay would give it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_follower_with_another_input_under_a_strict_custom_key_is_told() {
+    #[derive(Clone)]
+    struct Invoice(Arc<Script>);
+    impl Tool for Invoice {
+        type Args = (String, String);
+        type Output = String;
+        type Error = ToolError;
+        const NAME: &'static str = "invoice";
+        const CLASS: EffectClass = EffectClass::Idempotent;
+        const KEY_RULE: effect_tool::KeyRule = effect_tool::KeyRule::Custom("|a| a.0.clone()");
+        const STRICT_INPUT: bool = true;
+        fn key(&self, args: &(String, String)) -> Option<String> {
+            Some(args.0.clone())
+        }
+        async fn call(&self, ctx: &EffectCtx, args: (String, String)) -> Result<String, ToolError> {
+            self.0.run(ctx, &args.1).await
+        }
+    }
+    let down = Arc::new(Downstream::default());
+    let script = Script::new(&down, &[Step::HoldThenOk]);
+    let tool = Invoice(script.clone());
+    let engine = Engine::with_config(MemoryStore::new(), short());
+    let leader = {
+        let (engine, tool) = (engine.clone(), tool.clone());
+        tokio::spawn(async move {
+            engine
+                .call(
+                    &tool,
+                    &run("r1"),
+                    CallOptions::default(),
+                    ("inv-1".into(), "ann".into()),
+                )
+                .await
+        })
+    };
+    script.started.notified().await;
+    let joined = Arc::new(Notify::new());
+    let follower = {
+        let (engine, tool, joined) = (engine.clone(), tool.clone(), joined.clone());
+        tokio::spawn(async move {
+            let r1 = run("r1");
+            let call = engine.call(&tool, &r1, CallOptions::default(), ("inv-1".into(), "bob".into()));
+            let mut call = std::pin::pin!(call);
+            assert!(futures::poll!(call.as_mut()).is_pending());
+            joined.notify_one();
+            call.await
+        })
+    };
+    joined.notified().await;
+    script.hold.add_permits(1);
+    leader.await.unwrap().unwrap();
+    let err = follower.await.unwrap().unwrap_err();
+    assert!(matches!(err, EffectError::InputMismatch { .. }), "{err}");
+    assert!(
+        err.to_string().contains("inv-1") && err.to_string().contains("invoice"),
+        "{err}"
+    );
+    // The same call made afterwards (a replay) says the same.
+    let replay = engine
+        .call(
+            &tool,
+            &run("r1"),
+            CallOptions::default(),
+            ("inv-1".into(), "bob".into()),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(replay, EffectError::InputMismatch { .. }), "{replay}");
+    assert_eq!(down.requests(), 1);
+}
+
+/// Abandoning a run while one of its compensable effects is still running (or in doubt) does
+/// not report the abandonment complete: the effect is listed as pending, and abandoning again
+/// once it has landed undoes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn abandon_reports_effects_still_running_or_in_doubt() {
+    #[derive(Clone)]
+    struct Reserve(Arc<Script>, Arc<AtomicUsize>);
+    impl Tool for Reserve {
+        type Args = String;
+        type Output = String;
+        type Error = ToolError;
+        const NAME: &'static str = "reserve";
+        const CLASS: EffectClass = EffectClass::Compensable;
+        const HAS_COMPENSATE: bool = true;
+        async fn call(&self, ctx: &EffectCtx, room: String) -> Result<String, ToolError> {
+            self.0.run(ctx, &room).await
+        }
+        async fn compensate(&self, _ctx: &EffectCtx, _room: &String, _out: &String) -> Result<(), ToolError> {
+            self.1.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+    let down = Arc::new(Downstream::default());
+    let script = Script::new(&down, &[Step::HoldThenOk]);
+    let undone = Arc::new(AtomicUsize::new(0));
+    let tool = Arc::new(Reserve(script.clone(), undone.clone()));
+    let engine = Engine::with_config(MemoryStore::new(), short());
+    let r = run("trip");
+    let running = {
+        let (engine, tool, r) = (engine.clone(), tool.clone(), r.clone());
+        tokio::spawn(async move { engine.call(&*tool, &r, CallOptions::default(), "101".into()).await })
+    };
+    script.started.notified().await;
+    let tools: Vec<Arc<dyn DynTool>> = vec![tool.clone()];
+    let report = engine.abandon_run(&r, &tools).await.unwrap();
+    assert!(!report.is_complete(), "{report:?}");
+    assert_eq!(report.pending.len(), 1, "{report:?}");
+    script.hold.add_permits(1);
+    running.await.unwrap().unwrap();
+    let report = engine.abandon_run(&r, &tools).await.unwrap();
+    assert!(report.is_complete(), "{report:?}");
+    assert_eq!(report.compensated.len(), 1);
+    assert_eq!((down.requests(), undone.load(Ordering::SeqCst)), (1, 1));
+}
+
+/// A compensation that panics is reported as failed (the abandonment does not panic) and is
+/// run again by the next abandonment, once.
+#[tokio::test]
+async fn a_panicking_compensation_is_reported_and_retried() {
+    struct Flaky(Arc<AtomicUsize>, Arc<AtomicUsize>);
+    impl Tool for Flaky {
+        type Args = String;
+        type Output = String;
+        type Error = ToolError;
+        const NAME: &'static str = "flaky_reserve";
+        const CLASS: EffectClass = EffectClass::Compensable;
+        const HAS_COMPENSATE: bool = true;
+        async fn call(&self, _ctx: &EffectCtx, room: String) -> Result<String, ToolError> {
+            Ok(room)
+        }
+        async fn compensate(&self, _ctx: &EffectCtx, _room: &String, _out: &String) -> Result<(), ToolError> {
+            if self.0.fetch_add(1, Ordering::SeqCst) == 0 {
+                panic!("hotel client bug");
+            }
+            self.1.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+    let (tries, undone) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let tool = Arc::new(Flaky(tries.clone(), undone.clone()));
+    let engine = Engine::with_config(MemoryStore::new(), short());
+    let r = run("trip");
+    engine
+        .call(&*tool, &r, CallOptions::default(), "7".into())
+        .await
+        .unwrap();
+    let tools: Vec<Arc<dyn DynTool>> = vec![tool.clone()];
+    let report = engine.abandon_run(&r, &tools).await.unwrap();
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    assert!(report.failed[0].1.contains("hotel client bug"), "{report:?}");
+    let report = engine.abandon_run(&r, &tools).await.unwrap();
+    assert!(report.is_complete(), "{report:?}");
+    assert_eq!(report.compensated.len(), 1);
+    assert_eq!((tries.load(Ordering::SeqCst), undone.load(Ordering::SeqCst)), (2, 1));
+}

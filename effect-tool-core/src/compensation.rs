@@ -32,12 +32,15 @@ pub struct AbandonReport {
     pub failed: Vec<(String, String)>,
     /// Keys of completed compensable effects whose tool is not among the given tools.
     pub unknown_tool: Vec<String>,
+    /// Keys of compensable effects of the run still running or in doubt: nothing was undone
+    /// for them. Once they settle (a person resolves the ones in doubt), abandon again.
+    pub pending: Vec<String>,
 }
 
 impl AbandonReport {
     /// Whether every compensation is recorded.
     pub fn is_complete(&self) -> bool {
-        self.failed.is_empty() && self.unknown_tool.is_empty()
+        self.failed.is_empty() && self.unknown_tool.is_empty() && self.pending.is_empty()
     }
 }
 
@@ -53,7 +56,12 @@ impl Engine {
         let by_name: HashMap<&'static str, &Arc<dyn DynTool>> = tools.iter().map(|t| (t.meta().name, t)).collect();
         let filter = Filter {
             run_id: Some(run.run_id().to_owned()),
-            states: vec![RecordState::Completed, RecordState::Compensated],
+            states: vec![
+                RecordState::Completed,
+                RecordState::Compensated,
+                RecordState::Claimed,
+                RecordState::InDoubt,
+            ],
             ..Filter::default()
         };
         let mut records = self.store().list(&filter).await?;
@@ -62,6 +70,11 @@ impl Engine {
         records.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(b.created_at.cmp(&a.created_at)));
         let mut report = AbandonReport::default();
         for rec in records {
+            // Still running, or its outcome unknown: nothing to undo yet, but say so.
+            if matches!(rec.state, RecordState::Claimed | RecordState::InDoubt) {
+                report.pending.push(rec.key.clone());
+                continue;
+            }
             let Some(tool) = by_name.get(rec.tool.as_str()) else {
                 report.unknown_tool.push(rec.key.clone());
                 continue;
@@ -134,10 +147,26 @@ impl Engine {
             let output = rec.output.clone().unwrap_or(serde_json::Value::Null);
             // Under the lease, renewed while it runs: a slow compensation keeps its claim, so
             // a second abandonment waits for it instead of taking it over and undoing twice.
-            match self
-                .leased(&ctx, tool.compensate_json(&ctx, rec.input.clone(), output))
-                .await
-            {
+            // A panicking compensation is caught: its outcome is unknown (in doubt), reported as
+            // failed, and the next abandonment runs it again.
+            let undo = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(tool.compensate_json(
+                &ctx,
+                rec.input.clone(),
+                output,
+            )));
+            let result = match self.leased(&ctx, undo).await {
+                Ok(result) => result,
+                Err(panic) => {
+                    let message = format!(
+                        "the compensation of `{}` panicked: {}; abandon the run again to retry it",
+                        rec.key,
+                        crate::engine::panic_message(panic.as_ref())
+                    );
+                    let _ = store.mark_in_doubt(&key, attempt, message.clone()).await;
+                    return Err(message);
+                }
+            };
+            match result {
                 Ok(()) => {
                     if let Err(e) = store.complete(&key, attempt, serde_json::Value::Null).await {
                         tracing::warn!(error = %e, key, "compensation ran but its record failed");

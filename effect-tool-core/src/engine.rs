@@ -121,6 +121,8 @@ type Shared = (Result<Value, EffectError<String>>, Disposition);
 struct Slot {
     state: Mutex<SlotState>,
     notify: Notify,
+    /// The leader's input fingerprint: a custom key can join calls with different inputs.
+    fingerprint: String,
 }
 
 enum SlotState {
@@ -437,9 +439,10 @@ impl Engine {
         }
 
         loop {
-            match self.join(&key) {
+            match self.join(&key, &fingerprint) {
                 Role::Follower(slot) => {
                     let shared = slot.wait().await;
+                    let leader_input = slot.fingerprint.clone();
                     drop(slot);
                     // The leader ended without a result (cancelled or panicked): take its place.
                     let Some((result, _)) = shared else { continue };
@@ -451,6 +454,27 @@ impl Engine {
                     ) && !run.cancellation().is_cancelled()
                     {
                         continue;
+                    }
+                    // Joined under a custom key with another input: what a replay would say.
+                    if result.is_ok() && leader_input != fingerprint {
+                        if T::STRICT_INPUT {
+                            let err = EffectError::InputMismatch {
+                                tool: T::NAME.to_owned(),
+                                key: key.clone(),
+                                recorded: leader_input,
+                                given: fingerprint.clone(),
+                            };
+                            return CallReport {
+                                result: Err(err),
+                                disposition: Disposition::Failed,
+                                key: Some(key.clone()),
+                            };
+                        }
+                        tracing::warn!(
+                            recorded = %leader_input,
+                            given = %fingerprint,
+                            "key is being applied for a different input; sharing its result"
+                        );
                     }
                     let result = match result {
                         Ok(v) => decode_output::<T>(&key, v),
@@ -501,7 +525,7 @@ impl Engine {
         }
     }
 
-    fn join<'a>(&'a self, key: &'a str) -> Role<'a> {
+    fn join<'a>(&'a self, key: &'a str, fingerprint: &str) -> Role<'a> {
         let mut map = self.inner.inflight.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(slot) = map.get(key) {
             return Role::Follower(slot.clone());
@@ -509,6 +533,7 @@ impl Engine {
         let slot = Arc::new(Slot {
             state: Mutex::new(SlotState::Running),
             notify: Notify::new(),
+            fingerprint: fingerprint.to_owned(),
         });
         map.insert(key.to_owned(), slot.clone());
         Role::Leader(Leader {
