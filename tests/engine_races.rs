@@ -1511,3 +1511,160 @@ async fn a_panicking_compensation_is_reported_and_retried() {
     assert_eq!(report.compensated.len(), 1);
     assert_eq!((tries.load(Ordering::SeqCst), undone.load(Ordering::SeqCst)), (2, 1));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Error messages
+// ---------------------------------------------------------------------------------------------
+
+/// Every effect error a caller can get names the tool and the key, says what happened, and —
+/// where a person has something to do — says what.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_effect_error_names_its_tool_and_key_and_the_next_step() {
+    struct Slow(AtomicUsize, bool);
+    impl Tool for Slow {
+        type Args = String;
+        type Output = String;
+        type Error = ToolError;
+        const NAME: &'static str = "slow_sync";
+        const CLASS: EffectClass = EffectClass::Idempotent;
+        const TIMEOUT: Option<Duration> = Some(Duration::from_millis(5));
+        const RETRY: effect_tool::RetryPolicy = effect_tool::RetryPolicy {
+            max_attempts: 2,
+            base_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(2),
+        };
+        async fn call(&self, _ctx: &EffectCtx, _a: String) -> Result<String, ToolError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            if self.1 {
+                panic!("driver bug");
+            }
+            std::future::pending::<()>().await;
+            unreachable!()
+        }
+    }
+    let engine = Engine::with_config(MemoryStore::new(), short());
+    let down = Arc::new(Downstream::default());
+    let mut errors: Vec<(String, EffectError<ToolError>, Option<&str>)> = Vec::new();
+
+    // Blocked: unknown outcome, then awaiting resolution; after a crash; an identical re-plan.
+    let charge = Charge(Script::new(&down, &[Step::Fail(ToolError::unknown("reset")), Step::Ok]));
+    for _ in 0..2 {
+        let e = engine
+            .call(&charge, &run("r1"), CallOptions::default(), "a".into())
+            .await
+            .unwrap_err();
+        errors.push(("Charge".into(), e, Some("effect-tool resolve")));
+    }
+    let crashed = Charge(Script::new(&down, &[Step::Ok]));
+    crashed_claim(&engine, &crashed, &run("r1"), &"b".to_owned()).await;
+    let e = engine
+        .call(&crashed, &run("r1"), CallOptions::default(), "b".into())
+        .await
+        .unwrap_err();
+    errors.push(("Charge".into(), e, Some("effect-tool resolve")));
+    engine
+        .call(&crashed, &run("r1"), CallOptions::call_id("c1"), "c".into())
+        .await
+        .unwrap();
+    let e = engine
+        .call(&crashed, &run("r1"), CallOptions::call_id("c2"), "c".into())
+        .await
+        .unwrap_err();
+    errors.push(("Charge".into(), e, Some("effect-tool resolve")));
+
+    // Approval pending, then denied.
+    let wire = Wire(Script::new(&down, &[Step::Ok]));
+    let e = engine
+        .call(&wire, &run("r1"), CallOptions::default(), "a".into())
+        .await
+        .unwrap_err();
+    let key = e.key().unwrap().to_owned();
+    errors.push(("Wire".into(), e, Some("effect-tool approve")));
+    engine
+        .store()
+        .deny(&key, "carol", Some("unknown vendor".into()))
+        .await
+        .unwrap();
+    let e = engine
+        .call(&wire, &run("r1"), CallOptions::default(), "a".into())
+        .await
+        .unwrap_err();
+    errors.push(("Wire".into(), e, None));
+
+    // A definitive tool failure, a timeout and a panic of an idempotent tool (retries spent).
+    let sync = Sync(Script::new(
+        &down,
+        &[Step::Fail(ToolError::definitive("account closed"))],
+    ));
+    let e = engine
+        .call(&sync, &run("r1"), CallOptions::default(), "a".into())
+        .await
+        .unwrap_err();
+    errors.push(("Sync".into(), e, None));
+    let slow = Slow(AtomicUsize::new(0), false);
+    let e = engine
+        .call(&slow, &run("r1"), CallOptions::default(), "a".into())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, EffectError::TimedOut { .. }), "{e}");
+    errors.push(("slow_sync".into(), e, None));
+    let boom = Slow(AtomicUsize::new(0), true);
+    let e = engine
+        .call(&boom, &run("r1"), CallOptions::default(), "b".into())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, EffectError::Panicked { .. }), "{e}");
+    errors.push(("slow_sync".into(), e, None));
+
+    // Cancelled while running (in doubt).
+    let script = Script::new(&down, &[Step::HoldThenOk]);
+    let held = Charge(script.clone());
+    let cancel = run("r9");
+    let task = {
+        let (engine, held, cancel) = (engine.clone(), held.clone(), cancel.clone());
+        tokio::spawn(async move { engine.call(&held, &cancel, CallOptions::default(), "z".into()).await })
+    };
+    script.started.notified().await;
+    cancel.cancel();
+    let e = task.await.unwrap().unwrap_err();
+    errors.push(("Charge".into(), e, Some("resolves it")));
+
+    // A recorded output that no longer decodes (a person resolved it with the wrong shape).
+    let odd = Charge(Script::new(&down, &[Step::Fail(ToolError::unknown("reset"))]));
+    let e = engine
+        .call(&odd, &run("r1"), CallOptions::default(), "odd".into())
+        .await
+        .unwrap_err();
+    let key = e.key().unwrap().to_owned();
+    engine
+        .store()
+        .resolve(
+            &key,
+            "ops",
+            Verdict::Applied {
+                output: serde_json::json!({"id": 7}),
+            },
+        )
+        .await
+        .unwrap();
+    let e = engine
+        .call(&odd, &run("r1"), CallOptions::default(), "odd".into())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, EffectError::Codec { .. }), "{e}");
+    errors.push(("Charge".into(), e, None));
+
+    assert_eq!(errors.len(), 11);
+    for (tool, e, next) in &errors {
+        let text = e.to_string();
+        let key = e.key().unwrap_or_else(|| panic!("no key in {e:?}"));
+        assert!(text.contains(key), "the message names the key: {text}");
+        assert!(
+            text.contains(&format!("`{tool}`")),
+            "the message names the tool: {text}"
+        );
+        if let Some(next) = next {
+            assert!(text.contains(next), "the message says what to do ({next}): {text}");
+        }
+    }
+}
