@@ -86,11 +86,13 @@ CREATE TABLE {schema}.records (
     updated_at    bigint NOT NULL,
     expires_at    bigint,
     row_version   bigint NOT NULL DEFAULT nextval('{schema}.row_version_seq')
-);
+) WITH (fillfactor = 80);
 COMMENT ON TABLE {schema}.records IS 'effect-tool journal: one row per effect key; times in ms since the Unix epoch';
-CREATE INDEX records_state ON {schema}.records (state, updated_at);
-CREATE INDEX records_run ON {schema}.records (run_id, updated_at);
-CREATE INDEX records_updated ON {schema}.records (updated_at);
+-- Few indexes, on columns that rarely change, so that a lease renewal is a HOT update and
+-- a completion writes as few index entries as possible; they end in created_at so that new
+-- entries land on the last page. Lists sort by updated_at in memory.
+CREATE INDEX records_state ON {schema}.records (state, created_at);
+CREATE INDEX records_run ON {schema}.records (run_id, created_at);
 CREATE INDEX records_expires ON {schema}.records (expires_at) WHERE expires_at IS NOT NULL;
 CREATE TABLE {schema}.audit (
     id     bigserial PRIMARY KEY,

@@ -338,9 +338,11 @@ CREATE TABLE IF NOT EXISTS effect_records (
     updated_at    INTEGER NOT NULL,
     expires_at    INTEGER
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS effect_records_state ON effect_records (state, updated_at);
-CREATE INDEX IF NOT EXISTS effect_records_run ON effect_records (run_id, updated_at);
-CREATE INDEX IF NOT EXISTS effect_records_updated ON effect_records (updated_at);
+-- Few indexes, on columns that rarely change (an index is rewritten by every write that changes
+-- one of its columns), ending in created_at so that new entries land on the last page.
+-- Lists sort by updated_at in memory.
+CREATE INDEX IF NOT EXISTS effect_records_state ON effect_records (state, created_at);
+CREATE INDEX IF NOT EXISTS effect_records_run ON effect_records (run_id, created_at);
 CREATE INDEX IF NOT EXISTS effect_records_expires ON effect_records (expires_at) WHERE expires_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS effect_audit (
     id     INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -386,6 +388,8 @@ fn open_connection(path: &Path, options: &SqliteOptions, writer: bool) -> Result
         | OpenFlags::SQLITE_OPEN_URI;
     let conn = Connection::open_with_flags(path, flags).map_err(fail)?;
     conn.busy_timeout(options.busy_timeout).map_err(fail)?;
+    // One statement per set of changed columns (a dozen) beside the fixed ones.
+    conn.set_prepared_statement_cache_capacity(64);
     if writer {
         let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
@@ -580,43 +584,105 @@ fn read_record(conn: &Connection, key: &str) -> Result<Option<EffectRecord>, Sto
     read_row(conn, key).map_err(backend)?.map(Row::decode).transpose()
 }
 
-fn write_record(conn: &Connection, rec: &EffectRecord) -> rusqlite::Result<()> {
-    let input = rec.input.to_string();
-    let output = rec.output.as_ref().map(|v| v.to_string());
-    let mut st = conn.prepare_cached(&UPSERT_RECORD)?;
-    st.execute(params![
-        rec.key,
-        rec.version,
-        rec.tool,
-        rec.class.as_str(),
-        rec.run_id,
-        rec.thread_id,
-        rec.call_id,
-        rec.fingerprint,
-        input,
-        rec.state.as_str(),
-        rec.attempt,
-        rec.lease_until,
-        output,
-        rec.reason,
-        rec.approval_role,
-        rec.decided_by,
-        rec.created_at,
-        rec.updated_at,
-        rec.expires_at,
-    ])?;
+/// Write `rec` over `before` (the row as stored, `None` if there is none): an INSERT of a new
+/// row, or an UPDATE of only the columns that changed, so that an index is only rewritten when
+/// its column changes (a completion touches the row and the state index, a renewal only the row).
+fn write_record(conn: &Connection, before: Option<&EffectRecord>, rec: &EffectRecord) -> rusqlite::Result<()> {
+    use rusqlite::types::Value as SqlValue;
+    let text = |s: &str| SqlValue::Text(s.to_owned());
+    let opt_text = |s: &Option<String>| s.as_deref().map_or(SqlValue::Null, text);
+    let opt_int = |v: Option<i64>| v.map_or(SqlValue::Null, SqlValue::Integer);
+    let json = |v: &serde_json::Value| SqlValue::Text(v.to_string());
+    let Some(old) = before else {
+        let values = [
+            text(&rec.key),
+            SqlValue::Integer(i64::from(rec.version)),
+            text(&rec.tool),
+            text(rec.class.as_str()),
+            text(&rec.run_id),
+            opt_text(&rec.thread_id),
+            opt_text(&rec.call_id),
+            text(&rec.fingerprint),
+            json(&rec.input),
+            text(rec.state.as_str()),
+            SqlValue::Integer(i64::from(rec.attempt)),
+            opt_int(rec.lease_until),
+            rec.output.as_ref().map_or(SqlValue::Null, json),
+            opt_text(&rec.reason),
+            opt_text(&rec.approval_role),
+            opt_text(&rec.decided_by),
+            SqlValue::Integer(rec.created_at),
+            SqlValue::Integer(rec.updated_at),
+            opt_int(rec.expires_at),
+        ];
+        conn.prepare_cached(&INSERT_RECORD)?
+            .execute(rusqlite::params_from_iter(values))?;
+        return Ok(());
+    };
+    let mut set: Vec<(&str, SqlValue)> = Vec::new();
+    let mut changed = |name: &'static str, differs: bool, value: &dyn Fn() -> SqlValue| {
+        if differs {
+            set.push((name, value()));
+        }
+    };
+    changed("version", old.version != rec.version, &|| {
+        SqlValue::Integer(i64::from(rec.version))
+    });
+    changed("tool", old.tool != rec.tool, &|| text(&rec.tool));
+    changed("class", old.class != rec.class, &|| text(rec.class.as_str()));
+    changed("run_id", old.run_id != rec.run_id, &|| text(&rec.run_id));
+    changed("thread_id", old.thread_id != rec.thread_id, &|| {
+        opt_text(&rec.thread_id)
+    });
+    changed("call_id", old.call_id != rec.call_id, &|| opt_text(&rec.call_id));
+    changed("fingerprint", old.fingerprint != rec.fingerprint, &|| {
+        text(&rec.fingerprint)
+    });
+    changed("input", old.input != rec.input, &|| json(&rec.input));
+    changed("state", old.state != rec.state, &|| text(rec.state.as_str()));
+    changed("attempt", old.attempt != rec.attempt, &|| {
+        SqlValue::Integer(i64::from(rec.attempt))
+    });
+    changed("lease_until", old.lease_until != rec.lease_until, &|| {
+        opt_int(rec.lease_until)
+    });
+    changed("output", old.output != rec.output, &|| {
+        rec.output.as_ref().map_or(SqlValue::Null, json)
+    });
+    changed("reason", old.reason != rec.reason, &|| opt_text(&rec.reason));
+    changed("approval_role", old.approval_role != rec.approval_role, &|| {
+        opt_text(&rec.approval_role)
+    });
+    changed("decided_by", old.decided_by != rec.decided_by, &|| {
+        opt_text(&rec.decided_by)
+    });
+    changed("created_at", old.created_at != rec.created_at, &|| {
+        SqlValue::Integer(rec.created_at)
+    });
+    changed("updated_at", old.updated_at != rec.updated_at, &|| {
+        SqlValue::Integer(rec.updated_at)
+    });
+    changed("expires_at", old.expires_at != rec.expires_at, &|| {
+        opt_int(rec.expires_at)
+    });
+    if set.is_empty() {
+        return Ok(());
+    }
+    let assignments: Vec<String> = set
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| format!("{name} = ?{}", i + 2))
+        .collect();
+    let sql = format!("UPDATE effect_records SET {} WHERE key = ?1", assignments.join(", "));
+    let values = std::iter::once(text(&rec.key)).chain(set.into_iter().map(|(_, v)| v));
+    let n = conn.prepare_cached(&sql)?.execute(rusqlite::params_from_iter(values))?;
+    debug_assert_eq!(n, 1, "the record was read in this transaction");
     Ok(())
 }
 
-static UPSERT_RECORD: LazyLock<String> = LazyLock::new(|| {
+static INSERT_RECORD: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "INSERT INTO effect_records ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)
-         ON CONFLICT (key) DO UPDATE SET version = excluded.version, tool = excluded.tool, class = excluded.class,
-           run_id = excluded.run_id, thread_id = excluded.thread_id, call_id = excluded.call_id,
-           fingerprint = excluded.fingerprint, input = excluded.input, state = excluded.state,
-           attempt = excluded.attempt, lease_until = excluded.lease_until, output = excluded.output,
-           reason = excluded.reason, approval_role = excluded.approval_role, decided_by = excluded.decided_by,
-           created_at = excluded.created_at, updated_at = excluded.updated_at, expires_at = excluded.expires_at"
+        "INSERT INTO effect_records ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
     )
 });
 
@@ -713,7 +779,7 @@ fn apply_in_tx(conn: &Connection, key: &str, op: &Op) -> rusqlite::Result<Result
         Err(rejected) => return Ok(Err(rejected.into())),
     };
     if let Some(rec) = &t.write {
-        write_record(conn, rec)?;
+        write_record(conn, current.as_ref(), rec)?;
         if let Some(entry) = op.audit(key, now) {
             append_audit(conn, &entry)?;
         }
