@@ -1052,7 +1052,9 @@ fn codec_error<T: Tool>(key: &str, e: serde_json::Error) -> EffectError<T::Error
     EffectError::Codec {
         tool: T::NAME.to_owned(),
         key: key.to_owned(),
-        message: format!("the recorded output does not decode as this tool's output type (was the type changed?): {e}"),
+        message: format!(
+            "the recorded output does not decode as this tool's output type: {e}. Either the output type changed since it was recorded (use a new key or window), or a person resolved it with an output of the wrong shape (see `effect-tool show` for the record)"
+        ),
     }
 }
 

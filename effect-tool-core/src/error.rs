@@ -113,7 +113,7 @@ impl StoreError {
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum EffectError<E = crate::outcome::ToolError> {
     /// The tool ran and failed.
-    #[error("tool `{tool}` failed ({failure}{key_note}): {error}", key_note = key.as_ref().map(|k| format!(", key `{k}`")).unwrap_or_default())]
+    #[error("tool `{tool}` failed ({failure}{key_note}): {error}; {next}", key_note = key.as_ref().map(|k| format!(", key `{k}`")).unwrap_or_default(), next = next_step(failure))]
     Tool {
         /// The tool.
         tool: String,
@@ -131,7 +131,7 @@ pub enum EffectError<E = crate::outcome::ToolError> {
     #[error(transparent)]
     ApprovalPending(#[from] ApprovalPending),
     /// A person denied the call.
-    #[error("tool `{tool}` was denied by {by} (key `{key}`){}", reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default())]
+    #[error("tool `{tool}` was denied by {by} (key `{key}`){}; the decision stands: do not call it again unchanged, ask {by} or choose another action", reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default())]
     Denied {
         /// The tool.
         tool: String,
@@ -175,7 +175,7 @@ pub enum EffectError<E = crate::outcome::ToolError> {
         key: String,
     },
     /// The tool ran past its timeout: the outcome is unknown.
-    #[error("tool `{tool}` timed out after {after:?}{}: the effect may have happened", key.as_ref().map(|k| format!(" (key `{k}`)")).unwrap_or_default())]
+    #[error("tool `{tool}` timed out after {after:?}{}: the effect may have happened; {}", key.as_ref().map(|k| format!(" (key `{k}`)")).unwrap_or_default(), next_step(&Failure::Unknown))]
     TimedOut {
         /// The tool.
         tool: String,
@@ -185,7 +185,7 @@ pub enum EffectError<E = crate::outcome::ToolError> {
         after: std::time::Duration,
     },
     /// The tool panicked: the outcome is unknown (handled like a timeout).
-    #[error("tool `{tool}` panicked{}: {message}; the effect may have happened", key.as_ref().map(|k| format!(" (key `{k}`)")).unwrap_or_default())]
+    #[error("tool `{tool}` panicked{}: {message}; the effect may have happened; {}", key.as_ref().map(|k| format!(" (key `{k}`)")).unwrap_or_default(), next_step(&Failure::Unknown))]
     Panicked {
         /// The tool.
         tool: String,
@@ -206,7 +206,7 @@ pub enum EffectError<E = crate::outcome::ToolError> {
         key: String,
     },
     /// An identical call running at the same time failed; this call shared its outcome.
-    #[error("tool `{tool}` failed ({failure}, key `{key}`) in an identical call running at the same time: {message}")]
+    #[error("tool `{tool}` failed ({failure}, key `{key}`) in an identical call running at the same time: {message}; {next}", next = next_step(failure))]
     SharedFailure {
         /// The tool.
         tool: String,
@@ -218,13 +218,17 @@ pub enum EffectError<E = crate::outcome::ToolError> {
         message: String,
     },
     /// The run was cancelled before the tool started.
-    #[error("tool `{tool}` was not run: the run was cancelled")]
+    #[error(
+        "tool `{tool}` was not run: the run was cancelled; nothing happened: call it again in a run that is not cancelled"
+    )]
     Cancelled {
         /// The tool.
         tool: String,
     },
     /// The journal failed before the effect ran (nothing happened).
-    #[error("tool `{tool}` was not run: {source}")]
+    #[error(
+        "tool `{tool}` was not run: {source}; nothing happened: check the journal (its path or URL, the disk, the connection) and call again"
+    )]
     Store {
         /// The tool.
         tool: String,
@@ -241,6 +245,17 @@ pub enum EffectError<E = crate::outcome::ToolError> {
         /// What failed.
         message: String,
     },
+}
+
+/// What a person or a model can do after a failure of this kind.
+fn next_step(failure: &Failure) -> &'static str {
+    match failure {
+        Failure::Definitive => "nothing happened: change the request before calling again",
+        Failure::Transient { .. } => "nothing happened: calling again later is safe",
+        Failure::Unknown => {
+            "the next call reconciles it (`recover`), re-runs it with the same key (idempotent tools) or stops until a person resolves it (`effect-tool resolve`)"
+        }
+    }
 }
 
 impl<E> EffectError<E> {
