@@ -31,6 +31,41 @@
 //!   ([`unique_tool_names!`] only checks).
 //! - [`schema`] holds the schema rules (what providers accept, OpenAI's strict mode);
 //!   [`manifest`] the stable text of every declaration, for review.
+//!
+//! ## Calling tools
+//!
+//! Every call of a non-pure tool goes through an [`Engine`] over a journal ([`MemoryStore`],
+//! `store::sqlite::SqliteStore`, `store::postgres::PostgresStore`): a call with the same key
+//! returns the recorded result instead of running again.
+//!
+//! ```
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use effect_tool::{CallOptions, Disposition, EffectCtx, Engine, MemoryStore, RunContext, ToolError, tool};
+//!
+//! static EMAILS_SENT: AtomicUsize = AtomicUsize::new(0);
+//!
+//! /// Email a receipt.
+//! #[tool(effect = "irreversible", key = |a| format!("receipt:{}", a.order_id))]
+//! async fn send_receipt(order_id: String, to: String) -> Result<String, ToolError> {
+//!     EMAILS_SENT.fetch_add(1, Ordering::SeqCst);
+//!     Ok(format!("receipt for {order_id} sent to {to}"))
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let engine = Engine::new(MemoryStore::new());
+//! let run = RunContext::new("run-1");
+//! let args = SendReceiptArgs { order_id: "A-1".into(), to: "ann@example.com".into() };
+//!
+//! let first = engine.call_with_report(&SendReceipt, &run, CallOptions::call_id("c1"), args.clone()).await;
+//! // The model re-plans: the same work under a new tool-call id.
+//! let again = engine.call_with_report(&SendReceipt, &run, CallOptions::call_id("c2"), args).await;
+//!
+//! assert_eq!(first.disposition, Disposition::Executed);
+//! assert_eq!(again.disposition, Disposition::Replayed);
+//! assert_eq!(first.result.unwrap(), again.result.unwrap());
+//! assert_eq!(EMAILS_SENT.load(Ordering::SeqCst), 1);
+//! # });
+//! ```
 
 #![warn(missing_docs)]
 
