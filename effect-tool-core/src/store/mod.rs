@@ -63,6 +63,13 @@ pub trait Store: Send + Sync + 'static {
         Ok(self.get(key).await?.map(std::sync::Arc::new))
     }
 
+    /// Whether a claim answers a recorded key as cheaply as [`Store::lookup`] (one round trip
+    /// that also returns the recorded result). The engine then claims at once instead of
+    /// looking up first; backends whose claims take a write lock keep the default, `false`.
+    fn claim_answers_replays(&self) -> bool {
+        false
+    }
+
     /// Apply an operation atomically (see [`crate::record::transition`]). Refusals come back
     /// as [`StoreError::Rejected`].
     async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError>;
@@ -197,6 +204,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     fn now(&self) -> Millis {
         (**self).now()
+    }
+    fn claim_answers_replays(&self) -> bool {
+        (**self).claim_answers_replays()
     }
 }
 
