@@ -14,6 +14,8 @@ use crate::record::{AuditEntry, EffectRecord, Intent, Millis, Op, OpOutcome, Rec
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod row;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 

@@ -42,7 +42,6 @@
 //!   [`StoreError::UnsupportedVersion`] and left untouched.
 
 use std::collections::HashMap;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -52,6 +51,7 @@ use deadpool_postgres::{Manager, Pool, QueueMode, Runtime};
 use tokio_postgres::NoTls;
 use tokio_postgres::types::ToSql;
 
+use super::row::StoredRow;
 use super::{Filter, Store};
 use crate::class::EffectClass;
 use crate::error::StoreError;
@@ -764,27 +764,10 @@ static_names!(RecordState,
     RecordState::AwaitingApproval => "awaiting-approval", RecordState::Approved => "approved",
     RecordState::Denied => "denied", RecordState::Released => "released", RecordState::Compensated => "compensated");
 
-/// One row as stored, before it is checked and decoded.
+/// One row as stored, before it is checked and decoded, with its row version (the
+/// compare-and-set token of this backend).
 struct PgRow {
-    key: String,
-    version: i32,
-    tool: String,
-    class: String,
-    run_id: String,
-    thread_id: Option<String>,
-    call_id: Option<String>,
-    fingerprint: String,
-    input: String,
-    state: String,
-    attempt: i64,
-    lease_until: Option<i64>,
-    output: Option<String>,
-    reason: Option<String>,
-    approval_role: Option<String>,
-    decided_by: Option<String>,
-    created_at: i64,
-    updated_at: i64,
-    expires_at: Option<i64>,
+    row: StoredRow,
     row_version: i64,
 }
 
@@ -797,79 +780,36 @@ impl PgRow {
             key: key.clone(),
             message: format!("a column has an unexpected type: {e}"),
         };
+        let version: i32 = row.try_get(at + 1).map_err(g)?;
+        let row_version: i64 = row.try_get(at + 19).map_err(g)?;
         Ok(Some(PgRow {
-            version: row.try_get(at + 1).map_err(g)?,
-            tool: row.try_get(at + 2).map_err(g)?,
-            class: row.try_get(at + 3).map_err(g)?,
-            run_id: row.try_get(at + 4).map_err(g)?,
-            thread_id: row.try_get(at + 5).map_err(g)?,
-            call_id: row.try_get(at + 6).map_err(g)?,
-            fingerprint: row.try_get(at + 7).map_err(g)?,
-            input: row.try_get(at + 8).map_err(g)?,
-            state: row.try_get(at + 9).map_err(g)?,
-            attempt: row.try_get(at + 10).map_err(g)?,
-            lease_until: row.try_get(at + 11).map_err(g)?,
-            output: row.try_get(at + 12).map_err(g)?,
-            reason: row.try_get(at + 13).map_err(g)?,
-            approval_role: row.try_get(at + 14).map_err(g)?,
-            decided_by: row.try_get(at + 15).map_err(g)?,
-            created_at: row.try_get(at + 16).map_err(g)?,
-            updated_at: row.try_get(at + 17).map_err(g)?,
-            expires_at: row.try_get(at + 18).map_err(g)?,
-            row_version: row.try_get(at + 19).map_err(g)?,
-            key,
+            row: StoredRow {
+                version: i64::from(version),
+                tool: row.try_get(at + 2).map_err(g)?,
+                class: row.try_get(at + 3).map_err(g)?,
+                run_id: row.try_get(at + 4).map_err(g)?,
+                thread_id: row.try_get(at + 5).map_err(g)?,
+                call_id: row.try_get(at + 6).map_err(g)?,
+                fingerprint: row.try_get(at + 7).map_err(g)?,
+                input: row.try_get(at + 8).map_err(g)?,
+                state: row.try_get(at + 9).map_err(g)?,
+                attempt: row.try_get(at + 10).map_err(g)?,
+                lease_until: row.try_get(at + 11).map_err(g)?,
+                output: row.try_get(at + 12).map_err(g)?,
+                reason: row.try_get(at + 13).map_err(g)?,
+                approval_role: row.try_get(at + 14).map_err(g)?,
+                decided_by: row.try_get(at + 15).map_err(g)?,
+                created_at: row.try_get(at + 16).map_err(g)?,
+                updated_at: row.try_get(at + 17).map_err(g)?,
+                expires_at: row.try_get(at + 18).map_err(g)?,
+                key,
+            },
+            row_version,
         }))
     }
 
-    /// Check the version first, then decode: a newer record is never misread.
+    /// Check the version first, then decode (see [`StoredRow::decode`]).
     fn decode(self) -> Result<(EffectRecord, i64), StoreError> {
-        let key = self.key;
-        if i64::from(self.version) != i64::from(RECORD_VERSION) {
-            return Err(StoreError::UnsupportedVersion {
-                key,
-                found: u32::try_from(self.version).unwrap_or(u32::MAX),
-                supported: RECORD_VERSION,
-            });
-        }
-        let corrupt = |message: String| StoreError::Corrupt {
-            key: key.clone(),
-            message,
-        };
-        let json = |what: &str, text: &str| {
-            serde_json::from_str(text).map_err(|e| corrupt(format!("its {what} is not valid JSON: {e}")))
-        };
-        let class = EffectClass::from_str(&self.class).map_err(|e| corrupt(e.to_string()))?;
-        let state = RecordState::from_str(&self.state).map_err(corrupt)?;
-        let attempt =
-            u32::try_from(self.attempt).map_err(|_| corrupt(format!("attempt {} is out of range", self.attempt)))?;
-        let input = json("input", &self.input)?;
-        let output = match &self.output {
-            Some(text) => Some(json("output", text)?),
-            None => None,
-        };
-        Ok((
-            EffectRecord {
-                version: RECORD_VERSION,
-                key,
-                tool: self.tool,
-                class,
-                run_id: self.run_id,
-                thread_id: self.thread_id,
-                call_id: self.call_id,
-                fingerprint: self.fingerprint,
-                input,
-                state,
-                attempt,
-                lease_until: self.lease_until,
-                output,
-                reason: self.reason,
-                approval_role: self.approval_role,
-                decided_by: self.decided_by,
-                created_at: self.created_at,
-                updated_at: self.updated_at,
-                expires_at: self.expires_at,
-            },
-            self.row_version,
-        ))
+        Ok((self.row.decode()?, self.row_version))
     }
 }

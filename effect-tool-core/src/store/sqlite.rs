@@ -47,7 +47,6 @@
 //! [`StoreError::UnsupportedVersion`] and left untouched, never misread.
 
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::mpsc;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
@@ -57,9 +56,8 @@ use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionB
 use tokio::sync::oneshot;
 
 use super::{Filter, Store};
-use crate::class::EffectClass;
 use crate::error::StoreError;
-use crate::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome, RECORD_VERSION, RecordState, transition};
+use crate::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome, RECORD_VERSION, transition};
 
 /// The version of the SQLite schema this build writes and reads.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -473,28 +471,7 @@ fn migrate(conn: &Connection, path: &Path) -> Result<(), Migrate> {
 const COLUMNS: &str = "key, version, tool, class, run_id, thread_id, call_id, fingerprint, input, state, attempt, \
      lease_until, output, reason, approval_role, decided_by, created_at, updated_at, expires_at";
 
-/// One row as stored, before it is checked and decoded.
-struct Row {
-    key: String,
-    version: i64,
-    tool: String,
-    class: String,
-    run_id: String,
-    thread_id: Option<String>,
-    call_id: Option<String>,
-    fingerprint: String,
-    input: String,
-    state: String,
-    attempt: i64,
-    lease_until: Option<i64>,
-    output: Option<String>,
-    reason: Option<String>,
-    approval_role: Option<String>,
-    decided_by: Option<String>,
-    created_at: i64,
-    updated_at: i64,
-    expires_at: Option<i64>,
-}
+use super::row::StoredRow as Row;
 
 impl Row {
     fn from_sql(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
@@ -518,55 +495,6 @@ impl Row {
             created_at: r.get(16)?,
             updated_at: r.get(17)?,
             expires_at: r.get(18)?,
-        })
-    }
-
-    /// Check the version first, then decode: a newer record is never misread.
-    fn decode(self) -> Result<EffectRecord, StoreError> {
-        let key = self.key;
-        if self.version != i64::from(RECORD_VERSION) {
-            return Err(StoreError::UnsupportedVersion {
-                key,
-                found: u32::try_from(self.version).unwrap_or(u32::MAX),
-                supported: RECORD_VERSION,
-            });
-        }
-        let corrupt = |message: String| StoreError::Corrupt {
-            key: key.clone(),
-            message,
-        };
-        let json = |what: &str, text: &str| {
-            serde_json::from_str(text).map_err(|e| corrupt(format!("its {what} is not valid JSON: {e}")))
-        };
-        let class = EffectClass::from_str(&self.class).map_err(|e| corrupt(e.to_string()))?;
-        let state = RecordState::from_str(&self.state).map_err(corrupt)?;
-        let attempt =
-            u32::try_from(self.attempt).map_err(|_| corrupt(format!("attempt {} is out of range", self.attempt)))?;
-        let input = json("input", &self.input)?;
-        let output = match &self.output {
-            Some(text) => Some(json("output", text)?),
-            None => None,
-        };
-        Ok(EffectRecord {
-            version: RECORD_VERSION,
-            key,
-            tool: self.tool,
-            class,
-            run_id: self.run_id,
-            thread_id: self.thread_id,
-            call_id: self.call_id,
-            fingerprint: self.fingerprint,
-            input,
-            state,
-            attempt,
-            lease_until: self.lease_until,
-            output,
-            reason: self.reason,
-            approval_role: self.approval_role,
-            decided_by: self.decided_by,
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-            expires_at: self.expires_at,
         })
     }
 }

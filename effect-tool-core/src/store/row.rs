@@ -1,0 +1,82 @@
+//! A record as the SQL backends store it: plain columns and JSON text, checked and decoded in
+//! one place so that every backend reads the versioned schema the same way.
+
+use std::str::FromStr;
+
+use crate::class::EffectClass;
+use crate::error::StoreError;
+use crate::record::{EffectRecord, RECORD_VERSION, RecordState};
+
+/// One stored row, before it is checked and decoded.
+pub(crate) struct StoredRow {
+    pub key: String,
+    pub version: i64,
+    pub tool: String,
+    pub class: String,
+    pub run_id: String,
+    pub thread_id: Option<String>,
+    pub call_id: Option<String>,
+    pub fingerprint: String,
+    pub input: String,
+    pub state: String,
+    pub attempt: i64,
+    pub lease_until: Option<i64>,
+    pub output: Option<String>,
+    pub reason: Option<String>,
+    pub approval_role: Option<String>,
+    pub decided_by: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub expires_at: Option<i64>,
+}
+
+impl StoredRow {
+    /// Check the version first, then decode: a newer record is never misread.
+    pub fn decode(self) -> Result<EffectRecord, StoreError> {
+        let key = self.key;
+        if self.version != i64::from(RECORD_VERSION) {
+            return Err(StoreError::UnsupportedVersion {
+                key,
+                found: u32::try_from(self.version).unwrap_or(u32::MAX),
+                supported: RECORD_VERSION,
+            });
+        }
+        let corrupt = |message: String| StoreError::Corrupt {
+            key: key.clone(),
+            message,
+        };
+        let json = |what: &str, text: &str| {
+            serde_json::from_str(text).map_err(|e| corrupt(format!("its {what} is not valid JSON: {e}")))
+        };
+        let class = EffectClass::from_str(&self.class).map_err(|e| corrupt(e.to_string()))?;
+        let state = RecordState::from_str(&self.state).map_err(corrupt)?;
+        let attempt =
+            u32::try_from(self.attempt).map_err(|_| corrupt(format!("attempt {} is out of range", self.attempt)))?;
+        let input = json("input", &self.input)?;
+        let output = match &self.output {
+            Some(text) => Some(json("output", text)?),
+            None => None,
+        };
+        Ok(EffectRecord {
+            version: RECORD_VERSION,
+            key,
+            tool: self.tool,
+            class,
+            run_id: self.run_id,
+            thread_id: self.thread_id,
+            call_id: self.call_id,
+            fingerprint: self.fingerprint,
+            input,
+            state,
+            attempt,
+            lease_until: self.lease_until,
+            output,
+            reason: self.reason,
+            approval_role: self.approval_role,
+            decided_by: self.decided_by,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            expires_at: self.expires_at,
+        })
+    }
+}
