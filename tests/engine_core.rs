@@ -936,3 +936,59 @@ async fn a_panicking_tool_is_an_unknown_outcome_and_leaves_no_claim_behind() {
     assert!(again.as_blocked().is_some());
     assert_eq!(tool.0.load(Ordering::SeqCst), 1);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_unkeyed_irreversible_call_under_another_call_id_is_blocked_even_while_the_first_runs() {
+    struct Gated {
+        started: tokio::sync::Notify,
+        gate: tokio::sync::Notify,
+        sent: AtomicUsize,
+    }
+    impl Tool for Gated {
+        type Args = String;
+        type Output = String;
+        type Error = ToolError;
+        const NAME: &'static str = "gated_email";
+        const CLASS: EffectClass = EffectClass::Irreversible;
+        async fn call(&self, _ctx: &EffectCtx, to: String) -> Result<String, ToolError> {
+            self.started.notify_one();
+            self.gate.notified().await;
+            self.sent.fetch_add(1, Ordering::SeqCst);
+            Ok(format!("sent to {to}"))
+        }
+    }
+    let tool = Arc::new(Gated {
+        started: Default::default(),
+        gate: Default::default(),
+        sent: AtomicUsize::new(0),
+    });
+    let engine = engine();
+    let spawn = |call_id: &'static str| {
+        let (tool, engine) = (tool.clone(), engine.clone());
+        tokio::spawn(async move {
+            engine
+                .call(&*tool, &run("r1"), CallOptions::call_id(call_id), "ann".into())
+                .await
+        })
+    };
+    let first = spawn("call_1");
+    tool.started.notified().await;
+    let retry_of_first = spawn("call_1");
+    let replanned = spawn("call_2");
+    for _ in 0..20 {
+        tokio::task::yield_now().await; // let both join the running call
+    }
+    tool.gate.notify_one();
+    let first = first.await.unwrap().unwrap();
+    assert_eq!(
+        retry_of_first.await.unwrap().unwrap(),
+        first,
+        "the same tool call shares the result"
+    );
+    let err = replanned.await.unwrap().unwrap_err();
+    assert_eq!(
+        err.as_blocked().expect("a new call id is blocked").reason,
+        BlockReason::IdenticalReplan
+    );
+    assert_eq!(tool.sent.load(Ordering::SeqCst), 1);
+}

@@ -123,6 +123,9 @@ struct Slot {
     notify: Notify,
     /// The leader's input fingerprint: a custom key can join calls with different inputs.
     fingerprint: String,
+    /// The leader's tool-call id: an unkeyed irreversible call under another id is not the
+    /// same work, as far as anyone can tell.
+    call_id: Option<String>,
 }
 
 enum SlotState {
@@ -440,10 +443,11 @@ impl Engine {
         }
 
         loop {
-            match self.join(&key, &fingerprint) {
+            match self.join(&key, &fingerprint, opts.call_id.as_deref()) {
                 Role::Follower(slot) => {
                     let shared = slot.wait().await;
                     let leader_input = slot.fingerprint.clone();
+                    let leader_call = slot.call_id.clone();
                     drop(slot);
                     // The leader ended without a result (cancelled or panicked): take its place.
                     let Some((result, _)) = shared else { continue };
@@ -455,6 +459,24 @@ impl Engine {
                     ) && !run.cancellation().is_cancelled()
                     {
                         continue;
+                    }
+                    // An unkeyed irreversible tool called again under another tool-call id while
+                    // the first ran: blocked, as the same call after it would be (DESIGN §4).
+                    if T::CLASS == EffectClass::Irreversible
+                        && !keyed
+                        && matches!((&leader_call, &opts.call_id), (Some(a), Some(b)) if a != b)
+                    {
+                        let err = SideEffectRetryBlocked {
+                            key: key.clone(),
+                            tool: T::NAME.to_owned(),
+                            run_id: run.run_id().to_owned(),
+                            reason: BlockReason::IdenticalReplan,
+                        };
+                        return CallReport {
+                            result: Err(EffectError::Blocked(err)),
+                            disposition: Disposition::Blocked,
+                            key: Some(key.clone()),
+                        };
                     }
                     // Joined under a custom key with another input: what a replay would say.
                     if result.is_ok() && leader_input != fingerprint {
@@ -526,7 +548,7 @@ impl Engine {
         }
     }
 
-    fn join<'a>(&'a self, key: &'a str, fingerprint: &str) -> Role<'a> {
+    fn join<'a>(&'a self, key: &'a str, fingerprint: &str, call_id: Option<&str>) -> Role<'a> {
         let mut map = self.inner.inflight.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(slot) = map.get(key) {
             return Role::Follower(slot.clone());
@@ -535,6 +557,7 @@ impl Engine {
             state: Mutex::new(SlotState::Running),
             notify: Notify::new(),
             fingerprint: fingerprint.to_owned(),
+            call_id: call_id.map(str::to_owned),
         });
         map.insert(key.to_owned(), slot.clone());
         Role::Leader(Leader {
