@@ -501,7 +501,7 @@ impl Engine {
                     }
                     let result = match result {
                         Ok(v) => decode_output::<T>(&key, v),
-                        Err(e) => Err(from_shared::<T>(e)),
+                        Err(e) => Err(from_shared::<T>(e, run)),
                     };
                     let disposition = if result.is_ok() {
                         Disposition::Shared
@@ -1161,7 +1161,20 @@ fn to_shared<E: std::fmt::Display>(e: &EffectError<E>) -> EffectError<String> {
     }
 }
 
-fn from_shared<T: Tool>(e: EffectError<String>) -> EffectError<T::Error> {
+/// The leader's error as this follower's: tool errors become [`EffectError::SharedFailure`]
+/// (the tool's own error type cannot be cloned), and the run named is the follower's own.
+fn from_shared<T: Tool>(e: EffectError<String>, run: &RunContext) -> EffectError<T::Error> {
+    let e = match e {
+        EffectError::Blocked(b) => EffectError::Blocked(SideEffectRetryBlocked {
+            run_id: run.run_id().to_owned(),
+            ..b
+        }),
+        EffectError::ApprovalPending(a) => EffectError::ApprovalPending(ApprovalPending {
+            run_id: run.run_id().to_owned(),
+            ..a
+        }),
+        other => other,
+    };
     match e {
         EffectError::Tool {
             tool,
