@@ -431,7 +431,6 @@ impl Engine {
                 call_id: opts.call_id.clone(),
                 key: &key,
                 fingerprint: &fingerprint,
-                input: &input,
                 keyed,
             };
             let (result, disposition) = self.replay(&call, &rec);
@@ -521,12 +520,11 @@ impl Engine {
                         call_id: opts.call_id.clone(),
                         key: &key,
                         fingerprint: &fingerprint,
-                        input: &input,
                         keyed,
                     };
                     // Boxed: the claim-execute-record path is large; keeping it out of this future keeps
                     // replays (the common case) cheap to poll and move.
-                    let (result, disposition) = Box::pin(self.lead(call, args)).await;
+                    let (result, disposition) = Box::pin(self.lead(call, input, args)).await;
                     leader.publish(|| {
                         let shared = match &result {
                             Ok(out) => serde_json::to_value(out).map_err(|e| EffectError::Codec {
@@ -571,6 +569,7 @@ impl Engine {
     async fn lead<T: Tool>(
         &self,
         call: Call<'_, T>,
+        input: Value,
         args: T::Args,
     ) -> (Result<T::Output, EffectError<T::Error>>, Disposition) {
         let store = &self.inner.store;
@@ -580,14 +579,17 @@ impl Engine {
         } else {
             None
         };
-        let make_intent = |approval: Option<&str>| Intent {
+        // The first claim takes the redacted input; a re-claim (after a retry) encodes it again
+        // rather than every call paying for a copy.
+        let mut first_input = Some(input);
+        let make_intent = |approval: Option<&str>, input: Value| Intent {
             tool: T::NAME.to_owned(),
             class: T::CLASS,
             run_id: call.run.run_id().to_owned(),
             thread_id: call.run.thread_id().map(str::to_owned),
             call_id: call.call_id.clone(),
             fingerprint: call.fingerprint.to_owned(),
-            input: call.input.clone(),
+            input,
             ttl_ms: T::TTL.map(|d| d.as_millis() as u64),
             approval: approval.map(str::to_owned),
         };
@@ -605,8 +607,24 @@ impl Engine {
                     Disposition::Failed,
                 );
             }
+            let input = match first_input.take() {
+                Some(input) => input,
+                None => match serde_json::to_value(&args) {
+                    Ok(v) => key::redact(v, T::SECRETS),
+                    Err(e) => {
+                        let message = format!("arguments do not serialize: {e}");
+                        return (
+                            Err(EffectError::InvalidArguments {
+                                tool: T::NAME.to_owned(),
+                                message,
+                            }),
+                            Disposition::Failed,
+                        );
+                    }
+                },
+            };
             let outcome = match store
-                .claim(key, make_intent(approval), lease_ms, takeover_in_doubt)
+                .claim(key, make_intent(approval, input), lease_ms, takeover_in_doubt)
                 .await
             {
                 Ok(o) => o,
@@ -938,7 +956,6 @@ struct Call<'a, T> {
     call_id: Option<String>,
     key: &'a str,
     fingerprint: &'a str,
-    input: &'a Value,
     keyed: bool,
 }
 
