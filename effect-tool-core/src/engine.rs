@@ -24,7 +24,7 @@ use crate::error::{ApprovalPending, BlockReason, EffectError, SideEffectRetryBlo
 use crate::key;
 use crate::outcome::{ClassifyError, Failure, Outcome};
 use crate::policy::{Decision, PolicyInput, decide};
-use crate::record::{EffectRecord, Intent, OpOutcome, RecordState};
+use crate::record::{EffectRecord, Intent, Op, OpOutcome, RecordState};
 use crate::store::{Store, StoreExt};
 use crate::tool::Tool;
 
@@ -931,7 +931,13 @@ impl Engine {
     ) -> (Result<T::Output, EffectError<T::Error>>, Disposition) {
         match serde_json::to_value(&out) {
             Ok(value) => {
-                if let Err(e) = self.inner.store.complete(call.key, attempt, value).await {
+                // `apply`, not `complete`: the written record is not needed back (no copy of it).
+                if let Err(e) = self
+                    .inner
+                    .store
+                    .apply(call.key, Op::Complete { attempt, output: value })
+                    .await
+                {
                     // The effect happened: the call succeeds. The claim left behind makes the
                     // next attempt reconcile.
                     tracing::warn!(error = %e, key = call.key, "effect applied but its record failed; the next attempt will reconcile");

@@ -354,8 +354,8 @@ pub enum OpOutcome {
     Denied(EffectRecord),
     /// The effect was undone by compensation.
     Compensated(EffectRecord),
-    /// A non-claim operation succeeded; this is the record now.
-    Done(EffectRecord),
+    /// A non-claim operation succeeded; this is the record now (shared with what was written).
+    Done(std::sync::Arc<EffectRecord>),
 }
 
 /// Why an operation was refused.
@@ -410,7 +410,7 @@ pub enum Rejected {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transition {
     /// The record to write, or `None` when nothing changes.
-    pub write: Option<EffectRecord>,
+    pub write: Option<std::sync::Arc<EffectRecord>>,
     /// What the caller learns.
     pub outcome: OpOutcome,
 }
@@ -462,7 +462,7 @@ pub fn transition(key: &str, current: Option<&EffectRecord>, op: &Op, now: Milli
                     rec.decided_by = prev.and_then(|p| p.decided_by.clone());
                 }
                 Ok(Transition {
-                    write: Some(rec),
+                    write: Some(std::sync::Arc::new(rec)),
                     outcome: OpOutcome::Claimed {
                         attempt,
                         previous,
@@ -621,6 +621,7 @@ fn existing<'a>(key: &str, current: Option<&'a EffectRecord>) -> Result<&'a Effe
 }
 
 fn done(rec: EffectRecord) -> Result<Transition, Rejected> {
+    let rec = std::sync::Arc::new(rec);
     Ok(Transition {
         outcome: OpOutcome::Done(rec.clone()),
         write: Some(rec),
@@ -664,7 +665,7 @@ fn park(
     rec.approval_role = Some(role.to_owned());
     Ok(Transition {
         outcome: OpOutcome::AwaitingApproval(rec.clone()),
-        write: Some(rec),
+        write: Some(std::sync::Arc::new(rec)),
     })
 }
 

@@ -49,7 +49,7 @@ impl Store for MemoryStore {
         let mut inner = self.lock();
         let t = transition(key, inner.records.get(key).map(|r| &**r), &op, now)?;
         if let Some(rec) = t.write {
-            inner.records.insert(key.to_owned(), Arc::new(rec));
+            inner.records.insert(key.to_owned(), rec);
             if let Some(entry) = op.audit(key, now) {
                 inner.audit.push(entry);
             }

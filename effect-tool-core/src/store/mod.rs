@@ -179,7 +179,7 @@ impl<S: Store + ?Sized> StoreExt for S {}
 
 fn done(outcome: OpOutcome) -> Result<EffectRecord, StoreError> {
     match outcome {
-        OpOutcome::Done(rec) => Ok(rec),
+        OpOutcome::Done(rec) => Ok(std::sync::Arc::unwrap_or_clone(rec)),
         other => Err(StoreError::Backend(format!("unexpected outcome {other:?}"))),
     }
 }
