@@ -144,22 +144,37 @@ fn write_value(out: &mut String, value: &Value) {
             out.push(']');
         }
         Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            // serde_json's map is sorted by UTF-8 bytes (or insertion order with
-            // `preserve_order`); RFC 8785 wants UTF-16 code units, which differ for
-            // characters above the BMP versus U+E000..U+FFFF.
-            entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+            // serde_json's map is sorted by UTF-8 bytes (or in insertion order with
+            // `preserve_order`); RFC 8785 wants UTF-16 code units, which differ for characters
+            // above the BMP versus U+E000..U+FFFF. Keys already in order and below U+E000 (the
+            // common case: ASCII names) are written as they come, without sorting a copy.
+            let mut prev: Option<&str> = None;
+            let in_order = map.keys().all(|k| {
+                let ok = k.chars().all(|c| c < '\u{e000}') && prev.is_none_or(|p| p < k.as_str());
+                prev = Some(k);
+                ok
+            });
             out.push('{');
-            for (i, (k, v)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(out, k);
-                out.push(':');
-                write_value(out, v);
+            if in_order {
+                write_members(out, map.iter());
+            } else {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+                write_members(out, entries.into_iter());
             }
             out.push('}');
         }
+    }
+}
+
+fn write_members<'a>(out: &mut String, members: impl Iterator<Item = (&'a String, &'a Value)>) {
+    for (i, (k, v)) in members.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_string(out, k);
+        out.push(':');
+        write_value(out, v);
     }
 }
 
