@@ -1,7 +1,9 @@
-//! effect-tool in one screen: four tools, one of each effect class, called the way an agent
-//! calls them (again, in parallel, after a timeout), journaled in a SQLite file.
+//! effect-tool in one screen: four tools (a pure lookup, an idempotent refund, two irreversible
+//! sends, one of them with a `recover` hook) called the way an agent calls them (again, in
+//! parallel, after a timeout), journaled in a SQLite file.
 //!
-//! Run: `cargo run --example quickstart` (no set-up; the journal goes to the temp folder).
+//! Run: `cargo run --example quickstart` (no set-up; the journal goes to the temp folder and is
+//! removed at the end).
 //!
 //! The "outside world" is simulated in this file: a payments API that honours idempotency
 //! keys, a mail server whose first send times out after the message left, and an issue tracker

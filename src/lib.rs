@@ -1,13 +1,7 @@
 //! # effect-tool
 //!
-//! Make LLM-agent tool calls safe to run again: declare what running a tool twice does, and
-//! the runtime journals the call under an effect key, returns recorded results instead of
-//! re-running, reconciles unknown outcomes, and otherwise stops with
-//! [`SideEffectRetryBlocked`] so a person decides.
-//!
-//! This crate is the facade: it re-exports [`effect_tool_core`] and the `#[tool]` attribute.
-//!
-//! ## Declaring tools
+//! Make LLM-agent tool calls safe to run again: one line next to the function declares what
+//! running it twice does.
 //!
 //! ```
 //! use effect_tool::{EffectCtx, Tool, ToolError, tool, toolkit};
@@ -23,6 +17,17 @@
 //! assert_eq!(IssueRefund::NAME, "issue_refund");
 //! assert!(toolkit.manifest().contains("issue_refund class=idempotent key=fields(order_id, amount_cents)"));
 //! ```
+//!
+//! What that line guarantees: every call of a non-pure tool is journaled under its effect key;
+//! a call whose key is recorded returns the recorded result instead of running again; parallel
+//! identical calls share one execution; an unknown outcome (a crash or a timeout after sending) is reconciled
+//! through the tool's `recover` hook, run again with the same key if the tool is idempotent,
+//! or otherwise stopped with [`SideEffectRetryBlocked`] so a person decides. A tool that
+//! declares no effect class does not compile.
+//!
+//! This crate is the facade: it re-exports [`effect_tool_core`] and the macros.
+//!
+//! ## Declaring tools
 //!
 //! - [`#[tool]`](macro@tool) declares an `async fn` as a tool and generates `IssueRefundArgs` (the arguments,
 //!   with their JSON Schema) and `IssueRefund` (the tool type); [`#[tools]`](macro@tools) does the same for

@@ -12,10 +12,14 @@
 //! unknown outcome is reconciled through the tool's `recover` hook, re-run with the same key
 //! (idempotent), or stopped with [`SideEffectRetryBlocked`] so a person decides.
 //!
-//! The parts, a file each: [`class`] (effect classes), [`canonical`] (RFC 8785) and [`key`]
+//! The parts, a module each: [`class`] (effect classes), [`canonical`] (RFC 8785) and [`key`]
 //! (effect keys), [`marker`], [`context`], [`outcome`] (failure classification), [`policy`],
 //! [`record`] (the record state machine), [`store`] (the journal and its backends),
-//! [`engine`] (the call algorithm), [`error`].
+//! [`engine`] (the call algorithm), [`compensation`] (abandoning a run), [`error`],
+//! [`tool`] and [`dyn_tool`] (the tool traits), [`stream`] (tools that yield progress),
+//! [`schema`] (the schemas providers accept), [`manifest`] (declarations as text for review),
+//! [`toolkit`] (what a model talks to); with features, `mcp` (an MCP server), `rig` (rig tools),
+//! `testing` and `conformance` (the testing kit and the backends' conformance suite).
 
 #![warn(missing_docs)]
 

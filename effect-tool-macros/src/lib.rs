@@ -1,12 +1,30 @@
 //! The `#[tool]` attribute of effect-tool: tool declarations that only compile when they are
-//! safe. Use it through the facade, `effect_tool::tool`; the documentation of the attribute is
-//! on [`macro@tool`].
+//! safe. One line next to the function says what running it twice does:
+//!
+//! ```
+//! use effect_tool::{EffectCtx, ToolError, tool};
+//!
+//! /// Refund part of an order.
+//! #[tool(effect = "idempotent", key = |a| format!("refund:{}:{}", a.order_id, a.amount_cents))]
+//! async fn issue_refund(ctx: &EffectCtx, order_id: String, amount_cents: u64) -> Result<String, ToolError> {
+//!     Ok(format!("refund {order_id} {amount_cents} under {}", ctx.idempotency_key()))
+//! }
+//! ```
+//!
+//! The engine of effect-tool then journals every call of a non-pure tool under its effect key,
+//! returns the recorded result instead of running again, shares one execution between parallel
+//! identical calls, and after an unknown outcome asks the `recover` hook, runs an idempotent
+//! tool again with the same key, or stops with `SideEffectRetryBlocked` so a person decides. A
+//! declaration with no effect class, or one that is not safe (see [`macro@tool`]), does not
+//! compile. Use the attribute through the facade, `effect_tool::tool`.
 //!
 //! One stage a file: `attr.rs` parses the keys, `ast.rs` reads the function, `valid.rs` checks
 //! the rules between them, `expand.rs` generates code, `fallback.rs` is what is emitted when
 //! there are errors, `ctxt.rs` collects every error of one declaration, `symbol.rs` names the
 //! keys, `print.rs` prints key closures for the manifest, `tools.rs` handles `#[tools]` impl
 //! blocks.
+
+#![warn(missing_docs)]
 
 mod ast;
 mod attr;
