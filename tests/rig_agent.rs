@@ -1,7 +1,7 @@
 //! Declared tools inside a real rig agent (rig-agent's runtime), driven by a scripted
 //! completion model: no network. Effects are counted by counters the engine cannot see.
 
-#![cfg(feature = "rig")]
+#![cfg(feature = "rig-agent-tests")]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
