@@ -785,8 +785,16 @@ pub mod cases {
         }
         let rec = s.get(&k).await.unwrap().unwrap();
         assert_eq!(rec.state, RecordState::Completed);
-        assert_eq!(rec.output, Some(output));
+        assert_eq!(rec.output, Some(output.clone()));
         assert_eq!(rec.lease_until, None);
+        // What a replay reads agrees with the record.
+        let seen = s.lookup_recorded(&k).await.unwrap().expect("a recorded key");
+        assert_eq!(seen.state(), RecordState::Completed);
+        assert_eq!(seen.fingerprint(), rec.fingerprint);
+        assert_eq!(seen.call_id(), Some("call_1"));
+        assert_eq!(seen.output(), Some(&output));
+        assert_eq!(seen.expires_at(), None);
+        assert_eq!(s.lookup_recorded(&key("missing")).await.unwrap(), None);
         assert_eq!(rec.attempt, 1);
         // Completing twice is refused (fenced: the claim is gone).
         assert!(matches!(
@@ -1059,6 +1067,11 @@ pub mod cases {
         s.complete(&forever, 1, json!(1)).await.unwrap();
         claimed(s.claim(&later, short(3_600_000), 30_000, false).await.unwrap());
         s.complete(&later, 1, json!(1)).await.unwrap();
+        let later_rec = s.get(&later).await.unwrap().unwrap();
+        let seen = s.lookup_recorded(&later).await.unwrap().unwrap();
+        assert!(later_rec.expires_at.is_some());
+        assert_eq!(seen.expires_at(), later_rec.expires_at, "a replay sees the ttl");
+        assert!(!seen.is_expired(s.now()));
         assert!(matches!(
             s.claim(&awaiting, approval, 30_000, false).await.unwrap(),
             OpOutcome::AwaitingApproval(_)
@@ -1382,6 +1395,8 @@ pub mod cases {
             Ok(_) => panic!("{what}: a future record must not be read"),
         };
         unsupported(s.get(&k).await.map(|_| ()), "get");
+        unsupported(s.lookup(&k).await.map(|_| ()), "lookup");
+        unsupported(s.lookup_recorded(&k).await.map(|_| ()), "lookup_recorded");
         unsupported(s.claim(&k, intent("r"), 30_000, true).await.map(|_| ()), "claim");
         unsupported(s.complete(&k, 1, json!(1)).await.map(|_| ()), "complete");
         unsupported(s.resolve(&k, "ann", Verdict::NotApplied).await.map(|_| ()), "resolve");

@@ -24,8 +24,8 @@ use crate::error::{ApprovalPending, BlockReason, EffectError, SideEffectRetryBlo
 use crate::key;
 use crate::outcome::{ClassifyError, Failure, Outcome};
 use crate::policy::{Decision, PolicyInput, decide};
-use crate::record::{EffectRecord, Intent, Op, OpOutcome, RecordState};
-use crate::store::{Store, StoreExt};
+use crate::record::{Intent, Op, OpOutcome, RecordState};
+use crate::store::{Recorded, Store, StoreExt};
 use crate::tool::Tool;
 
 /// Settings of an [`Engine`].
@@ -421,9 +421,9 @@ impl Engine {
         // A recorded result needs no claim: a read-only lookup first, so replays never take the
         // journal's write lock (unless the store's claim answers replays as cheaply).
         if !self.inner.store.claim_answers_replays()
-            && let Ok(Some(rec)) = self.inner.store.lookup(&key).await
-            && rec.state == RecordState::Completed
-            && (rec.expires_at.is_none() || !rec.is_expired(self.inner.store.now()))
+            && let Ok(Some(rec)) = self.inner.store.lookup_recorded(&key).await
+            && rec.state() == RecordState::Completed
+            && (rec.expires_at().is_none() || !rec.is_expired(self.inner.store.now()))
         {
             let call = Call {
                 tool,
@@ -631,7 +631,7 @@ impl Engine {
                 Err(e) => return (Err(store_error::<T>(e)), Disposition::Failed),
             };
             let (attempt, previous) = match outcome {
-                OpOutcome::Recorded(rec) => return self.replay(&call, &rec),
+                OpOutcome::Recorded(rec) => return self.replay(&call, &Recorded::from(rec)),
                 OpOutcome::InFlight(rec) => {
                     // Another process holds a live claim: wait, then look again.
                     let until_expiry = rec.lease_until.map(|l| (l - store.now()).max(1) as u64).unwrap_or(1);
@@ -887,31 +887,31 @@ impl Engine {
     fn replay<T: Tool>(
         &self,
         call: &Call<'_, T>,
-        rec: &EffectRecord,
+        rec: &Recorded,
     ) -> (Result<T::Output, EffectError<T::Error>>, Disposition) {
-        if rec.fingerprint != call.fingerprint {
+        if rec.fingerprint() != call.fingerprint {
             if T::STRICT_INPUT {
                 let err = EffectError::InputMismatch {
                     tool: T::NAME.to_owned(),
                     key: call.key.to_owned(),
-                    recorded: rec.fingerprint.clone(),
+                    recorded: rec.fingerprint().to_owned(),
                     given: call.fingerprint.to_owned(),
                 };
                 return (Err(err), Disposition::Failed);
             }
             tracing::warn!(
-                recorded = %rec.fingerprint,
+                recorded = %rec.fingerprint(),
                 given = %call.fingerprint,
                 "key is recorded under a different input; returning the recorded result"
             );
         }
         if T::CLASS == EffectClass::Irreversible && !call.keyed {
-            let new_call = matches!((&call.call_id, &rec.call_id), (Some(a), Some(b)) if a != b);
+            let new_call = matches!((call.call_id.as_deref(), rec.call_id()), (Some(a), Some(b)) if a != b);
             if new_call {
                 return blocked(call, BlockReason::IdenticalReplan);
             }
         }
-        let Some(output) = &rec.output else {
+        let Some(output) = rec.output() else {
             let e = StoreError::Corrupt {
                 key: call.key.to_owned(),
                 message: "completed without an output".to_owned(),

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use super::{Filter, Store, collectable};
+use super::{Filter, Recorded, Store, collectable};
 use crate::error::StoreError;
 use crate::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome, transition};
 
@@ -42,6 +42,10 @@ impl Store for MemoryStore {
 
     async fn lookup(&self, key: &str) -> Result<Option<Arc<EffectRecord>>, StoreError> {
         Ok(self.lock().records.get(key).cloned())
+    }
+
+    async fn lookup_recorded(&self, key: &str) -> Result<Option<Recorded>, StoreError> {
+        Ok(self.lock().records.get(key).cloned().map(Recorded::from))
     }
 
     async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {

@@ -58,11 +58,17 @@ pub trait Store: Send + Sync + 'static {
     /// The record under `key`.
     async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError>;
 
-    /// The record under `key`, shared: the read-only lookup the engine makes first, so that a
-    /// replay never takes a write lock. Backends answer it from a read connection; the default
-    /// calls [`Store::get`].
+    /// The record under `key`, shared: a read-only lookup that never takes a write lock.
+    /// Backends answer it from a read connection; the default calls [`Store::get`].
     async fn lookup(&self, key: &str) -> Result<Option<std::sync::Arc<EffectRecord>>, StoreError> {
         Ok(self.get(key).await?.map(std::sync::Arc::new))
+    }
+
+    /// What a replay needs of the record under `key` (see [`Recorded`]): the engine's first
+    /// look at a key. The default answers from [`Store::lookup`] without copying; a backend
+    /// that decodes rows may read only these few columns instead of the whole record.
+    async fn lookup_recorded(&self, key: &str) -> Result<Option<Recorded>, StoreError> {
+        Ok(self.lookup(key).await?.map(Recorded::from))
     }
 
     /// Whether a claim answers a recorded key as cheaply as [`Store::lookup`] (one round trip
@@ -192,6 +198,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     async fn lookup(&self, key: &str) -> Result<Option<std::sync::Arc<EffectRecord>>, StoreError> {
         (**self).lookup(key).await
     }
+    async fn lookup_recorded(&self, key: &str) -> Result<Option<Recorded>, StoreError> {
+        (**self).lookup_recorded(key).await
+    }
     async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
         (**self).apply(key, op).await
     }
@@ -209,6 +218,105 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     fn claim_answers_replays(&self) -> bool {
         (**self).claim_answers_replays()
+    }
+}
+
+/// The part of a record a replay reads: its state and expiry (is there a live result?), the
+/// input fingerprint and tool-call id it was recorded under (is this the same call?), and its
+/// output. Either a whole record, shared, or just these fields, as a backend read them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded(RecordedRepr);
+
+#[derive(Debug, Clone, PartialEq)]
+enum RecordedRepr {
+    Shared(std::sync::Arc<EffectRecord>),
+    // Boxed: `Recorded` stays two words, so the engine's replay path moves no more than an `Arc`.
+    Parts(Box<Parts>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Parts {
+    state: RecordState,
+    fingerprint: String,
+    call_id: Option<String>,
+    output: Option<Value>,
+    expires_at: Option<Millis>,
+}
+
+impl Recorded {
+    /// The fields a replay reads, from a backend that read only those (its record version
+    /// already checked).
+    pub fn new(
+        state: RecordState,
+        fingerprint: String,
+        call_id: Option<String>,
+        output: Option<Value>,
+        expires_at: Option<Millis>,
+    ) -> Self {
+        Recorded(RecordedRepr::Parts(Box::new(Parts {
+            state,
+            fingerprint,
+            call_id,
+            output,
+            expires_at,
+        })))
+    }
+
+    /// The record's state.
+    pub fn state(&self) -> RecordState {
+        match &self.0 {
+            RecordedRepr::Shared(rec) => rec.state,
+            RecordedRepr::Parts(p) => p.state,
+        }
+    }
+
+    /// The fingerprint of the input it was recorded under.
+    pub fn fingerprint(&self) -> &str {
+        match &self.0 {
+            RecordedRepr::Shared(rec) => &rec.fingerprint,
+            RecordedRepr::Parts(p) => &p.fingerprint,
+        }
+    }
+
+    /// The tool-call id of the call that recorded it, if it had one.
+    pub fn call_id(&self) -> Option<&str> {
+        match &self.0 {
+            RecordedRepr::Shared(rec) => rec.call_id.as_deref(),
+            RecordedRepr::Parts(p) => p.call_id.as_deref(),
+        }
+    }
+
+    /// The recorded output (JSON), if any.
+    pub fn output(&self) -> Option<&Value> {
+        match &self.0 {
+            RecordedRepr::Shared(rec) => rec.output.as_ref(),
+            RecordedRepr::Parts(p) => p.output.as_ref(),
+        }
+    }
+
+    /// When the key expires (ms since the Unix epoch), if it has a ttl.
+    pub fn expires_at(&self) -> Option<Millis> {
+        match &self.0 {
+            RecordedRepr::Shared(rec) => rec.expires_at,
+            RecordedRepr::Parts(p) => p.expires_at,
+        }
+    }
+
+    /// Whether its ttl has passed at `now`.
+    pub fn is_expired(&self, now: Millis) -> bool {
+        self.expires_at().is_some_and(|e| e <= now)
+    }
+}
+
+impl From<std::sync::Arc<EffectRecord>> for Recorded {
+    fn from(rec: std::sync::Arc<EffectRecord>) -> Self {
+        Recorded(RecordedRepr::Shared(rec))
+    }
+}
+
+impl From<EffectRecord> for Recorded {
+    fn from(rec: EffectRecord) -> Self {
+        Recorded::new(rec.state, rec.fingerprint, rec.call_id, rec.output, rec.expires_at)
     }
 }
 

@@ -29,8 +29,9 @@
 //!   Reads (`get`, `list`, `audit`) run on tokio's blocking pool over separate read
 //!   connections (WAL lets them proceed while the writer commits).
 //! - **Lookups and claims that need no write never take the write lock.** [`Store::lookup`]
-//!   (the engine's first look at a key) reads on a pooled read connection that never waits
-//!   (busy timeout 0), on the caller's thread. A claim first reads the record the same way:
+//!   and [`Store::lookup_recorded`] (the engine's first look at a key, which reads only the six
+//!   columns a replay needs and leaves the input JSON undecoded) read on a pooled read
+//!   connection that never waits (busy timeout 0), on the caller's thread. A claim first reads the record the same way:
 //!   if the state machine says nothing changes (a recorded result to replay, a live claim, a record in doubt, awaiting approval)
 //!   the outcome is returned from that read, which is one consistent snapshot of the last
 //!   commit. Anything else, or a busy database, goes to the writer. This read is a point lookup
@@ -47,6 +48,7 @@
 //! [`StoreError::UnsupportedVersion`] and left untouched, never misread.
 
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::sync::mpsc;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
@@ -55,9 +57,9 @@ use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use tokio::sync::oneshot;
 
-use super::{Filter, Store};
+use super::{Filter, Recorded, Store};
 use crate::error::StoreError;
-use crate::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome, RECORD_VERSION, transition};
+use crate::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome, RECORD_VERSION, RecordState, transition};
 
 /// The version of the SQLite schema this build writes and reads.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -228,12 +230,16 @@ impl SqliteStore {
     /// A point read by key on a pooled read connection, on the caller's thread, that never
     /// waits for a lock: `None` when no connection is free or the database is busy (the caller
     /// then takes a path that waits).
-    fn read_now(&self, key: &str) -> Option<Result<Option<EffectRecord>, StoreError>> {
+    fn read_now<T>(
+        &self,
+        key: &str,
+        read: impl FnOnce(&Connection, &str) -> Result<T, StoreError>,
+    ) -> Option<Result<T, StoreError>> {
         let conn = self.shared.take_reader()?;
         let found = conn
             .busy_timeout(Duration::ZERO)
             .map_err(backend)
-            .and_then(|()| read_record(&conn, key));
+            .and_then(|()| read(&conn, key));
         self.shared.give_back(conn);
         match found {
             // Busy or failing: let a path that waits (and reports) handle it.
@@ -244,7 +250,7 @@ impl SqliteStore {
 
     /// The claim fast path: answer from a read when the state machine writes nothing.
     fn claim_without_write(&self, key: &str, op: &Op) -> Option<Result<OpOutcome, StoreError>> {
-        let current = match self.read_now(key)? {
+        let current = match self.read_now(key, read_record)? {
             Ok(found) => found,
             Err(e) => return Some(Err(e)),
         };
@@ -277,9 +283,19 @@ impl Store for SqliteStore {
     }
 
     async fn lookup(&self, key: &str) -> Result<Option<Arc<EffectRecord>>, StoreError> {
-        match self.read_now(key) {
+        match self.read_now(key, read_record) {
             Some(found) => Ok(found?.map(Arc::new)),
             None => Ok(self.get(key).await?.map(Arc::new)),
+        }
+    }
+
+    async fn lookup_recorded(&self, key: &str) -> Result<Option<Recorded>, StoreError> {
+        match self.read_now(key, read_recorded) {
+            Some(found) => found,
+            None => {
+                let key = key.to_owned();
+                self.read(move |conn| read_recorded(conn, &key)).await
+            }
         }
     }
 
@@ -510,6 +526,49 @@ fn read_row(conn: &Connection, key: &str) -> rusqlite::Result<Option<Row>> {
 
 fn read_record(conn: &Connection, key: &str) -> Result<Option<EffectRecord>, StoreError> {
     read_row(conn, key).map_err(backend)?.map(Row::decode).transpose()
+}
+
+/// What a replay reads ([`Store::lookup_recorded`]): six columns instead of nineteen, and no
+/// decode of the input JSON. The version is checked first, as [`Row::decode`] does.
+fn read_recorded(conn: &Connection, key: &str) -> Result<Option<Recorded>, StoreError> {
+    let corrupt = |message: String| StoreError::Corrupt {
+        key: key.to_owned(),
+        message,
+    };
+    let mut st = conn
+        .prepare_cached(
+            "SELECT version, state, fingerprint, call_id, output, expires_at FROM effect_records WHERE key = ?1",
+        )
+        .map_err(backend)?;
+    let mut rows = st.query([key]).map_err(backend)?;
+    let Some(r) = rows.next().map_err(backend)? else {
+        return Ok(None);
+    };
+    let version: i64 = r.get(0).map_err(backend)?;
+    if version != i64::from(RECORD_VERSION) {
+        return Err(StoreError::UnsupportedVersion {
+            key: key.to_owned(),
+            found: u32::try_from(version).unwrap_or(u32::MAX),
+            supported: RECORD_VERSION,
+        });
+    }
+    let text = |i: usize| -> Result<Option<&str>, StoreError> {
+        r.get_ref(i)
+            .map_err(backend)?
+            .as_str_or_null()
+            .map_err(|e| corrupt(format!("column {i} is not text: {e}")))
+    };
+    let state = RecordState::from_str(text(1)?.unwrap_or_default()).map_err(corrupt)?;
+    let fingerprint = text(2)?.unwrap_or_default().to_owned();
+    let call_id = text(3)?.map(str::to_owned);
+    let output = match text(4)? {
+        Some(json) => {
+            Some(serde_json::from_str(json).map_err(|e| corrupt(format!("its output is not valid JSON: {e}")))?)
+        }
+        None => None,
+    };
+    let expires_at: Option<i64> = r.get(5).map_err(backend)?;
+    Ok(Some(Recorded::new(state, fingerprint, call_id, output, expires_at)))
 }
 
 /// Write `rec` over `before` (the row as stored, `None` if there is none): an INSERT of a new
