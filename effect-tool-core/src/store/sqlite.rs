@@ -575,96 +575,113 @@ fn read_recorded(conn: &Connection, key: &str) -> Result<Option<Recorded>, Store
 /// row, or an UPDATE of only the columns that changed, so that an index is only rewritten when
 /// its column changes (a completion touches the row and the state index, a renewal only the row).
 fn write_record(conn: &Connection, before: Option<&EffectRecord>, rec: &EffectRecord) -> rusqlite::Result<()> {
-    use rusqlite::types::Value as SqlValue;
-    let text = |s: &str| SqlValue::Text(s.to_owned());
-    let opt_text = |s: &Option<String>| s.as_deref().map_or(SqlValue::Null, text);
-    let opt_int = |v: Option<i64>| v.map_or(SqlValue::Null, SqlValue::Integer);
-    let json = |v: &serde_json::Value| SqlValue::Text(v.to_string());
+    use rusqlite::ToSql;
+    // Parameters are borrowed from the record (no copy of its strings); only JSON is written out.
+    let output = rec.output.as_ref().map(|v| v.to_string());
     let Some(old) = before else {
-        let values = [
-            text(&rec.key),
-            SqlValue::Integer(i64::from(rec.version)),
-            text(&rec.tool),
-            text(rec.class.as_str()),
-            text(&rec.run_id),
-            opt_text(&rec.thread_id),
-            opt_text(&rec.call_id),
-            text(&rec.fingerprint),
-            json(&rec.input),
-            text(rec.state.as_str()),
-            SqlValue::Integer(i64::from(rec.attempt)),
-            opt_int(rec.lease_until),
-            rec.output.as_ref().map_or(SqlValue::Null, json),
-            opt_text(&rec.reason),
-            opt_text(&rec.approval_role),
-            opt_text(&rec.decided_by),
-            SqlValue::Integer(rec.created_at),
-            SqlValue::Integer(rec.updated_at),
-            opt_int(rec.expires_at),
-        ];
-        conn.prepare_cached(&INSERT_RECORD)?
-            .execute(rusqlite::params_from_iter(values))?;
+        let input = rec.input.to_string();
+        conn.prepare_cached(&INSERT_RECORD)?.execute(params![
+            rec.key,
+            rec.version,
+            rec.tool,
+            rec.class.as_str(),
+            rec.run_id,
+            rec.thread_id,
+            rec.call_id,
+            rec.fingerprint,
+            input,
+            rec.state.as_str(),
+            rec.attempt,
+            rec.lease_until,
+            output,
+            rec.reason,
+            rec.approval_role,
+            rec.decided_by,
+            rec.created_at,
+            rec.updated_at,
+            rec.expires_at,
+        ])?;
         return Ok(());
     };
-    let mut set: Vec<(&str, SqlValue)> = Vec::new();
-    let mut changed = |name: &'static str, differs: bool, value: &dyn Fn() -> SqlValue| {
+    let input = (old.input != rec.input).then(|| rec.input.to_string());
+    // Column i of UPDATABLE changed: bit i of `changed`, its value in `values` (in order).
+    let mut changed = 0u32;
+    let mut values: Vec<&dyn ToSql> = vec![&rec.key];
+    let columns: [(bool, &dyn ToSql); 18] = [
+        (old.version != rec.version, &rec.version),
+        (old.tool != rec.tool, &rec.tool),
+        (old.class != rec.class, &rec.class.as_str()),
+        (old.run_id != rec.run_id, &rec.run_id),
+        (old.thread_id != rec.thread_id, &rec.thread_id),
+        (old.call_id != rec.call_id, &rec.call_id),
+        (old.fingerprint != rec.fingerprint, &rec.fingerprint),
+        (input.is_some(), &input),
+        (old.state != rec.state, &rec.state.as_str()),
+        (old.attempt != rec.attempt, &rec.attempt),
+        (old.lease_until != rec.lease_until, &rec.lease_until),
+        (old.output != rec.output, &output),
+        (old.reason != rec.reason, &rec.reason),
+        (old.approval_role != rec.approval_role, &rec.approval_role),
+        (old.decided_by != rec.decided_by, &rec.decided_by),
+        (old.created_at != rec.created_at, &rec.created_at),
+        (old.updated_at != rec.updated_at, &rec.updated_at),
+        (old.expires_at != rec.expires_at, &rec.expires_at),
+    ];
+    for (i, (differs, value)) in columns.into_iter().enumerate() {
         if differs {
-            set.push((name, value()));
+            changed |= 1 << i;
+            values.push(value);
         }
-    };
-    changed("version", old.version != rec.version, &|| {
-        SqlValue::Integer(i64::from(rec.version))
-    });
-    changed("tool", old.tool != rec.tool, &|| text(&rec.tool));
-    changed("class", old.class != rec.class, &|| text(rec.class.as_str()));
-    changed("run_id", old.run_id != rec.run_id, &|| text(&rec.run_id));
-    changed("thread_id", old.thread_id != rec.thread_id, &|| {
-        opt_text(&rec.thread_id)
-    });
-    changed("call_id", old.call_id != rec.call_id, &|| opt_text(&rec.call_id));
-    changed("fingerprint", old.fingerprint != rec.fingerprint, &|| {
-        text(&rec.fingerprint)
-    });
-    changed("input", old.input != rec.input, &|| json(&rec.input));
-    changed("state", old.state != rec.state, &|| text(rec.state.as_str()));
-    changed("attempt", old.attempt != rec.attempt, &|| {
-        SqlValue::Integer(i64::from(rec.attempt))
-    });
-    changed("lease_until", old.lease_until != rec.lease_until, &|| {
-        opt_int(rec.lease_until)
-    });
-    changed("output", old.output != rec.output, &|| {
-        rec.output.as_ref().map_or(SqlValue::Null, json)
-    });
-    changed("reason", old.reason != rec.reason, &|| opt_text(&rec.reason));
-    changed("approval_role", old.approval_role != rec.approval_role, &|| {
-        opt_text(&rec.approval_role)
-    });
-    changed("decided_by", old.decided_by != rec.decided_by, &|| {
-        opt_text(&rec.decided_by)
-    });
-    changed("created_at", old.created_at != rec.created_at, &|| {
-        SqlValue::Integer(rec.created_at)
-    });
-    changed("updated_at", old.updated_at != rec.updated_at, &|| {
-        SqlValue::Integer(rec.updated_at)
-    });
-    changed("expires_at", old.expires_at != rec.expires_at, &|| {
-        opt_int(rec.expires_at)
-    });
-    if set.is_empty() {
+    }
+    if changed == 0 {
         return Ok(());
     }
-    let assignments: Vec<String> = set
-        .iter()
-        .enumerate()
-        .map(|(i, (name, _))| format!("{name} = ?{}", i + 2))
-        .collect();
-    let sql = format!("UPDATE effect_records SET {} WHERE key = ?1", assignments.join(", "));
-    let values = std::iter::once(text(&rec.key)).chain(set.into_iter().map(|(_, v)| v));
-    let n = conn.prepare_cached(&sql)?.execute(rusqlite::params_from_iter(values))?;
+    let n = UPDATE_SQL.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let sql = cache.entry(changed).or_insert_with(|| update_sql(changed));
+        conn.prepare_cached(sql)?.execute(values.as_slice())
+    })?;
     debug_assert_eq!(n, 1, "the record was read in this transaction");
     Ok(())
+}
+
+/// The columns an UPDATE may set, in the order of the bits of its column mask.
+const UPDATABLE: [&str; 18] = [
+    "version",
+    "tool",
+    "class",
+    "run_id",
+    "thread_id",
+    "call_id",
+    "fingerprint",
+    "input",
+    "state",
+    "attempt",
+    "lease_until",
+    "output",
+    "reason",
+    "approval_role",
+    "decided_by",
+    "created_at",
+    "updated_at",
+    "expires_at",
+];
+
+thread_local! {
+    /// The UPDATE statement of each set of changed columns, made once per thread (a dozen sets
+    /// occur: one per kind of transition).
+    static UPDATE_SQL: std::cell::RefCell<std::collections::HashMap<u32, String>> = Default::default();
+}
+
+fn update_sql(changed: u32) -> String {
+    let assignments: Vec<String> = UPDATABLE
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| changed & (1 << i) != 0)
+        .enumerate()
+        .map(|(n, (_, name))| format!("{name} = ?{}", n + 2))
+        .collect();
+    format!("UPDATE effect_records SET {} WHERE key = ?1", assignments.join(", "))
 }
 
 static INSERT_RECORD: LazyLock<String> = LazyLock::new(|| {
