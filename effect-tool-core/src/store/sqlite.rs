@@ -26,6 +26,8 @@
 //!   queue to one writer thread, which drains every queued operation and applies them in one
 //!   transaction, each with its own transition, in arrival order; one commit (one fsync) serves
 //!   them all, so concurrent callers share commits instead of waiting for each other's fsync.
+//!   After a commit the writer polls its queue briefly ([`SqliteOptions::writer_poll`]) before
+//!   it sleeps, so a caller's next write does not wait for a thread to wake up.
 //!   Reads (`get`, `list`, `audit`) run on tokio's blocking pool over separate read
 //!   connections (WAL lets them proceed while the writer commits).
 //! - **Lookups and claims that need no write never take the write lock.** [`Store::lookup`]
