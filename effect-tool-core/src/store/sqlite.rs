@@ -27,7 +27,10 @@
 //!   transaction, each with its own transition, in arrival order; one commit (one fsync) serves
 //!   them all, so concurrent callers share commits instead of waiting for each other's fsync.
 //!   After a commit the writer polls its queue briefly ([`SqliteOptions::writer_poll`]) before
-//!   it sleeps, so a caller's next write does not wait for a thread to wake up.
+//!   it sleeps, so a caller's next write does not wait for a thread to wake up. WAL
+//!   checkpoints (copying committed pages into the database file, milliseconds each) run on a
+//!   thread and connection of their own every 128 operations, so that a caller's commit rarely
+//!   runs one; SQLite's automatic checkpoint at 1000 WAL pages still applies if they fall behind.
 //!   Reads (`get`, `list`, `audit`) run on tokio's blocking pool over separate read
 //!   connections (WAL lets them proceed while the writer commits).
 //! - **Lookups and claims that need no write never take the write lock.** [`Store::lookup`]
@@ -168,12 +171,20 @@ impl SqliteStore {
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
         let writer = open_connection(&path, &options, true)?;
+        // Checkpoints run on their own thread and connection, asked for often enough that the
+        // WAL rarely reaches SQLite's automatic checkpoint (1000 pages) in a caller's commit.
+        let checkpointer = open_connection(&path, &options, false)?;
+        let (checkpoint, checkpoint_rx) = mpsc::sync_channel(1);
+        std::thread::Builder::new()
+            .name("effect-tool-sqlite-checkpoint".to_owned())
+            .spawn(move || checkpoint_loop(checkpointer, checkpoint_rx))
+            .map_err(|e| StoreError::Backend(format!("cannot start the SQLite checkpoint thread: {e}")))?;
         let (jobs, rx) = mpsc::channel();
         let thread_path = path.clone();
         let thread_options = options.clone();
         std::thread::Builder::new()
             .name("effect-tool-sqlite-writer".to_owned())
-            .spawn(move || writer_loop(writer, rx, &thread_path, &thread_options))
+            .spawn(move || writer_loop(writer, rx, checkpoint, &thread_path, &thread_options))
             .map_err(|e| StoreError::Backend(format!("cannot start the SQLite writer thread: {e}")))?;
         let mut readers = Vec::with_capacity(options.read_connections);
         for _ in 0..options.read_connections.max(1) {
@@ -820,8 +831,15 @@ enum Answer {
 
 /// The writer thread: take every queued job, apply them in one transaction, commit once,
 /// answer each.
-fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, path: &Path, options: &SqliteOptions) {
+fn writer_loop(
+    mut conn: Connection,
+    rx: mpsc::Receiver<Job>,
+    checkpoint: mpsc::SyncSender<()>,
+    path: &Path,
+    options: &SqliteOptions,
+) {
     let max_batch = options.max_batch.max(1);
+    let mut since_checkpoint = 0usize;
     while let Some(first) = next_job(&rx, options.writer_poll) {
         let mut batch = vec![first];
         while batch.len() < max_batch {
@@ -829,6 +847,12 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, path: &Path, optio
                 Ok(job) => batch.push(job),
                 Err(_) => break,
             }
+        }
+        since_checkpoint += batch.len();
+        if since_checkpoint >= CHECKPOINT_EVERY_OPS {
+            since_checkpoint = 0;
+            // Full means a checkpoint is already asked for.
+            let _ = checkpoint.try_send(());
         }
         let answers = match run_batch(&mut conn, &batch) {
             Ok(answers) => answers,
@@ -856,6 +880,28 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, path: &Path, optio
                 }
                 _ => unreachable!("answers are made in the order of their jobs"),
             }
+        }
+    }
+}
+
+/// How many operations the writer applies between two background checkpoints. An operation
+/// appends at most a few pages to the WAL (2 to 4), so the WAL stays well under SQLite's
+/// automatic checkpoint size (1000 pages), which still applies in the writer's commit, as
+/// before, when the background checkpoints fall behind (a reader holding an old snapshot, a
+/// busy disk).
+const CHECKPOINT_EVERY_OPS: usize = 128;
+
+/// The checkpoint thread: copy committed WAL frames into the database file when the writer
+/// asks, without blocking it (`PASSIVE` waits for no lock, and skips frames a reader still
+/// needs). It syncs the database file as the connection's `synchronous` setting says before
+/// the WAL is reused, as SQLite's own automatic checkpoints do: durability is unchanged.
+fn checkpoint_loop(conn: Connection, asked: mpsc::Receiver<()>) {
+    while asked.recv().is_ok() {
+        let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+        });
+        if let Err(e) = done {
+            tracing::debug!(error = %e, "a background SQLite checkpoint failed; the next one, or the writer, will do it");
         }
     }
 }
