@@ -418,6 +418,15 @@ impl Engine {
         };
         tracing::Span::current().record("key", key.as_str());
 
+        let call = Call {
+            tool,
+            run,
+            call_id: opts.call_id.clone(),
+            key: &key,
+            fingerprint: &fingerprint,
+            keyed,
+        };
+
         // A recorded result needs no claim: a read-only lookup first, so replays never take the
         // journal's write lock (unless the store's claim answers replays as cheaply).
         if !self.inner.store.claim_answers_replays()
@@ -425,19 +434,11 @@ impl Engine {
             && rec.state() == RecordState::Completed
             && (rec.expires_at().is_none() || !rec.is_expired(self.inner.store.now()))
         {
-            let call = Call {
-                tool,
-                run,
-                call_id: opts.call_id.clone(),
-                key: &key,
-                fingerprint: &fingerprint,
-                keyed,
-            };
             let (result, disposition) = self.replay(&call, &rec);
             return CallReport {
                 result,
                 disposition,
-                key: Some(key),
+                key: Some(key.clone()),
             };
         }
 
@@ -459,44 +460,16 @@ impl Engine {
                     {
                         continue;
                     }
-                    // An unkeyed irreversible tool called again under another tool-call id while
-                    // the first ran: blocked, as the same call after it would be (DESIGN §4).
-                    if T::CLASS == EffectClass::Irreversible
-                        && !keyed
-                        && matches!((&leader_call, &opts.call_id), (Some(a), Some(b)) if a != b)
+                    // What a replay of the leader's record would check (DESIGN §4): a new tool-call
+                    // id of an unkeyed irreversible tool, another input under a custom key.
+                    if let Some((result, disposition)) =
+                        reuse_refused(&call, &leader_input, leader_call.as_deref(), result.is_ok())
                     {
-                        let err = SideEffectRetryBlocked {
-                            key: key.clone(),
-                            tool: T::NAME.to_owned(),
-                            run_id: run.run_id().to_owned(),
-                            reason: BlockReason::IdenticalReplan,
-                        };
                         return CallReport {
-                            result: Err(EffectError::Blocked(err)),
-                            disposition: Disposition::Blocked,
+                            result,
+                            disposition,
                             key: Some(key.clone()),
                         };
-                    }
-                    // Joined under a custom key with another input: what a replay would say.
-                    if result.is_ok() && leader_input != fingerprint {
-                        if T::STRICT_INPUT {
-                            let err = EffectError::InputMismatch {
-                                tool: T::NAME.to_owned(),
-                                key: key.clone(),
-                                recorded: leader_input,
-                                given: fingerprint.clone(),
-                            };
-                            return CallReport {
-                                result: Err(err),
-                                disposition: Disposition::Failed,
-                                key: Some(key.clone()),
-                            };
-                        }
-                        tracing::warn!(
-                            recorded = %leader_input,
-                            given = %fingerprint,
-                            "key is being applied for a different input; sharing its result"
-                        );
                     }
                     let result = match result {
                         Ok(v) => decode_output::<T>(&key, v),
@@ -514,17 +487,9 @@ impl Engine {
                     };
                 }
                 Role::Leader(leader) => {
-                    let call = Call {
-                        tool,
-                        run,
-                        call_id: opts.call_id.clone(),
-                        key: &key,
-                        fingerprint: &fingerprint,
-                        keyed,
-                    };
                     // Boxed: the claim-execute-record path is large; keeping it out of this future keeps
                     // replays (the common case) cheap to poll and move.
-                    let (result, disposition) = Box::pin(self.lead(call, input, args)).await;
+                    let (result, disposition) = Box::pin(self.lead(&call, input, args)).await;
                     leader.publish(|| {
                         let shared = match &result {
                             Ok(out) => serde_json::to_value(out).map_err(|e| EffectError::Codec {
@@ -568,7 +533,7 @@ impl Engine {
 
     async fn lead<T: Tool>(
         &self,
-        call: Call<'_, T>,
+        call: &Call<'_, T>,
         input: Value,
         args: T::Args,
     ) -> (Result<T::Output, EffectError<T::Error>>, Disposition) {
@@ -631,7 +596,7 @@ impl Engine {
                 Err(e) => return (Err(store_error::<T>(e)), Disposition::Failed),
             };
             let (attempt, previous) = match outcome {
-                OpOutcome::Recorded(rec) => return self.replay(&call, &Recorded::from(rec)),
+                OpOutcome::Recorded(rec) => return self.replay(call, &Recorded::from(rec)),
                 OpOutcome::InFlight(rec) => {
                     // Another process holds a live claim: wait, then look again.
                     let until_expiry = rec.lease_until.map(|l| (l - store.now()).max(1) as u64).unwrap_or(1);
@@ -642,7 +607,7 @@ impl Engine {
                     poll = (poll * 2).min(Duration::from_millis(500));
                     continue;
                 }
-                OpOutcome::InDoubt(_) => return blocked(&call, BlockReason::AwaitingResolution),
+                OpOutcome::InDoubt(_) => return blocked(call, BlockReason::AwaitingResolution),
                 OpOutcome::AwaitingApproval(rec) => {
                     let pending = ApprovalPending {
                         key: key.to_owned(),
@@ -706,7 +671,7 @@ impl Engine {
                 if T::HAS_RECOVER {
                     match self.recover_leased(call.tool, &ctx, &args).await {
                         Ok(Ok(Some(out))) => {
-                            return self.record(&call, attempt, out, Disposition::Reconciled).await;
+                            return self.record(call, attempt, out, Disposition::Reconciled).await;
                         }
                         Ok(Ok(None)) => {
                             // Recover ran under the lease, but a lease can still be lost (a paused
@@ -734,7 +699,7 @@ impl Engine {
                 } else if T::CLASS != EffectClass::Idempotent {
                     let reason = BlockReason::InDoubtAfterCrash;
                     let _ = store.mark_in_doubt(key, attempt, reason.to_string()).await;
-                    return blocked(&call, reason);
+                    return blocked(call, reason);
                 }
             }
 
@@ -756,7 +721,7 @@ impl Engine {
             exec += 1;
             let result = self.execute_leased(call.tool, &ctx, args.clone()).await;
             let (outcome, failure) = match result {
-                Exec::Done(Ok(out)) => return self.record(&call, attempt, out, Disposition::Executed).await,
+                Exec::Done(Ok(out)) => return self.record(call, attempt, out, Disposition::Executed).await,
                 Exec::Done(Err(e)) => (classify(&e), Err(e)),
                 Exec::Lost(lost) => (Outcome::Failed(Failure::Unknown), Ok(lost)),
                 Exec::Cancelled => {
@@ -798,7 +763,7 @@ impl Engine {
                 Decision::Reconcile => {
                     match self.recover_leased(call.tool, &ctx, &args).await {
                         Ok(Ok(Some(out))) => {
-                            return self.record(&call, attempt, out, Disposition::Reconciled).await;
+                            return self.record(call, attempt, out, Disposition::Reconciled).await;
                         }
                         Ok(Ok(None)) if exec < T::RETRY.max_attempts => {
                             // The effect did not land: safe to try again.
@@ -813,11 +778,11 @@ impl Engine {
                         Err(lost) => tracing::warn!(reason = %lost.reason(), "recover failed after an unknown outcome"),
                     }
                     let _ = store.mark_in_doubt(key, attempt, reason).await;
-                    return blocked(&call, BlockReason::UnknownOutcome);
+                    return blocked(call, BlockReason::UnknownOutcome);
                 }
                 Decision::Block => {
                     let _ = store.mark_in_doubt(key, attempt, reason).await;
-                    return blocked(&call, BlockReason::UnknownOutcome);
+                    return blocked(call, BlockReason::UnknownOutcome);
                 }
                 Decision::FailInDoubt => {
                     let _ = store.mark_in_doubt(key, attempt, reason).await;
@@ -889,27 +854,8 @@ impl Engine {
         call: &Call<'_, T>,
         rec: &Recorded,
     ) -> (Result<T::Output, EffectError<T::Error>>, Disposition) {
-        if rec.fingerprint() != call.fingerprint {
-            if T::STRICT_INPUT {
-                let err = EffectError::InputMismatch {
-                    tool: T::NAME.to_owned(),
-                    key: call.key.to_owned(),
-                    recorded: rec.fingerprint().to_owned(),
-                    given: call.fingerprint.to_owned(),
-                };
-                return (Err(err), Disposition::Failed);
-            }
-            tracing::warn!(
-                recorded = %rec.fingerprint(),
-                given = %call.fingerprint,
-                "key is recorded under a different input; returning the recorded result"
-            );
-        }
-        if T::CLASS == EffectClass::Irreversible && !call.keyed {
-            let new_call = matches!((call.call_id.as_deref(), rec.call_id()), (Some(a), Some(b)) if a != b);
-            if new_call {
-                return blocked(call, BlockReason::IdenticalReplan);
-            }
+        if let Some(refused) = reuse_refused(call, rec.fingerprint(), rec.call_id(), true) {
+            return refused;
         }
         let Some(output) = rec.output() else {
             let e = StoreError::Corrupt {
@@ -954,6 +900,43 @@ impl Engine {
         }
         (Ok(out), disposition)
     }
+}
+
+/// How a call ended: its result and what happened to it.
+type Settled<O, E> = (Result<O, EffectError<E>>, Disposition);
+
+/// Whether a result made for another call (recorded, or being made by an identical call
+/// running in this process) may not be given to `call`: an unkeyed irreversible tool under a
+/// new tool-call id is blocked as an identical re-plan, and (when `check_input`) another input
+/// under the same key fails with `InputMismatch` for `STRICT_INPUT` tools and is logged for
+/// others. `None`: the result may be reused.
+fn reuse_refused<T: Tool, O>(
+    call: &Call<'_, T>,
+    fingerprint: &str,
+    call_id: Option<&str>,
+    check_input: bool,
+) -> Option<Settled<O, T::Error>> {
+    if check_input && fingerprint != call.fingerprint {
+        if T::STRICT_INPUT {
+            let err = EffectError::InputMismatch {
+                tool: T::NAME.to_owned(),
+                key: call.key.to_owned(),
+                recorded: fingerprint.to_owned(),
+                given: call.fingerprint.to_owned(),
+            };
+            return Some((Err(err), Disposition::Failed));
+        }
+        tracing::warn!(
+            recorded = %fingerprint,
+            given = %call.fingerprint,
+            "key is recorded under a different input; returning its result"
+        );
+    }
+    let new_call = matches!((call.call_id.as_deref(), call_id), (Some(a), Some(b)) if a != b);
+    if T::CLASS == EffectClass::Irreversible && !call.keyed && new_call {
+        return Some(blocked(call, BlockReason::IdenticalReplan));
+    }
+    None
 }
 
 struct Call<'a, T> {
@@ -1220,12 +1203,5 @@ fn disposition_of<O, E>(r: &Result<O, EffectError<E>>) -> Disposition {
         Err(EffectError::Blocked(_)) => Disposition::Blocked,
         Err(EffectError::ApprovalPending(_)) => Disposition::AwaitingApproval,
         Err(_) => Disposition::Failed,
-    }
-}
-
-impl RecordState {
-    /// Whether a record in this state returns an output on the next call.
-    pub fn is_recorded(self) -> bool {
-        self == RecordState::Completed
     }
 }
