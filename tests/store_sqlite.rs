@@ -56,6 +56,95 @@ mod sqlite_specifics {
         });
     }
 
+    /// A caller applies its write on its own thread, but one that finds the journal locked by
+    /// another process waits for it off the async runtime: here, on a single-threaded runtime,
+    /// the task that lets the lock go must keep running while the claim waits. Were the wait
+    /// on the runtime's thread, the lock would never be let go and the claim would fail.
+    #[test]
+    fn a_locked_journal_is_waited_for_off_the_async_runtime() {
+        let dir = ScratchDir::new("busy-runtime");
+        let path = dir.path().join("j.db");
+        let options = SqliteOptions {
+            busy_timeout: Duration::from_secs(30),
+            ..SqliteOptions::default()
+        };
+        let store = SqliteStore::open_with(&path, options).unwrap();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let (locked, is_locked) = std::sync::mpsc::channel();
+        let holder = std::thread::spawn(move || {
+            let conn = rusqlite::Connection::open(path).unwrap();
+            conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+            locked.send(()).unwrap();
+            released.recv().unwrap();
+            conn.execute_batch("COMMIT").unwrap();
+        });
+        is_locked.recv().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            // Lets the lock go once it has run a few times, which it can only do while the
+            // claim below waits without holding the runtime's one thread.
+            let releaser = tokio::spawn(async move {
+                for _ in 0..5 {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                release.send(()).unwrap();
+            });
+            let outcome = store.claim("k", intent(), 30_000, false).await.unwrap();
+            assert!(matches!(outcome, OpOutcome::Claimed { attempt: 1, .. }), "{outcome:?}");
+            releaser.await.unwrap();
+        });
+        holder.join().unwrap();
+    }
+
+    /// Callers that stop waiting (their future dropped after it queued its write) neither lose
+    /// their write nor stall the journal: the leader applies what they queued, passes the
+    /// connection on to callers still waiting, and later writes go through.
+    #[test]
+    fn writes_of_callers_that_stop_waiting_are_applied_and_the_journal_stays_writable() {
+        use futures::FutureExt;
+        let dir = ScratchDir::new("abandoned-waiters");
+        let store = std::sync::Arc::new(SqliteStore::open(dir.path().join("j.db")).unwrap());
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            // Rounds of racing callers: a dropped waiter is met by chance, so race often.
+            for round in 0..20 {
+                let tasks: Vec<_> = (0..300)
+                    .map(|i| {
+                        let store = store.clone();
+                        tokio::spawn(async move {
+                            let key = format!("k{round}-{i}");
+                            let claim = store.claim(&key, intent(), 30_000, false);
+                            if i % 2 == 0 {
+                                // Polled once, then dropped if it had to wait for the leader.
+                                claim.now_or_never().map(|r| r.unwrap());
+                            } else {
+                                claim.await.unwrap();
+                            }
+                        })
+                    })
+                    .collect();
+                for task in tasks {
+                    task.await.unwrap();
+                }
+                let last = tokio::time::timeout(
+                    Duration::from_secs(60),
+                    store.claim(&format!("after-{round}"), intent(), 30_000, false),
+                )
+                .await
+                .expect("the journal stays writable");
+                assert!(matches!(last.unwrap(), OpOutcome::Claimed { attempt: 1, .. }));
+                for i in 0..300 {
+                    let rec = store.get(&format!("k{round}-{i}")).await.unwrap();
+                    assert!(rec.is_some(), "the write of caller {i} of round {round} was applied");
+                }
+            }
+        });
+    }
+
     #[test]
     fn a_journal_locked_past_the_bound_is_a_clear_error() {
         run::<SqliteHarness, _, _>("a_journal_locked_past_the_bound_is_a_clear_error", || async {
@@ -126,9 +215,9 @@ mod sqlite_specifics {
                     |r| r.get(0),
                 )
                 .unwrap();
-            assert_eq!(schema, "1");
+            assert_eq!(schema, "2");
             let user_version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-            assert_eq!(user_version, 1);
+            assert_eq!(user_version, 2);
             let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
             assert_eq!(mode, "wal");
         });

@@ -429,22 +429,32 @@ impl Engine {
 
         // A recorded result needs no claim: a read-only lookup first, so replays never take the
         // journal's write lock (unless the store's claim answers replays as cheaply).
-        if !self.inner.store.claim_answers_replays()
-            && let Ok(Some(rec)) = self.inner.store.lookup_recorded(&key).await
-            && rec.state() == RecordState::Completed
-            && (rec.expires_at().is_none() || !rec.is_expired(self.inner.store.now()))
-        {
-            let (result, disposition) = self.replay(&call, &rec);
-            return CallReport {
-                result,
-                disposition,
-                key: Some(key.clone()),
-            };
+        // Whether that lookup found no record at all: the first claim may then skip the store's
+        // own read (`Store::claim_unseen`).
+        let mut unseen = false;
+        if !self.inner.store.claim_answers_replays() {
+            match self.inner.store.lookup_recorded(&key).await {
+                Ok(Some(rec))
+                    if rec.state() == RecordState::Completed
+                        && (rec.expires_at().is_none() || !rec.is_expired(self.inner.store.now())) =>
+                {
+                    let (result, disposition) = self.replay(&call, &rec);
+                    return CallReport {
+                        result,
+                        disposition,
+                        key: Some(key.clone()),
+                    };
+                }
+                Ok(None) => unseen = true,
+                _ => {}
+            }
         }
 
         loop {
             match self.join(&key, &fingerprint, opts.call_id.as_deref()) {
                 Role::Follower(slot) => {
+                    // Whatever the leader did, the key has been seen since the lookup.
+                    unseen = false;
                     let shared = slot.wait().await;
                     let leader_input = slot.fingerprint.clone();
                     let leader_call = slot.call_id.clone();
@@ -489,7 +499,7 @@ impl Engine {
                 Role::Leader(leader) => {
                     // Boxed: the claim-execute-record path is large; keeping it out of this future keeps
                     // replays (the common case) cheap to poll and move.
-                    let (result, disposition) = Box::pin(self.lead(&call, input, args)).await;
+                    let (result, disposition) = Box::pin(self.lead(&call, input, args, unseen)).await;
                     leader.publish(|| {
                         let shared = match &result {
                             Ok(out) => serde_json::to_value(out).map_err(|e| EffectError::Codec {
@@ -536,6 +546,7 @@ impl Engine {
         call: &Call<'_, T>,
         input: Value,
         args: T::Args,
+        unseen: bool,
     ) -> (Result<T::Output, EffectError<T::Error>>, Disposition) {
         let store = &self.inner.store;
         let key = call.key;
@@ -572,6 +583,7 @@ impl Engine {
                     Disposition::Failed,
                 );
             }
+            let first = first_input.is_some();
             let input = match first_input.take() {
                 Some(input) => input,
                 None => match serde_json::to_value(&args) {
@@ -588,10 +600,17 @@ impl Engine {
                     }
                 },
             };
-            let outcome = match store
-                .claim(key, make_intent(approval, input), lease_ms, takeover_in_doubt)
-                .await
-            {
+            let claim = Op::Claim {
+                intent: make_intent(approval, input),
+                lease_ms,
+                takeover_in_doubt,
+            };
+            let claimed = if first && unseen {
+                store.claim_unseen(key, claim).await
+            } else {
+                store.apply(key, claim).await
+            };
+            let outcome = match claimed {
                 Ok(o) => o,
                 Err(e) => return (Err(store_error::<T>(e)), Disposition::Failed),
             };

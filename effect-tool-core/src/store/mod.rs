@@ -82,6 +82,15 @@ pub trait Store: Send + Sync + 'static {
     /// as [`StoreError::Rejected`].
     async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError>;
 
+    /// Apply `op` (a [`Op::Claim`]) to a key the caller has just looked up
+    /// ([`Store::lookup_recorded`]) and found no record under: most likely a new key, so a
+    /// backend whose claims first read the record to answer without writing (a replay, a live
+    /// claim) may go straight to its write path. Exactly as atomic as [`Store::apply`], which
+    /// the default calls: the hint only skips a read, never a check.
+    async fn claim_unseen(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
+        self.apply(key, op).await
+    }
+
     /// The records that pass `filter`, newest first.
     async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError>;
 
@@ -203,6 +212,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
         (**self).apply(key, op).await
+    }
+    async fn claim_unseen(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
+        (**self).claim_unseen(key, op).await
     }
     async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
         (**self).list(filter).await

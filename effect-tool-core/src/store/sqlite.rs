@@ -22,17 +22,22 @@
 //!   then runs the effect again (idempotent tools with the same key; compensable and
 //!   irreversible tools are only protected by their `recover` hook). Use it where that is
 //!   acceptable.
-//! - **Off the async runtime, with group commit.** rusqlite is blocking. Writes go through a
-//!   queue to one writer thread, which drains every queued operation and applies them in one
-//!   transaction, each with its own transition, in arrival order; one commit (one fsync) serves
-//!   them all, so concurrent callers share commits instead of waiting for each other's fsync.
-//!   After a commit the writer polls its queue briefly ([`SqliteOptions::writer_poll`]) before
-//!   it sleeps, so a caller's next write does not wait for a thread to wake up. WAL
+//! - **Group commit, led by the callers.** rusqlite is blocking, and handing each write to a
+//!   thread costs two thread wake-ups per commit (tens of µs each on a virtual machine, more
+//!   than a commit without fsync). So there is no writer thread: one write connection is lent to
+//!   one caller at a time. A caller that finds it free applies its operation at once, on its
+//!   own thread (a short blocking section, like a file write: the transaction, and under
+//!   `synchronous = FULL` the commit's fsync). Callers that arrive meanwhile queue; when the
+//!   leader's commit is done, the oldest of them takes every queued operation into one
+//!   transaction, each with its own transition, in arrival order, and one commit (one fsync)
+//!   serves them all, so concurrent callers share commits instead of waiting for each other's
+//!   fsync. A database locked by another process is not waited for on the caller's thread:
+//!   the batch moves to tokio's blocking pool, which waits up to the busy timeout. WAL
 //!   checkpoints (copying committed pages into the database file, milliseconds each) run on a
 //!   thread and connection of their own every 128 operations, so that a caller's commit rarely
 //!   runs one; SQLite's automatic checkpoint at 1000 WAL pages still applies if they fall behind.
 //!   Reads (`get`, `list`, `audit`) run on tokio's blocking pool over separate read
-//!   connections (WAL lets them proceed while the writer commits).
+//!   connections (WAL lets them proceed while a write commits).
 //! - **Lookups and claims that need no write never take the write lock.** [`Store::lookup`]
 //!   and [`Store::lookup_recorded`] (the engine's first look at a key, which reads only the six
 //!   columns a replay needs and leaves the input JSON undecoded) read on a pooled read
@@ -43,9 +48,12 @@
 //!   by primary key and runs on the caller's thread: it does not wait for locks, only for the
 //!   page cache (or the disk on a cold cache).
 //!
-//! # Schema (version 1)
+//! # Schema (version 2)
 //!
-//! Plain columns and JSON text, never Rust-layout blobs (see [`SqliteStore::schema_sql`]):
+//! Created and upgraded by versioned migrations that the store applies itself at open, in one
+//! transaction (version 2 replaced the index on every record's state by indexes on the states a
+//! person acts on). Plain columns and JSON text, never Rust-layout blobs (see
+//! [`SqliteStore::schema_sql`]):
 //! `effect_tool_meta(name, value)` records `schema_version`; `effect_records` holds one row per
 //! key, its `version` column the record version ([`RECORD_VERSION`]); `effect_audit` is
 //! append-only (triggers refuse updates and deletes). A journal written by a newer effect-tool
@@ -59,15 +67,14 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
-use tokio::sync::oneshot;
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, params};
 
 use super::{Filter, Recorded, Store};
 use crate::error::StoreError;
 use crate::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome, RECORD_VERSION, RecordState, transition};
 
 /// The version of the SQLite schema this build writes and reads.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// How hard SQLite works to make a commit survive a power loss.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -100,12 +107,6 @@ pub struct SqliteOptions {
     pub max_batch: usize,
     /// Read connections kept open for `get`, `list`, `audit` and claim lookups (default 4).
     pub read_connections: usize,
-    /// How long the writer thread keeps polling its queue after a commit before it sleeps
-    /// (default 100 µs; zero sleeps at once). Waking a sleeping thread costs tens of µs on a
-    /// virtual machine, and a caller's next write (the record after its claim, the next claim)
-    /// usually comes within this window. The writer yields its CPU between polls, so other
-    /// threads run meanwhile; the cost is at most this much CPU time after a burst of writes.
-    pub writer_poll: Duration,
 }
 
 impl Default for SqliteOptions {
@@ -115,13 +116,12 @@ impl Default for SqliteOptions {
             busy_timeout: Duration::from_secs(10),
             max_batch: 256,
             read_connections: 4,
-            writer_poll: Duration::from_micros(100),
         }
     }
 }
 
 /// A journal in a SQLite file, shared safely by every process on the machine that opens it.
-/// Cheap to clone; clones share the writer thread and the read connections.
+/// Cheap to clone; clones share the write connection and the read connections.
 #[derive(Clone)]
 pub struct SqliteStore {
     shared: Arc<Shared>,
@@ -139,23 +139,13 @@ impl std::fmt::Debug for SqliteStore {
 struct Shared {
     path: PathBuf,
     options: SqliteOptions,
-    jobs: mpsc::Sender<Job>,
+    writer: Mutex<writer::Writer>,
+    /// Asks the checkpoint thread for a checkpoint (it stops when this is dropped).
+    checkpoint: mpsc::SyncSender<()>,
     readers: Mutex<Vec<Connection>>,
 }
 
-// Jobs and answers live briefly in a queue; their size does not matter beside a commit.
-#[allow(clippy::large_enum_variant)]
-enum Job {
-    Apply {
-        key: String,
-        op: Op,
-        reply: oneshot::Sender<Result<OpOutcome, StoreError>>,
-    },
-    Gc {
-        now: Millis,
-        reply: oneshot::Sender<Result<u64, StoreError>>,
-    },
-}
+mod writer;
 
 impl SqliteStore {
     /// Open (or create) the journal at `path` with default settings: WAL,
@@ -179,13 +169,6 @@ impl SqliteStore {
             .name("effect-tool-sqlite-checkpoint".to_owned())
             .spawn(move || checkpoint_loop(checkpointer, checkpoint_rx))
             .map_err(|e| StoreError::Backend(format!("cannot start the SQLite checkpoint thread: {e}")))?;
-        let (jobs, rx) = mpsc::channel();
-        let thread_path = path.clone();
-        let thread_options = options.clone();
-        std::thread::Builder::new()
-            .name("effect-tool-sqlite-writer".to_owned())
-            .spawn(move || writer_loop(writer, rx, checkpoint, &thread_path, &thread_options))
-            .map_err(|e| StoreError::Backend(format!("cannot start the SQLite writer thread: {e}")))?;
         let mut readers = Vec::with_capacity(options.read_connections);
         for _ in 0..options.read_connections.max(1) {
             readers.push(open_connection(&path, &options, false)?);
@@ -194,7 +177,8 @@ impl SqliteStore {
             shared: Arc::new(Shared {
                 path,
                 options,
-                jobs,
+                writer: Mutex::new(writer::Writer::new(writer)),
+                checkpoint,
                 readers: Mutex::new(readers),
             }),
         })
@@ -210,21 +194,22 @@ impl SqliteStore {
         &self.shared.options
     }
 
-    /// The SQL of the current schema (what [`SqliteStore::open`] creates), for review.
-    pub fn schema_sql() -> &'static str {
-        SCHEMA_V1
+    /// The SQL of the current schema (what [`SqliteStore::open`] creates: every migration in
+    /// order), for review.
+    pub fn schema_sql() -> String {
+        MIGRATIONS.iter().map(|(_, sql)| *sql).collect()
     }
 
-    async fn send<T>(&self, job: Job, rx: oneshot::Receiver<Result<T, StoreError>>) -> Result<T, StoreError> {
-        self.shared.jobs.send(job).map_err(|_| {
-            StoreError::Backend("the SQLite writer thread has stopped (see the logs for why)".to_owned())
-        })?;
-        rx.await.map_err(|_| {
-            StoreError::Backend(
-                "the SQLite writer thread stopped before answering; the operation may or may not have been applied"
-                    .to_owned(),
-            )
-        })?
+    /// Apply `op` through the writer (see [`writer`]).
+    async fn write(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
+        let work = writer::Work::Apply {
+            key: key.to_owned(),
+            op,
+        };
+        match writer::submit(&self.shared, work).await {
+            writer::Answer::Apply(answer) => answer,
+            writer::Answer::Gc(_) => unreachable!("an operation is answered as one"),
+        }
     }
 
     /// Run `f` on a read connection on tokio's blocking pool.
@@ -283,6 +268,12 @@ impl SqliteStore {
 }
 
 impl Shared {
+    fn lock_writer(&self) -> std::sync::MutexGuard<'_, writer::Writer> {
+        // The writer's state is changed in single assignments under the lock: a panic elsewhere
+        // cannot leave it half-changed.
+        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn take_reader(&self) -> Option<Connection> {
         self.readers.lock().unwrap_or_else(|e| e.into_inner()).pop()
     }
@@ -325,13 +316,13 @@ impl Store for SqliteStore {
         {
             return answer;
         }
-        let (reply, rx) = oneshot::channel();
-        let job = Job::Apply {
-            key: key.to_owned(),
-            op,
-            reply,
-        };
-        self.send(job, rx).await
+        self.write(key, op).await
+    }
+
+    /// The engine just looked and found no record: no read ahead of the writer's (which reads
+    /// again under the write lock, so nothing is skipped but a read that would find nothing).
+    async fn claim_unseen(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
+        self.write(key, op).await
     }
 
     async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
@@ -340,8 +331,10 @@ impl Store for SqliteStore {
     }
 
     async fn gc(&self, now: Millis) -> Result<u64, StoreError> {
-        let (reply, rx) = oneshot::channel();
-        self.send(Job::Gc { now, reply }, rx).await
+        match writer::submit(&self.shared, writer::Work::Gc { now }).await {
+            writer::Answer::Gc(answer) => answer,
+            writer::Answer::Apply(_) => unreachable!("a gc is answered as one"),
+        }
     }
 
     async fn audit(&self, key: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
@@ -393,6 +386,22 @@ CREATE TRIGGER IF NOT EXISTS effect_audit_no_delete BEFORE DELETE ON effect_audi
 BEGIN SELECT RAISE(ABORT, 'the effect-tool audit trail is append-only'); END;
 ";
 
+/// Version 2: the index on every record's state goes. Each new call inserted into it (claimed)
+/// and moved its entry (completed): two more pages per call in the write-ahead log, a third
+/// of a new call's writes, to serve lists by state that an operator runs now and then. What
+/// remains indexed by state are the records a person must act on (exact-state partial indexes,
+/// which a new call never enters); lists of other states scan the table.
+const SCHEMA_V2: &str = "
+DROP INDEX IF EXISTS effect_records_state;
+-- Led by state so that the planner searches them for `state = '...'` (a partial index on its own
+-- is only scanned, which it rarely prefers to the table).
+CREATE INDEX IF NOT EXISTS effect_records_in_doubt ON effect_records (state, created_at) WHERE state = 'in-doubt';
+CREATE INDEX IF NOT EXISTS effect_records_awaiting ON effect_records (state, created_at) WHERE state = 'awaiting-approval';
+";
+
+/// Every schema version and the SQL that brings the previous one to it, in order.
+const MIGRATIONS: [(u32, &str); 2] = [(1, SCHEMA_V1), (2, SCHEMA_V2)];
+
 fn backend(e: rusqlite::Error) -> StoreError {
     StoreError::Backend(format!("SQLite: {e}"))
 }
@@ -438,6 +447,10 @@ fn open_connection(path: &Path, options: &SqliteOptions, writer: bool) -> Result
             Migrate::Sql(e) => fail(e),
             Migrate::Store(e) => e,
         })?;
+        // The background checkpoints keep the WAL short; SQLite's own, in a commit, is the
+        // safety net for when they fall behind.
+        conn.execute_batch(&format!("PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES};"))
+            .map_err(fail)?;
     }
     conn.execute_batch(&format!("PRAGMA synchronous = {};", options.synchronous.pragma()))
         .map_err(fail)?;
@@ -469,28 +482,38 @@ fn migrate(conn: &Connection, path: &Path) -> Result<(), Migrate> {
                 |r| r.get(0),
             )
             .optional()?;
-        match found {
-            None => {
-                conn.execute_batch(SCHEMA_V1)?;
-                conn.execute(
-                    "INSERT INTO effect_tool_meta (name, value) VALUES ('schema_version', ?1)",
-                    [SCHEMA_VERSION.to_string()],
-                )?;
-                conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION};"))?;
-                Ok(())
+        let at = match found.as_deref().map(str::parse::<u32>) {
+            None => 0,
+            Some(Ok(v)) if v <= SCHEMA_VERSION => v,
+            Some(parsed) => {
+                return Err(match parsed {
+                    Ok(found) => Migrate::Store(StoreError::Backend(format!(
+                        "SQLite journal {} has schema version {found}, this effect-tool reads version {SCHEMA_VERSION}: upgrade effect-tool to use it (the journal was left untouched)",
+                        path.display()
+                    ))),
+                    Err(_) => Migrate::Store(StoreError::Backend(format!(
+                        "SQLite journal {} has an unreadable schema version `{}`: it was not written by effect-tool",
+                        path.display(),
+                        found.unwrap_or_default()
+                    ))),
+                });
             }
-            Some(v) => match v.parse::<u32>() {
-                Ok(SCHEMA_VERSION) => Ok(()),
-                Ok(found) => Err(Migrate::Store(StoreError::Backend(format!(
-                    "SQLite journal {} has schema version {found}, this effect-tool reads version {SCHEMA_VERSION}: upgrade effect-tool to use it (the journal was left untouched)",
-                    path.display()
-                )))),
-                Err(_) => Err(Migrate::Store(StoreError::Backend(format!(
-                    "SQLite journal {} has an unreadable schema version `{v}`: it was not written by effect-tool",
-                    path.display()
-                )))),
-            },
+        };
+        if at == SCHEMA_VERSION {
+            return Ok(());
         }
+        for (version, sql) in MIGRATIONS {
+            if version > at {
+                conn.execute_batch(sql)?;
+            }
+        }
+        conn.execute(
+            "INSERT INTO effect_tool_meta (name, value) VALUES ('schema_version', ?1)
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            [SCHEMA_VERSION.to_string()],
+        )?;
+        conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION};"))?;
+        Ok(())
     })();
     match result {
         Ok(()) => {
@@ -717,7 +740,8 @@ fn append_audit(conn: &Connection, entry: &AuditEntry) -> rusqlite::Result<()> {
     Ok(())
 }
 
-fn list_records(conn: &Connection, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
+/// The SELECT of [`Store::list`] for `filter`, and its parameters.
+fn list_sql(filter: &Filter) -> (String, Vec<rusqlite::types::Value>) {
     use rusqlite::types::Value as SqlValue;
     let mut sql = format!("SELECT {COLUMNS} FROM effect_records WHERE 1 = 1");
     let mut args: Vec<SqlValue> = Vec::new();
@@ -730,18 +754,26 @@ fn list_records(conn: &Connection, filter: &Filter) -> Result<Vec<EffectRecord>,
         sql.push_str(&format!(" AND tool = ?{}", args.len()));
     }
     if !filter.states.is_empty() {
-        let mut marks = Vec::new();
-        for state in &filter.states {
-            args.push(SqlValue::Text(state.as_str().to_owned()));
-            marks.push(format!("?{}", args.len()));
-        }
-        sql.push_str(&format!(" AND state IN ({})", marks.join(", ")));
+        // Written out as literals (the states' own names, never user text), one equality each:
+        // SQLite uses a partial index (`WHERE state = 'in-doubt'`) only for a term it can match
+        // to the index's condition, which a bound parameter or an IN list is not.
+        let terms: Vec<String> = filter
+            .states
+            .iter()
+            .map(|state| format!("state = '{}'", state.as_str()))
+            .collect();
+        sql.push_str(&format!(" AND ({})", terms.join(" OR ")));
     }
     sql.push_str(" ORDER BY updated_at DESC, key ASC");
     if let Some(limit) = filter.limit {
         args.push(SqlValue::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
         sql.push_str(&format!(" LIMIT ?{}", args.len()));
     }
+    (sql, args)
+}
+
+fn list_records(conn: &Connection, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
+    let (sql, args) = list_sql(filter);
     let rows = conn
         .prepare(&sql)
         .and_then(|mut st| {
@@ -823,73 +855,14 @@ fn gc_in_tx(conn: &Connection, now: Millis) -> rusqlite::Result<u64> {
     Ok(n as u64)
 }
 
-#[allow(clippy::large_enum_variant)]
-enum Answer {
-    Apply(Result<OpOutcome, StoreError>),
-    Gc(Result<u64, StoreError>),
-}
-
-/// The writer thread: take every queued job, apply them in one transaction, commit once,
-/// answer each.
-fn writer_loop(
-    mut conn: Connection,
-    rx: mpsc::Receiver<Job>,
-    checkpoint: mpsc::SyncSender<()>,
-    path: &Path,
-    options: &SqliteOptions,
-) {
-    let max_batch = options.max_batch.max(1);
-    let mut since_checkpoint = 0usize;
-    while let Some(first) = next_job(&rx, options.writer_poll) {
-        let mut batch = vec![first];
-        while batch.len() < max_batch {
-            match rx.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
-        since_checkpoint += batch.len();
-        if since_checkpoint >= CHECKPOINT_EVERY_OPS {
-            since_checkpoint = 0;
-            // Full means a checkpoint is already asked for.
-            let _ = checkpoint.try_send(());
-        }
-        let answers = match run_batch(&mut conn, &batch) {
-            Ok(answers) => answers,
-            Err(e) if batch.len() > 1 && !is_busy(&e) => {
-                // One operation broke the shared transaction: apply each on its own so the
-                // others are not failed with it.
-                tracing::warn!(error = %e, "a grouped SQLite commit failed; applying its operations one by one");
-                batch
-                    .iter()
-                    .map(|job| match run_batch(&mut conn, std::slice::from_ref(job)) {
-                        Ok(mut a) => a.remove(0),
-                        Err(e) => failure(job, &e, path, options),
-                    })
-                    .collect()
-            }
-            Err(e) => batch.iter().map(|job| failure(job, &e, path, options)).collect(),
-        };
-        for (job, answer) in batch.into_iter().zip(answers) {
-            match (job, answer) {
-                (Job::Apply { reply, .. }, Answer::Apply(a)) => {
-                    let _ = reply.send(a);
-                }
-                (Job::Gc { reply, .. }, Answer::Gc(a)) => {
-                    let _ = reply.send(a);
-                }
-                _ => unreachable!("answers are made in the order of their jobs"),
-            }
-        }
-    }
-}
-
 /// How many operations the writer applies between two background checkpoints. An operation
 /// appends at most a few pages to the WAL (2 to 4), so the WAL stays well under SQLite's
 /// automatic checkpoint size (1000 pages), which still applies in the writer's commit, as
 /// before, when the background checkpoints fall behind (a reader holding an old snapshot, a
 /// busy disk).
 const CHECKPOINT_EVERY_OPS: usize = 128;
+
+const AUTOCHECKPOINT_PAGES: usize = 10_000;
 
 /// The checkpoint thread: copy committed WAL frames into the database file when the writer
 /// asks, without blocking it (`PASSIVE` waits for no lock, and skips frames a reader still
@@ -906,55 +879,129 @@ fn checkpoint_loop(conn: Connection, asked: mpsc::Receiver<()>) {
     }
 }
 
-/// The next job: polled for `poll` (yielding the CPU between polls), then waited for asleep.
-/// `None` once every sender is gone.
-fn next_job(rx: &mpsc::Receiver<Job>, poll: Duration) -> Option<Job> {
-    if !poll.is_zero() {
-        let start = std::time::Instant::now();
-        loop {
-            match rx.try_recv() {
-                Ok(job) => return Some(job),
-                Err(mpsc::TryRecvError::Disconnected) => return None,
-                Err(mpsc::TryRecvError::Empty) if start.elapsed() < poll => std::thread::yield_now(),
-                Err(mpsc::TryRecvError::Empty) => break,
-            }
-        }
-    }
-    rx.recv().ok()
-}
-
-fn run_batch(conn: &mut Connection, batch: &[Job]) -> rusqlite::Result<Vec<Answer>> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let mut answers = Vec::with_capacity(batch.len());
-    for job in batch {
-        answers.push(match job {
-            Job::Apply { key, op, .. } => Answer::Apply(apply_in_tx(&tx, key, op)?),
-            Job::Gc { now, .. } => Answer::Gc(Ok(gc_in_tx(&tx, *now)?)),
-        });
-    }
-    tx.commit()?;
-    Ok(answers)
-}
-
-fn failure(job: &Job, e: &rusqlite::Error, path: &Path, options: &SqliteOptions) -> Answer {
-    let err = if is_busy(e) {
-        StoreError::Backend(format!(
-            "SQLite journal {} stayed locked by another process for more than {:?}: {e}; nothing was written, retry, or raise SqliteOptions::busy_timeout",
-            path.display(),
-            options.busy_timeout
-        ))
-    } else {
-        StoreError::Backend(format!("SQLite journal {}: {e}; nothing was written", path.display()))
-    };
-    match job {
-        Job::Apply { .. } => Answer::Apply(Err(err)),
-        Job::Gc { .. } => Answer::Gc(Err(err)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn scratch(name: &str) -> (PathBuf, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("effect-tool-sqlite-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("j.db");
+        (dir, path)
+    }
+
+    fn indexes(conn: &Connection) -> Vec<String> {
+        let mut st = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'effect_records' AND sql IS NOT NULL ORDER BY name")
+            .unwrap();
+        st.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+    }
+
+    #[tokio::test]
+    async fn a_version_1_journal_is_migrated_with_its_records() {
+        use crate::record::{Intent, RecordState};
+        use crate::store::StoreExt;
+        let (dir, path) = scratch("migrate");
+        // A journal as version 1 wrote it, with a record in doubt.
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch("PRAGMA journal_mode = WAL;").unwrap();
+            conn.execute_batch(SCHEMA_V1).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE effect_tool_meta (name TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL);
+                 INSERT INTO effect_tool_meta VALUES ('schema_version', '1');
+                 PRAGMA user_version = 1;",
+            )
+            .unwrap();
+            conn.execute(
+                &format!("INSERT INTO effect_records ({COLUMNS}) VALUES ('k', 1, 'refund', 'irreversible', 'run', NULL, NULL, 'f', '{{\"n\":1}}', 'in-doubt', 1, NULL, NULL, 'crashed', NULL, NULL, 1, 2, NULL)"),
+                [],
+            )
+            .unwrap();
+            assert!(indexes(&conn).contains(&"effect_records_state".to_owned()));
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let rec = store
+            .get("k")
+            .await
+            .unwrap()
+            .expect("the record survives the migration");
+        assert_eq!(
+            (rec.state, rec.reason.as_deref()),
+            (RecordState::InDoubt, Some("crashed"))
+        );
+        let doubts = store
+            .list(&Filter {
+                states: vec![RecordState::InDoubt],
+                ..Filter::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(doubts.len(), 1);
+        // And the migrated journal takes new calls.
+        let intent = Intent {
+            tool: "refund".into(),
+            class: crate::EffectClass::Idempotent,
+            run_id: "run".into(),
+            thread_id: None,
+            call_id: None,
+            fingerprint: "g".into(),
+            input: serde_json::json!({"n": 2}),
+            ttl_ms: None,
+            approval: None,
+        };
+        assert!(matches!(
+            store.claim("k2", intent, 60_000, false).await.unwrap(),
+            OpOutcome::Claimed { attempt: 1, .. }
+        ));
+        drop(store);
+        let conn = Connection::open(&path).unwrap();
+        assert_eq!(
+            indexes(&conn),
+            [
+                "effect_records_awaiting",
+                "effect_records_expires",
+                "effect_records_in_doubt",
+                "effect_records_run"
+            ]
+        );
+        let version: String = conn
+            .query_row(
+                "SELECT value FROM effect_tool_meta WHERE name = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION.to_string());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn lists_of_records_a_person_must_act_on_use_an_index() {
+        let (dir, path) = scratch("plan");
+        drop(SqliteStore::open(&path).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        let plan = |states: Vec<RecordState>| {
+            let filter = Filter {
+                states,
+                ..Filter::default()
+            };
+            // The SQL `list_records` runs, planned instead of run.
+            let (sql, _) = list_sql(&filter);
+            let mut st = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let rows: Vec<String> = st.query_map([], |r| r.get(3)).unwrap().map(Result::unwrap).collect();
+            rows.join("; ")
+        };
+        let doubts = plan(vec![RecordState::InDoubt]);
+        assert!(doubts.contains("effect_records_in_doubt"), "{doubts}");
+        let both = plan(vec![RecordState::InDoubt, RecordState::AwaitingApproval]);
+        assert!(
+            both.contains("effect_records_in_doubt") && both.contains("effect_records_awaiting"),
+            "{both}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn a_journal_of_a_newer_schema_is_refused_untouched() {
@@ -964,14 +1011,15 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         drop(SqliteStore::open(&path).unwrap());
         let conn = Connection::open(&path).unwrap();
+        let newer = SCHEMA_VERSION + 1;
         conn.execute(
-            "UPDATE effect_tool_meta SET value = '2' WHERE name = 'schema_version'",
-            [],
+            "UPDATE effect_tool_meta SET value = ?1 WHERE name = 'schema_version'",
+            [newer.to_string()],
         )
         .unwrap();
         drop(conn);
         let err = SqliteStore::open(&path).unwrap_err().to_string();
-        assert!(err.contains("schema version 2"), "{err}");
+        assert!(err.contains(&format!("schema version {newer}")), "{err}");
         assert!(err.contains("upgrade effect-tool"), "{err}");
         let conn = Connection::open(&path).unwrap();
         let v: String = conn
@@ -981,7 +1029,7 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
-        assert_eq!(v, "2");
+        assert_eq!(v, newer.to_string());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

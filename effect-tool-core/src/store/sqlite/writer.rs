@@ -1,0 +1,317 @@
+//! The write side of the SQLite journal: group commit led by the callers themselves.
+//!
+//! One write connection is lent to one caller at a time, the *leader*. A caller that finds no
+//! leader becomes it and applies its own operation at once, on its own thread: no queue, no
+//! thread to wake, no wake-up to wait for (two of those per new call cost more than the commits
+//! on a virtual machine). A caller that finds a leader queues its operation and waits. When the
+//! leader has applied its batch it takes everything queued meanwhile into one transaction (one
+//! commit, one fsync, shared by all of them: group commit), answers each caller, and hands the
+//! connection to the oldest caller still waiting, which leads the next batch; or, when nobody
+//! waits, puts it back.
+//!
+//! A leader applies its batch on the caller's thread: the commit, an fsync under
+//! `synchronous = FULL`, runs inside the caller's poll, as a blocking file write would. A write
+//! lock held by another process is not waited for there: the batch moves to tokio's blocking
+//! pool, which waits up to the busy timeout.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use rusqlite::{Connection, TransactionBehavior};
+use tokio::sync::oneshot;
+
+use super::{Shared, apply_in_tx, gc_in_tx, is_busy};
+use crate::error::StoreError;
+use crate::record::{Millis, Op, OpOutcome};
+
+/// The write connection and the callers waiting for it, behind the store's writer lock.
+pub(super) struct Writer {
+    /// The write connection; `None` while a leader holds it.
+    conn: Option<Connection>,
+    /// Whether a caller leads (holds the connection, or has been handed it).
+    leading: bool,
+    /// Work waiting for the leader, oldest first.
+    queue: VecDeque<Queued>,
+    /// Operations applied since the last background checkpoint was asked for.
+    since_checkpoint: usize,
+}
+
+impl Writer {
+    /// The write side of a freshly opened journal.
+    pub(super) fn new(conn: Connection) -> Self {
+        Writer {
+            conn: Some(conn),
+            leading: false,
+            queue: VecDeque::new(),
+            since_checkpoint: 0,
+        }
+    }
+}
+
+/// One write: an operation on a key, or a garbage collection.
+// Work lives briefly in a queue; its size does not matter beside a commit.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Work {
+    Apply { key: String, op: Op },
+    Gc { now: Millis },
+}
+
+// Answers live briefly; their size does not matter beside a commit.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Answer {
+    Apply(Result<OpOutcome, StoreError>),
+    Gc(Result<u64, StoreError>),
+}
+
+impl Work {
+    fn is_gc(&self) -> bool {
+        matches!(self, Work::Gc { .. })
+    }
+
+    fn failed(&self, e: &rusqlite::Error, shared: &Shared) -> Answer {
+        let path = shared.path.display();
+        let err = if is_busy(e) {
+            StoreError::Backend(format!(
+                "SQLite journal {path} stayed locked by another process for more than {:?}: {e}; nothing was written, retry, or raise SqliteOptions::busy_timeout",
+                shared.options.busy_timeout
+            ))
+        } else {
+            StoreError::Backend(format!("SQLite journal {path}: {e}; nothing was written"))
+        };
+        match self {
+            Work::Apply { .. } => Answer::Apply(Err(err)),
+            Work::Gc { .. } => Answer::Gc(Err(err)),
+        }
+    }
+}
+
+/// The answer to a caller whose work was taken but never answered.
+fn lost(gc: bool) -> Answer {
+    let err = StoreError::Backend(
+        "the SQLite writer stopped before answering (a panic, or the runtime shutting down); \
+         the operation may or may not have been applied: look the key up before retrying"
+            .to_owned(),
+    );
+    if gc {
+        Answer::Gc(Err(err))
+    } else {
+        Answer::Apply(Err(err))
+    }
+}
+
+struct Queued {
+    work: Work,
+    reply: oneshot::Sender<Wake>,
+}
+
+/// What a waiting caller is woken with.
+enum Wake {
+    /// Its work was applied in the leader's batch.
+    Answer(Answer),
+    /// It leads now: the connection is its to take, and this is its work back.
+    Lead(Work),
+}
+
+/// Who learns the answer to a piece of work in a batch.
+enum Reply {
+    /// The leader itself.
+    Own,
+    /// A waiting caller.
+    Waiter(oneshot::Sender<Wake>),
+    /// Nobody: its caller stopped waiting (it was cancelled); the work is applied all the same,
+    /// as it would have been had the leader reached it first.
+    Orphan,
+}
+
+/// Apply `work` through the writer: lead, or wait for the leader.
+pub(super) async fn submit(shared: &Arc<Shared>, work: Work) -> Answer {
+    let is_gc = work.is_gc();
+    let waiting = {
+        let mut w = shared.lock_writer();
+        if w.leading {
+            let (reply, rx) = oneshot::channel();
+            w.queue.push_back(Queued { work, reply });
+            Err(rx)
+        } else {
+            w.leading = true;
+            Ok(work)
+        }
+    };
+    let work = match waiting {
+        Ok(work) => work,
+        Err(rx) => match rx.await {
+            Ok(Wake::Answer(answer)) => return answer,
+            Ok(Wake::Lead(work)) => work,
+            // The leader dropped this work unanswered (it panicked).
+            Err(_) => return lost(is_gc),
+        },
+    };
+    let mut lead = Leadership::take(shared.clone(), work);
+    if let Some(answer) = lead.run(false) {
+        return answer;
+    }
+    // Another process holds the write lock: wait for it off the async runtime.
+    match tokio::task::spawn_blocking(move || lead.run(true)).await {
+        Ok(Some(answer)) => answer,
+        // Cancelled by a runtime shutdown or a panic: `Leadership`'s drop answered the others.
+        _ => lost(is_gc),
+    }
+}
+
+/// The connection held by a leader, with the batch it is applying.
+struct Leadership {
+    shared: Arc<Shared>,
+    conn: Option<Connection>,
+    batch: Vec<(Work, Reply)>,
+    mine: Option<Answer>,
+}
+
+impl Leadership {
+    /// Take the connection (the caller was granted `leading`) to apply `own` first.
+    fn take(shared: Arc<Shared>, own: Work) -> Self {
+        let conn = shared.lock_writer().conn.take();
+        debug_assert!(conn.is_some(), "a leader finds the connection put back");
+        Leadership {
+            shared,
+            conn,
+            batch: vec![(own, Reply::Own)],
+            mine: None,
+        }
+    }
+
+    /// Apply the leader's work and what queues meanwhile, then hand the connection on, and
+    /// return the leader's own answer. `None` when another process holds the write lock and
+    /// `wait` is false: nothing was applied and the batch is kept for a call that waits.
+    fn run(&mut self, wait: bool) -> Option<Answer> {
+        loop {
+            self.fill();
+            let conn = self.conn.as_mut().expect("the leader holds the connection");
+            let answers = apply_batch(conn, &self.batch, wait, &self.shared)?;
+            for ((_, reply), answer) in self.batch.drain(..).zip(answers) {
+                match reply {
+                    Reply::Own => self.mine = Some(answer),
+                    Reply::Waiter(tx) => {
+                        let _ = tx.send(Wake::Answer(answer));
+                    }
+                    Reply::Orphan => {}
+                }
+            }
+            let mut w = self.shared.lock_writer();
+            match w.queue.pop_front() {
+                None => {
+                    w.conn = self.conn.take();
+                    w.leading = false;
+                    return self.mine.take();
+                }
+                Some(next) => {
+                    w.conn = self.conn.take();
+                    match next.reply.send(Wake::Lead(next.work)) {
+                        // `leading` stays set: it passed to `next`.
+                        Ok(()) => return self.mine.take(),
+                        // Its caller is gone: apply its work here, with whatever queued since.
+                        Err(Wake::Lead(work)) => {
+                            self.conn = w.conn.take();
+                            self.batch.push((work, Reply::Orphan));
+                        }
+                        Err(Wake::Answer(_)) => unreachable!("a lead was sent"),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Add queued work to the batch, up to the batch bound; ask for a background checkpoint
+    /// every so many operations.
+    fn fill(&mut self) {
+        let max = self.shared.options.max_batch.max(1);
+        let mut w = self.shared.lock_writer();
+        while self.batch.len() < max {
+            let Some(q) = w.queue.pop_front() else { break };
+            self.batch.push((q.work, Reply::Waiter(q.reply)));
+        }
+        w.since_checkpoint += self.batch.len();
+        if w.since_checkpoint >= super::CHECKPOINT_EVERY_OPS {
+            w.since_checkpoint = 0;
+            // Full means a checkpoint is already asked for.
+            let _ = self.shared.checkpoint.try_send(());
+        }
+    }
+}
+
+impl Drop for Leadership {
+    /// A leader that stops without handing the connection on (a panic, a blocking task dropped
+    /// at runtime shutdown) tells the callers of its batch, and passes the connection to the
+    /// next caller still waiting, so that the journal stays writable.
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else { return };
+        for (work, reply) in self.batch.drain(..) {
+            if let Reply::Waiter(tx) = reply {
+                let _ = tx.send(Wake::Answer(lost(work.is_gc())));
+            }
+        }
+        let mut w = self.shared.lock_writer();
+        w.conn = Some(conn);
+        loop {
+            match w.queue.pop_front() {
+                None => {
+                    w.leading = false;
+                    return;
+                }
+                Some(next) => {
+                    if next.reply.send(Wake::Lead(next.work)).is_ok() {
+                        return;
+                    }
+                    tracing::warn!(
+                        "a write queued by a cancelled caller was dropped while the SQLite writer recovered from a failure"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Apply a batch in one transaction. `None` when `wait` is false and another process holds
+/// the write lock (nothing applied).
+fn apply_batch(conn: &mut Connection, batch: &[(Work, Reply)], wait: bool, shared: &Shared) -> Option<Vec<Answer>> {
+    let timeout = if wait {
+        shared.options.busy_timeout
+    } else {
+        std::time::Duration::ZERO
+    };
+    if let Err(e) = conn.busy_timeout(timeout) {
+        return Some(batch.iter().map(|(work, _)| work.failed(&e, shared)).collect());
+    }
+    let works: Vec<&Work> = batch.iter().map(|(work, _)| work).collect();
+    match run_batch(conn, &works) {
+        Ok(answers) => Some(answers),
+        Err(e) if is_busy(&e) && !wait => None,
+        Err(e) if works.len() > 1 && !is_busy(&e) => {
+            // One operation broke the shared transaction: apply each on its own so the others
+            // are not failed with it.
+            tracing::warn!(error = %e, "a grouped SQLite commit failed; applying its operations one by one");
+            Some(
+                works
+                    .iter()
+                    .map(|work| match run_batch(conn, std::slice::from_ref(work)) {
+                        Ok(mut a) => a.remove(0),
+                        Err(e) => work.failed(&e, shared),
+                    })
+                    .collect(),
+            )
+        }
+        Err(e) => Some(works.iter().map(|work| work.failed(&e, shared)).collect()),
+    }
+}
+
+fn run_batch(conn: &mut Connection, batch: &[&Work]) -> rusqlite::Result<Vec<Answer>> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut answers = Vec::with_capacity(batch.len());
+    for work in batch {
+        answers.push(match work {
+            Work::Apply { key, op } => Answer::Apply(apply_in_tx(&tx, key, op)?),
+            Work::Gc { now } => Answer::Gc(Ok(gc_in_tx(&tx, *now)?)),
+        });
+    }
+    tx.commit()?;
+    Ok(answers)
+}
