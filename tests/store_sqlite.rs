@@ -79,7 +79,10 @@ mod sqlite_specifics {
             conn.execute_batch("COMMIT").unwrap();
         });
         is_locked.recv().unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(async {
             // Lets the lock go once it has run a few times, which it can only do while the
             // claim below waits without holding the runtime's one thread.
