@@ -415,18 +415,113 @@ pub struct Transition {
     pub outcome: OpOutcome,
 }
 
+/// The record a backend holds under a key, as it hands it to [`transition`].
+///
+/// A backend that only reads its record passes `Option<&EffectRecord>`, which converts to
+/// [`Current::Absent`] or [`Current::Borrowed`].
+#[derive(Debug)]
+pub enum Current<'a> {
+    /// There is no record under the key.
+    Absent,
+    /// The backend keeps the record as it is (it may read it after the transition): a record
+    /// the transition writes is built from a copy of it.
+    Borrowed(&'a EffectRecord),
+    /// The backend replaces the record with [`Transition::write`] whenever there is one: the
+    /// transition then builds the record it writes from this one's fields (moved, not copied),
+    /// and may leave it empty. When the transition writes nothing, or refuses, the record is
+    /// left as it was.
+    Replaced(&'a mut EffectRecord),
+}
+
+impl<'a> From<Option<&'a EffectRecord>> for Current<'a> {
+    fn from(rec: Option<&'a EffectRecord>) -> Self {
+        rec.map_or(Current::Absent, Current::Borrowed)
+    }
+}
+
+impl Current<'_> {
+    /// The record, if there is one.
+    pub fn get(&self) -> Option<&EffectRecord> {
+        match self {
+            Current::Absent => None,
+            Current::Borrowed(rec) => Some(rec),
+            Current::Replaced(rec) => Some(rec),
+        }
+    }
+
+    /// The record to build a write from: moved out of a replaced record, copied from a
+    /// borrowed one.
+    fn take(self, key: &str) -> Result<EffectRecord, Rejected> {
+        match self {
+            Current::Absent => Err(Rejected::NotFound { key: key.to_owned() }),
+            Current::Borrowed(rec) => Ok(rec.clone()),
+            Current::Replaced(rec) => Ok(std::mem::replace(rec, EffectRecord::vacant())),
+        }
+    }
+}
+
+impl EffectRecord {
+    /// What a [`Current::Replaced`] record is left as once its fields are taken (allocates
+    /// nothing; the backend replaces it).
+    fn vacant() -> EffectRecord {
+        EffectRecord {
+            version: RECORD_VERSION,
+            key: String::new(),
+            tool: String::new(),
+            class: EffectClass::Pure,
+            run_id: String::new(),
+            thread_id: None,
+            call_id: None,
+            fingerprint: String::new(),
+            input: Value::Null,
+            state: RecordState::Released,
+            attempt: 0,
+            lease_until: None,
+            output: None,
+            reason: None,
+            approval_role: None,
+            decided_by: None,
+            created_at: 0,
+            updated_at: 0,
+            expires_at: None,
+        }
+    }
+}
+
+impl<'a> From<&'a Op> for std::borrow::Cow<'a, Op> {
+    fn from(op: &'a Op) -> Self {
+        std::borrow::Cow::Borrowed(op)
+    }
+}
+
+impl From<Op> for std::borrow::Cow<'_, Op> {
+    fn from(op: Op) -> Self {
+        std::borrow::Cow::Owned(op)
+    }
+}
+
 /// The state machine: apply `op` to the `current` record of `key` at time `now`.
 ///
 /// Every backend calls this inside its atomic section (a transaction or a lock) and writes
-/// `write` back if it is `Some`.
-pub fn transition(key: &str, current: Option<&EffectRecord>, op: &Op, now: Millis) -> Result<Transition, Rejected> {
+/// `write` back if it is `Some`. `current` is an `Option<&EffectRecord>` or a [`Current`];
+/// `op` is an [`Op`] or an `&Op`. What the record keeps of an owned operation (the intent's
+/// strings and input, an output) is moved into it; a borrowed operation is copied.
+pub fn transition<'a, 'o>(
+    key: &str,
+    current: impl Into<Current<'a>>,
+    op: impl Into<std::borrow::Cow<'o, Op>>,
+    now: Millis,
+) -> Result<Transition, Rejected> {
     use RecordState as S;
 
+    let current = current.into();
+    let op = op.into().into_owned();
+    let name = op.name();
     let unchanged = |outcome| Ok(Transition { write: None, outcome });
     let invalid = |rec: &EffectRecord, hint: &str| {
         Err(Rejected::InvalidState {
             key: key.to_owned(),
-            op: op.name(),
+            op: name,
             state: rec.state,
             hint: hint.to_owned(),
         })
@@ -441,106 +536,113 @@ pub fn transition(key: &str, current: Option<&EffectRecord>, op: &Op, now: Milli
     };
     // The fencing token never goes back, even when an expired record counts as absent: a
     // stalled writer of an old attempt must not find its number reused by a new claim.
-    let floor = current.map_or(0, |r| r.attempt);
+    let floor = current.get().map_or(0, |r| r.attempt);
     // An expired record (ttl passed) counts as absent for new claims.
-    let current = current.filter(|r| !(r.is_expired(now) && !r.state.needs_person() && r.state != S::Claimed));
+    let live = current
+        .get()
+        .filter(|r| !(r.is_expired(now) && !r.state.needs_person() && r.state != S::Claimed));
 
+    // Each arm checks the record first and takes it (`current.take`) only to write.
     match op {
         Op::Claim {
             intent,
             lease_ms,
             takeover_in_doubt,
         } => {
-            let claim = |prev: Option<&EffectRecord>, previous: Option<RecordState>| {
-                let attempt = prev.map_or(floor, |p| p.attempt) + 1;
-                let mut rec = fresh(key, intent, now, prev, floor);
-                rec.state = S::Claimed;
-                rec.attempt = attempt;
-                rec.lease_until = Some(now + *lease_ms as i64);
-                if prev.is_some_and(|p| p.state == S::Approved) {
-                    rec.approval_role = prev.and_then(|p| p.approval_role.clone());
-                    rec.decided_by = prev.and_then(|p| p.decided_by.clone());
-                }
-                Ok(Transition {
-                    write: Some(std::sync::Arc::new(rec)),
-                    outcome: OpOutcome::Claimed {
-                        attempt,
-                        previous,
-                        before: prev.map(|p| Box::new(p.clone())),
-                    },
-                })
-            };
-            match current {
-                None => match &intent.approval {
-                    Some(role) => park(key, intent, now, None, floor, role),
-                    None => claim(None, None),
-                },
+            // Whether the claim follows the live record (a new record otherwise), and the
+            // unknown outcome it takes over, if any.
+            let (follows, previous) = match live {
+                None => (false, None),
                 Some(rec) => match rec.state {
-                    S::Released => match &intent.approval {
-                        Some(role) => park(key, intent, now, Some(rec), floor, role),
-                        None => claim(Some(rec), None),
-                    },
-                    S::Approved => claim(Some(rec), None),
-                    S::Completed => unchanged(OpOutcome::Recorded(rec.clone())),
-                    S::Claimed if !rec.is_stale(now) => unchanged(OpOutcome::InFlight(rec.clone())),
-                    S::Claimed => claim(Some(rec), Some(S::Claimed)),
-                    S::InDoubt if *takeover_in_doubt => claim(Some(rec), Some(S::InDoubt)),
-                    S::InDoubt => unchanged(OpOutcome::InDoubt(rec.clone())),
-                    S::AwaitingApproval => unchanged(OpOutcome::AwaitingApproval(rec.clone())),
-                    S::Denied => unchanged(OpOutcome::Denied(rec.clone())),
-                    S::Compensated => unchanged(OpOutcome::Compensated(rec.clone())),
+                    S::Released | S::Approved => (true, None),
+                    S::Claimed if rec.is_stale(now) => (true, Some(S::Claimed)),
+                    S::InDoubt if takeover_in_doubt => (true, Some(S::InDoubt)),
+                    S::Completed => return unchanged(OpOutcome::Recorded(rec.clone())),
+                    S::Claimed => return unchanged(OpOutcome::InFlight(rec.clone())),
+                    S::InDoubt => return unchanged(OpOutcome::InDoubt(rec.clone())),
+                    S::AwaitingApproval => return unchanged(OpOutcome::AwaitingApproval(rec.clone())),
+                    S::Denied => return unchanged(OpOutcome::Denied(rec.clone())),
+                    S::Compensated => return unchanged(OpOutcome::Compensated(rec.clone())),
                 },
+            };
+            // A call that needs approval is parked, unless a person approved it already (or it
+            // takes over a claim).
+            let park = intent.approval.is_some() && live.is_none_or(|r| r.state == S::Released);
+            let prev = if follows { Some(current.take(key)?) } else { None };
+            let mut rec = fresh(key, intent, now, prev.as_ref(), floor);
+            if park {
+                rec.state = S::AwaitingApproval;
+                return Ok(Transition {
+                    outcome: OpOutcome::AwaitingApproval(rec.clone()),
+                    write: Some(std::sync::Arc::new(rec)),
+                });
             }
+            let attempt = prev.as_ref().map_or(floor, |p| p.attempt) + 1;
+            rec.state = S::Claimed;
+            rec.attempt = attempt;
+            rec.lease_until = Some(now + lease_ms as i64);
+            if let Some(p) = prev.as_ref().filter(|p| p.state == S::Approved) {
+                rec.approval_role = p.approval_role.clone();
+                rec.decided_by = p.decided_by.clone();
+            }
+            Ok(Transition {
+                write: Some(std::sync::Arc::new(rec)),
+                outcome: OpOutcome::Claimed {
+                    attempt,
+                    previous,
+                    before: prev.map(Box::new),
+                },
+            })
         }
         Op::Renew { attempt, lease_ms } => {
-            let rec = existing(key, current)?;
-            if rec.state != S::Claimed || rec.attempt != *attempt {
-                return fenced(rec, *attempt);
+            let rec = existing(key, live)?;
+            if rec.state != S::Claimed || rec.attempt != attempt {
+                return fenced(rec, attempt);
             }
-            let mut next = rec.clone();
-            next.lease_until = Some(now + *lease_ms as i64);
+            let mut next = current.take(key)?;
+            next.lease_until = Some(now + lease_ms as i64);
             next.updated_at = now;
             done(next)
         }
         Op::Complete { attempt, output } => {
-            let rec = existing(key, current)?;
-            if rec.state != S::Claimed || rec.attempt != *attempt {
-                return fenced(rec, *attempt);
+            let rec = existing(key, live)?;
+            if rec.state != S::Claimed || rec.attempt != attempt {
+                return fenced(rec, attempt);
             }
-            let mut next = rec.clone();
+            let mut next = current.take(key)?;
             next.state = S::Completed;
-            next.output = Some(output.clone());
+            next.output = Some(output);
             next.lease_until = None;
             next.reason = None;
             next.updated_at = now;
             done(next)
         }
         Op::Release { attempt, reason } => {
-            let rec = existing(key, current)?;
-            if rec.state != S::Claimed || rec.attempt != *attempt {
-                return fenced(rec, *attempt);
+            let rec = existing(key, live)?;
+            if rec.state != S::Claimed || rec.attempt != attempt {
+                return fenced(rec, attempt);
             }
-            let mut next = rec.clone();
+            let mut next = current.take(key)?;
             next.state = S::Released;
             next.lease_until = None;
-            next.reason = reason.clone();
+            next.reason = reason;
             next.updated_at = now;
             done(next)
         }
         Op::MarkInDoubt { attempt, reason } => {
-            let rec = existing(key, current)?;
-            if rec.state != S::Claimed || rec.attempt != *attempt {
-                return fenced(rec, *attempt);
+            let rec = existing(key, live)?;
+            if rec.state != S::Claimed || rec.attempt != attempt {
+                return fenced(rec, attempt);
             }
-            let mut next = rec.clone();
+            let mut next = current.take(key)?;
             next.state = S::InDoubt;
             next.lease_until = None;
-            next.reason = Some(reason.clone());
+            next.reason = Some(reason);
             next.updated_at = now;
             done(next)
         }
         Op::Resolve { by, verdict } => {
-            let rec = existing(key, current)?;
+            let rec = existing(key, live)?;
             let resolvable = rec.state == S::InDoubt || rec.is_stale(now);
             if !resolvable {
                 return invalid(
@@ -553,14 +655,13 @@ pub fn transition(key: &str, current: Option<&EffectRecord>, op: &Op, now: Milli
                     },
                 );
             }
-            let mut next = rec.clone();
+            let mut next = current.take(key)?;
             next.lease_until = None;
-            next.decided_by = Some(by.clone());
             next.updated_at = now;
             match verdict {
                 Verdict::Applied { output } => {
                     next.state = S::Completed;
-                    next.output = Some(output.clone());
+                    next.output = Some(output);
                     next.reason = Some(format!("resolved as applied by {by}"));
                 }
                 Verdict::NotApplied => {
@@ -569,47 +670,48 @@ pub fn transition(key: &str, current: Option<&EffectRecord>, op: &Op, now: Milli
                     next.reason = Some(format!("resolved as not applied by {by}"));
                 }
             }
+            next.decided_by = Some(by);
             done(next)
         }
         Op::Approve { by, role } => {
-            let rec = existing(key, current)?;
+            let rec = existing(key, live)?;
             if rec.state != S::AwaitingApproval {
                 return invalid(rec, ": only calls awaiting approval can be approved");
             }
-            let needed = rec.approval_role.clone().unwrap_or_default();
-            if !needed.is_empty() && &needed != role {
+            let needed = rec.approval_role.as_deref().unwrap_or_default();
+            if !needed.is_empty() && needed != role {
                 return Err(Rejected::WrongRole {
                     key: key.to_owned(),
-                    given: role.clone(),
-                    needed,
+                    given: role,
+                    needed: needed.to_owned(),
                 });
             }
-            let mut next = rec.clone();
+            let mut next = current.take(key)?;
             next.state = S::Approved;
-            next.decided_by = Some(by.clone());
+            next.decided_by = Some(by);
             next.updated_at = now;
             done(next)
         }
         Op::Deny { by, reason } => {
-            let rec = existing(key, current)?;
+            let rec = existing(key, live)?;
             if rec.state != S::AwaitingApproval {
                 return invalid(rec, ": only calls awaiting approval can be denied");
             }
-            let mut next = rec.clone();
+            let mut next = current.take(key)?;
             next.state = S::Denied;
-            next.decided_by = Some(by.clone());
-            next.reason = reason.clone();
+            next.decided_by = Some(by);
+            next.reason = reason;
             next.updated_at = now;
             done(next)
         }
         Op::MarkCompensated { by } => {
-            let rec = existing(key, current)?;
+            let rec = existing(key, live)?;
             if rec.state != S::Completed {
                 return invalid(rec, ": only completed effects can be compensated");
             }
-            let mut next = rec.clone();
+            let mut next = current.take(key)?;
             next.state = S::Compensated;
-            next.decided_by = Some(by.clone());
+            next.decided_by = Some(by);
             next.updated_at = now;
             done(next)
         }
@@ -628,45 +730,29 @@ fn done(rec: EffectRecord) -> Result<Transition, Rejected> {
     })
 }
 
-fn fresh(key: &str, intent: &Intent, now: Millis, prev: Option<&EffectRecord>, floor: u32) -> EffectRecord {
+/// A new record for `intent` (its parts moved in), following `prev` if there is one.
+fn fresh(key: &str, intent: Intent, now: Millis, prev: Option<&EffectRecord>, floor: u32) -> EffectRecord {
     EffectRecord {
         version: RECORD_VERSION,
         key: key.to_owned(),
-        tool: intent.tool.clone(),
+        tool: intent.tool,
         class: intent.class,
-        run_id: intent.run_id.clone(),
-        thread_id: intent.thread_id.clone(),
-        call_id: intent.call_id.clone(),
-        fingerprint: intent.fingerprint.clone(),
-        input: intent.input.clone(),
+        run_id: intent.run_id,
+        thread_id: intent.thread_id,
+        call_id: intent.call_id,
+        fingerprint: intent.fingerprint,
+        input: intent.input,
         state: RecordState::Claimed,
         attempt: prev.map_or(floor, |p| p.attempt),
         lease_until: None,
         output: None,
         reason: None,
-        approval_role: intent.approval.clone(),
+        approval_role: intent.approval,
         decided_by: None,
         created_at: prev.map_or(now, |p| p.created_at),
         updated_at: now,
         expires_at: intent.ttl_ms.map(|t| now + t as i64),
     }
-}
-
-fn park(
-    key: &str,
-    intent: &Intent,
-    now: Millis,
-    prev: Option<&EffectRecord>,
-    floor: u32,
-    role: &str,
-) -> Result<Transition, Rejected> {
-    let mut rec = fresh(key, intent, now, prev, floor);
-    rec.state = RecordState::AwaitingApproval;
-    rec.approval_role = Some(role.to_owned());
-    Ok(Transition {
-        outcome: OpOutcome::AwaitingApproval(rec.clone()),
-        write: Some(std::sync::Arc::new(rec)),
-    })
 }
 
 /// The current time in milliseconds since the Unix epoch.
@@ -675,4 +761,169 @@ pub fn now_millis() -> Millis {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as Millis)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: Millis = 1_000_000;
+
+    fn intent(approval: Option<&str>) -> Intent {
+        Intent {
+            tool: "refund".into(),
+            class: EffectClass::Idempotent,
+            run_id: "run-2".into(),
+            thread_id: Some("thread".into()),
+            call_id: Some("call-2".into()),
+            fingerprint: "f2".into(),
+            input: serde_json::json!({ "order": "o-2", "amount": 5 }),
+            ttl_ms: Some(60_000),
+            approval: approval.map(str::to_owned),
+        }
+    }
+
+    /// A record in every state, live and stale, expired or not, approved with a role or not.
+    fn records() -> Vec<EffectRecord> {
+        let base = EffectRecord {
+            version: RECORD_VERSION,
+            key: "k".into(),
+            tool: "refund".into(),
+            class: EffectClass::Idempotent,
+            run_id: "run-1".into(),
+            thread_id: None,
+            call_id: Some("call-1".into()),
+            fingerprint: "f1".into(),
+            input: serde_json::json!({ "order": "o-1" }),
+            state: RecordState::Claimed,
+            attempt: 3,
+            lease_until: Some(NOW + 10),
+            output: Some(serde_json::json!(7)),
+            reason: Some("because".into()),
+            approval_role: Some("finance".into()),
+            decided_by: Some("ana".into()),
+            created_at: NOW - 100,
+            updated_at: NOW - 50,
+            expires_at: None,
+        };
+        let mut out = Vec::new();
+        for state in RecordState::ALL {
+            for (lease_until, expires_at) in [(Some(NOW + 10), None), (Some(NOW - 1), Some(NOW - 1)), (None, None)] {
+                for approval_role in [Some("finance".to_owned()), None] {
+                    out.push(EffectRecord {
+                        state,
+                        lease_until,
+                        expires_at,
+                        approval_role,
+                        ..base.clone()
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    fn ops() -> Vec<Op> {
+        let mut out = Vec::new();
+        for approval in [None, Some("finance")] {
+            for takeover_in_doubt in [false, true] {
+                out.push(Op::Claim {
+                    intent: intent(approval),
+                    lease_ms: 500,
+                    takeover_in_doubt,
+                });
+            }
+        }
+        for attempt in [3, 2] {
+            out.push(Op::Renew { attempt, lease_ms: 500 });
+            out.push(Op::Complete {
+                attempt,
+                output: serde_json::json!({ "refund": "r-1" }),
+            });
+            out.push(Op::Release {
+                attempt,
+                reason: Some("failed".into()),
+            });
+            out.push(Op::MarkInDoubt {
+                attempt,
+                reason: "timed out".into(),
+            });
+        }
+        for verdict in [
+            Verdict::Applied {
+                output: serde_json::json!("done"),
+            },
+            Verdict::NotApplied,
+        ] {
+            out.push(Op::Resolve {
+                by: "bob".into(),
+                verdict,
+            });
+        }
+        for role in ["finance", "ops"] {
+            out.push(Op::Approve {
+                by: "bob".into(),
+                role: role.into(),
+            });
+        }
+        out.push(Op::Deny {
+            by: "bob".into(),
+            reason: Some("no".into()),
+        });
+        out.push(Op::MarkCompensated { by: "saga".into() });
+        out
+    }
+
+    /// Moving the parts of an owned record and operation changes nothing the caller sees, and
+    /// a replaced record is left as it was whenever nothing is written.
+    #[test]
+    fn owned_and_borrowed_transitions_agree() {
+        for op in ops() {
+            let borrowed = transition("k", None, &op, NOW);
+            let owned = transition("k", Current::Absent, op.clone(), NOW);
+            assert_eq!(borrowed, owned, "{} on no record", op.name());
+            for rec in records() {
+                let borrowed = transition("k", Some(&rec), &op, NOW);
+                let mut held = rec.clone();
+                let owned = transition("k", Current::Replaced(&mut held), op.clone(), NOW);
+                assert_eq!(
+                    borrowed,
+                    owned,
+                    "{} on {} (lease {:?})",
+                    op.name(),
+                    rec.state,
+                    rec.lease_until
+                );
+                if !matches!(&owned, Ok(Transition { write: Some(_), .. })) {
+                    assert_eq!(held, rec, "{} on {} must leave the record", op.name(), rec.state);
+                }
+            }
+        }
+    }
+
+    /// A claim that follows a record reports that record as it was, and the fencing token
+    /// grows from it.
+    #[test]
+    fn claim_over_a_released_record_reports_it() {
+        let mut rec = records().remove(0);
+        rec.state = RecordState::Released;
+        let before = rec.clone();
+        let op = Op::Claim {
+            intent: intent(None),
+            lease_ms: 500,
+            takeover_in_doubt: false,
+        };
+        let t = transition("k", Current::Replaced(&mut rec), op, NOW).unwrap();
+        let written = t.write.expect("a claim writes");
+        assert_eq!((written.attempt, written.created_at), (4, before.created_at));
+        assert_eq!(written.input, intent(None).input);
+        assert_eq!(
+            t.outcome,
+            OpOutcome::Claimed {
+                attempt: 4,
+                previous: None,
+                before: Some(Box::new(before)),
+            }
+        );
+    }
 }

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 
 use super::{Filter, Recorded, Store, collectable};
 use crate::error::StoreError;
-use crate::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome, transition};
+use crate::record::{AuditEntry, Current, EffectRecord, Millis, Op, OpOutcome, transition};
 
 /// A journal held in memory, shared by every clone of an `Arc` around it.
 #[derive(Debug, Default)]
@@ -50,13 +50,34 @@ impl Store for MemoryStore {
 
     async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
         let now = self.now();
+        // Taken before the transition consumes the operation (only a person's have one).
+        let audit = op.audit(key, now);
         let mut inner = self.lock();
-        let t = transition(key, inner.records.get(key).map(|r| &**r), &op, now)?;
-        if let Some(rec) = t.write {
-            inner.records.insert(key.to_owned(), rec);
-            if let Some(entry) = op.audit(key, now) {
-                inner.audit.push(entry);
+        let t = match inner.records.get_mut(key) {
+            None => {
+                let t = transition(key, Current::Absent, op, now)?;
+                if let Some(rec) = &t.write {
+                    inner.records.insert(key.to_owned(), Arc::clone(rec));
+                }
+                t
             }
+            Some(slot) => {
+                // A record nobody else holds (no reader kept its `Arc`) is replaced by what the
+                // transition writes, so its parts move into that record instead of being copied.
+                let t = match Arc::get_mut(slot) {
+                    Some(rec) => transition(key, Current::Replaced(rec), op, now)?,
+                    None => transition(key, Some(&**slot), op, now)?,
+                };
+                if let Some(rec) = &t.write {
+                    *slot = Arc::clone(rec);
+                }
+                t
+            }
+        };
+        if t.write.is_some()
+            && let Some(entry) = audit
+        {
+            inner.audit.push(entry);
         }
         Ok(t.outcome)
     }
