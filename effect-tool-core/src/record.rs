@@ -542,7 +542,8 @@ pub fn transition<'a, 'o>(
         .get()
         .filter(|r| !(r.is_expired(now) && !r.state.needs_person() && r.state != S::Claimed));
 
-    // Each arm checks the record first and takes it (`current.take`) only to write.
+    // Each arm checks the record first and takes it (`current.take`) only to write, once
+    // nothing is left that can fail or panic: a replaced record is never left half taken.
     match op {
         Op::Claim {
             intent,
@@ -568,8 +569,8 @@ pub fn transition<'a, 'o>(
             // A call that needs approval is parked, unless a person approved it already (or it
             // takes over a claim).
             let park = intent.approval.is_some() && live.is_none_or(|r| r.state == S::Released);
-            let prev = if follows { Some(current.take(key)?) } else { None };
-            let mut rec = fresh(key, intent, now, prev.as_ref(), floor);
+            let prev = live.filter(|_| follows);
+            let mut rec = fresh(key, intent, now, prev, floor);
             if park {
                 rec.state = S::AwaitingApproval;
                 return Ok(Transition {
@@ -577,20 +578,25 @@ pub fn transition<'a, 'o>(
                     write: Some(std::sync::Arc::new(rec)),
                 });
             }
-            let attempt = prev.as_ref().map_or(floor, |p| p.attempt) + 1;
+            let attempt = prev.map_or(floor, |p| p.attempt) + 1;
             rec.state = S::Claimed;
             rec.attempt = attempt;
             rec.lease_until = Some(now + lease_ms as i64);
-            if let Some(p) = prev.as_ref().filter(|p| p.state == S::Approved) {
+            if let Some(p) = prev.filter(|p| p.state == S::Approved) {
                 rec.approval_role = p.approval_role.clone();
                 rec.decided_by = p.decided_by.clone();
             }
+            let before = if follows {
+                Some(Box::new(current.take(key)?))
+            } else {
+                None
+            };
             Ok(Transition {
                 write: Some(std::sync::Arc::new(rec)),
                 outcome: OpOutcome::Claimed {
                     attempt,
                     previous,
-                    before: prev.map(Box::new),
+                    before,
                 },
             })
         }
@@ -599,8 +605,9 @@ pub fn transition<'a, 'o>(
             if rec.state != S::Claimed || rec.attempt != attempt {
                 return fenced(rec, attempt);
             }
+            let lease_until = Some(now + lease_ms as i64);
             let mut next = current.take(key)?;
-            next.lease_until = Some(now + lease_ms as i64);
+            next.lease_until = lease_until;
             next.updated_at = now;
             done(next)
         }
@@ -655,21 +662,16 @@ pub fn transition<'a, 'o>(
                     },
                 );
             }
+            let (state, output, reason) = match verdict {
+                Verdict::Applied { output } => (S::Completed, Some(output), format!("resolved as applied by {by}")),
+                Verdict::NotApplied => (S::Released, None, format!("resolved as not applied by {by}")),
+            };
             let mut next = current.take(key)?;
+            next.state = state;
+            next.output = output;
+            next.reason = Some(reason);
             next.lease_until = None;
             next.updated_at = now;
-            match verdict {
-                Verdict::Applied { output } => {
-                    next.state = S::Completed;
-                    next.output = Some(output);
-                    next.reason = Some(format!("resolved as applied by {by}"));
-                }
-                Verdict::NotApplied => {
-                    next.state = S::Released;
-                    next.output = None;
-                    next.reason = Some(format!("resolved as not applied by {by}"));
-                }
-            }
             next.decided_by = Some(by);
             done(next)
         }

@@ -28,27 +28,15 @@ impl MemoryStore {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        // A panic while holding the lock cannot leave a half-applied transition (the write is
-        // a single insert), so a poisoned lock is safe to keep using.
+        // A panic while holding the lock cannot leave a half-applied transition (it takes a
+        // record's parts only once nothing can panic, and the write is a single assignment or
+        // insert), so a poisoned lock is safe to keep using.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
 
-#[async_trait]
-impl Store for MemoryStore {
-    async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
-        Ok(self.lock().records.get(key).map(|r| EffectRecord::clone(r)))
-    }
-
-    async fn lookup(&self, key: &str) -> Result<Option<Arc<EffectRecord>>, StoreError> {
-        Ok(self.lock().records.get(key).cloned())
-    }
-
-    async fn lookup_recorded(&self, key: &str) -> Result<Option<Recorded>, StoreError> {
-        Ok(self.lock().records.get(key).cloned().map(Recorded::from))
-    }
-
-    async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
+    /// Apply `op` under the lock: [`transition`] on the record, the record it writes put in
+    /// its place, and the audit entry of a person's operation appended.
+    fn apply_now(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
         let now = self.now();
         // Taken before the transition consumes the operation (only a person's have one).
         let audit = op.audit(key, now);
@@ -80,6 +68,31 @@ impl Store for MemoryStore {
             inner.audit.push(entry);
         }
         Ok(t.outcome)
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
+        Ok(self.lock().records.get(key).map(|r| EffectRecord::clone(r)))
+    }
+
+    async fn lookup(&self, key: &str) -> Result<Option<Arc<EffectRecord>>, StoreError> {
+        Ok(self.lock().records.get(key).cloned())
+    }
+
+    async fn lookup_recorded(&self, key: &str) -> Result<Option<Recorded>, StoreError> {
+        Ok(self.lock().records.get(key).cloned().map(Recorded::from))
+    }
+
+    async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
+        self.apply_now(key, op)
+    }
+
+    /// The same as [`Store::apply`] (a claim's read is a map lookup under the same lock), without
+    /// the default's second future.
+    async fn claim_unseen(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
+        self.apply_now(key, op)
     }
 
     async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {

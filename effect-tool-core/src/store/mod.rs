@@ -199,6 +199,9 @@ fn done(outcome: OpOutcome) -> Result<EffectRecord, StoreError> {
     }
 }
 
+/// What an `async fn` of [`Store`] returns once `async_trait` has rewritten it.
+type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
 #[async_trait]
 impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
@@ -207,14 +210,42 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     async fn lookup(&self, key: &str) -> Result<Option<std::sync::Arc<EffectRecord>>, StoreError> {
         (**self).lookup(key).await
     }
-    async fn lookup_recorded(&self, key: &str) -> Result<Option<Recorded>, StoreError> {
-        (**self).lookup_recorded(key).await
+    // The engine's path (its store is an `Arc<dyn Store>`): these three hand on the inner
+    // store's future instead of boxing it in one more.
+    fn lookup_recorded<'life0, 'life1, 'async_trait>(
+        &'life0 self,
+        key: &'life1 str,
+    ) -> BoxFuture<'async_trait, Result<Option<Recorded>, StoreError>>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        (**self).lookup_recorded(key)
     }
-    async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
-        (**self).apply(key, op).await
+    fn apply<'life0, 'life1, 'async_trait>(
+        &'life0 self,
+        key: &'life1 str,
+        op: Op,
+    ) -> BoxFuture<'async_trait, Result<OpOutcome, StoreError>>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        (**self).apply(key, op)
     }
-    async fn claim_unseen(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
-        (**self).claim_unseen(key, op).await
+    fn claim_unseen<'life0, 'life1, 'async_trait>(
+        &'life0 self,
+        key: &'life1 str,
+        op: Op,
+    ) -> BoxFuture<'async_trait, Result<OpOutcome, StoreError>>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        (**self).claim_unseen(key, op)
     }
     async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
         (**self).list(filter).await
