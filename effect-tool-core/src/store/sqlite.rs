@@ -614,10 +614,28 @@ fn read_recorded(conn: &Connection, key: &str) -> Result<Option<Recorded>, Store
     Ok(Some(Recorded::new(state, fingerprint, call_id, output, expires_at)))
 }
 
-/// Write `rec` over `before` (the row as stored, `None` if there is none): an INSERT of a new
-/// row, or an UPDATE of only the columns that changed, so that an index is only rewritten when
-/// its column changes (a completion touches the row and the state index, a renewal only the row).
-fn write_record(conn: &Connection, before: Option<&EffectRecord>, rec: &EffectRecord) -> rusqlite::Result<()> {
+/// How [`write_record`] finds the row it updates.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Guard {
+    /// The row was read in this transaction: it is `before`.
+    Read,
+    /// `before` is a claim this writer wrote earlier ([`Held`]): update the row only if it is
+    /// still exactly that claim (same state, attempt, lease, last change and version). Nothing
+    /// but a renewal of the same attempt changes a claim without changing its state or attempt,
+    /// and a renewal changes the lease and the time of the last change.
+    Held,
+}
+
+/// Write `rec` over `before` (`None` if there is no row): an INSERT of a new row, or an UPDATE
+/// of only the columns that changed, so that an index is only rewritten when its column changes
+/// (a completion touches only the row). Returns how many rows were written: 0 only when a
+/// [`Guard::Held`] update found the row changed by someone else.
+fn write_record(
+    conn: &Connection,
+    before: Option<&EffectRecord>,
+    rec: &EffectRecord,
+    guard: Guard,
+) -> rusqlite::Result<usize> {
     use rusqlite::ToSql;
     // Parameters are borrowed from the record (no copy of its strings); only JSON is written out.
     let output = rec.output.as_ref().map(|v| v.to_string());
@@ -644,7 +662,7 @@ fn write_record(conn: &Connection, before: Option<&EffectRecord>, rec: &EffectRe
             rec.updated_at,
             rec.expires_at,
         ])?;
-        return Ok(());
+        return Ok(1);
     };
     let input = (old.input != rec.input).then(|| rec.input.to_string());
     // Column i of UPDATABLE changed: bit i of `changed`, its value in `values` (in order).
@@ -677,16 +695,29 @@ fn write_record(conn: &Connection, before: Option<&EffectRecord>, rec: &EffectRe
         }
     }
     if changed == 0 {
-        return Ok(());
+        return Ok(1);
     }
+    let guarded = guard == Guard::Held;
+    if guarded {
+        values.extend([
+            &old.attempt as &dyn ToSql,
+            &old.updated_at,
+            &old.lease_until,
+            &old.version,
+        ]);
+    }
+    let mask = changed | if guarded { GUARDED } else { 0 };
     let n = UPDATE_SQL.with(|cache| {
         let mut cache = cache.borrow_mut();
-        let sql = cache.entry(changed).or_insert_with(|| update_sql(changed));
+        let sql = cache.entry(mask).or_insert_with(|| update_sql(mask));
         conn.prepare_cached(sql)?.execute(values.as_slice())
     })?;
-    debug_assert_eq!(n, 1, "the record was read in this transaction");
-    Ok(())
+    debug_assert!(guarded || n == 1, "the record was read in this transaction");
+    Ok(n)
 }
+
+/// The bit of an UPDATE's column mask that adds the [`Guard::Held`] condition.
+const GUARDED: u32 = 1 << 31;
 
 /// The columns an UPDATE may set, in the order of the bits of its column mask.
 const UPDATABLE: [&str; 18] = [
@@ -716,15 +747,25 @@ thread_local! {
     static UPDATE_SQL: std::cell::RefCell<std::collections::HashMap<u32, String>> = Default::default();
 }
 
-fn update_sql(changed: u32) -> String {
+fn update_sql(mask: u32) -> String {
     let assignments: Vec<String> = UPDATABLE
         .iter()
         .enumerate()
-        .filter(|(i, _)| changed & (1 << i) != 0)
+        .filter(|(i, _)| mask & (1 << i) != 0)
         .enumerate()
         .map(|(n, (_, name))| format!("{name} = ?{}", n + 2))
         .collect();
-    format!("UPDATE effect_records SET {} WHERE key = ?1", assignments.join(", "))
+    let mut sql = format!("UPDATE effect_records SET {} WHERE key = ?1", assignments.join(", "));
+    if mask & GUARDED != 0 {
+        let g = assignments.len() + 2;
+        sql.push_str(&format!(
+            " AND state = 'claimed' AND attempt = ?{g} AND updated_at = ?{} AND lease_until IS ?{} AND version = ?{}",
+            g + 1,
+            g + 2,
+            g + 3
+        ));
+    }
+    sql
 }
 
 static INSERT_RECORD: LazyLock<String> = LazyLock::new(|| {
@@ -822,20 +863,68 @@ fn read_audit(conn: &Connection, key: Option<&str>) -> Result<Vec<AuditEntry>, S
         .collect()
 }
 
+/// The claims this process's writer holds, as it last wrote them, by key: the holder's next
+/// operation on one (the record of its output, a renewal, a release) runs the state machine on
+/// it and writes with [`Guard::Held`], instead of reading and decoding the row again. When the
+/// row changed meanwhile (another process took the claim over, a person resolved it, gc, a
+/// commit that failed after the entry was made) the guarded write matches no row and the
+/// operation takes the read path: an entry can be stale, never wrong.
+#[derive(Default)]
+pub(super) struct Held(std::collections::HashMap<String, Arc<EffectRecord>>);
+
+impl Held {
+    /// More than this many claims held at once (claims whose holder never came back through
+    /// this writer) and the map starts over: an entry only ever saves a read.
+    const MAX: usize = 4096;
+
+    fn note(&mut self, key: &str, rec: &Arc<EffectRecord>) {
+        if rec.state == RecordState::Claimed {
+            if self.0.len() >= Self::MAX {
+                self.0.clear();
+            }
+            self.0.insert(key.to_owned(), rec.clone());
+        } else {
+            self.0.remove(key);
+        }
+    }
+}
+
 /// Apply one operation inside the writer's open transaction. The outer error aborts the
 /// transaction (a database failure); the inner result is the operation's own answer.
-fn apply_in_tx(conn: &Connection, key: &str, op: &Op) -> rusqlite::Result<Result<OpOutcome, StoreError>> {
+fn apply_in_tx(
+    conn: &Connection,
+    key: &str,
+    op: &Op,
+    held: &mut Held,
+) -> rusqlite::Result<Result<OpOutcome, StoreError>> {
+    let now = crate::record::now_millis();
+    let holders_op = matches!(
+        op,
+        Op::Complete { .. } | Op::Renew { .. } | Op::Release { .. } | Op::MarkInDoubt { .. }
+    );
+    if holders_op
+        && let Some(claim) = held.0.remove(key)
+        && let Ok(t) = transition(key, Some(&*claim), op, now)
+        && let Some(rec) = &t.write
+        && write_record(conn, Some(&claim), rec, Guard::Held)? == 1
+    {
+        held.note(key, rec);
+        if let Some(entry) = op.audit(key, now) {
+            append_audit(conn, &entry)?;
+        }
+        return Ok(Ok(t.outcome));
+    }
     let current = match read_row(conn, key)?.map(Row::decode).transpose() {
         Ok(rec) => rec,
         Err(e) => return Ok(Err(e)),
     };
-    let now = crate::record::now_millis();
     let t = match transition(key, current.as_ref(), op, now) {
         Ok(t) => t,
         Err(rejected) => return Ok(Err(rejected.into())),
     };
     if let Some(rec) = &t.write {
-        write_record(conn, current.as_ref(), rec)?;
+        write_record(conn, current.as_ref(), rec, Guard::Read)?;
+        held.note(key, rec);
         if let Some(entry) = op.audit(key, now) {
             append_audit(conn, &entry)?;
         }

@@ -20,14 +20,14 @@ use std::sync::Arc;
 use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::oneshot;
 
-use super::{Shared, apply_in_tx, gc_in_tx, is_busy};
+use super::{Held, Shared, apply_in_tx, gc_in_tx, is_busy};
 use crate::error::StoreError;
 use crate::record::{Millis, Op, OpOutcome};
 
 /// The write connection and the callers waiting for it, behind the store's writer lock.
 pub(super) struct Writer {
-    /// The write connection; `None` while a leader holds it.
-    conn: Option<Connection>,
+    /// The write connection and the claims it holds; `None` while a leader holds them.
+    conn: Option<WriteConn>,
     /// Whether a caller leads (holds the connection, or has been handed it).
     leading: bool,
     /// Work waiting for the leader, oldest first.
@@ -36,11 +36,20 @@ pub(super) struct Writer {
     since_checkpoint: usize,
 }
 
+/// The write connection, with what it knows of the claims it wrote.
+struct WriteConn {
+    conn: Connection,
+    held: Held,
+}
+
 impl Writer {
     /// The write side of a freshly opened journal.
     pub(super) fn new(conn: Connection) -> Self {
         Writer {
-            conn: Some(conn),
+            conn: Some(WriteConn {
+                conn,
+                held: Held::default(),
+            }),
             leading: false,
             queue: VecDeque::new(),
             since_checkpoint: 0,
@@ -161,7 +170,7 @@ pub(super) async fn submit(shared: &Arc<Shared>, work: Work) -> Answer {
 /// The connection held by a leader, with the batch it is applying.
 struct Leadership {
     shared: Arc<Shared>,
-    conn: Option<Connection>,
+    conn: Option<WriteConn>,
     batch: Vec<(Work, Reply)>,
     mine: Option<Answer>,
 }
@@ -272,13 +281,13 @@ impl Drop for Leadership {
 
 /// Apply a batch in one transaction. `None` when `wait` is false and another process holds
 /// the write lock (nothing applied).
-fn apply_batch(conn: &mut Connection, batch: &[(Work, Reply)], wait: bool, shared: &Shared) -> Option<Vec<Answer>> {
+fn apply_batch(conn: &mut WriteConn, batch: &[(Work, Reply)], wait: bool, shared: &Shared) -> Option<Vec<Answer>> {
     let timeout = if wait {
         shared.options.busy_timeout
     } else {
         std::time::Duration::ZERO
     };
-    if let Err(e) = conn.busy_timeout(timeout) {
+    if let Err(e) = conn.conn.busy_timeout(timeout) {
         return Some(batch.iter().map(|(work, _)| work.failed(&e, shared)).collect());
     }
     let works: Vec<&Work> = batch.iter().map(|(work, _)| work).collect();
@@ -303,12 +312,12 @@ fn apply_batch(conn: &mut Connection, batch: &[(Work, Reply)], wait: bool, share
     }
 }
 
-fn run_batch(conn: &mut Connection, batch: &[&Work]) -> rusqlite::Result<Vec<Answer>> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+fn run_batch(conn: &mut WriteConn, batch: &[&Work]) -> rusqlite::Result<Vec<Answer>> {
+    let tx = conn.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut answers = Vec::with_capacity(batch.len());
     for work in batch {
         answers.push(match work {
-            Work::Apply { key, op } => Answer::Apply(apply_in_tx(&tx, key, op)?),
+            Work::Apply { key, op } => Answer::Apply(apply_in_tx(&tx, key, op, &mut conn.held)?),
             Work::Gc { now } => Answer::Gc(Ok(gc_in_tx(&tx, *now)?)),
         });
     }
