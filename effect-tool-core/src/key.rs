@@ -23,12 +23,12 @@ use crate::tool::KeyRule;
 pub fn sha256_hex(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(bytes);
-    let mut out = [0u8; 64];
-    for (i, b) in digest.iter().enumerate() {
-        out[2 * i] = HEX[(b >> 4) as usize];
-        out[2 * i + 1] = HEX[(b & 0xf) as usize];
+    let mut out = String::with_capacity(64);
+    for b in digest {
+        out.push(char::from(HEX[(b >> 4) as usize]));
+        out.push(char::from(HEX[(b & 0xf) as usize]));
     }
-    out.iter().map(|&b| b as char).collect()
+    out
 }
 
 /// `args` with the secret top-level fields removed: what may be stored, logged and hashed.
