@@ -35,18 +35,27 @@
 //!   the batch moves to tokio's blocking pool, which waits up to the busy timeout. WAL
 //!   checkpoints (copying committed pages into the database file, milliseconds each) run on a
 //!   thread and connection of their own every 128 operations, so that a caller's commit rarely
-//!   runs one; SQLite's automatic checkpoint at 1000 WAL pages still applies if they fall behind.
+//!   runs one; SQLite's automatic checkpoint, in a commit, still applies if they fall behind
+//!   (at 10,000 WAL pages, ~40 MB, where SQLite's default of 1,000 would run it in callers'
+//!   commits every time a reader briefly holds back the background ones).
 //!   Reads (`get`, `list`, `audit`) run on tokio's blocking pool over separate read
 //!   connections (WAL lets them proceed while a write commits).
 //! - **Lookups and claims that need no write never take the write lock.** [`Store::lookup`]
 //!   and [`Store::lookup_recorded`] (the engine's first look at a key, which reads only the six
 //!   columns a replay needs and leaves the input JSON undecoded) read on a pooled read
-//!   connection that never waits (busy timeout 0), on the caller's thread. A claim first reads the record the same way:
-//!   if the state machine says nothing changes (a recorded result to replay, a live claim, a record in doubt, awaiting approval)
-//!   the outcome is returned from that read, which is one consistent snapshot of the last
-//!   commit. Anything else, or a busy database, goes to the writer. This read is a point lookup
-//!   by primary key and runs on the caller's thread: it does not wait for locks, only for the
-//!   page cache (or the disk on a cold cache).
+//!   connection that never waits (busy timeout 0), on the caller's thread. A claim first reads
+//!   the record the same way (unless the engine's lookup has just found no record:
+//!   [`Store::claim_unseen`]): if the state machine says nothing changes (a recorded result to
+//!   replay, a live claim, a record in doubt, awaiting approval) the outcome is returned from
+//!   that read, which is one consistent snapshot of the last commit. Anything else, or a busy
+//!   database, goes to the write connection. This read is a point lookup by primary key and
+//!   runs on the caller's thread: it does not wait for locks, only for the page cache (or the
+//!   disk on a cold cache).
+//! - **A claim's holder writes without reading it back.** The write connection keeps the claims
+//!   it wrote; the holder's next operation (its output, a renewal, a release) runs the state
+//!   machine on that record and writes with a guard that matches only while the row is still
+//!   exactly that claim. A row changed elsewhere (another process took the claim over, a person
+//!   resolved it) is read and decided as any other.
 //!
 //! # Schema (version 2)
 //!
@@ -162,7 +171,7 @@ impl SqliteStore {
         let path = path.as_ref().to_path_buf();
         let writer = open_connection(&path, &options, true)?;
         // Checkpoints run on their own thread and connection, asked for often enough that the
-        // WAL rarely reaches SQLite's automatic checkpoint (1000 pages) in a caller's commit.
+        // WAL rarely reaches SQLite's automatic checkpoint in a caller's commit.
         let checkpointer = open_connection(&path, &options, false)?;
         let (checkpoint, checkpoint_rx) = mpsc::sync_channel(1);
         std::thread::Builder::new()
@@ -944,13 +953,15 @@ fn gc_in_tx(conn: &Connection, now: Millis) -> rusqlite::Result<u64> {
     Ok(n as u64)
 }
 
-/// How many operations the writer applies between two background checkpoints. An operation
-/// appends at most a few pages to the WAL (2 to 4), so the WAL stays well under SQLite's
-/// automatic checkpoint size (1000 pages), which still applies in the writer's commit, as
-/// before, when the background checkpoints fall behind (a reader holding an old snapshot, a
-/// busy disk).
+/// How many operations the write connection applies between two background checkpoints. An
+/// operation appends a few pages to the WAL (1 to 3), so the WAL stays far under
+/// [`AUTOCHECKPOINT_PAGES`].
 const CHECKPOINT_EVERY_OPS: usize = 128;
 
+/// The WAL size (in pages) at which SQLite checkpoints in the committing caller's transaction:
+/// the safety net for when the background checkpoints fall behind (a reader holding an old
+/// snapshot, a busy disk). SQLite's default, 1,000, is reached by a brief hold-up of the
+/// background ones, and then costs a caller's commit milliseconds.
 const AUTOCHECKPOINT_PAGES: usize = 10_000;
 
 /// The checkpoint thread: copy committed WAL frames into the database file when the writer
