@@ -308,6 +308,12 @@ async fn cancelled_during_the_claim_the_tool_is_not_started() {
             }
         };
         assert!(matches!(err, EffectError::Cancelled { .. }), "{class}: {err}");
+        assert_eq!(
+            err.key(),
+            Some(key.as_str()),
+            "{class}: the error names the key it left"
+        );
+        assert!(err.to_string().contains(&key), "{class}: {err}");
         assert_eq!(script.executions(), 0, "{class}: started after cancellation");
         assert_eq!(down.requests(), 0);
         let rec = engine.store().get(&key).await.unwrap().unwrap();

@@ -811,6 +811,57 @@ async fn a_record_failure_after_the_effect_still_returns_and_the_next_attempt_re
     assert_eq!(ledger.requests(), 1);
 }
 
+/// A journal that cannot take the claim: the call fails before the effect, says so, and names
+/// the key (for the operator who looks at the journal); the tool is not run.
+#[tokio::test]
+async fn a_journal_that_refuses_the_claim_stops_the_call_before_the_effect() {
+    struct NoClaims(MemoryStore);
+    #[async_trait::async_trait]
+    impl Store for NoClaims {
+        async fn get(&self, key: &str) -> Result<Option<effect_tool::EffectRecord>, effect_tool::StoreError> {
+            self.0.get(key).await
+        }
+        async fn apply(&self, _key: &str, _op: effect_tool::record::Op) -> Result<OpOutcome, effect_tool::StoreError> {
+            Err(effect_tool::StoreError::Backend("disk full".into()))
+        }
+        async fn list(
+            &self,
+            f: &effect_tool::Filter,
+        ) -> Result<Vec<effect_tool::EffectRecord>, effect_tool::StoreError> {
+            self.0.list(f).await
+        }
+        async fn gc(&self, now: i64) -> Result<u64, effect_tool::StoreError> {
+            self.0.gc(now).await
+        }
+        async fn audit(
+            &self,
+            k: Option<&str>,
+        ) -> Result<Vec<effect_tool::record::AuditEntry>, effect_tool::StoreError> {
+            self.0.audit(k).await
+        }
+    }
+    let ledger = Arc::new(Ledger::default());
+    let tool = SendEmail::new(&ledger, &[Step::Ok]);
+    let engine = Engine::new(NoClaims(MemoryStore::new()));
+    let run = run("r1");
+    let key = effect_tool::key::identify(&tool, &run, &args("ann", 1)).unwrap().key;
+    let err = engine
+        .call(&tool, &run, CallOptions::default(), args("ann", 1))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EffectError::Store { .. }), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("disk full") && message.contains("nothing happened"),
+        "{message}"
+    );
+    // A refusal names its key; a failed connection has none to name.
+    assert_eq!(err.key(), None);
+    let refused = effect_tool::StoreError::from(effect_tool::record::Rejected::NotFound { key: key.clone() });
+    assert_eq!(refused.key(), Some(key.as_str()));
+    assert_eq!(ledger.requests(), 0, "the tool did not run");
+}
+
 #[tokio::test]
 async fn pure_tools_are_not_journaled_and_retry_freely() {
     struct Lookup(AtomicUsize);

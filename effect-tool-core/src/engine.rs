@@ -351,6 +351,7 @@ impl Engine {
                 return report(
                     Err(EffectError::Cancelled {
                         tool: T::NAME.to_owned(),
+                        key: None,
                     }),
                     Disposition::Failed,
                 );
@@ -365,6 +366,7 @@ impl Engine {
                     return report(
                         Err(EffectError::Cancelled {
                             tool: T::NAME.to_owned(),
+                            key: None,
                         }),
                         Disposition::Failed,
                     );
@@ -579,6 +581,7 @@ impl Engine {
                 return (
                     Err(EffectError::Cancelled {
                         tool: T::NAME.to_owned(),
+                        key: Some(key.to_owned()),
                     }),
                     Disposition::Failed,
                 );
@@ -733,6 +736,7 @@ impl Engine {
                 };
                 let err = EffectError::Cancelled {
                     tool: T::NAME.to_owned(),
+                    key: Some(key.to_owned()),
                 };
                 return (Err(err), Disposition::Failed);
             }
@@ -1148,7 +1152,10 @@ fn to_shared<E: std::fmt::Display>(e: &EffectError<E>) -> EffectError<String> {
             tool: tool.clone(),
             key: key.clone(),
         },
-        Cancelled { tool } => Cancelled { tool: tool.clone() },
+        Cancelled { tool, key } => Cancelled {
+            tool: tool.clone(),
+            key: key.clone(),
+        },
         Interrupted { tool, key } => Interrupted {
             tool: tool.clone(),
             key: key.clone(),

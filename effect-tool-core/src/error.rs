@@ -107,6 +107,15 @@ impl StoreError {
     pub fn backend(err: impl fmt::Display) -> Self {
         StoreError::Backend(err.to_string())
     }
+
+    /// The key the error concerns, when it concerns one record (not a failed connection).
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            StoreError::Backend(_) => None,
+            StoreError::Rejected(r) => Some(r.key()),
+            StoreError::UnsupportedVersion { key, .. } | StoreError::Corrupt { key, .. } => Some(key),
+        }
+    }
 }
 
 /// Why a call failed, as the runtime reports it. `E` is the tool's own error type.
@@ -219,13 +228,17 @@ pub enum EffectError<E = crate::outcome::ToolError> {
     },
     /// The run was cancelled before the tool started.
     #[error(
-        "tool `{tool}` was not run: the run was cancelled; nothing happened: call it again in a run that is not cancelled"
+        "tool `{tool}` was not run{}: the run was cancelled; nothing happened: call it again in a run that is not cancelled",
+        key.as_ref().map(|k| format!(" (key `{k}`)")).unwrap_or_default()
     )]
     Cancelled {
         /// The tool.
         tool: String,
+        /// The effect key, if journaled (a pure tool has none).
+        key: Option<String>,
     },
-    /// The journal failed before the effect ran (nothing happened).
+    /// The journal failed before the effect ran (nothing happened). The key, where the store
+    /// knows it, is in the store's error.
     #[error(
         "tool `{tool}` was not run: {source}; nothing happened: check the journal (its path or URL, the disk, the connection) and call again"
     )]
@@ -290,7 +303,7 @@ impl<E> EffectError<E> {
                 given,
             },
             Compensated { tool, key } => Compensated { tool, key },
-            Cancelled { tool } => Cancelled { tool },
+            Cancelled { tool, key } => Cancelled { tool, key },
             TimedOut { tool, key, after } => TimedOut { tool, key, after },
             Panicked { tool, key, message } => Panicked { tool, key, message },
             Interrupted { tool, key } => Interrupted { tool, key },
@@ -330,12 +343,13 @@ impl<E> EffectError<E> {
     pub fn key(&self) -> Option<&str> {
         use EffectError::*;
         match self {
-            Tool { key, .. } | TimedOut { key, .. } | Panicked { key, .. } => key.as_deref(),
+            Tool { key, .. } | TimedOut { key, .. } | Panicked { key, .. } | Cancelled { key, .. } => key.as_deref(),
             Interrupted { key, .. } | SharedFailure { key, .. } => Some(key),
             Blocked(b) => Some(&b.key),
             ApprovalPending(a) => Some(&a.key),
             Denied { key, .. } | InputMismatch { key, .. } | Compensated { key, .. } | Codec { key, .. } => Some(key),
-            InvalidArguments { .. } | Cancelled { .. } | Store { .. } => None,
+            Store { source, .. } => source.key(),
+            InvalidArguments { .. } => None,
         }
     }
 }

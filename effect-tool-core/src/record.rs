@@ -406,6 +406,18 @@ pub enum Rejected {
     },
 }
 
+impl Rejected {
+    /// The key of the refused operation.
+    pub fn key(&self) -> &str {
+        match self {
+            Rejected::NotFound { key }
+            | Rejected::Fenced { key, .. }
+            | Rejected::InvalidState { key, .. }
+            | Rejected::WrongRole { key, .. } => key,
+        }
+    }
+}
+
 /// The result of [`transition`]: the record to write (if it changed) and the outcome.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transition {
