@@ -179,3 +179,306 @@ mod postgres_migrations {
         });
     }
 }
+
+/// TLS against the server of `.ci/postgres.sh` (its throwaway CA in `EFFECT_TOOL_PG_CA`, a
+/// certificate for `localhost` / 127.0.0.1, and a role `effect_tool_tls_only` that pg_hba.conf
+/// refuses over plain TCP). Whether a session is encrypted is read from the server's side
+/// (`pg_stat_ssl` of the store's own connections, found by a unique `application_name`), over a
+/// separate plain connection.
+#[cfg(feature = "postgres")]
+mod postgres_tls {
+    use effect_tool_core::conformance::{PostgresHarness, postgres_required, run};
+    use effect_tool_core::store::postgres::{PgOptions, PostgresStore, SslMode};
+    use effect_tool_core::{Store, StoreExt};
+
+    /// The URL of the plain server (`postgres://postgres@127.0.0.1:PORT/effect_tool_test`).
+    fn url() -> String {
+        std::env::var("EFFECT_TOOL_PG_URL").expect("checked by the harness")
+    }
+
+    /// Run a case that needs the server's CA: fails when PostgreSQL is required and the CA is
+    /// not given, skips loudly otherwise.
+    fn run_tls<F, Fut>(case: &str, f: F)
+    where
+        F: FnOnce(String) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        match std::env::var("EFFECT_TOOL_PG_CA").ok().filter(|ca| !ca.is_empty()) {
+            Some(ca) => run::<PostgresHarness, _, _>(case, || f(ca)),
+            None if postgres_required() => panic!(
+                "EFFECT_TOOL_REQUIRE_PG=1 but EFFECT_TOOL_PG_CA is unset: start the server with `eval \"$(.ci/postgres.sh start)\"`, which exports it"
+            ),
+            None => eprintln!(
+                "\n*** SKIPPED POSTGRES TLS case `{case}`: EFFECT_TOOL_PG_CA is unset (start the server with `eval \"$(.ci/postgres.sh start)\"`) ***\n"
+            ),
+        }
+    }
+
+    fn unique(what: &str) -> String {
+        format!("et_tls_{what}_{}_{:016x}", std::process::id(), fastrand_u64())
+    }
+
+    fn fastrand_u64() -> u64 {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos(),
+        );
+        h.finish()
+    }
+
+    /// `url()` with query parameters (percent-encoded values) and another user or host.
+    fn with(params: &[(&str, &str)]) -> String {
+        let mut out = url();
+        for (i, (k, v)) in params.iter().enumerate() {
+            let encoded: String = v
+                .bytes()
+                .map(|b| match b {
+                    b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'/' | b'-' | b'.' | b'_' => (b as char).to_string(),
+                    _ => format!("%{b:02X}"),
+                })
+                .collect();
+            out.push(if i == 0 { '?' } else { '&' });
+            out.push_str(&format!("{k}={encoded}"));
+        }
+        out
+    }
+
+    fn as_user(url: &str, user: &str) -> String {
+        url.replacen("postgres://postgres@", &format!("postgres://{user}@"), 1)
+    }
+
+    fn options(schema: &str) -> PgOptions {
+        PgOptions {
+            schema: schema.to_owned(),
+            pool_size: 2,
+            ..PgOptions::default()
+        }
+    }
+
+    fn intent() -> effect_tool_core::record::Intent {
+        effect_tool_core::record::Intent {
+            tool: "t".into(),
+            class: effect_tool_core::EffectClass::Idempotent,
+            run_id: "r".into(),
+            thread_id: None,
+            call_id: None,
+            fingerprint: "f".into(),
+            input: serde_json::json!({}),
+            ttl_ms: None,
+            approval: None,
+        }
+    }
+
+    /// Connect, and use the journal (a claim and a read), so its connections are open.
+    async fn use_journal(url: &str, options: PgOptions) -> PostgresStore {
+        let store = PostgresStore::connect_with(url, options)
+            .await
+            .unwrap_or_else(|e| panic!("connecting to {url}: {e}"));
+        let key = unique("k");
+        store.claim(&key, intent(), 30_000, false).await.unwrap();
+        assert!(store.get(&key).await.unwrap().is_some());
+        store
+    }
+
+    /// Whether each server session named `app` is encrypted, seen from the server over a
+    /// separate plain connection.
+    async fn sessions_encrypted(app: &str) -> Vec<bool> {
+        let (client, conn) = tokio_postgres::connect(&format!("{}?sslmode=disable", url()), tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client
+            .query(
+                "SELECT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.application_name = $1",
+                &[&app],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get::<_, bool>(0))
+            .collect()
+    }
+
+    #[test]
+    fn require_encrypts_the_journal_connections() {
+        run_tls("require_encrypts_the_journal_connections", |_ca| async move {
+            let app = unique("require");
+            // No CA: `require` encrypts without checking the (self-signed) certificate.
+            let store = use_journal(
+                &with(&[("sslmode", "require"), ("application_name", &app)]),
+                options(&app),
+            )
+            .await;
+            let seen = sessions_encrypted(&app).await;
+            assert!(!seen.is_empty(), "the journal's connections are visible on the server");
+            assert!(
+                seen.iter().all(|ssl| *ssl),
+                "every journal connection is encrypted: {seen:?}"
+            );
+            drop(store);
+            // The role refused over plain TCP gets in with `require`.
+            use_journal(
+                &as_user(&with(&[("sslmode", "require")]), "effect_tool_tls_only"),
+                options(&app),
+            )
+            .await;
+        });
+    }
+
+    #[test]
+    fn disable_stays_plain() {
+        run_tls("disable_stays_plain", |_ca| async move {
+            let app = unique("disable");
+            let _store = use_journal(
+                &with(&[("sslmode", "disable"), ("application_name", &app)]),
+                options(&app),
+            )
+            .await;
+            let seen = sessions_encrypted(&app).await;
+            assert!(!seen.is_empty(), "the journal's connections are visible on the server");
+            assert!(
+                seen.iter().all(|ssl| !ssl),
+                "no journal connection is encrypted: {seen:?}"
+            );
+            // The server refuses the TLS-only role over plain TCP: `disable` really is plain.
+            let err = PostgresStore::connect_with(
+                &as_user(&with(&[("sslmode", "disable")]), "effect_tool_tls_only"),
+                options(&app),
+            )
+            .await
+            .unwrap_err()
+            .to_string();
+            assert!(
+                err.contains("refuses connections without TLS (sslmode=disable)")
+                    && err.contains("no encryption")
+                    && err.contains("connect with sslmode=require"),
+                "{err}"
+            );
+        });
+    }
+
+    #[test]
+    fn prefer_is_the_default_and_takes_tls() {
+        run_tls("prefer_is_the_default_and_takes_tls", |_ca| async move {
+            let app = unique("prefer");
+            let _store = use_journal(&with(&[("application_name", &app)]), options(&app)).await;
+            let seen = sessions_encrypted(&app).await;
+            assert!(!seen.is_empty() && seen.iter().all(|ssl| *ssl), "{seen:?}");
+        });
+    }
+
+    #[test]
+    fn verify_full_with_the_ca_connects() {
+        run_tls("verify_full_with_the_ca_connects", |ca| async move {
+            // In the URL (the certificate names 127.0.0.1, the URL's host).
+            let app = unique("vfull");
+            let _store = use_journal(
+                &with(&[
+                    ("sslmode", "verify-full"),
+                    ("sslrootcert", &ca),
+                    ("application_name", &app),
+                ]),
+                options(&app),
+            )
+            .await;
+            let seen = sessions_encrypted(&app).await;
+            assert!(!seen.is_empty() && seen.iter().all(|ssl| *ssl), "{seen:?}");
+            // In the options, for the TLS-only role, by the name `localhost`.
+            let options = PgOptions {
+                ssl_mode: Some(SslMode::VerifyFull),
+                ssl_root_cert: Some(ca.into()),
+                ..options(&app)
+            };
+            let url = as_user(&url(), "effect_tool_tls_only").replace("@127.0.0.1:", "@localhost:");
+            use_journal(&url, options).await;
+        });
+    }
+
+    #[test]
+    fn verify_full_without_the_ca_says_what_to_do() {
+        run_tls("verify_full_without_the_ca_says_what_to_do", |_ca| async move {
+            let app = unique("noca");
+            for mode in ["verify-full", "verify-ca"] {
+                let err = PostgresStore::connect_with(&with(&[("sslmode", mode)]), options(&app))
+                    .await
+                    .unwrap_err()
+                    .to_string();
+                // The platform's roots do not hold the throwaway CA (or there are none here).
+                assert!(
+                    err.contains(&format!("sslmode={mode}"))
+                        && err.contains("pass sslrootcert=PATH")
+                        && (err.contains("certificate is not trusted") || err.contains("none were found")),
+                    "{err}"
+                );
+            }
+        });
+    }
+
+    #[test]
+    fn verify_full_checks_the_host_name_and_verify_ca_does_not() {
+        run_tls(
+            "verify_full_checks_the_host_name_and_verify_ca_does_not",
+            |ca| async move {
+                let app = unique("name");
+                // The certificate names localhost and 127.0.0.1, not this host; hostaddr reaches the
+                // server all the same.
+                let other_host = |mode: &str| {
+                    with(&[("sslmode", mode), ("sslrootcert", &ca), ("hostaddr", "127.0.0.1")])
+                        .replace("@127.0.0.1:", "@db.effect-tool.invalid:")
+                };
+                let err = PostgresStore::connect_with(&other_host("verify-full"), options(&app))
+                    .await
+                    .unwrap_err()
+                    .to_string();
+                assert!(
+                    err.contains("does not name the host") && err.contains("verify-ca"),
+                    "{err}"
+                );
+                use_journal(&other_host("verify-ca"), options(&app)).await;
+            },
+        );
+    }
+
+    #[test]
+    fn require_with_a_root_file_checks_the_chain() {
+        run_tls("require_with_a_root_file_checks_the_chain", |ca| async move {
+            let app = unique("reqca");
+            use_journal(&with(&[("sslmode", "require"), ("sslrootcert", &ca)]), options(&app)).await;
+            // The server's own certificate is no CA of itself: as libpq does, `require` with a
+            // root file refuses a server that does not chain to it.
+            let not_the_ca = std::path::Path::new(&ca).with_file_name("server.crt");
+            assert!(
+                not_the_ca.is_file(),
+                "{} (written by .ci/postgres.sh)",
+                not_the_ca.display()
+            );
+            let err = PostgresStore::connect_with(
+                &with(&[("sslmode", "require"), ("sslrootcert", not_the_ca.to_str().unwrap())]),
+                options(&app),
+            )
+            .await
+            .unwrap_err()
+            .to_string();
+            assert!(
+                err.contains("certificate is not trusted")
+                    && err
+                        .contains("sslmode=require with a root certificate, which checks the chain as verify-ca does")
+                    && err.contains("leave out the root certificate"),
+                "{err}"
+            );
+            // A root file that is not there is named, with what to give instead.
+            let err = PostgresStore::connect_with(
+                &with(&[("sslmode", "verify-full"), ("sslrootcert", "/nonexistent/ca.pem")]),
+                options(&app),
+            )
+            .await
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains("/nonexistent/ca.pem") && err.contains("PEM"), "{err}");
+        });
+    }
+}

@@ -40,16 +40,43 @@
 //! - Records are columns and `json` (exact text, so outputs round-trip byte for byte), with a
 //!   `version` column; a record of a newer version is refused with
 //!   [`StoreError::UnsupportedVersion`] and left untouched.
+//!
+//! # TLS
+//!
+//! Connections use TLS through rustls (no OpenSSL needed), with libpq's `sslmode` in the URL
+//! or [`PgOptions::ssl_mode`]: `disable` (plain), `prefer` (the default: TLS if the server
+//! offers it), `require` (TLS, certificate not checked, as in libpq), `verify-ca` (the
+//! certificate must chain to a trusted root) and `verify-full` (and name the host). The trusted
+//! roots are the platform's, or the PEM file named by `sslrootcert=PATH` in the URL or
+//! [`PgOptions::ssl_root_cert`] (a private CA or a self-signed server; `require` with such a
+//! file checks the chain, as libpq does). Managed servers (RDS, Cloud SQL, Azure, Supabase,
+//! Neon, ...) work with `?sslmode=verify-full&sslrootcert=/path/to/their-ca.pem`, or with the
+//! platform's roots when their certificate is publicly signed. Unlike libpq, a verifying mode
+//! without `sslrootcert` trusts the platform's roots (libpq reads `~/.postgresql/root.crt`,
+//! which is not read here); client certificates (`sslcert`, `sslkey`) are not supported.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), effect_tool_core::StoreError> {
+//! use effect_tool_core::store::postgres::PostgresStore;
+//!
+//! let url = "postgres://app@db.example.com/app?sslmode=verify-full&sslrootcert=/etc/effect-tool/db-ca.pem";
+//! let store = PostgresStore::connect(url).await?;
+//! # Ok(()) }
+//! ```
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, Pool, QueueMode, Runtime};
-use tokio_postgres::NoTls;
 use tokio_postgres::types::ToSql;
+
+mod tls;
+
+pub use tls::SslMode;
 
 use super::row::StoredRow;
 use super::{Filter, Store};
@@ -114,6 +141,22 @@ CREATE TRIGGER audit_append_only BEFORE UPDATE OR DELETE ON {schema}.audit
 "#,
 )];
 
+/// `err` and its causes, each once (tokio-postgres's errors do not show their cause, e.g. the
+/// server's own message of a refused connection).
+fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = err.to_string();
+    let mut next = err.source();
+    while let Some(e) = next {
+        let text = e.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        next = e.source();
+    }
+    out
+}
+
 /// The newest migration this build knows.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 
@@ -129,6 +172,12 @@ pub struct PgOptions {
     pub connect_timeout: Duration,
     /// How long an operation waits for a free pooled connection (default 30 s).
     pub wait_timeout: Duration,
+    /// How connections are secured when the URL has no `sslmode` (the URL's wins); `None`:
+    /// [`SslMode::Prefer`], libpq's default. See [TLS](self#tls).
+    pub ssl_mode: Option<SslMode>,
+    /// A PEM file of the root certificate(s) to trust instead of the platform's, when the URL
+    /// has no `sslrootcert` (the URL's wins): the CA of a private or self-signed server.
+    pub ssl_root_cert: Option<PathBuf>,
 }
 
 impl Default for PgOptions {
@@ -138,6 +187,8 @@ impl Default for PgOptions {
             pool_size: 16,
             connect_timeout: Duration::from_secs(10),
             wait_timeout: Duration::from_secs(30),
+            ssl_mode: None,
+            ssl_root_cert: None,
         }
     }
 }
@@ -162,6 +213,8 @@ struct Shared {
     pool: Pool,
     options: PgOptions,
     sql: Sql,
+    /// The TLS settings, to explain failed connections.
+    tls: tls::Tls,
     /// Database clock minus local clock, in ms.
     clock_offset: AtomicI64,
     /// The rows this store wrote last for claims it holds: (row version, record).
@@ -243,9 +296,11 @@ impl PostgresStore {
         PostgresStore::connect_with(url, PgOptions::default()).await
     }
 
-    /// Connect with `options`.
+    /// Connect with `options`. The URL may carry `sslmode` and `sslrootcert` (see
+    /// [TLS](self#tls)); they win over [`PgOptions::ssl_mode`] and [`PgOptions::ssl_root_cert`].
     pub async fn connect_with(url: &str, options: PgOptions) -> Result<Self, StoreError> {
         let schema = quoted_schema(&options.schema)?;
+        let (url, tls) = tls::resolve(url, options.ssl_mode, options.ssl_root_cert.as_deref())?;
         let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
             StoreError::Backend(format!(
                 "invalid PostgreSQL URL (expected postgres://user:password@host:port/database): {e}"
@@ -255,7 +310,8 @@ impl PostgresStore {
             config.application_name("effect-tool");
         }
         config.connect_timeout(options.connect_timeout);
-        let pool = Pool::builder(Manager::new(config, NoTls))
+        config.ssl_mode(tls.tokio_mode());
+        let pool = Pool::builder(Manager::new(config, tls.connector()?))
             .max_size(options.pool_size.max(1))
             // The most recently used connection first: a sequential caller keeps one warm
             // connection (and server process) instead of rotating through all of them.
@@ -270,6 +326,7 @@ impl PostgresStore {
                 pool,
                 sql: Sql::new(&schema),
                 options,
+                tls,
                 clock_offset: AtomicI64::new(0),
                 held: Mutex::new(HashMap::new()),
             }),
@@ -310,8 +367,12 @@ impl PostgresStore {
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
         self.shared.pool.get().await.map_err(|e| {
+            if let Some(tls) = self.shared.tls.explain(&e) {
+                return StoreError::Backend(format!("cannot connect to PostgreSQL: {tls}"));
+            }
             StoreError::Backend(format!(
-                "cannot get a PostgreSQL connection: {e}; check that the database is up and reachable"
+                "cannot get a PostgreSQL connection: {}; check that the database is up and reachable",
+                error_chain(&e)
             ))
         })
     }
