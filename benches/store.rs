@@ -240,9 +240,11 @@ fn postgres(rt: &tokio::runtime::Runtime) -> Option<Figures> {
         )
         .await
         .unwrap();
+        // Plain TCP, as the raw baseline's connection: the journal is measured, not TLS.
         let options = PgOptions {
             schema: "effect_tool_bench".to_owned(),
             pool_size: 32,
+            ssl_mode: Some(effect_tool::store::postgres::SslMode::Disable),
             ..PgOptions::default()
         };
         (raw, PostgresStore::connect_with(&url, options).await.unwrap())

@@ -7,8 +7,8 @@ use effect_tool_core::{RecordState, Window};
 const AFTER_HELP: &str = "\
 The journal store: --store or EFFECT_TOOL_STORE, a SQLite file path (the file must exist: the
 application creates it) or a postgres:// URL (add ?schema=NAME if the application uses another
-schema than effect_tool). Only list, show, resolve, approve, deny, abandon and gc need it; key,
-canon and manifest work offline.
+schema than effect_tool; TLS as libpq: ?sslmode=verify-full&sslrootcert=CA.pem). Only list, show,
+resolve, approve, deny, abandon and gc need it; key, canon and manifest work offline.
 
 Exit codes:
   0  success

@@ -23,8 +23,9 @@
 //! `--store` or the `EFFECT_TOOL_STORE` variable: a SQLite file path (optionally `sqlite:PATH`;
 //! the file must exist, since a typo must not create an empty journal that shows nothing), or
 //! a `postgres://` / `postgresql://` URL (passwords are never printed; add `?schema=NAME` when
-//! the application sets `PgOptions::schema` to something other than `effect_tool`). `key`,
-//! `canon` and `manifest` need no store.
+//! the application sets `PgOptions::schema` to something other than `effect_tool`; TLS is set
+//! as with libpq: `?sslmode=verify-full&sslrootcert=CA.pem`). `key`, `canon` and `manifest` need
+//! no store.
 //!
 //! ## Output
 //!
