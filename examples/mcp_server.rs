@@ -1,19 +1,23 @@
-//! An MCP server (stdio) for a support desk's tools, every call journaled in SQLite.
+//! An MCP server (stdio, or Streamable HTTP) for a support desk's tools, every call journaled
+//! in SQLite.
 //!
 //! ```text
 //! cargo run --example mcp_server --features mcp
+//! cargo run --example mcp_server --features mcp-http -- --http 127.0.0.1:8080
 //! ```
 //!
 //! Point an MCP client at that command (e.g. Claude Desktop's `mcpServers`, or the Python
-//! client in `tests/mcp_client/`). Each tool writes what it does to a ledger file, standing in
-//! for the outside world, so you can see that a retried call is applied once.
+//! client in `tests/mcp_client/`), or with `--http ADDR` at `http://ADDR/mcp` (port 0 picks a
+//! free port; the URL is printed on standard error). Each tool writes what it does to a ledger
+//! file, standing in for the outside world, so you can see that a retried call is applied once.
 //!
 //! Environment (all optional):
 //! - `EFFECT_TOOL_DB`: the SQLite journal (default: `effect-tool-mcp.db` in the temp dir);
 //! - `EFFECT_TOOL_LEDGER`: the file the tools append their effects to (default:
 //!   `effect-tool-mcp-ledger.txt` in the temp dir);
 //! - `EFFECT_TOOL_RUN_ID`: the run calls belong to when the client's `_meta` names none
-//!   (default: a new run per server process).
+//!   (default: a new run per server process);
+//! - `EFFECT_TOOL_MCP_HTTP`: serve Streamable HTTP on this address, as `--http` does.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -180,30 +184,80 @@ fn env_path(var: &str, default_name: &str) -> PathBuf {
         .unwrap_or_else(|| std::env::temp_dir().join(default_name))
 }
 
+/// The support desk's tools, writing their effects to the ledger file at `ledger`. (Also used
+/// by `tests/mcp_http_python_client.rs`, which serves them in-process.)
+pub fn support_desk(ledger: PathBuf) -> Toolkit {
+    let desk = Arc::new(Desk { ledger: Ledger(ledger) });
+    Toolkit::new()
+        .with(desk.lookup_order_tool())
+        .with(desk.issue_refund_tool())
+        .with(desk.hold_shipment_tool())
+        .with(desk.email_customer_tool())
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let db = env_path("EFFECT_TOOL_DB", "effect-tool-mcp.db");
-    let desk = Arc::new(Desk {
-        ledger: Ledger(env_path("EFFECT_TOOL_LEDGER", "effect-tool-mcp-ledger.txt")),
-    });
+    let ledger = env_path("EFFECT_TOOL_LEDGER", "effect-tool-mcp-ledger.txt");
     // Standard output is the MCP channel: say where things are on standard error.
     eprintln!(
         "effect-tool MCP server: journal {}, ledger {}",
         db.display(),
-        desk.ledger.0.display()
+        ledger.display()
     );
 
-    let toolkit = Toolkit::new()
-        .with(desk.lookup_order_tool())
-        .with(desk.issue_refund_tool())
-        .with(desk.hold_shipment_tool())
-        .with(desk.email_customer_tool());
+    let toolkit = support_desk(ledger);
     let engine = Engine::new(SqliteStore::open(&db)?);
     let mut server =
         McpServer::new(toolkit, engine).with_server_info("effect-tool-support-desk", env!("CARGO_PKG_VERSION"));
     if let Ok(run_id) = std::env::var("EFFECT_TOOL_RUN_ID") {
         server = server.with_run_id(run_id);
     }
-    server.serve_stdio().await?;
-    Ok(())
+    match http_addr()? {
+        Some(addr) => serve_http(server, addr).await,
+        None => Ok(server.serve_stdio().await?),
+    }
+}
+
+/// The address of `--http ADDR` (or `EFFECT_TOOL_MCP_HTTP`), if any.
+fn http_addr() -> Result<Option<std::net::SocketAddr>, Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let mut addr = std::env::var("EFFECT_TOOL_MCP_HTTP").ok();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--http" => {
+                addr = Some(
+                    args.next()
+                        .ok_or("--http needs an address, e.g. --http 127.0.0.1:8080")?,
+                )
+            }
+            other => return Err(format!("unknown argument `{other}`; usage: mcp_server [--http ADDR]").into()),
+        }
+    }
+    addr.map(|a| {
+        a.parse()
+            .map_err(|e| format!("`{a}` is not an address such as 127.0.0.1:8080: {e}").into())
+    })
+    .transpose()
+}
+
+#[cfg(feature = "mcp-http")]
+async fn serve_http(server: McpServer, addr: std::net::SocketAddr) -> Result<(), Box<dyn std::error::Error>> {
+    let handle = server.bind_http(addr).await?;
+    eprintln!("effect-tool MCP server: Streamable HTTP at {}", handle.url());
+    let stop = handle.shutdown_token();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            stop.cancel();
+        }
+    });
+    Ok(handle.wait().await?)
+}
+
+#[cfg(not(feature = "mcp-http"))]
+async fn serve_http(_server: McpServer, addr: std::net::SocketAddr) -> Result<(), Box<dyn std::error::Error>> {
+    Err(format!(
+        "cannot serve HTTP on {addr}: this example was built without Streamable HTTP; run it with `--features mcp-http`"
+    )
+    .into())
 }

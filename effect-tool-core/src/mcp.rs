@@ -44,6 +44,28 @@
 //!
 //! The client's `notifications/cancelled` cancels the call's run context, which reaches the
 //! tool ([`crate::EffectCtx::cancellation`]).
+//!
+//! # Streamable HTTP
+//!
+//! With feature `mcp-http`, the server also speaks MCP's Streamable HTTP transport (rmcp's
+//! `StreamableHttpService`, served by axum), for remote deployments:
+//!
+//! - `McpServer::serve_http(addr)` listens on an address and serves `http://<addr>/mcp`;
+//!   `McpServer::bind_http(addr)` does the same but returns once bound, with an `McpHttpHandle`
+//!   that tells the bound address (bind port 0 for a free one) and shuts the server down;
+//! - `McpServer::http_service(config)` (a tower service) and `McpServer::http_router(config)` (an
+//!   axum router at `/mcp`) mount it in your own HTTP server, next to your other routes.
+//!
+//! Every HTTP session shares this server's dispatcher, engine and journal, so a client that
+//! retries a call from a new session (after a dropped connection, a restart of the client)
+//! gets the recorded result, not a second effect, provided the call belongs to the same run.
+//! Remote clients should send their run id in `_meta`: without one, the calls of every
+//! session and every client run in the server's configured run, where the same call from two
+//! clients is the same call.
+//!
+//! By default only loopback `Host` headers are accepted (DNS-rebinding protection): a server
+//! reached under another name needs `McpServer::bind_http_with(addr, config)` with
+//! `McpHttpConfig::default().with_allowed_hosts([...])`.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -62,6 +84,11 @@ use crate::toolkit::{Dispatcher, ToolCall, ToolOutcome, ToolResult, Toolkit};
 
 pub use rmcp;
 
+#[cfg(feature = "mcp-http")]
+mod http;
+#[cfg(feature = "mcp-http")]
+pub use http::{MCP_HTTP_PATH, McpHttpConfig, McpHttpHandle, McpHttpService};
+
 /// The `_meta` fields the server reads the run id from, in order.
 pub const RUN_ID_META: [&str; 2] = ["effect-tool/run_id", "run_id"];
 /// The `_meta` fields the server reads the thread id from, in order.
@@ -78,6 +105,31 @@ pub enum McpServeError {
     /// The session ended abnormally.
     #[error("the MCP session ended with an error: {0}")]
     Session(String),
+    /// The Streamable HTTP server could not listen on its address (feature `mcp-http`).
+    #[error("the MCP HTTP server could not listen on {addr}: {source}; {}", bind_hint(source))]
+    Bind {
+        /// The address asked for.
+        addr: std::net::SocketAddr,
+        /// Why binding failed.
+        source: std::io::Error,
+    },
+    /// The Streamable HTTP server stopped with an error (feature `mcp-http`).
+    #[error("the MCP HTTP server stopped with an error: {0}")]
+    Http(#[source] std::io::Error),
+}
+
+/// What to do about a bind error.
+fn bind_hint(e: &std::io::Error) -> &'static str {
+    match e.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            "another process listens there: stop it, or pick another port (port 0 picks a free one)"
+        }
+        std::io::ErrorKind::AddrNotAvailable => {
+            "the address is not one of this machine's: use 127.0.0.1 for local clients, 0.0.0.0 for all interfaces"
+        }
+        std::io::ErrorKind::PermissionDenied => "ports below 1024 need privileges: pick a port of 1024 or above",
+        _ => "check the address and port",
+    }
 }
 
 /// Serves a [`Toolkit`] over MCP, every call through the engine. Cheap to clone.
