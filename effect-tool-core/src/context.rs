@@ -30,7 +30,14 @@ pub struct ProgressEvent {
 /// assert_eq!(run.run_id(), "run-42");
 /// ```
 #[derive(Clone)]
-pub struct RunContext {
+pub struct RunContext(
+    // Shared: the engine hands a copy to every execution, which then costs a reference count
+    // (not the run id's string and the cancellation token's locked count).
+    Arc<RunParts>,
+);
+
+#[derive(Clone)]
+struct RunParts {
     run_id: String,
     thread_id: Option<String>,
     agent: Option<String>,
@@ -41,10 +48,10 @@ pub struct RunContext {
 impl std::fmt::Debug for RunContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunContext")
-            .field("run_id", &self.run_id)
-            .field("thread_id", &self.thread_id)
-            .field("agent", &self.agent)
-            .field("cancelled", &self.cancellation.is_cancelled())
+            .field("run_id", &self.0.run_id)
+            .field("thread_id", &self.0.thread_id)
+            .field("agent", &self.0.agent)
+            .field("cancelled", &self.0.cancellation.is_cancelled())
             .finish()
     }
 }
@@ -52,66 +59,66 @@ impl std::fmt::Debug for RunContext {
 impl RunContext {
     /// A run with this id, no thread, and a fresh cancellation token.
     pub fn new(run_id: impl Into<String>) -> Self {
-        RunContext {
+        RunContext(Arc::new(RunParts {
             run_id: run_id.into(),
             thread_id: None,
             agent: None,
             cancellation: CancellationToken::new(),
             progress: None,
-        }
+        }))
     }
 
     /// The conversation thread the run belongs to (used by `window = "thread"` keys).
     pub fn with_thread(mut self, thread_id: impl Into<String>) -> Self {
-        self.thread_id = Some(thread_id.into());
+        Arc::make_mut(&mut self.0).thread_id = Some(thread_id.into());
         self
     }
 
     /// The agent running it (kept in records for operators).
     pub fn with_agent(mut self, agent: impl Into<String>) -> Self {
-        self.agent = Some(agent.into());
+        Arc::make_mut(&mut self.0).agent = Some(agent.into());
         self
     }
 
     /// Share a cancellation token: cancelling it reaches every tool of the run.
     pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
-        self.cancellation = token;
+        Arc::make_mut(&mut self.0).cancellation = token;
         self
     }
 
     /// Receive the progress values tools report ([`EffectCtx::progress`]).
     pub fn with_progress(mut self, sink: ProgressSink) -> Self {
-        self.progress = Some(sink);
+        Arc::make_mut(&mut self.0).progress = Some(sink);
         self
     }
 
     /// The run id.
     pub fn run_id(&self) -> &str {
-        &self.run_id
+        &self.0.run_id
     }
 
     /// The thread id, if any.
     pub fn thread_id(&self) -> Option<&str> {
-        self.thread_id.as_deref()
+        self.0.thread_id.as_deref()
     }
 
     /// The agent name, if any.
     pub fn agent(&self) -> Option<&str> {
-        self.agent.as_deref()
+        self.0.agent.as_deref()
     }
 
     /// The run's cancellation token.
     pub fn cancellation(&self) -> &CancellationToken {
-        &self.cancellation
+        &self.0.cancellation
     }
 
     /// Cancel the run: tools see it through [`EffectCtx::cancellation`].
     pub fn cancel(&self) {
-        self.cancellation.cancel();
+        self.0.cancellation.cancel();
     }
 
     pub(crate) fn progress_sink(&self) -> Option<&ProgressSink> {
-        self.progress.as_ref()
+        self.0.progress.as_ref()
     }
 }
 
