@@ -197,6 +197,61 @@ mod sqlite_specifics {
         });
     }
 
+    /// Commits in the write-ahead log `wal`, read from its frames (SQLite's documented file
+    /// format): a frame whose "database size after commit" field is not zero ends a commit;
+    /// frames left from before the last restart carry another salt and are skipped.
+    fn commits_in_wal(wal: &std::path::Path) -> usize {
+        let bytes = std::fs::read(wal).unwrap();
+        let be32 = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap());
+        let page = be32(8) as usize;
+        let salt = (be32(16), be32(20));
+        let mut commits = 0;
+        let mut at = 32;
+        while at + 24 + page <= bytes.len() && (be32(at + 8), be32(at + 12)) == salt {
+            if be32(at + 4) != 0 {
+                commits += 1;
+            }
+            at += 24 + page;
+        }
+        commits
+    }
+
+    /// On a single-threaded runtime, concurrent writers still share commits under
+    /// `synchronous = FULL`: the commit (its fsync) runs off the runtime's one thread, so
+    /// the other callers queue behind it and the next transaction takes them all. Counted in
+    /// the write-ahead log's own frames: far fewer commits than claims.
+    #[test]
+    fn concurrent_writes_share_commits_on_a_single_threaded_runtime() {
+        let dir = ScratchDir::new("current-thread-group-commit");
+        let path = dir.path().join("j.db");
+        let store = std::sync::Arc::new(SqliteStore::open(&path).unwrap());
+        let before = commits_in_wal(&path.with_extension("db-wal"));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            // Fewer operations than a background checkpoint waits for: the log is not reset.
+            let tasks: Vec<_> = (0..64)
+                .map(|i| {
+                    let store = store.clone();
+                    tokio::spawn(async move {
+                        let outcome = store.claim(&format!("k{i}"), intent(), 30_000, false).await.unwrap();
+                        assert!(matches!(outcome, OpOutcome::Claimed { attempt: 1, .. }), "{outcome:?}");
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await.unwrap();
+            }
+        });
+        let commits = commits_in_wal(&path.with_extension("db-wal")) - before;
+        assert!(commits < 16, "64 claims took {commits} commits");
+        for i in 0..64 {
+            assert!(rt.block_on(store.get(&format!("k{i}"))).unwrap().is_some());
+        }
+    }
+
     #[test]
     fn a_journal_locked_past_the_bound_is_a_clear_error() {
         run::<SqliteHarness, _, _>("a_journal_locked_past_the_bound_is_a_clear_error", || async {

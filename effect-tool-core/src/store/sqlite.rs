@@ -32,7 +32,9 @@
 //!   transaction, each with its own transition, in arrival order, and one commit (one fsync)
 //!   serves them all, so concurrent callers share commits instead of waiting for each other's
 //!   fsync. A database locked by another process is not waited for on the caller's thread:
-//!   the batch moves to tokio's blocking pool, which waits up to the busy timeout. WAL
+//!   the batch moves to tokio's blocking pool, which waits up to the busy timeout. On a
+//!   current-thread runtime with `synchronous = FULL`, every batch commits from the blocking
+//!   pool, so that callers keep queueing behind its fsync instead of each paying its own. WAL
 //!   checkpoints (copying committed pages into the database file, milliseconds each) run on a
 //!   thread and connection of their own every 128 operations, so that a caller's commit rarely
 //!   runs one; SQLite's automatic checkpoint, in a commit, still applies if they fall behind

@@ -12,7 +12,8 @@
 //! A leader applies its batch on the caller's thread: the commit, an fsync under
 //! `synchronous = FULL`, runs inside the caller's poll, as a blocking file write would. A write
 //! lock held by another process is not waited for there: the batch moves to tokio's blocking
-//! pool, which waits up to the busy timeout.
+//! pool, which waits up to the busy timeout. On a current-thread runtime under FULL the leader
+//! always commits from the blocking pool ([`commit_off_runtime`]).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -156,15 +157,30 @@ pub(super) async fn submit(shared: &Arc<Shared>, work: Work) -> Answer {
         },
     };
     let mut lead = Leadership::take(shared.clone(), work);
-    if let Some(answer) = lead.run(false) {
+    if !commit_off_runtime(shared)
+        && let Some(answer) = lead.run(false)
+    {
         return answer;
     }
-    // Another process holds the write lock: wait for it off the async runtime.
+    // Another process holds the write lock, or the commit must not hold the runtime's one
+    // thread: apply the batch on tokio's blocking pool.
     match tokio::task::spawn_blocking(move || lead.run(true)).await {
         Ok(Some(answer)) => answer,
         // Cancelled by a runtime shutdown or a panic: `Leadership`'s drop answered the others.
         _ => lost(is_gc),
     }
+}
+
+/// Whether a leader commits on tokio's blocking pool rather than on its own thread: under
+/// `synchronous = FULL` on a current-thread runtime. There, a commit on the caller's thread
+/// (its fsync) would hold the only thread, so no other caller could queue behind it and every
+/// write would pay its own fsync; from the blocking pool, callers keep queueing while it
+/// syncs and the next batch takes them all. On a multi-threaded runtime the other workers
+/// queue meanwhile, and without an fsync a commit is too short to be worth two thread hops.
+fn commit_off_runtime(shared: &Shared) -> bool {
+    shared.options.synchronous == super::Synchronous::Full
+        && tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread)
 }
 
 /// The connection held by a leader, with the batch it is applying.
