@@ -330,7 +330,7 @@ impl Tls {
                 if store.is_empty() {
                     let why = found.errors.first().map(|e| format!(" ({e})")).unwrap_or_default();
                     return Err(StoreError::Backend(format!(
-                        "sslmode={} needs trusted root certificates, and none were found on this machine{why}: pass sslrootcert=PATH (a PEM file of the server's CA) in the URL or PgOptions::ssl_root_cert, or install the system's CA certificates (e.g. the ca-certificates package)",
+                        "sslmode={} needs trusted root certificates, and none were found on this machine{why}: pass sslrootcert=PATH (a PEM file of the server's CA) in the URL (or PgOptions::ssl_root_cert in code), or install the system's CA certificates (e.g. the ca-certificates package)",
                         self.mode
                     )));
                 }
@@ -410,7 +410,7 @@ impl Tls {
                 "the server's TLS certificate is expired or not yet valid (sslmode={mode}): {err}; renew the server's certificate, or check this machine's clock"
             ),
             rustls::Error::InvalidCertificate(_) => format!(
-                "the server's TLS certificate is not trusted (sslmode={mode}, trusting {roots}): {err}; pass sslrootcert=PATH (a PEM file of the CA that signed the server's certificate) in the URL or PgOptions::ssl_root_cert, {unverified}"
+                "the server's TLS certificate is not trusted (sslmode={mode}, trusting {roots}): {err}; pass sslrootcert=PATH (a PEM file of the CA that signed the server's certificate) in the URL (or PgOptions::ssl_root_cert in code), {unverified}"
             ),
             _ => format!(
                 "the TLS handshake with the server failed (sslmode={mode}): {err}; check that the server's TLS setup is valid, or connect with sslmode=disable on a network you trust"
