@@ -758,41 +758,50 @@ async fn a_key_recorded_under_another_input_is_reported() {
     assert!(matches!(err, EffectError::InputMismatch { .. }), "{err}");
 }
 
+/// An in-memory journal whose `apply` fails ("disk full") for the operations `fails` picks.
+struct FailingOn {
+    inner: MemoryStore,
+    fails: fn(&effect_tool::record::Op) -> bool,
+}
+
+impl FailingOn {
+    fn new(fails: fn(&effect_tool::record::Op) -> bool) -> Self {
+        FailingOn {
+            inner: MemoryStore::new(),
+            fails,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for FailingOn {
+    async fn get(&self, key: &str) -> Result<Option<effect_tool::EffectRecord>, effect_tool::StoreError> {
+        self.inner.get(key).await
+    }
+    async fn apply(&self, key: &str, op: effect_tool::record::Op) -> Result<OpOutcome, effect_tool::StoreError> {
+        if (self.fails)(&op) {
+            return Err(effect_tool::StoreError::Backend("disk full".into()));
+        }
+        self.inner.apply(key, op).await
+    }
+    async fn list(&self, f: &effect_tool::Filter) -> Result<Vec<effect_tool::EffectRecord>, effect_tool::StoreError> {
+        self.inner.list(f).await
+    }
+    async fn gc(&self, now: i64) -> Result<u64, effect_tool::StoreError> {
+        self.inner.gc(now).await
+    }
+    async fn audit(&self, k: Option<&str>) -> Result<Vec<effect_tool::record::AuditEntry>, effect_tool::StoreError> {
+        self.inner.audit(k).await
+    }
+}
+
 #[tokio::test]
 async fn a_record_failure_after_the_effect_still_returns_and_the_next_attempt_reconciles() {
     // A store whose `complete` fails: the effect happened, the call must succeed.
-    struct FailingComplete(MemoryStore);
-    #[async_trait::async_trait]
-    impl Store for FailingComplete {
-        async fn get(&self, key: &str) -> Result<Option<effect_tool::EffectRecord>, effect_tool::StoreError> {
-            self.0.get(key).await
-        }
-        async fn apply(&self, key: &str, op: effect_tool::record::Op) -> Result<OpOutcome, effect_tool::StoreError> {
-            if matches!(op, effect_tool::record::Op::Complete { .. }) {
-                return Err(effect_tool::StoreError::Backend("disk full".into()));
-            }
-            self.0.apply(key, op).await
-        }
-        async fn list(
-            &self,
-            f: &effect_tool::Filter,
-        ) -> Result<Vec<effect_tool::EffectRecord>, effect_tool::StoreError> {
-            self.0.list(f).await
-        }
-        async fn gc(&self, now: i64) -> Result<u64, effect_tool::StoreError> {
-            self.0.gc(now).await
-        }
-        async fn audit(
-            &self,
-            k: Option<&str>,
-        ) -> Result<Vec<effect_tool::record::AuditEntry>, effect_tool::StoreError> {
-            self.0.audit(k).await
-        }
-    }
     let ledger = Arc::new(Ledger::default());
     let tool = SendEmail::new(&ledger, &[Step::Ok]);
     let engine = Engine::with_config(
-        FailingComplete(MemoryStore::new()),
+        FailingOn::new(|op| matches!(op, effect_tool::record::Op::Complete { .. })),
         EngineConfig {
             lease: Duration::from_millis(30),
             ..EngineConfig::default()
@@ -815,34 +824,9 @@ async fn a_record_failure_after_the_effect_still_returns_and_the_next_attempt_re
 /// the key (for the operator who looks at the journal); the tool is not run.
 #[tokio::test]
 async fn a_journal_that_refuses_the_claim_stops_the_call_before_the_effect() {
-    struct NoClaims(MemoryStore);
-    #[async_trait::async_trait]
-    impl Store for NoClaims {
-        async fn get(&self, key: &str) -> Result<Option<effect_tool::EffectRecord>, effect_tool::StoreError> {
-            self.0.get(key).await
-        }
-        async fn apply(&self, _key: &str, _op: effect_tool::record::Op) -> Result<OpOutcome, effect_tool::StoreError> {
-            Err(effect_tool::StoreError::Backend("disk full".into()))
-        }
-        async fn list(
-            &self,
-            f: &effect_tool::Filter,
-        ) -> Result<Vec<effect_tool::EffectRecord>, effect_tool::StoreError> {
-            self.0.list(f).await
-        }
-        async fn gc(&self, now: i64) -> Result<u64, effect_tool::StoreError> {
-            self.0.gc(now).await
-        }
-        async fn audit(
-            &self,
-            k: Option<&str>,
-        ) -> Result<Vec<effect_tool::record::AuditEntry>, effect_tool::StoreError> {
-            self.0.audit(k).await
-        }
-    }
     let ledger = Arc::new(Ledger::default());
     let tool = SendEmail::new(&ledger, &[Step::Ok]);
-    let engine = Engine::new(NoClaims(MemoryStore::new()));
+    let engine = Engine::new(FailingOn::new(|_| true));
     let run = run("r1");
     let key = effect_tool::key::identify(&tool, &run, &args("ann", 1)).unwrap().key;
     let err = engine
