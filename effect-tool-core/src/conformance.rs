@@ -128,7 +128,7 @@ macro_rules! conformance_tests {
             use super::*;
             $crate::__conformance_cases!($harness;
                 claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
-                approve_and_deny, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
+                amend_corrects_a_resolution, approve_and_deny, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
                 audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored);
         }
     };
@@ -138,7 +138,7 @@ macro_rules! conformance_tests {
             use super::*;
             $crate::__conformance_cases!($harness;
                 claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
-                approve_and_deny, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
+                amend_corrects_a_resolution, approve_and_deny, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
                 audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored,
                 future_version_refused, fencing_across_handles);
             #[test]
@@ -418,6 +418,37 @@ impl Tool for CountingTool {
         self.runs.fetch_add(1, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(20)).await;
         Ok(format!("counted:{}", args.key))
+    }
+}
+
+/// What [`SendReceipt`] returns: an object, so a bare string recorded by a person does not
+/// decode as it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Receipt {
+    id: String,
+}
+
+/// An irreversible tool whose first execution times out after sending (an unknown outcome);
+/// it counts its executions in memory the engine cannot see.
+#[derive(Debug, Clone, Default)]
+struct SendReceipt {
+    runs: Arc<AtomicUsize>,
+}
+
+impl Tool for SendReceipt {
+    type Args = LedgerArgs;
+    type Output = Receipt;
+    type Error = ToolError;
+    const NAME: &'static str = "send_receipt";
+    const CLASS: EffectClass = EffectClass::Irreversible;
+
+    async fn call(&self, _ctx: &EffectCtx, args: LedgerArgs) -> Result<Receipt, ToolError> {
+        match self.runs.fetch_add(1, Ordering::SeqCst) {
+            0 => Err(ToolError::unknown("the mail API timed out after sending")),
+            n => Ok(Receipt {
+                id: format!("{}-{n}", args.key),
+            }),
+        }
     }
 }
 
@@ -908,6 +939,126 @@ pub mod cases {
             s.resolve(&applied, "ann", Verdict::NotApplied).await,
             Err(StoreError::Rejected(Rejected::InvalidState { .. }))
         ));
+    }
+
+    /// A person's resolution with an output of the wrong shape makes every call of the key fail
+    /// to decode; amending it fixes the key without running the tool, amending to not applied
+    /// lets the next call run it, and what the tool recorded itself cannot be amended.
+    pub async fn amend_corrects_a_resolution<H: Harness>() {
+        let h = H::fresh().await;
+        let s = h.store();
+        let engine = Engine::new(h.store());
+        let tool = SendReceipt::default();
+        let runs = tool.runs.clone();
+        let run = RunContext::new(format!("amend-{}", fastrand::u64(..)));
+        let args = LedgerArgs { key: "r".to_owned() };
+        let call = || engine.call_with_report(&tool, &run, CallOptions::default(), args.clone());
+
+        let first = call().await;
+        assert!(
+            matches!(&first.result, Err(EffectError::Blocked(b)) if matches!(b.reason, BlockReason::UnknownOutcome)),
+            "the send timed out: {:?}",
+            first.result
+        );
+        let k = first.key.expect("a journaled call has a key");
+        assert_eq!(s.get(&k).await.unwrap().unwrap().state, RecordState::InDoubt);
+        assert!(matches!(call().await.result, Err(EffectError::Blocked(_))));
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+        // A typo: valid JSON, but not a `Receipt`. Every call fails, and nothing runs.
+        s.resolve(&k, "ann", Verdict::Applied { output: json!("r-0") })
+            .await
+            .unwrap();
+        for _ in 0..2 {
+            match call().await.result {
+                Err(EffectError::Codec { key, message, .. }) => {
+                    assert_eq!(key, k);
+                    assert!(message.contains("--amend"), "the error says how to fix it: {message}");
+                }
+                other => panic!("a wrong-shaped output fails to decode, got {other:?}"),
+            }
+        }
+        // A plain resolve is refused and names the way out; an amendment is taken.
+        match s
+            .resolve(
+                &k,
+                "ann",
+                Verdict::Applied {
+                    output: json!({"id": "r-0"}),
+                },
+            )
+            .await
+        {
+            Err(StoreError::Rejected(r @ Rejected::InvalidState { .. })) => {
+                assert!(r.to_string().contains("--amend"), "{r}")
+            }
+            other => panic!("resolving a resolution again is refused, got {other:?}"),
+        }
+        let rec = s
+            .amend(
+                &k,
+                "bob",
+                Verdict::Applied {
+                    output: json!({"id": "r-0"}),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (rec.state, rec.decided_by.as_deref()),
+            (RecordState::Completed, Some("bob"))
+        );
+        let fixed = call().await;
+        assert_eq!(fixed.result.unwrap(), Receipt { id: "r-0".to_owned() });
+        assert_eq!(fixed.disposition, Disposition::Replayed);
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            1,
+            "the corrected output is replayed, nothing runs"
+        );
+
+        // "Applied" was a mistake after all: the next call sends it.
+        let rec = s.amend(&k, "bob", Verdict::NotApplied).await.unwrap();
+        assert_eq!(rec.state, RecordState::Released);
+        let sent = call().await;
+        assert_eq!(sent.result.unwrap(), Receipt { id: "r-1".to_owned() });
+        assert_eq!(sent.disposition, Disposition::Executed);
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+
+        // What the tool recorded itself is never overwritten by a person.
+        for refused in [
+            s.amend(
+                &k,
+                "bob",
+                Verdict::Applied {
+                    output: json!({"id": "x"}),
+                },
+            )
+            .await,
+            s.amend(&k, "bob", Verdict::NotApplied).await,
+            s.resolve(&k, "bob", Verdict::NotApplied).await,
+        ] {
+            assert!(
+                matches!(refused, Err(StoreError::Rejected(Rejected::InvalidState { .. }))),
+                "{refused:?}"
+            );
+        }
+        let stored = s.get(&k).await.unwrap().unwrap();
+        assert_eq!(stored.output, Some(json!({"id": "r-1"})));
+        let again = call().await;
+        assert_eq!(again.result.unwrap(), Receipt { id: "r-1".to_owned() });
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+
+        // Every person's action is in the audit trail, in order, with its actor.
+        let trail: Vec<(String, String)> = s
+            .audit(Some(&k))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.actor, e.action))
+            .collect();
+        let expected = [("ann", "resolve"), ("bob", "amend"), ("bob", "amend")];
+        assert_eq!(trail, expected.map(|(a, b)| (a.to_owned(), b.to_owned())));
     }
 
     /// Calls that need approval park; approval (by the right role) lets the next claim run;

@@ -1106,7 +1106,8 @@ fn codec_error<T: Tool>(key: &str, e: serde_json::Error) -> EffectError<T::Error
         tool: T::NAME.to_owned(),
         key: key.to_owned(),
         message: format!(
-            "the recorded output does not decode as this tool's output type: {e}. Either the output type changed since it was recorded (use a new key or window), or a person resolved it with an output of the wrong shape (see `effect-tool show` for the record)"
+            "the recorded output does not decode as this tool's output type: {e}. If a person resolved it with an output of the wrong shape (or as applied by mistake), correct it with {} (`StoreExt::amend` in code; `effect-tool show` shows the record); if the output type changed since it was recorded, use a new key or window",
+            crate::record::resolve_commands(key, true)
         ),
     }
 }

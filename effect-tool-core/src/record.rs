@@ -13,6 +13,11 @@
 //!           └──────deny─────► Denied
 //! ```
 //!
+//! A person's resolution can be corrected (`amend`) while it stands: a record completed or
+//! released by `resolve` (see [`EffectRecord::resolved_by`]) may be resolved again with
+//! [`Op::Amend`] until the engine claims it. A record the tool completed itself is never
+//! overwritten by a person.
+//!
 //! A claim whose lease has expired is *stale*: the next claim takes it over with a higher
 //! attempt number (fencing the old holder out) and is told what it took over, so the engine can
 //! reconcile. Records are plain data with an explicit [`RECORD_VERSION`]; stored data never
@@ -159,6 +164,26 @@ impl EffectRecord {
         self.expires_at.is_some_and(|e| e <= now)
     }
 
+    /// The person whose resolution set the record's current state, if one did: the record is
+    /// completed as applied or released as not applied by [`Op::Resolve`] (or [`Op::Amend`]),
+    /// and the engine has not claimed or recorded it since. Only such a record can be amended.
+    ///
+    /// Derived from the stored columns, so journals written before amendments existed answer
+    /// too: a resolution writes `decided_by` and the reason `resolved as applied by <who>` (or
+    /// `resolved as not applied by <who>`). The engine's own completion clears the reason, and
+    /// a claim starts a new record with neither, so neither can pass for a person's verdict.
+    pub fn resolved_by(&self) -> Option<&str> {
+        let by = self.decided_by.as_deref()?;
+        let applied = match self.state {
+            RecordState::Completed => true,
+            RecordState::Released => false,
+            _ => return None,
+        };
+        let reason = self.reason.as_deref()?;
+        let who = reason.strip_prefix(resolution_prefix(applied))?;
+        (who == by).then_some(by)
+    }
+
     /// Check the record's schema version.
     pub fn check_version(&self) -> Result<(), crate::StoreError> {
         if self.version == RECORD_VERSION {
@@ -257,6 +282,16 @@ pub enum Op {
         /// What.
         verdict: Verdict,
     },
+    /// A person corrects their resolution: the same verdicts as [`Op::Resolve`], on a record
+    /// whose current state a person's resolution set ([`EffectRecord::resolved_by`]), e.g. an
+    /// output of the wrong shape, or `applied` when the effect did not happen. Refused on any
+    /// other record: a record the tool completed itself is never overwritten by a person.
+    Amend {
+        /// Who.
+        by: String,
+        /// The corrected verdict.
+        verdict: Verdict,
+    },
     /// A person approves a call awaiting approval.
     Approve {
         /// Who.
@@ -288,6 +323,7 @@ impl Op {
             Op::Release { .. } => "release",
             Op::MarkInDoubt { .. } => "mark-in-doubt",
             Op::Resolve { .. } => "resolve",
+            Op::Amend { .. } => "amend",
             Op::Approve { .. } => "approve",
             Op::Deny { .. } => "deny",
             Op::MarkCompensated { .. } => "mark-compensated",
@@ -295,10 +331,11 @@ impl Op {
     }
 
     /// The audit entry this operation leaves when it succeeds, for the operations a person
-    /// performs (resolve, approve, deny, compensation).
+    /// performs (resolve, amend, approve, deny, compensation).
     pub fn audit(&self, key: &str, now: Millis) -> Option<AuditEntry> {
         let (actor, action, detail) = match self {
             Op::Resolve { by, verdict } => (by, "resolve", serde_json::to_value(verdict).ok()),
+            Op::Amend { by, verdict } => (by, "amend", serde_json::to_value(verdict).ok()),
             Op::Approve { by, role } => (by, "approve", Some(serde_json::json!({ "role": role }))),
             Op::Deny { by, reason } => (by, "deny", Some(serde_json::json!({ "reason": reason }))),
             Op::MarkCompensated { by } => (by, "compensate", None),
@@ -323,7 +360,7 @@ pub struct AuditEntry {
     pub at: Millis,
     /// Who.
     pub actor: String,
-    /// What (`resolve`, `approve`, `deny`, `compensate`).
+    /// What (`resolve`, `amend`, `approve`, `deny`, `compensate`).
     pub action: String,
     /// Details (the verdict, the role, the reason).
     pub detail: Option<Value>,
@@ -660,24 +697,23 @@ pub fn transition<'a, 'o>(
             next.updated_at = now;
             done(next)
         }
-        Op::Resolve { by, verdict } => {
+        Op::Resolve { by, verdict } | Op::Amend { by, verdict } => {
             let rec = existing(key, live)?;
-            let resolvable = rec.state == S::InDoubt || rec.is_stale(now);
-            if !resolvable {
-                return invalid(
-                    rec,
-                    match rec.state {
-                        S::Claimed => {
-                            ": an attempt holds a live claim; wait for it to finish or for its lease to expire"
-                        }
-                        _ => ": only records in doubt (or stale claims) can be resolved",
-                    },
-                );
-            }
-            let (state, output, reason) = match verdict {
-                Verdict::Applied { output } => (S::Completed, Some(output), format!("resolved as applied by {by}")),
-                Verdict::NotApplied => (S::Released, None, format!("resolved as not applied by {by}")),
+            let amend = name == "amend";
+            let resolvable = if amend {
+                rec.resolved_by().is_some()
+            } else {
+                rec.state == S::InDoubt || rec.is_stale(now)
             };
+            if !resolvable {
+                return invalid(rec, &resolve_refused(rec, amend, now));
+            }
+            let applied = matches!(verdict, Verdict::Applied { .. });
+            let (state, output) = match verdict {
+                Verdict::Applied { output } => (S::Completed, Some(output)),
+                Verdict::NotApplied => (S::Released, None),
+            };
+            let reason = format!("{}{by}", resolution_prefix(applied));
             let mut next = current.take(key)?;
             next.state = state;
             next.output = output;
@@ -729,6 +765,63 @@ pub fn transition<'a, 'o>(
             next.updated_at = now;
             done(next)
         }
+    }
+}
+
+/// The start of the reason a person's resolution writes; the resolver's name follows.
+fn resolution_prefix(applied: bool) -> &'static str {
+    if applied {
+        "resolved as applied by "
+    } else {
+        "resolved as not applied by "
+    }
+}
+
+/// Why `rec` cannot be resolved (or, with `amend`, amended), and what the person can do.
+fn resolve_refused(rec: &EffectRecord, amend: bool, now: Millis) -> String {
+    use RecordState as S;
+    if rec.state == S::Claimed && !rec.is_stale(now) {
+        return ": an attempt holds a live claim; wait for it to finish or for its lease to expire".to_owned();
+    }
+    if amend {
+        return match rec.state {
+            S::InDoubt | S::Claimed => format!(
+                ": nothing to amend, no person has resolved it yet; resolve it without amending: {}",
+                resolve_commands(&rec.key, false)
+            ),
+            S::Completed => ": the tool recorded its output itself, and a person cannot overwrite it; only a person's resolution can be amended".to_owned(),
+            _ => ": only a person's resolution (completed as applied or released as not applied, and not claimed by a call since) can be amended".to_owned(),
+        };
+    }
+    match rec.resolved_by() {
+        Some(by) => {
+            let verdict = if rec.state == S::Completed { "applied" } else { "not applied" };
+            format!(
+                ": {by} resolved it as {verdict}; to correct that resolution, amend it: {}",
+                resolve_commands(&rec.key, true)
+            )
+        }
+        None if rec.state == S::Completed => ": the tool recorded its output itself, and a person cannot overwrite it; only records in doubt (or stale claims) can be resolved".to_owned(),
+        None => ": only records in doubt (or stale claims) can be resolved".to_owned(),
+    }
+}
+
+/// The commands that resolve (or, with `amend`, amend) `key`, for messages to a person.
+pub(crate) fn resolve_commands(key: &str, amend: bool) -> String {
+    let k = shell_word(key);
+    let flag = if amend { " --amend" } else { "" };
+    format!(
+        "`effect-tool resolve {k} --applied --output '<json>'{flag}` (the output the tool returns) or `effect-tool resolve {k} --not-applied{flag}` (the effect did not happen: the next call applies it)"
+    )
+}
+
+/// `s` as one shell word: as it is when that is safe, else single-quoted.
+fn shell_word(s: &str) -> std::borrow::Cow<'_, str> {
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b"-_.:/@+=,%".contains(&b);
+    if !s.is_empty() && s.bytes().all(plain) {
+        std::borrow::Cow::Borrowed(s)
+    } else {
+        std::borrow::Cow::Owned(format!("'{}'", s.replace('\'', "'\\''")))
     }
 }
 
@@ -832,6 +925,16 @@ mod tests {
                         ..base.clone()
                     });
                 }
+                // As a person's resolution leaves it (amendable when completed or released).
+                for reason in ["resolved as applied by ana", "resolved as not applied by ana"] {
+                    out.push(EffectRecord {
+                        state,
+                        lease_until,
+                        expires_at,
+                        reason: Some(reason.into()),
+                        ..base.clone()
+                    });
+                }
             }
         }
         out
@@ -870,6 +973,10 @@ mod tests {
             Verdict::NotApplied,
         ] {
             out.push(Op::Resolve {
+                by: "bob".into(),
+                verdict: verdict.clone(),
+            });
+            out.push(Op::Amend {
                 by: "bob".into(),
                 verdict,
             });
@@ -939,5 +1046,198 @@ mod tests {
                 before: Some(Box::new(before)),
             }
         );
+    }
+
+    fn in_doubt() -> EffectRecord {
+        EffectRecord {
+            state: RecordState::InDoubt,
+            lease_until: None,
+            output: None,
+            reason: Some("timed out".into()),
+            approval_role: None,
+            decided_by: None,
+            ..records().remove(0)
+        }
+    }
+
+    fn resolve(by: &str, verdict: Verdict) -> Op {
+        Op::Resolve { by: by.into(), verdict }
+    }
+
+    fn amend(by: &str, verdict: Verdict) -> Op {
+        Op::Amend { by: by.into(), verdict }
+    }
+
+    fn applied(output: Value) -> Verdict {
+        Verdict::Applied { output }
+    }
+
+    /// Apply `op` and return the record written (panics if refused or nothing is written).
+    fn step(rec: &EffectRecord, op: Op) -> EffectRecord {
+        let name = op.name();
+        let t = transition("k", Some(rec), op, NOW).unwrap_or_else(|e| panic!("{name} refused: {e}"));
+        EffectRecord::clone(&t.write.unwrap_or_else(|| panic!("{name} writes")))
+    }
+
+    fn refused(rec: &EffectRecord, op: Op) -> String {
+        match transition("k", Some(rec), op, NOW) {
+            Err(e @ Rejected::InvalidState { .. }) => e.to_string(),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    /// A person corrects their resolution, as often as needed: a wrong-shaped output, then
+    /// `applied` when the effect did not happen, then back; each amendment is audited.
+    #[test]
+    fn a_resolution_can_be_amended() {
+        let typo = step(&in_doubt(), resolve("ana", applied(serde_json::json!("msg-1"))));
+        assert_eq!(typo.resolved_by(), Some("ana"));
+
+        let fixed = step(&typo, amend("bob", applied(serde_json::json!({ "id": "msg-1" }))));
+        assert_eq!(fixed.state, RecordState::Completed);
+        assert_eq!(fixed.output, Some(serde_json::json!({ "id": "msg-1" })));
+        assert_eq!(fixed.decided_by.as_deref(), Some("bob"));
+        assert_eq!(fixed.reason.as_deref(), Some("resolved as applied by bob"));
+        assert_eq!(fixed.attempt, typo.attempt, "an amendment fences no one");
+        assert_eq!(fixed.resolved_by(), Some("bob"));
+
+        let undone = step(&fixed, amend("bob", Verdict::NotApplied));
+        assert_eq!(undone.state, RecordState::Released);
+        assert_eq!(undone.output, None);
+        assert_eq!(undone.resolved_by(), Some("bob"));
+
+        let again = step(&undone, amend("ana", applied(serde_json::json!({ "id": "msg-2" }))));
+        assert_eq!(
+            (again.state, again.output.clone(), again.resolved_by()),
+            (
+                RecordState::Completed,
+                Some(serde_json::json!({ "id": "msg-2" })),
+                Some("ana")
+            )
+        );
+
+        let entry = amend("bob", Verdict::NotApplied)
+            .audit("k", NOW)
+            .expect("an amendment is audited");
+        assert_eq!((entry.actor.as_str(), entry.action.as_str()), ("bob", "amend"));
+        assert_eq!(entry.detail, Some(serde_json::json!({ "verdict": "not-applied" })));
+    }
+
+    /// A record a journal wrote before amendments existed (same columns) can be amended.
+    #[test]
+    fn an_old_resolution_can_be_amended() {
+        let old = EffectRecord {
+            state: RecordState::Completed,
+            output: Some(serde_json::json!("wrong shape")),
+            reason: Some("resolved as applied by ana".into()),
+            decided_by: Some("ana".into()),
+            ..in_doubt()
+        };
+        let fixed = step(&old, amend("ana", applied(serde_json::json!({ "id": 1 }))));
+        assert_eq!(fixed.output, Some(serde_json::json!({ "id": 1 })));
+    }
+
+    /// A plain resolve of a person's resolution is refused with the command that amends it.
+    #[test]
+    fn resolving_a_resolution_again_says_how_to_amend() {
+        let done = step(&in_doubt(), resolve("ana", applied(serde_json::json!(1))));
+        let msg = refused(&done, resolve("ana", Verdict::NotApplied));
+        assert!(
+            msg.starts_with("cannot resolve `k`: it is completed: ana resolved it as applied"),
+            "{msg}"
+        );
+        assert!(msg.contains("`effect-tool resolve k --not-applied --amend`"), "{msg}");
+        assert!(msg.contains("--applied --output '<json>' --amend"), "{msg}");
+
+        let released = step(&in_doubt(), resolve("ana", Verdict::NotApplied));
+        let msg = refused(&released, resolve("ana", applied(serde_json::json!(1))));
+        assert!(msg.contains("ana resolved it as not applied"), "{msg}");
+        assert!(msg.contains("--amend"), "{msg}");
+    }
+
+    /// What the tool recorded, or the engine did since a resolution, is never amended.
+    #[test]
+    fn only_a_standing_resolution_can_be_amended() {
+        let fix = || amend("ana", applied(serde_json::json!(2)));
+        // Completed by the tool, also after a person approved the call.
+        let mut approved = in_doubt();
+        approved.state = RecordState::Approved;
+        approved.decided_by = Some("carol".into());
+        let claim = Op::Claim {
+            intent: intent(None),
+            lease_ms: 500,
+            takeover_in_doubt: false,
+        };
+        let running = step(&approved, claim.clone());
+        assert_eq!(running.decided_by.as_deref(), Some("carol"));
+        let attempt = running.attempt;
+        let by_tool = step(
+            &running,
+            Op::Complete {
+                attempt,
+                output: serde_json::json!(1),
+            },
+        );
+        assert_eq!(by_tool.resolved_by(), None);
+        let msg = refused(&by_tool, fix());
+        assert!(msg.contains("the tool recorded its output itself"), "{msg}");
+        let msg = refused(&by_tool, resolve("ana", Verdict::NotApplied));
+        assert!(msg.contains("the tool recorded its output itself"), "{msg}");
+        assert!(!msg.contains("--amend"), "{msg}");
+        // Released by the engine (a definitive failure), even with an approver on the record.
+        let failed = step(
+            &running,
+            Op::Release {
+                attempt,
+                reason: Some("card declined".into()),
+            },
+        );
+        assert_eq!(failed.resolved_by(), None);
+        refused(&failed, fix());
+
+        // Resolved as not applied, then claimed by a call: the resolution is gone.
+        let released = step(&in_doubt(), resolve("ana", Verdict::NotApplied));
+        let claimed = step(&released, claim);
+        assert_eq!((claimed.decided_by.as_deref(), claimed.reason.as_deref()), (None, None));
+        let msg = refused(&claimed, fix());
+        assert!(msg.contains("live claim"), "{msg}");
+        let attempt = claimed.attempt;
+        for (op, state) in [
+            (
+                Op::Complete {
+                    attempt,
+                    output: serde_json::json!(3),
+                },
+                RecordState::Completed,
+            ),
+            (Op::Release { attempt, reason: None }, RecordState::Released),
+        ] {
+            let after = step(&claimed, op);
+            assert_eq!(after.state, state);
+            assert_eq!(after.resolved_by(), None);
+            refused(&after, fix());
+        }
+
+        // Nothing resolved yet: resolve, not amend.
+        let msg = refused(&in_doubt(), fix());
+        assert!(msg.contains("nothing to amend"), "{msg}");
+        assert!(msg.contains("`effect-tool resolve k --not-applied`"), "{msg}");
+        // A compensated resolution, a denial, and a reason that names someone else.
+        let done = step(&in_doubt(), resolve("ana", applied(serde_json::json!(1))));
+        refused(&step(&done, Op::MarkCompensated { by: "saga".into() }), fix());
+        let mut other = done.clone();
+        other.decided_by = Some("mallory".into());
+        assert_eq!(other.resolved_by(), None);
+        refused(&other, fix());
+        assert!(matches!(
+            transition("k", None, fix(), NOW),
+            Err(Rejected::NotFound { .. })
+        ));
+    }
+
+    #[test]
+    fn commands_quote_keys_for_the_shell() {
+        assert!(resolve_commands("run-1:send:ab12", true).contains("resolve run-1:send:ab12 --applied"));
+        assert!(resolve_commands("it's a key", false).contains(r"resolve 'it'\''s a key' --not-applied`"));
     }
 }

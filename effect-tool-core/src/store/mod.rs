@@ -158,6 +158,20 @@ pub trait StoreExt: Store {
             .await?,
         )
     }
+    /// A person corrects their resolution of `key` (see [`Op::Amend`]): refused unless the
+    /// record's current state was set by a person's resolution.
+    async fn amend(&self, key: &str, by: &str, verdict: Verdict) -> Result<EffectRecord, StoreError> {
+        done(
+            self.apply(
+                key,
+                Op::Amend {
+                    by: by.to_owned(),
+                    verdict,
+                },
+            )
+            .await?,
+        )
+    }
     /// A person approves a call awaiting approval, as `role`.
     async fn approve(&self, key: &str, by: &str, role: &str) -> Result<EffectRecord, StoreError> {
         done(
