@@ -7,187 +7,49 @@
 //! the record saying the outcome is unknown (in doubt, or a stale claim the next call reconciles).
 //! Effects are counted by a downstream system the engine cannot see.
 
-use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use effect_tool::record::{AuditEntry, Op, OpOutcome};
+use common::journal::{Fault, Faulty, Then, until_stale};
+use common::ledger::Downstream;
+use common::script::{Script, Step, scripted};
+use common::{key_of, short};
+use effect_tool::record::Op;
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{
-    BlockReason, CallOptions, Disposition, EffectClass, EffectCtx, EffectError, EffectRecord, Engine, EngineConfig,
-    Filter, MemoryStore, RecordState, RunContext, Store, StoreError, StoreExt, Tool, ToolError, Verdict,
+    BlockReason, CallOptions, Disposition, EffectClass, EffectError, Engine, Filter, MemoryStore, RecordState,
+    RunContext, Store, StoreExt, Tool, ToolError, Verdict,
 };
 use tokio::sync::{Notify, Semaphore};
 
-#[derive(Default)]
-struct Downstream {
-    requests: AtomicUsize,
-    applied: Mutex<HashSet<String>>,
-}
-
-impl Downstream {
-    fn apply(&self, idem: &str) {
-        self.requests.fetch_add(1, Ordering::SeqCst);
-        self.applied.lock().unwrap().insert(idem.to_owned());
-    }
-    fn requests(&self) -> usize {
-        self.requests.load(Ordering::SeqCst)
-    }
-    fn effects(&self) -> usize {
-        self.applied.lock().unwrap().len()
-    }
-    fn has(&self, idem: &str) -> bool {
-        self.applied.lock().unwrap().contains(idem)
-    }
-}
-
-#[derive(Clone, Debug)]
-enum Step {
-    /// Apply at once and succeed.
-    Ok,
-    /// Announce on `started`, wait (cancellable by dropping) for a permit, then apply.
-    HoldThenOk,
-    /// Apply, announce on `started`, then never return.
-    ApplyThenHang,
-    /// Fail without applying.
-    Fail(ToolError),
-}
-
-struct Script {
-    down: Arc<Downstream>,
-    steps: Mutex<Vec<Step>>,
-    executions: AtomicUsize,
-    recovers: AtomicUsize,
-    started: Notify,
-    hold: Semaphore,
-    /// The run to cancel from inside `recover` (a cancellation that lands while it runs).
-    cancel_in_recover: Mutex<Option<RunContext>>,
-}
-
-impl Script {
-    fn new(down: &Arc<Downstream>, steps: &[Step]) -> Arc<Self> {
-        Arc::new(Script {
-            down: down.clone(),
-            steps: Mutex::new(steps.to_vec()),
-            executions: AtomicUsize::new(0),
-            recovers: AtomicUsize::new(0),
-            started: Notify::new(),
-            hold: Semaphore::new(0),
-            cancel_in_recover: Mutex::new(None),
-        })
-    }
-    fn executions(&self) -> usize {
-        self.executions.load(Ordering::SeqCst)
-    }
-    fn next(&self) -> Step {
-        let mut steps = self.steps.lock().unwrap();
-        if steps.len() > 1 {
-            steps.remove(0)
-        } else {
-            steps[0].clone()
-        }
-    }
-    async fn run(&self, ctx: &EffectCtx, to: &str) -> Result<String, ToolError> {
-        // The first poll of the tool is where a real tool sends its request.
-        self.executions.fetch_add(1, Ordering::SeqCst);
-        match self.next() {
-            Step::Ok => self.down.apply(&ctx.idempotency_key()),
-            Step::HoldThenOk => {
-                self.started.notify_one();
-                self.hold.acquire().await.unwrap().forget();
-                self.down.apply(&ctx.idempotency_key());
-            }
-            Step::ApplyThenHang => {
-                self.down.apply(&ctx.idempotency_key());
-                self.started.notify_one();
-                std::future::pending::<()>().await;
-            }
-            Step::Fail(e) => return Err(e),
-        }
-        Ok(format!("done for {to} (attempt {})", ctx.attempt()))
-    }
-    async fn recover(&self, ctx: &EffectCtx, to: &str) -> Result<Option<String>, ToolError> {
-        self.recovers.fetch_add(1, Ordering::SeqCst);
-        if let Some(run) = self.cancel_in_recover.lock().unwrap().take() {
-            run.cancel();
-        }
-        Ok(self.down.has(&ctx.idempotency_key()).then(|| format!("found for {to}")))
-    }
-}
-
-macro_rules! scripted {
-    ($name:ident, $class:expr, recover = $recover:expr) => {
-        #[derive(Clone)]
-        struct $name(Arc<Script>);
-        impl Tool for $name {
-            type Args = String;
-            type Output = String;
-            type Error = ToolError;
-            const NAME: &'static str = stringify!($name);
-            const CLASS: EffectClass = $class;
-            const HAS_RECOVER: bool = $recover;
-            const RETRY: effect_tool::RetryPolicy = effect_tool::RetryPolicy {
-                max_attempts: 3,
-                base_delay: Duration::from_millis(1),
-                max_delay: Duration::from_secs(24 * 3600),
-            };
-            async fn call(&self, ctx: &EffectCtx, to: String) -> Result<String, ToolError> {
-                self.0.run(ctx, &to).await
-            }
-            async fn recover(&self, ctx: &EffectCtx, to: &String) -> Result<Option<String>, ToolError> {
-                self.0.recover(ctx, to).await
-            }
-        }
-    };
-}
-
 use EffectClass::{Compensable, Idempotent, Irreversible};
-scripted!(Sync, Idempotent, recover = false);
-scripted!(Hold, Compensable, recover = false);
-scripted!(Charge, Irreversible, recover = false);
-scripted!(Post, Irreversible, recover = true);
+/// Backoff between retries up to a day: a cancellation must not wait it out.
+const DAY: Duration = Duration::from_secs(24 * 3600);
+scripted!(Sync, Idempotent, recover = false, max_delay = DAY);
+scripted!(Hold, Compensable, recover = false, max_delay = DAY);
+scripted!(Charge, Irreversible, recover = false, max_delay = DAY);
+scripted!(Post, Irreversible, recover = true, max_delay = DAY);
 
-fn short() -> EngineConfig {
-    EngineConfig {
-        lease: Duration::from_millis(60),
-        poll_interval: Duration::from_millis(2),
-    }
-}
-
-fn key_of<T: Tool>(tool: &T, run: &RunContext, args: &T::Args) -> String {
-    effect_tool::key::identify(tool, run, args).unwrap().key
-}
-
-/// A journal that lets a test act at one operation: cancel a run when an op arrives, or hold
-/// `complete` forever (a record write that never returns, as when the caller gives up on it).
-struct Hooked {
-    inner: Arc<dyn Store>,
+/// The hooks of the journal [`Hooked`]: cancel a run when an op arrives, or hold `complete`
+/// forever (a record write that never returns, as when the caller gives up on it).
+#[derive(Default)]
+struct Hooks {
     cancel_on: Mutex<Option<(&'static str, RunContext)>>,
     hang_complete: AtomicBool,
     arrived: Notify,
 }
 
-impl Hooked {
-    fn new(inner: Arc<dyn Store>) -> Arc<Self> {
-        Arc::new(Hooked {
-            inner,
-            cancel_on: Mutex::new(None),
-            hang_complete: AtomicBool::new(false),
-            arrived: Notify::new(),
-        })
-    }
+impl Hooks {
     fn cancel_on(&self, op: &'static str, run: &RunContext) {
         *self.cancel_on.lock().unwrap() = Some((op, run.clone()));
     }
 }
 
-#[async_trait::async_trait]
-impl Store for Hooked {
-    async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
-        self.inner.get(key).await
-    }
-    async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
+impl Fault for Hooks {
+    fn on(&self, op: &Op) -> Then {
         {
             let mut hook = self.cancel_on.lock().unwrap();
             if hook.as_ref().is_some_and(|(name, _)| *name == op.name()) {
@@ -197,37 +59,21 @@ impl Store for Hooked {
         }
         if matches!(op, Op::Complete { .. }) && self.hang_complete.load(Ordering::SeqCst) {
             self.arrived.notify_one();
-            std::future::pending::<()>().await;
+            return Then::Hang;
         }
-        self.inner.apply(key, op).await
+        Then::Forward
     }
-    async fn list(&self, f: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
-        self.inner.list(f).await
-    }
-    async fn gc(&self, now: i64) -> Result<u64, StoreError> {
-        self.inner.gc(now).await
-    }
-    async fn audit(&self, k: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
-        self.inner.audit(k).await
-    }
-    fn now(&self) -> i64 {
-        self.inner.now()
-    }
+}
+
+/// A journal that lets a test act at one operation (see [`Hooks`]).
+type Hooked = Faulty<Hooks>;
+
+fn hooked(inner: Arc<dyn Store>) -> Arc<Hooked> {
+    Faulty::new(inner, Hooks::default())
 }
 
 async fn state(engine: &Engine, key: &str) -> Option<RecordState> {
     engine.store().get(key).await.unwrap().map(|r| r.state)
-}
-
-/// Wait until the claim on `key` is stale (its lease ran out on the store's clock).
-async fn until_stale(store: &dyn Store, key: &str) {
-    loop {
-        let rec = store.get(key).await.unwrap().unwrap();
-        if rec.is_stale(store.now()) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -286,7 +132,7 @@ async fn cancelled_during_the_claim_the_tool_is_not_started() {
     for class in ["idempotent", "compensable", "irreversible"] {
         let down = Arc::new(Downstream::default());
         let script = Script::new(&down, &[Step::Ok]);
-        let store = Hooked::new(Arc::new(MemoryStore::new()));
+        let store = hooked(Arc::new(MemoryStore::new()));
         let engine = Engine::with_config(store.clone(), short());
         let run = RunContext::new("r1");
         store.cancel_on("claim", &run);
@@ -342,7 +188,7 @@ async fn cancelled_while_taking_over_an_unknown_outcome_keeps_it_in_doubt() {
     let down = Arc::new(Downstream::default());
     let script = Script::new(&down, &[Step::ApplyThenHang, Step::Ok]);
     let tool = Sync(script.clone());
-    let store = Hooked::new(Arc::new(MemoryStore::new()));
+    let store = hooked(Arc::new(MemoryStore::new()));
     let engine = Engine::with_config(store.clone(), short());
     let run = RunContext::new("r1");
     let key = key_of(&tool, &run, &"a".into());
@@ -593,7 +439,7 @@ async fn cancelled_during_the_record_the_call_still_succeeds() {
     let down = Arc::new(Downstream::default());
     let script = Script::new(&down, &[Step::Ok]);
     let tool = Charge(script.clone());
-    let store = Hooked::new(Arc::new(MemoryStore::new()));
+    let store = hooked(Arc::new(MemoryStore::new()));
     let engine = Engine::with_config(store.clone(), short());
     let run = RunContext::new("r1");
     store.cancel_on("complete", &run);
@@ -644,7 +490,7 @@ async fn dropped_during_the_record(first: Arc<Hooked>, second: impl Fn() -> Arc<
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropped_during_the_record_memory() {
     let mem: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let hooked = Hooked::new(mem.clone());
+    let hooked = hooked(mem.clone());
     dropped_during_the_record(hooked, move || mem.clone()).await;
 }
 
@@ -652,7 +498,7 @@ async fn dropped_during_the_record_memory() {
 async fn dropped_during_the_record_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("journal.db");
-    let hooked = Hooked::new(Arc::new(SqliteStore::open(&path).unwrap()));
+    let hooked = hooked(Arc::new(SqliteStore::open(&path).unwrap()));
     dropped_during_the_record(hooked, move || Arc::new(SqliteStore::open(&path).unwrap())).await;
 }
 

@@ -1,0 +1,134 @@
+//! Journals for tests: a wrapper that fails or hangs chosen operations, and helpers that put a
+//! journal into the state a crash or an expired lease leaves.
+
+use std::ops::Deref;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use effect_tool::record::{AuditEntry, Intent, Op, OpOutcome};
+use effect_tool::{EffectRecord, Engine, Filter, RunContext, Store, StoreError, StoreExt, Tool};
+
+/// What a [`Faulty`] journal does with one operation.
+pub enum Then {
+    /// Pass it on to the inner journal.
+    Forward,
+    /// Fail it with [`StoreError::Backend`] and this message; the inner journal never sees it.
+    Fail(&'static str),
+    /// Never answer (a write that hangs; the caller may give up on it).
+    Hang,
+}
+
+/// The test's hand on a [`Faulty`] journal: asked about every operation before it is applied.
+pub trait Fault: Send + Sync + 'static {
+    /// What to do with `op`.
+    fn on(&self, op: &Op) -> Then;
+}
+
+/// A journal that forwards to `inner` except where its [`Fault`] says otherwise. It derefs to
+/// the fault, so a test flips the fault's switches through the journal it handed the engine.
+pub struct Faulty<F> {
+    inner: Arc<dyn Store>,
+    fault: F,
+}
+
+impl<F: Fault> Faulty<F> {
+    /// `inner`, with `fault` asked before each operation.
+    pub fn new(inner: Arc<dyn Store>, fault: F) -> Arc<Self> {
+        Arc::new(Faulty { inner, fault })
+    }
+}
+
+impl<F> Deref for Faulty<F> {
+    type Target = F;
+    fn deref(&self) -> &F {
+        &self.fault
+    }
+}
+
+#[async_trait::async_trait]
+impl<F: Fault> Store for Faulty<F> {
+    async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
+        self.inner.get(key).await
+    }
+    async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
+        match self.fault.on(&op) {
+            Then::Forward => self.inner.apply(key, op).await,
+            Then::Fail(message) => Err(StoreError::Backend(message.into())),
+            Then::Hang => std::future::pending().await,
+        }
+    }
+    async fn list(&self, f: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
+        self.inner.list(f).await
+    }
+    async fn gc(&self, now: i64) -> Result<u64, StoreError> {
+        self.inner.gc(now).await
+    }
+    async fn audit(&self, k: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
+        self.inner.audit(k).await
+    }
+    fn now(&self) -> i64 {
+        self.inner.now()
+    }
+}
+
+/// A [`Fault`] that fails the operations `which` picks with `message` while `fail` is set (a
+/// full disk, a journal that cannot be reached for a while).
+pub struct FailWhen {
+    which: fn(&Op) -> bool,
+    message: &'static str,
+    /// Whether the picked operations fail now.
+    pub fail: AtomicBool,
+}
+
+impl FailWhen {
+    /// Fails the operations `which` picks with `message`, from the start if `fail`.
+    pub fn new(which: fn(&Op) -> bool, message: &'static str, fail: bool) -> Self {
+        FailWhen {
+            which,
+            message,
+            fail: AtomicBool::new(fail),
+        }
+    }
+}
+
+impl Fault for FailWhen {
+    fn on(&self, op: &Op) -> Then {
+        if (self.which)(op) && self.fail.load(Ordering::SeqCst) {
+            Then::Fail(self.message)
+        } else {
+            Then::Forward
+        }
+    }
+}
+
+/// Wait until the record of `key` is a stale claim on the store's clock (its lease ran out).
+pub async fn until_stale(store: &dyn Store, key: &str) {
+    loop {
+        let rec = store.get(key).await.unwrap().unwrap();
+        if rec.is_stale(store.now()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Leave a claim as a crashed process would: `tool` called with `args` in `run`, claimed at
+/// attempt 1, lease already over. Returns its key.
+pub async fn crashed_claim<T: Tool>(engine: &Engine, tool: &T, run: &RunContext, args: &T::Args) -> String {
+    let id = effect_tool::key::identify(tool, run, args).unwrap();
+    let intent = Intent {
+        tool: T::NAME.into(),
+        class: T::CLASS,
+        run_id: run.run_id().into(),
+        thread_id: run.thread_id().map(str::to_owned),
+        call_id: None,
+        fingerprint: id.fingerprint,
+        input: id.input,
+        ttl_ms: None,
+        approval: None,
+    };
+    let claimed = engine.store().claim(&id.key, intent, 0, false).await.unwrap();
+    assert!(matches!(claimed, OpOutcome::Claimed { attempt: 1, .. }), "{claimed:?}");
+    id.key
+}

@@ -1,0 +1,34 @@
+//! Helpers shared by the integration tests: the downstream ledger that counts effects where the
+//! engine cannot see it, scripted tools, journals that fail on purpose, and the Python MCP client.
+//! Each test file includes it with `mod common;`.
+
+// Every test binary compiles this whole module but uses only part of it.
+#![allow(dead_code, unused_macros, unused_imports)]
+
+pub mod journal;
+pub mod ledger;
+pub mod python;
+pub mod script;
+
+use std::time::Duration;
+
+use effect_tool::{EngineConfig, RunContext, Tool};
+
+/// A short lease (60 ms) polled every 2 ms, so that stale claims and takeovers happen within a
+/// test.
+pub fn short() -> EngineConfig {
+    EngineConfig {
+        lease: Duration::from_millis(60),
+        poll_interval: Duration::from_millis(2),
+    }
+}
+
+/// The run `id` (no thread).
+pub fn run(id: &str) -> RunContext {
+    RunContext::new(id)
+}
+
+/// The journal key the engine uses for `tool` called with `args` in `run`.
+pub fn key_of<T: Tool>(tool: &T, run: &RunContext, args: &T::Args) -> String {
+    effect_tool::key::identify(tool, run, args).unwrap().key
+}
