@@ -4,150 +4,23 @@
 //! approvals, ttl and compensation. Effects are counted by a downstream system the engine cannot
 //! see; synchronization is explicit (Notify / Semaphore), never a timed assertion.
 
-use std::collections::HashSet;
+mod common;
+
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use effect_tool::record::{AuditEntry, Intent, Op, OpOutcome};
+use common::journal::{FailWhen, Faulty, crashed_claim, until_stale};
+use common::ledger::Downstream;
+use common::script::{Script, Step, scripted};
+use common::{key_of, run, short};
+use effect_tool::record::{Intent, Op, OpOutcome};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{
-    BlockReason, CallOptions, Disposition, DynTool, EffectClass, EffectCtx, EffectError, EffectRecord, Engine,
-    EngineConfig, Failure, Filter, MemoryStore, RecordState, RunContext, Store, StoreError, StoreExt, Tool, ToolError,
-    Verdict, Window,
+    BlockReason, CallOptions, Disposition, DynTool, EffectClass, EffectCtx, EffectError, Engine, Failure, Filter,
+    MemoryStore, RecordState, Store, StoreExt, Tool, ToolError, Verdict, Window,
 };
 use tokio::sync::{Notify, Semaphore};
-
-/// The downstream system: counts every request and the distinct idempotency keys it applied.
-#[derive(Default)]
-struct Downstream {
-    requests: AtomicUsize,
-    applied: Mutex<HashSet<String>>,
-}
-
-impl Downstream {
-    fn apply(&self, idem: &str) {
-        self.requests.fetch_add(1, Ordering::SeqCst);
-        self.applied.lock().unwrap().insert(idem.to_owned());
-    }
-    fn requests(&self) -> usize {
-        self.requests.load(Ordering::SeqCst)
-    }
-    fn has(&self, idem: &str) -> bool {
-        self.applied.lock().unwrap().contains(idem)
-    }
-}
-
-/// What one execution does.
-#[derive(Clone, Debug)]
-enum Step {
-    /// Apply the effect and succeed.
-    Ok,
-    /// Apply the effect only once the test adds a permit to `hold` (announced on `started`).
-    HoldThenOk,
-    /// Fail without applying, with this error.
-    Fail(ToolError),
-}
-
-/// Shared behaviour of the scripted tools below.
-struct Script {
-    down: Arc<Downstream>,
-    steps: Mutex<Vec<Step>>,
-    executions: AtomicUsize,
-    recovers: AtomicUsize,
-    /// Announced when an execution (or a held recover) starts.
-    started: Notify,
-    /// Permits that let held executions go on.
-    hold: Semaphore,
-    /// How many recover calls wait for a permit of `recover_hold` before answering.
-    held_recovers: AtomicUsize,
-    recover_hold: Semaphore,
-}
-
-impl Script {
-    fn new(down: &Arc<Downstream>, steps: &[Step]) -> Arc<Self> {
-        Arc::new(Script {
-            down: down.clone(),
-            steps: Mutex::new(steps.to_vec()),
-            executions: AtomicUsize::new(0),
-            recovers: AtomicUsize::new(0),
-            started: Notify::new(),
-            hold: Semaphore::new(0),
-            held_recovers: AtomicUsize::new(0),
-            recover_hold: Semaphore::new(0),
-        })
-    }
-
-    fn executions(&self) -> usize {
-        self.executions.load(Ordering::SeqCst)
-    }
-
-    fn next(&self) -> Step {
-        let mut steps = self.steps.lock().unwrap();
-        if steps.len() > 1 {
-            steps.remove(0)
-        } else {
-            steps[0].clone()
-        }
-    }
-
-    async fn run(&self, ctx: &EffectCtx, to: &str) -> Result<String, ToolError> {
-        self.executions.fetch_add(1, Ordering::SeqCst);
-        match self.next() {
-            Step::Ok => {}
-            Step::HoldThenOk => {
-                self.started.notify_one();
-                self.hold.acquire().await.unwrap().forget();
-            }
-            Step::Fail(e) => return Err(e),
-        }
-        self.down.apply(&ctx.idempotency_key());
-        Ok(format!("done for {to} (attempt {})", ctx.attempt()))
-    }
-
-    async fn recover(&self, ctx: &EffectCtx, to: &str) -> Result<Option<String>, ToolError> {
-        self.recovers.fetch_add(1, Ordering::SeqCst);
-        // The answer is read first: a slow recover answers from what it saw when it asked.
-        let found = self.down.has(&ctx.idempotency_key());
-        let held = self
-            .held_recovers
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if held {
-            self.started.notify_one();
-            self.recover_hold.acquire().await.unwrap().forget();
-        }
-        Ok(found.then(|| format!("found for {to}")))
-    }
-}
-
-macro_rules! scripted {
-    ($name:ident, $class:expr, recover = $recover:expr, approval = $approval:expr, window = $window:expr) => {
-        #[derive(Clone)]
-        struct $name(Arc<Script>);
-        impl Tool for $name {
-            type Args = String;
-            type Output = String;
-            type Error = ToolError;
-            const NAME: &'static str = stringify!($name);
-            const CLASS: EffectClass = $class;
-            const HAS_RECOVER: bool = $recover;
-            const APPROVAL: Option<&'static str> = $approval;
-            const WINDOW: Window = $window;
-            const RETRY: effect_tool::RetryPolicy = effect_tool::RetryPolicy {
-                max_attempts: 3,
-                base_delay: Duration::from_millis(1),
-                max_delay: Duration::from_millis(2),
-            };
-            async fn call(&self, ctx: &EffectCtx, to: String) -> Result<String, ToolError> {
-                self.0.run(ctx, &to).await
-            }
-            async fn recover(&self, ctx: &EffectCtx, to: &String) -> Result<Option<String>, ToolError> {
-                self.0.recover(ctx, to).await
-            }
-        }
-    };
-}
 
 use EffectClass::{Idempotent, Irreversible};
 scripted!(
@@ -187,21 +60,6 @@ scripted!(
     window = Window::Thread
 );
 
-fn short() -> EngineConfig {
-    EngineConfig {
-        lease: Duration::from_millis(60),
-        poll_interval: Duration::from_millis(2),
-    }
-}
-
-fn run(id: &str) -> RunContext {
-    RunContext::new(id)
-}
-
-fn key_of<T: Tool>(tool: &T, run: &RunContext, args: &T::Args) -> String {
-    effect_tool::key::identify(tool, run, args).unwrap().key
-}
-
 fn intent_for(tool: &str, class: EffectClass, ttl_ms: Option<u64>) -> Intent {
     Intent {
         tool: tool.into(),
@@ -216,75 +74,11 @@ fn intent_for(tool: &str, class: EffectClass, ttl_ms: Option<u64>) -> Intent {
     }
 }
 
-/// Wait until the record of `key` is a stale claim on the store's clock (the lease ran out).
-async fn until_stale(store: &dyn Store, key: &str) {
-    loop {
-        let rec = store.get(key).await.unwrap().unwrap();
-        if rec.is_stale(store.now()) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-/// Leave a claim as a crashed process would: claimed at attempt 1, lease already over.
-async fn crashed_claim<T: Tool>(engine: &Engine, tool: &T, run: &RunContext, args: &T::Args) -> String {
-    let id = effect_tool::key::identify(tool, run, args).unwrap();
-    let intent = Intent {
-        tool: T::NAME.into(),
-        class: T::CLASS,
-        run_id: run.run_id().into(),
-        thread_id: run.thread_id().map(str::to_owned),
-        call_id: None,
-        fingerprint: id.fingerprint,
-        input: id.input,
-        ttl_ms: None,
-        approval: None,
-    };
-    let claimed = engine.store().claim(&id.key, intent, 0, false).await.unwrap();
-    assert!(matches!(claimed, OpOutcome::Claimed { attempt: 1, .. }), "{claimed:?}");
-    id.key
-}
-
 /// A journal whose lease renewals can be made to fail (a store that cannot be reached for a
 /// while, a paused process): the claim's lease then runs out while its holder still works.
-struct FlakyRenew {
-    inner: Arc<dyn Store>,
-    fail_renew: std::sync::atomic::AtomicBool,
-}
-
-impl FlakyRenew {
-    fn new(inner: Arc<dyn Store>) -> Arc<Self> {
-        Arc::new(FlakyRenew {
-            inner,
-            fail_renew: std::sync::atomic::AtomicBool::new(false),
-        })
-    }
-}
-
-#[async_trait::async_trait]
-impl Store for FlakyRenew {
-    async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
-        self.inner.get(key).await
-    }
-    async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
-        if matches!(op, Op::Renew { .. }) && self.fail_renew.load(Ordering::SeqCst) {
-            return Err(StoreError::Backend("journal unreachable".into()));
-        }
-        self.inner.apply(key, op).await
-    }
-    async fn list(&self, f: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
-        self.inner.list(f).await
-    }
-    async fn gc(&self, now: i64) -> Result<u64, StoreError> {
-        self.inner.gc(now).await
-    }
-    async fn audit(&self, k: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
-        self.inner.audit(k).await
-    }
-    fn now(&self) -> i64 {
-        self.inner.now()
-    }
+fn flaky_renew(inner: Arc<dyn Store>) -> Arc<Faulty<FailWhen>> {
+    let renewals = |op: &Op| matches!(op, Op::Renew { .. });
+    Faulty::new(inner, FailWhen::new(renewals, "journal unreachable", false))
 }
 
 fn sqlite_pair() -> (tempfile::TempDir, Arc<dyn Store>, Arc<dyn Store>) {
@@ -562,8 +356,8 @@ async fn a_claim_lost_during_recover_is_not_run_on() {
     script.held_recovers.store(1, Ordering::SeqCst);
     let tool = Post(script.clone());
     let mem: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let flaky = FlakyRenew::new(mem.clone());
-    flaky.fail_renew.store(true, Ordering::SeqCst);
+    let flaky = flaky_renew(mem.clone());
+    flaky.fail.store(true, Ordering::SeqCst);
     let ea = Engine::with_config(flaky.clone(), short());
     let eb = Engine::with_config(mem.clone(), short());
     let key = crashed_claim(&ea, &tool, &run("r1"), &"ann".to_owned()).await;
@@ -584,7 +378,7 @@ async fn a_claim_lost_during_recover_is_not_run_on() {
         Disposition::Executed,
         "B took the stale claim over: {rb:?}"
     );
-    flaky.fail_renew.store(false, Ordering::SeqCst);
+    flaky.fail.store(false, Ordering::SeqCst);
     script.recover_hold.add_permits(1);
     let ra = ta.await.unwrap();
     assert_eq!(down.requests(), 1, "A must not run on a lost claim: {ra:?}");
@@ -602,7 +396,7 @@ async fn a_live_claim_cannot_be_resolved_and_a_stale_one_fences_its_late_writer(
     let script = Script::new(&down, &[Step::HoldThenOk]);
     let tool = Charge(script.clone());
     let mem: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let flaky = FlakyRenew::new(mem.clone());
+    let flaky = flaky_renew(mem.clone());
     let engine = Engine::with_config(flaky.clone(), short());
     let task = {
         let (engine, tool) = (engine.clone(), tool.clone());
@@ -624,7 +418,7 @@ async fn a_live_claim_cannot_be_resolved_and_a_stale_one_fences_its_late_writer(
     assert!(err.to_string().contains(&key), "{err}");
 
     // The attempt stalls (its renewals fail) and its lease runs out: a person may now decide.
-    flaky.fail_renew.store(true, Ordering::SeqCst);
+    flaky.fail.store(true, Ordering::SeqCst);
     until_stale(&*mem, &key).await;
     mem.resolve(
         &key,
