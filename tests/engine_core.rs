@@ -1,40 +1,21 @@
 //! The call algorithm of DESIGN §4, on the in-memory store. Effects are counted by a ledger
 //! the engine cannot see (a downstream "system" inside the test tools).
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use effect_tool::record::{Intent, OpOutcome};
+use common::journal::{FailWhen, Faulty, crashed_claim};
+use common::ledger::Downstream;
+use common::run;
+use effect_tool::record::{Intent, Op, OpOutcome};
 use effect_tool::{
     BlockReason, CallOptions, EffectClass, EffectCtx, EffectError, Engine, EngineConfig, KeyRule, MemoryStore,
-    RecordState, RunContext, Store, StoreExt, Tool, ToolError, Window,
+    RecordState, Store, StoreExt, Tool, ToolError, Window,
 };
 use serde::{Deserialize, Serialize};
-
-/// The downstream system: it applies an effect once per idempotency key it sees, like a
-/// payment API with idempotency keys, and counts every request.
-#[derive(Default)]
-struct Ledger {
-    requests: AtomicUsize,
-    applied: Mutex<Vec<String>>,
-}
-
-impl Ledger {
-    fn apply(&self, idem: &str) {
-        self.requests.fetch_add(1, Ordering::SeqCst);
-        let mut applied = self.applied.lock().unwrap();
-        if !applied.iter().any(|k| k == idem) {
-            applied.push(idem.to_owned());
-        }
-    }
-    fn requests(&self) -> usize {
-        self.requests.load(Ordering::SeqCst)
-    }
-    fn effects(&self) -> usize {
-        self.applied.lock().unwrap().len()
-    }
-}
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 struct Args {
@@ -69,7 +50,7 @@ enum Step {
 macro_rules! test_tool {
     ($name:ident, $class:expr, $key_rule:expr, $window:expr, $recover:expr, $timeout:expr) => {
         struct $name {
-            ledger: Arc<Ledger>,
+            ledger: Arc<Downstream>,
             steps: Mutex<Vec<Step>>,
             executions: AtomicUsize,
             recovered: Mutex<Vec<String>>,
@@ -77,7 +58,7 @@ macro_rules! test_tool {
         }
         #[allow(dead_code)]
         impl $name {
-            fn new(ledger: &Arc<Ledger>, steps: &[Step]) -> Self {
+            fn new(ledger: &Arc<Downstream>, steps: &[Step]) -> Self {
                 $name {
                     ledger: ledger.clone(),
                     steps: Mutex::new(steps.to_vec()),
@@ -148,7 +129,7 @@ macro_rules! test_tool {
             async fn recover(&self, ctx: &EffectCtx, args: &Args) -> Result<Option<String>, ToolError> {
                 let idem = ctx.idempotency_key();
                 self.recovered.lock().unwrap().push(idem.clone());
-                let found = self.ledger.applied.lock().unwrap().iter().any(|k| *k == idem);
+                let found = self.ledger.has(&idem);
                 Ok(found.then(|| format!("recovered payment to {}", args.to)))
             }
         }
@@ -191,13 +172,9 @@ fn engine() -> Engine {
     Engine::new(MemoryStore::new())
 }
 
-fn run(id: &str) -> RunContext {
-    RunContext::new(id)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn thousand_concurrent_identical_calls_execute_once() {
-    let ledger = Arc::new(Ledger::default());
+    let ledger = Arc::new(Downstream::default());
     let tool = Arc::new(Refund::new(&ledger, &[Step::Ok]));
     let engine = engine();
     let run = run("r1");
@@ -220,7 +197,7 @@ async fn thousand_concurrent_identical_calls_execute_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_identical_calls_share_across_engines_on_one_store() {
     // Two engines (two "processes") on one journal: the second waits on the first's claim.
-    let ledger = Arc::new(Ledger::default());
+    let ledger = Arc::new(Downstream::default());
     let tool = Arc::new(Refund::new(&ledger, &[Step::Ok]));
     let store = Arc::new(MemoryStore::new());
     let engines = [Engine::new(store.clone()), Engine::new(store.clone())];
@@ -242,7 +219,7 @@ async fn concurrent_identical_calls_share_across_engines_on_one_store() {
 
 #[tokio::test]
 async fn recorded_result_is_returned_without_running() {
-    let ledger = Arc::new(Ledger::default());
+    let ledger = Arc::new(Downstream::default());
     let tool = Refund::new(&ledger, &[Step::Ok]);
     let engine = engine();
     let first = engine
@@ -260,7 +237,7 @@ async fn recorded_result_is_returned_without_running() {
 
 #[tokio::test]
 async fn definitive_error_records_nothing_and_a_later_call_applies() {
-    let ledger = Arc::new(Ledger::default());
+    let ledger = Arc::new(Downstream::default());
     let tool = Refund::new(&ledger, &[Step::Definitive, Step::Ok]);
     let engine = engine();
     let err = engine
@@ -291,7 +268,7 @@ async fn definitive_error_records_nothing_and_a_later_call_applies() {
 
 #[tokio::test]
 async fn transient_errors_are_retried_with_the_same_key() {
-    let ledger = Arc::new(Ledger::default());
+    let ledger = Arc::new(Downstream::default());
     let tool = Refund::new(&ledger, &[Step::Transient, Step::Transient, Step::Ok]);
     let out = engine()
         .call(&tool, &run("r1"), CallOptions::default(), args("ann", 5))
@@ -304,7 +281,7 @@ async fn transient_errors_are_retried_with_the_same_key() {
 
 #[tokio::test]
 async fn unknown_outcome_of_irreversible_tool_blocks_the_next_call() {
-    let ledger = Arc::new(Ledger::default());
+    let ledger = Arc::new(Downstream::default());
     let tool = SendEmail::new(&ledger, &[Step::ApplyThenUnknown, Step::Ok]);
     let engine = engine();
     let first = engine
@@ -328,7 +305,7 @@ async fn unknown_outcome_of_irreversible_tool_blocks_the_next_call() {
 
 #[tokio::test]
 async fn resolving_a_blocked_call_returns_the_output_without_running() {
-    let ledger = Arc::new(Ledger::default());
+    let ledger = Arc::new(Downstream::default());
     let tool = SendEmail::new(&ledger, &[Step::ApplyThenUnknown, Step::Ok]);
     let engine = engine();
     let err = engine
@@ -371,7 +348,7 @@ async fn resolving_a_blocked_call_returns_the_output_without_running() {
 
 #[tokio::test]
 async fn unknown_outcome_with_recover_some_records_and_returns() {
-    let ledger = Arc::new(Ledger::default());
+    let ledger = Arc::new(Downstream::default());
     let tool = PostComment::new(&ledger, &[Step::ApplyThenUnknown, Step::Ok]);
     let engine = engine();
     let report = engine
@@ -389,7 +366,7 @@ async fn unknown_outcome_with_recover_some_records_and_returns() {
 
 #[tokio::test]
 async fn unknown_outcome_with_recover_none_runs_again() {
-    let ledger = Arc::new(Ledger::default());
+    let ledger = Arc::new(Downstream::default());
     let tool = PostComment::new(&ledger, &[Step::Unknown, Step::Ok]);
     let out = engine()
         .call(&tool, &run("r1"), CallOptions::default(), args("ann", 1))
@@ -401,32 +378,12 @@ async fn unknown_outcome_with_recover_none_runs_again() {
     assert_eq!(tool.executions(), 2);
 }
 
-/// Leave a claim behind as a crashed process would: claimed, lease already expired.
-async fn crashed_claim<T: Tool>(engine: &Engine, run: &RunContext, args: &T::Args) -> String {
-    let input = serde_json::to_value(args).unwrap();
-    let k = effect_tool::key::call_key(T::KEY_RULE, T::WINDOW, run, T::NAME, &input, None);
-    let intent = Intent {
-        tool: T::NAME.into(),
-        class: T::CLASS,
-        run_id: run.run_id().into(),
-        thread_id: None,
-        call_id: None,
-        fingerprint: k.fingerprint.clone(),
-        input,
-        ttl_ms: None,
-        approval: None,
-    };
-    let claimed = engine.store().claim(&k.key, intent, 0, false).await.unwrap();
-    assert!(matches!(claimed, OpOutcome::Claimed { attempt: 1, .. }), "{claimed:?}");
-    k.key
-}
-
 #[tokio::test]
 async fn stale_claim_after_crash_blocks_an_irreversible_tool() {
-    let ledger = Arc::new(Ledger::default());
+    let ledger = Arc::new(Downstream::default());
     let tool = SendEmail::new(&ledger, &[Step::Ok]);
     let engine = engine();
-    let key = crashed_claim::<SendEmail>(&engine, &run("r1"), &args("ann", 1)).await;
+    let key = crashed_claim(&engine, &tool, &run("r1"), &args("ann", 1)).await;
     let err = engine
         .call(&tool, &run("r1"), CallOptions::default(), args("ann", 1))
         .await
@@ -441,10 +398,10 @@ async fn stale_claim_after_crash_blocks_an_irreversible_tool() {
 
 #[tokio::test]
 async fn stale_claim_after_crash_is_reconciled_by_recover() {
-    let ledger = Arc::new(Ledger::default());
+    let ledger = Arc::new(Downstream::default());
     let tool = PostComment::new(&ledger, &[Step::Ok]);
     let engine = engine();
-    let key = crashed_claim::<PostComment>(&engine, &run("r1"), &args("ann", 1)).await;
+    let key = crashed_claim(&engine, &tool, &run("r1"), &args("ann", 1)).await;
     // The crashed attempt had applied the effect under the key (attempt 1's idempotency key).
     ledger.apply(&key);
     let report = engine
@@ -457,10 +414,10 @@ async fn stale_claim_after_crash_is_reconciled_by_recover() {
 
 #[tokio::test]
 async fn idempotent_rerun_after_crash_passes_the_same_key_downstream() {
-    let ledger = Arc::new(Ledger::default());
+    let ledger = Arc::new(Downstream::default());
     let tool = Refund::new(&ledger, &[Step::Ok]);
     let engine = engine();
-    let key = crashed_claim::<Refund>(&engine, &run("r1"), &args("ann", 5)).await;
+    let key = crashed_claim(&engine, &tool, &run("r1"), &args("ann", 5)).await;
     ledger.apply(&key); // the crashed attempt reached the payment API
     let out = engine
         .call(&tool, &run("r1"), CallOptions::default(), args("ann", 5))
@@ -474,7 +431,8 @@ async fn idempotent_rerun_after_crash_passes_the_same_key_downstream() {
 #[tokio::test]
 async fn fencing_rejects_a_late_writer() {
     let engine = engine();
-    let key = crashed_claim::<Refund>(&engine, &run("r1"), &args("ann", 5)).await;
+    let tool = Refund::new(&Arc::new(Downstream::default()), &[Step::Ok]);
+    let key = crashed_claim(&engine, &tool, &run("r1"), &args("ann", 5)).await;
     let intent = match engine.store().get(&key).await.unwrap() {
         Some(rec) => Intent {
             tool: rec.tool,
@@ -515,7 +473,7 @@ async fn fencing_rejects_a_late_writer() {
 
 #[tokio::test]
 async fn windows_separate_runs_and_threads() {
-    let ledger = Arc::new(Ledger::default());
+    let ledger = Arc::new(Downstream::default());
     let engine = engine();
     let per_run = Refund::new(&ledger, &[Step::Ok]);
     engine
@@ -561,7 +519,7 @@ async fn windows_separate_runs_and_threads() {
 
 #[tokio::test]
 async fn custom_key_dedupes_calls_whose_other_arguments_differ() {
-    let ledger = Arc::new(Ledger::default());
+    let ledger = Arc::new(Downstream::default());
     let mut tool = Deploy::new(&ledger, &[Step::Ok]);
     tool.custom_key = true;
     let engine = engine();
@@ -587,7 +545,7 @@ async fn custom_key_dedupes_calls_whose_other_arguments_differ() {
 
 #[tokio::test]
 async fn unkeyed_irreversible_tool_replanned_with_identical_args_is_blocked() {
-    let ledger = Arc::new(Ledger::default());
+    let ledger = Arc::new(Downstream::default());
     let tool = SendEmail::new(&ledger, &[Step::Ok]);
     let engine = engine();
     engine
@@ -632,7 +590,7 @@ async fn unkeyed_irreversible_tool_replanned_with_identical_args_is_blocked() {
 
 #[tokio::test]
 async fn compensable_unknown_without_recover_blocks() {
-    let ledger = Arc::new(Ledger::default());
+    let ledger = Arc::new(Downstream::default());
     let tool = Reserve::new(&ledger, &[Step::Unknown, Step::Ok]);
     let err = engine()
         .call(&tool, &run("r1"), CallOptions::default(), args("ann", 1))
@@ -644,7 +602,7 @@ async fn compensable_unknown_without_recover_blocks() {
 
 #[tokio::test]
 async fn idempotent_unknown_outcomes_retry_then_leave_the_record_in_doubt_for_a_rerun() {
-    let ledger = Arc::new(Ledger::default());
+    let ledger = Arc::new(Downstream::default());
     let tool = Refund::new(
         &ledger,
         &[
@@ -684,7 +642,7 @@ async fn idempotent_unknown_outcomes_retry_then_leave_the_record_in_doubt_for_a_
 
 #[tokio::test]
 async fn timeout_counts_as_unknown_outcome() {
-    let ledger = Arc::new(Ledger::default());
+    let ledger = Arc::new(Downstream::default());
     let tool = SlowCharge::new(&ledger, &[Step::Slow]);
     let err = engine()
         .call(&tool, &run("r1"), CallOptions::default(), args("ann", 1))
@@ -706,7 +664,7 @@ async fn timeout_counts_as_unknown_outcome() {
 
 #[tokio::test]
 async fn cancellation_while_running_leaves_the_record_in_doubt() {
-    let ledger = Arc::new(Ledger::default());
+    let ledger = Arc::new(Downstream::default());
     let tool = Arc::new(Refund::new(&ledger, &[Step::Slow, Step::Ok]));
     let engine = engine();
     let run = run("r1");
@@ -758,50 +716,18 @@ async fn a_key_recorded_under_another_input_is_reported() {
     assert!(matches!(err, EffectError::InputMismatch { .. }), "{err}");
 }
 
-/// An in-memory journal whose `apply` fails ("disk full") for the operations `fails` picks.
-struct FailingOn {
-    inner: MemoryStore,
-    fails: fn(&effect_tool::record::Op) -> bool,
-}
-
-impl FailingOn {
-    fn new(fails: fn(&effect_tool::record::Op) -> bool) -> Self {
-        FailingOn {
-            inner: MemoryStore::new(),
-            fails,
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl Store for FailingOn {
-    async fn get(&self, key: &str) -> Result<Option<effect_tool::EffectRecord>, effect_tool::StoreError> {
-        self.inner.get(key).await
-    }
-    async fn apply(&self, key: &str, op: effect_tool::record::Op) -> Result<OpOutcome, effect_tool::StoreError> {
-        if (self.fails)(&op) {
-            return Err(effect_tool::StoreError::Backend("disk full".into()));
-        }
-        self.inner.apply(key, op).await
-    }
-    async fn list(&self, f: &effect_tool::Filter) -> Result<Vec<effect_tool::EffectRecord>, effect_tool::StoreError> {
-        self.inner.list(f).await
-    }
-    async fn gc(&self, now: i64) -> Result<u64, effect_tool::StoreError> {
-        self.inner.gc(now).await
-    }
-    async fn audit(&self, k: Option<&str>) -> Result<Vec<effect_tool::record::AuditEntry>, effect_tool::StoreError> {
-        self.inner.audit(k).await
-    }
+/// An in-memory journal whose `apply` fails ("disk full") for the operations `which` picks.
+fn failing_on(which: fn(&Op) -> bool) -> Arc<Faulty<FailWhen>> {
+    Faulty::new(Arc::new(MemoryStore::new()), FailWhen::new(which, "disk full", true))
 }
 
 #[tokio::test]
 async fn a_record_failure_after_the_effect_still_returns_and_the_next_attempt_reconciles() {
     // A store whose `complete` fails: the effect happened, the call must succeed.
-    let ledger = Arc::new(Ledger::default());
+    let ledger = Arc::new(Downstream::default());
     let tool = SendEmail::new(&ledger, &[Step::Ok]);
     let engine = Engine::with_config(
-        FailingOn::new(|op| matches!(op, effect_tool::record::Op::Complete { .. })),
+        failing_on(|op| matches!(op, Op::Complete { .. })),
         EngineConfig {
             lease: Duration::from_millis(30),
             ..EngineConfig::default()
@@ -824,9 +750,9 @@ async fn a_record_failure_after_the_effect_still_returns_and_the_next_attempt_re
 /// the key (for the operator who looks at the journal); the tool is not run.
 #[tokio::test]
 async fn a_journal_that_refuses_the_claim_stops_the_call_before_the_effect() {
-    let ledger = Arc::new(Ledger::default());
+    let ledger = Arc::new(Downstream::default());
     let tool = SendEmail::new(&ledger, &[Step::Ok]);
-    let engine = Engine::new(FailingOn::new(|_| true));
+    let engine = Engine::new(failing_on(|_| true));
     let run = run("r1");
     let key = effect_tool::key::identify(&tool, &run, &args("ann", 1)).unwrap().key;
     let err = engine
