@@ -10,16 +10,19 @@
 //! engine cannot see its counters. Crash rows run on the in-memory journal and on SQLite (the
 //! second call is made through a new journal handle on the same file, as a new process would).
 
-use std::collections::{HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+mod common;
+
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use effect_tool::record::{AuditEntry, Op, OpOutcome};
+use common::journal::{FailWhen, Faulty};
+use common::ledger::Downstream;
+use effect_tool::record::Op;
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{
-    BlockReason, CallOptions, Disposition, DynTool, EffectCtx, EffectError, EffectRecord, Engine, EngineConfig, Filter,
-    MemoryStore, RecordState, RunContext, Store, StoreError, ToolError, tools,
+    BlockReason, CallOptions, Disposition, DynTool, EffectCtx, EffectError, Engine, EngineConfig, MemoryStore,
+    RecordState, RunContext, Store, ToolError, tools,
 };
 use tokio::sync::Notify;
 
@@ -45,8 +48,7 @@ enum Act {
 
 /// The downstream system and the scripted behaviour of the tools declared on it.
 struct Bank {
-    requests: AtomicUsize,
-    applied: Mutex<HashSet<String>>,
+    down: Downstream,
     plan: Mutex<VecDeque<Act>>,
     started: Notify,
 }
@@ -54,20 +56,18 @@ struct Bank {
 impl Bank {
     fn new(first: Act) -> Arc<Self> {
         Arc::new(Bank {
-            requests: AtomicUsize::new(0),
-            applied: Mutex::new(HashSet::new()),
+            down: Downstream::default(),
             plan: Mutex::new(VecDeque::from([first])),
             started: Notify::new(),
         })
     }
 
     fn apply(&self, ctx: &EffectCtx) {
-        self.requests.fetch_add(1, Ordering::SeqCst);
-        self.applied.lock().unwrap().insert(ctx.idempotency_key());
+        self.down.apply(&ctx.idempotency_key());
     }
 
     fn counts(&self) -> (usize, usize) {
-        (self.requests.load(Ordering::SeqCst), self.applied.lock().unwrap().len())
+        (self.down.requests(), self.down.effects())
     }
 
     async fn act(&self, ctx: &EffectCtx, to: &str) -> Result<String, ToolError> {
@@ -103,7 +103,7 @@ impl Bank {
     }
 
     fn find(&self, ctx: &EffectCtx, to: &str) -> Option<String> {
-        let found = self.applied.lock().unwrap().contains(&ctx.idempotency_key());
+        let found = self.down.has(&ctx.idempotency_key());
         found.then(|| format!("{} found for {to}", ctx.tool()))
     }
 }
@@ -332,37 +332,6 @@ const MATRIX: &[Row] = &[
     row(C::IrreversibleRecover, A::Ok, X::RecordFails, "ok:executed:1", "ok:reconciled:found", S::Completed, 1, 1),
 ];
 
-/// A journal whose `complete` can be made to fail (a full disk, a lost connection).
-struct FailingRecord {
-    inner: Arc<dyn Store>,
-    fail: AtomicBool,
-}
-
-#[async_trait::async_trait]
-impl Store for FailingRecord {
-    async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
-        self.inner.get(key).await
-    }
-    async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
-        if matches!(op, Op::Complete { .. }) && self.fail.load(Ordering::SeqCst) {
-            return Err(StoreError::Backend("disk full".into()));
-        }
-        self.inner.apply(key, op).await
-    }
-    async fn list(&self, f: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
-        self.inner.list(f).await
-    }
-    async fn gc(&self, now: i64) -> Result<u64, StoreError> {
-        self.inner.gc(now).await
-    }
-    async fn audit(&self, k: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
-        self.inner.audit(k).await
-    }
-    fn now(&self) -> i64 {
-        self.inner.now()
-    }
-}
-
 fn config() -> EngineConfig {
     EngineConfig {
         lease: Duration::from_millis(40),
@@ -376,10 +345,12 @@ async fn run_row(row: &Row, journal: &(dyn Fn() -> Arc<dyn Store> + Send + Sync)
     let tool = tool_of(row.class, &bank);
     let run = RunContext::new("r1");
     let args = serde_json::json!({ "to": "ann" });
-    let first_store = Arc::new(FailingRecord {
-        inner: journal(),
-        fail: AtomicBool::new(row.crash == Crash::RecordFails),
-    });
+    // Its `complete` fails in the rows where the record write fails (a full disk).
+    let records = |op: &Op| matches!(op, Op::Complete { .. });
+    let first_store = Faulty::new(
+        journal(),
+        FailWhen::new(records, "disk full", row.crash == Crash::RecordFails),
+    );
     let first = Engine::with_config(first_store, config());
     let call1 = match row.crash {
         Crash::None | Crash::RecordFails => {
