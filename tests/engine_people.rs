@@ -1,18 +1,19 @@
 //! People in the loop: approvals, denial, compensation of abandoned runs. Effects are counted
 //! by ledgers the engine cannot see.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 
+use common::ledger::Downstream;
 use effect_tool::{
     CallOptions, DynTool, EffectClass, EffectCtx, EffectError, Engine, MemoryStore, RecordState, RunContext, StoreExt,
     Tool, ToolError,
 };
 
-#[derive(Default)]
-struct Outbox(Mutex<Vec<String>>);
-
+/// Wires money; its outbox (the bank) counts every wire sent.
 struct SendWire {
-    outbox: Arc<Outbox>,
+    outbox: Arc<Downstream>,
 }
 
 impl Tool for SendWire {
@@ -28,15 +29,15 @@ impl Tool for SendWire {
         args.1 >= 1000
     }
 
-    async fn call(&self, _ctx: &EffectCtx, (to, amount): (String, u64)) -> Result<String, ToolError> {
-        self.outbox.0.lock().unwrap().push(format!("{amount} to {to}"));
+    async fn call(&self, ctx: &EffectCtx, (to, amount): (String, u64)) -> Result<String, ToolError> {
+        self.outbox.apply(&ctx.idempotency_key());
         Ok(format!("wired {amount} to {to}"))
     }
 }
 
 #[tokio::test]
 async fn approval_parks_the_call_and_an_approved_call_runs_once() {
-    let outbox = Arc::new(Outbox::default());
+    let outbox = Arc::new(Downstream::default());
     let tool = SendWire { outbox: outbox.clone() };
     let engine = Engine::new(MemoryStore::new());
     let run = RunContext::new("r1");
@@ -46,7 +47,7 @@ async fn approval_parks_the_call_and_an_approved_call_runs_once() {
         .call(&tool, &run, CallOptions::default(), ("ann".into(), 10))
         .await
         .unwrap();
-    assert_eq!(outbox.0.lock().unwrap().len(), 1);
+    assert_eq!(outbox.requests(), 1);
 
     let err = engine
         .call(&tool, &run, CallOptions::default(), ("bob".into(), 5000))
@@ -61,7 +62,7 @@ async fn approval_parks_the_call_and_an_approved_call_runs_once() {
         .await
         .unwrap_err();
     assert!(again.as_approval_pending().is_some());
-    assert_eq!(outbox.0.lock().unwrap().len(), 1);
+    assert_eq!(outbox.requests(), 1);
     let rec = engine.store().get(&pending.key).await.unwrap().unwrap();
     assert_eq!(rec.state, RecordState::AwaitingApproval);
     assert_eq!(rec.input, serde_json::json!(["bob", 5000]));
@@ -82,7 +83,7 @@ async fn approval_parks_the_call_and_an_approved_call_runs_once() {
         .call(&tool, &run, CallOptions::default(), ("bob".into(), 5000))
         .await
         .unwrap();
-    assert_eq!(outbox.0.lock().unwrap().len(), 2, "approved call ran exactly once");
+    assert_eq!(outbox.requests(), 2, "approved call ran exactly once");
 
     let audit = engine.store().audit(Some(&pending.key)).await.unwrap();
     assert_eq!(audit.len(), 1);
@@ -94,7 +95,7 @@ async fn approval_parks_the_call_and_an_approved_call_runs_once() {
 
 #[tokio::test]
 async fn a_denied_call_returns_a_definitive_error() {
-    let outbox = Arc::new(Outbox::default());
+    let outbox = Arc::new(Downstream::default());
     let tool = SendWire { outbox: outbox.clone() };
     let engine = Engine::new(MemoryStore::new());
     let run = RunContext::new("r1");
@@ -120,7 +121,7 @@ async fn a_denied_call_returns_a_definitive_error() {
         other => panic!("expected a denial, got {other}"),
     }
     assert!(err.to_string().contains("not a known vendor"));
-    assert!(outbox.0.lock().unwrap().is_empty());
+    assert_eq!(outbox.requests(), 0);
 }
 
 /// A hotel booking system that counts reservations and cancellations.
