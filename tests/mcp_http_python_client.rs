@@ -8,8 +8,9 @@
 
 #![cfg(all(feature = "mcp-http", feature = "sqlite"))]
 
-use std::path::PathBuf;
+mod common;
 
+use common::python::{client_passed, client_script, python, require_sdk};
 use effect_tool::mcp::{McpServeError, McpServer};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{Engine, MemoryStore, Toolkit};
@@ -21,13 +22,11 @@ mod example;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_python_http_client_retries_a_call_from_a_new_session_with_one_effect() {
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
-    let has_sdk = std::process::Command::new(&python)
-        .args(["-c", "from mcp.client.streamable_http import streamable_http_client"])
-        .status();
-    assert!(
-        matches!(has_sdk, Ok(s) if s.success()),
-        "the Python MCP SDK (with its Streamable HTTP client) is missing: run `{python} -m pip install -r tests/mcp_client/requirements.txt`"
+    let python = python();
+    require_sdk(
+        &python,
+        "from mcp.client.streamable_http import streamable_http_client",
+        "the Python MCP SDK (with its Streamable HTTP client)",
     );
 
     let dir = tempfile::tempdir().unwrap();
@@ -39,7 +38,7 @@ async fn mcp_python_http_client_retries_a_call_from_a_new_session_with_one_effec
     let url = handle.url();
     assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"), "{url}");
 
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client/http_client.py");
+    let script = client_script("http_client.py");
     let out = tokio::process::Command::new(&python)
         .arg(&script)
         .arg(&url)
@@ -49,19 +48,13 @@ async fn mcp_python_http_client_retries_a_call_from_a_new_session_with_one_effec
         .await
         .expect("python3 runs");
     handle.shutdown().await.unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "the Python client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
+    let stdout = client_passed(&out);
     assert!(
         stdout.contains("issue_refund retried from a new session: recorded result, no second refund"),
         "{stdout}"
     );
     assert!(stdout.contains("bad arguments come back as isError"), "{stdout}");
     assert!(stdout.contains("ok: two connections, two MCP sessions"), "{stdout}");
-    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
 
     // Checked here too, independently of the client: four refund calls over two sessions, one
     // refund per run (the client's run from `_meta`, the server's own run).

@@ -7,8 +7,12 @@
 
 #![cfg(feature = "mcp")]
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
+
+use common::python::{client_passed, client_script, python, require_sdk};
 
 /// `target/<profile>/examples/mcp_server`, built by `cargo test` with the `mcp` feature.
 fn example_binary() -> PathBuf {
@@ -30,16 +34,12 @@ fn example_binary() -> PathBuf {
 
 #[test]
 fn mcp_python_client_lists_tools_and_calls_an_idempotent_tool_twice_with_one_effect() {
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
-    let has_sdk = Command::new(&python).args(["-c", "import mcp"]).status();
-    assert!(
-        matches!(has_sdk, Ok(s) if s.success()),
-        "the Python MCP SDK is missing: run `{python} -m pip install -r tests/mcp_client/requirements.txt`"
-    );
+    let python = python();
+    require_sdk(&python, "import mcp", "the Python MCP SDK");
 
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger.txt");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client/client.py");
+    let script = client_script("client.py");
     let out = Command::new(&python)
         .arg(&script)
         .arg(example_binary())
@@ -48,17 +48,11 @@ fn mcp_python_client_lists_tools_and_calls_an_idempotent_tool_twice_with_one_eff
         .env_remove("EFFECT_TOOL_RUN_ID")
         .output()
         .expect("python3 runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "the Python client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
+    let stdout = client_passed(&out);
     assert!(
         stdout.contains("issue_refund called twice, one refund in the ledger"),
         "{stdout}"
     );
-    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
 
     // Checked here too, independently of the client: two runs, one refund each; one email.
     let text = std::fs::read_to_string(&ledger).unwrap();
