@@ -10,77 +10,13 @@ EFFECT_TOOL_DB (the server's SQLite journal) are passed through to the server.
 Exits 0 and prints "N passed, 0 failed" when every check holds; exits 1 on the first failure.
 """
 
-import asyncio
 import os
 import sys
 
+import checks
+from checks import check, check_tools, ledger_lines, meta_of, text_of
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-
-CHECKS = 0
-
-
-def check(condition, message):
-    global CHECKS
-    if not condition:
-        raise AssertionError(message)
-    CHECKS += 1
-
-
-def ledger_lines(prefix):
-    path = os.environ["EFFECT_TOOL_LEDGER"]
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as f:
-        return [line for line in f.read().splitlines() if line.startswith(prefix + " ")]
-
-
-def text_of(result):
-    return "".join(getattr(block, "text", "") for block in result.content)
-
-
-def meta_of(result):
-    return result.meta or {}
-
-
-async def check_tools(session):
-    listed = await session.list_tools()
-    tools = {tool.name: tool for tool in listed.tools}
-    check(
-        set(tools) == {"lookup_order", "issue_refund", "hold_shipment", "email_customer"},
-        f"unexpected tools: {sorted(tools)}",
-    )
-
-    expected = {
-        # class: (readOnlyHint, destructiveHint, idempotentHint)
-        "lookup_order": ("pure", True, None, None),
-        "issue_refund": ("idempotent", False, False, True),
-        "hold_shipment": ("compensable", False, False, False),
-        "email_customer": ("irreversible", False, True, False),
-    }
-    for name, (cls, read_only, destructive, idempotent) in expected.items():
-        a = tools[name].annotations
-        check(a is not None, f"{name}: no annotations")
-        check(a.read_only_hint is read_only, f"{name}: readOnlyHint {a.read_only_hint}, expected {read_only}")
-        check(a.destructive_hint is destructive, f"{name}: destructiveHint {a.destructive_hint}, expected {destructive}")
-        check(a.idempotent_hint is idempotent, f"{name}: idempotentHint {a.idempotent_hint}, expected {idempotent}")
-        check(a.open_world_hint is (name != "lookup_order"), f"{name}: openWorldHint {a.open_world_hint}")
-        check((tools[name].meta or {}).get("effect-tool/class") == cls, f"{name}: _meta class {tools[name].meta}")
-        schema = tools[name].input_schema
-        check(schema.get("type") == "object", f"{name}: inputSchema is not an object schema: {schema}")
-        check("$schema" not in schema, f"{name}: inputSchema carries $schema")
-        check(tools[name].description, f"{name}: no description")
-
-    refund = tools["issue_refund"].input_schema
-    check(sorted(refund["required"]) == ["amount_cents", "order_id"], f"refund required: {refund['required']}")
-    check(refund["properties"]["amount_cents"]["type"] == "integer", f"amount_cents: {refund['properties']}")
-    check(refund["properties"]["order_id"]["type"] == "string", f"order_id: {refund['properties']}")
-    check(
-        refund["properties"]["order_id"].get("description") == "The order to refund.",
-        f"order_id description: {refund['properties']['order_id']}",
-    )
-    print("ok: tools/list: 4 tools, schemas and annotations per class")
-
 
 async def check_idempotent_call_twice(session):
     args = {"order_id": "A-1001", "amount_cents": 1500}
@@ -142,14 +78,9 @@ async def main():
             await check_tools(session)
             await check_idempotent_call_twice(session)
             await check_rejected_and_blocked(session)
-    print(f"{CHECKS} passed, 0 failed")
+    print(f"{checks.CHECKS} passed, 0 failed")
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(asyncio.run(main()))
-    except AssertionError as e:
-        print(f"FAILED: {e}", file=sys.stderr)
-        print(f"{CHECKS} passed, 1 failed")
-        sys.exit(1)
+    checks.run(main)

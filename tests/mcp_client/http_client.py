@@ -1,7 +1,7 @@
 """External MCP client for effect-tool's example server over Streamable HTTP.
 
 Talks to `examples/mcp_server.rs --http ADDR` with the official Python `mcp` SDK's Streamable
-HTTP client: lists the tools (schemas and annotations, the same checks as client.py), calls an
+HTTP client: lists the tools (schemas and annotations, the same checks as client.py, in checks.py), calls an
 idempotent tool, then calls it again from a NEW HTTP session and expects the recorded result
 without a second effect in the ledger file the server's tools append to. A call with bad
 arguments must come back as a tool error (isError) and run nothing.
@@ -11,18 +11,14 @@ Environment: EFFECT_TOOL_LEDGER, the ledger file the server's tools append to (r
 Exits 0 and prints "N passed, 0 failed" when every check holds; exits 1 on the first failure.
 """
 
-import asyncio
 import contextlib
-import os
 import sys
 
+import checks
+from checks import check, check_tools, ledger_lines, meta_of, text_of
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import client  # noqa: E402  (the stdio client's checks and helpers)
-from client import check, check_tools, ledger_lines, meta_of, text_of  # noqa: E402
 
 REFUND = {"order_id": "A-1001", "amount_cents": 1500}
 RUN = {"effect-tool/run_id": "http-run-1"}
@@ -111,14 +107,9 @@ async def main():
         print("ok: two connections, two MCP sessions")
     else:
         print(f"ok: sessionless protocol {first_version}, {second_version}")
-    print(f"{client.CHECKS} passed, 0 failed")
+    print(f"{checks.CHECKS} passed, 0 failed")
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(asyncio.run(main()))
-    except AssertionError as e:
-        print(f"FAILED: {e}", file=sys.stderr)
-        print(f"{client.CHECKS} passed, 1 failed")
-        sys.exit(1)
+    checks.run(main)
