@@ -3,6 +3,8 @@
 //! Needs `EFFECT_TOOL_PG_URL` (`eval "$(.ci/postgres.sh start)"`) and `--features postgres`;
 //! skips loudly without it, unless `EFFECT_TOOL_REQUIRE_PG=1` (CI), where it fails.
 
+mod common;
+
 #[cfg(feature = "postgres")]
 use effect_tool_core::conformance::PostgresHarness;
 
@@ -13,9 +15,5 @@ effect_tool_core::crash_tests!(postgres, PostgresHarness);
 #[cfg(not(feature = "postgres"))]
 #[test]
 fn postgres_feature_disabled() {
-    assert!(
-        !effect_tool_core::conformance::postgres_required(),
-        "EFFECT_TOOL_REQUIRE_PG=1 but the tests were built without the `postgres` feature: run `cargo test --features postgres`"
-    );
-    eprintln!("\n*** SKIPPED POSTGRES crash tests: built without `--features postgres` ***\n");
+    common::postgres_feature_disabled("crash tests");
 }

@@ -5,6 +5,8 @@
 //! `cargo test --features postgres --test store_postgres`. Without a URL the cases print a loud
 //! SKIPPED line and pass, unless `EFFECT_TOOL_REQUIRE_PG=1` (CI), where they fail.
 
+mod common;
+
 #[cfg(feature = "postgres")]
 use effect_tool_core::conformance::PostgresHarness;
 
@@ -15,11 +17,7 @@ effect_tool_core::conformance_tests!(postgres, PostgresHarness, durable);
 #[cfg(not(feature = "postgres"))]
 #[test]
 fn postgres_feature_disabled() {
-    assert!(
-        !effect_tool_core::conformance::postgres_required(),
-        "EFFECT_TOOL_REQUIRE_PG=1 but the tests were built without the `postgres` feature: run `cargo test --features postgres`"
-    );
-    eprintln!("\n*** SKIPPED POSTGRES conformance: built without `--features postgres` ***\n");
+    common::postgres_feature_disabled("conformance");
 }
 
 /// Migrations: applied once even when many workers start together, printable for a DBA (and

@@ -32,3 +32,14 @@ pub fn run(id: &str) -> RunContext {
 pub fn key_of<T: Tool>(tool: &T, run: &RunContext, args: &T::Args) -> String {
     effect_tool::key::identify(tool, run, args).unwrap().key
 }
+
+/// The one test of a PostgreSQL test binary built without the `postgres` feature: it fails
+/// where PostgreSQL is required (`EFFECT_TOOL_REQUIRE_PG=1`, as in CI), else says loudly that
+/// `what` was skipped.
+pub fn postgres_feature_disabled(what: &str) {
+    assert!(
+        !effect_tool_core::conformance::postgres_required(),
+        "EFFECT_TOOL_REQUIRE_PG=1 but the tests were built without the `postgres` feature: run `cargo test --features postgres`"
+    );
+    eprintln!("\n*** SKIPPED POSTGRES {what}: built without `--features postgres` ***\n");
+}
