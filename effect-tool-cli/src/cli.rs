@@ -56,6 +56,10 @@ pub enum Command {
         key: String,
     },
     /// Record a person's verdict on an effect in doubt: it happened (with its output) or not.
+    ///
+    /// A verdict stands once given: resolving the record again is refused. To correct a
+    /// resolution (an output of the wrong shape, or --applied when the effect did not
+    /// happen), give the right verdict with --amend.
     Resolve(ResolveArgs),
     /// Approve a call awaiting approval: its next call runs it.
     Approve {
@@ -151,13 +155,20 @@ pub struct ResolveArgs {
     #[arg(long)]
     pub applied: bool,
     /// The output to record with --applied: JSON text, `@FILE` to read a file, or `-` for
-    /// stdin. Required with --applied (a completed record cannot be resolved again); it must
-    /// decode as the tool's output type (`null` for a tool that returns nothing).
+    /// stdin. Required with --applied (a forgotten output recorded as null would fail every
+    /// replay); it must decode as the tool's output type (`null` for a tool that returns
+    /// nothing), or every call of the key fails until the resolution is amended.
     #[arg(long, conflicts_with = "not_applied", value_name = "JSON")]
     pub output: Option<String>,
     /// The effect did not happen: the next call applies it.
     #[arg(long)]
     pub not_applied: bool,
+    /// Correct a person's earlier resolution of this key (a wrong output, or --applied when
+    /// the effect did not happen): the new verdict replaces it, and the audit trail keeps
+    /// both. Allowed while that resolution stands (until a call runs the key again); never on
+    /// an output the tool recorded itself, nor on a record no person has resolved.
+    #[arg(long)]
+    pub amend: bool,
     /// Who decides (recorded in the audit trail).
     #[arg(long, env = "USER", value_name = "NAME")]
     pub by: Option<String>,

@@ -248,6 +248,13 @@ async fn show(store: &dyn Store, key: &str, json: bool, io: &mut Io<'_>) -> Resu
         text.push_str("next:\n");
         text.push_str(&next);
     }
+    if let Some(by) = rec.resolved_by() {
+        let k = shell_quote(&rec.key);
+        text.push_str(&format!(
+            "if the resolution by {} was wrong, correct it (until the next call runs it):\n  effect-tool resolve {k} --applied --output '<json>' --amend\n  effect-tool resolve {k} --not-applied --amend\n",
+            clean(by)
+        ));
+    }
     write(io.out, &text)
 }
 
@@ -261,7 +268,7 @@ fn indent(s: &str) -> String {
 
 fn audit_line(a: &AuditEntry) -> String {
     let detail = match (&a.action[..], &a.detail) {
-        ("resolve", Some(d)) => match d.get("verdict").and_then(Value::as_str) {
+        ("resolve" | "amend", Some(d)) => match d.get("verdict").and_then(Value::as_str) {
             Some("applied") => format!(
                 "as applied, output {}",
                 d.get("output")
@@ -328,20 +335,29 @@ async fn resolve(store: &dyn Store, args: ResolveArgs, json: bool, io: &mut Io<'
         Verdict::NotApplied
     };
     let applied = matches!(verdict, Verdict::Applied { .. });
-    let rec = store.resolve(&args.key, &by, verdict).await?;
+    let rec = if args.amend {
+        store.amend(&args.key, &by, verdict).await?
+    } else {
+        store.resolve(&args.key, &by, verdict).await?
+    };
     if json {
         return write_json(io.out, &record_json(&rec));
     }
     let tool = clean(&rec.tool);
+    let done = if args.amend {
+        "amended the resolution of"
+    } else {
+        "resolved"
+    };
     let line = if applied {
         format!(
-            "resolved {} as applied (by {}): the next call of {tool} returns the recorded output without running\n",
+            "{done} {} as applied (by {}): the next call of {tool} returns the recorded output without running\n",
             clean(&rec.key),
             clean(&by)
         )
     } else {
         format!(
-            "resolved {} as not applied (by {}): the next call of {tool} applies the effect\n",
+            "{done} {} as not applied (by {}): the next call of {tool} applies the effect\n",
             clean(&rec.key),
             clean(&by)
         )

@@ -9,6 +9,7 @@
 //! effect-tool --store agent.db show 'run-7:send_email:3f1c…'
 //! effect-tool --store agent.db resolve 'run-7:send_email:3f1c…' --applied --output '{"id":"msg-9"}'
 //! effect-tool --store agent.db resolve 'run-7:send_email:3f1c…' --not-applied
+//! effect-tool --store agent.db resolve 'run-7:send_email:3f1c…' --applied --output '{"id":"msg-9"}' --amend
 //! effect-tool --store agent.db approve 'run-7:deploy:…' --as release-manager
 //! effect-tool --store agent.db deny 'run-7:deploy:…' --reason 'freeze until Monday'
 //! effect-tool --store agent.db abandon run-7
@@ -39,12 +40,24 @@
 //! added (`effect-tool canon < a.json | sha256sum` hashes the canonical form); on a terminal a
 //! newline is added for readability. `canon --hash` prints the SHA-256 hex with a newline.
 //!
+//! ## Correcting a resolution
+//!
+//! A verdict stands once given: `resolve` on a record a person already resolved is refused,
+//! and the refusal gives the command that corrects it, `resolve KEY ... --amend`. Amend when
+//! the output you recorded has the wrong shape (every call of the key then fails with a codec
+//! error, which also names this command) or when you resolved `--applied` and the effect did
+//! not happen (`--not-applied --amend`: the next call applies it). It is allowed while the
+//! resolution stands, that is until a call runs the key again; an output the tool recorded
+//! itself is never overwritten, and a record no person resolved is resolved, not amended.
+//! Each amendment is kept in the audit trail (`amend`, with who and the new verdict) beside
+//! the resolution it replaced; `show` prints the amend commands under a resolved record.
+//!
 //! ## Exit codes
 //!
 //! | code | meaning |
 //! |---|---|
 //! | 0 | success |
-//! | 1 | not found or refused: no record under the key, no records for the run, the journal refused the operation (resolving a record not in doubt, approving as the wrong role), `manifest --check` found a difference |
+//! | 1 | not found or refused: no record under the key, no records for the run, the journal refused the operation (resolving a record not in doubt, amending a record no person resolved, approving as the wrong role), `manifest --check` found a difference |
 //! | 2 | usage or bad input: unknown option, invalid JSON, missing `--store` or `--by` |
 //! | 3 | the store is unreachable or failed (no such file, cannot connect, query failed, unreadable record), or the output could not be written |
 //!

@@ -38,6 +38,7 @@ macro_rules! on_every_backend {
 on_every_backend!(
     blocked_call_resolved_as_applied_replays_without_running,
     blocked_call_resolved_as_not_applied_runs_once_more,
+    wrong_resolution_amended,
     approval_flow,
     denial_flow,
 );
@@ -167,6 +168,52 @@ async fn blocked_call_resolved_as_not_applied_runs_once_more(j: &Journal) {
         .call(&tool, &run, CallOptions::call_id("c1"), "ann@example.com".into())
         .await
         .unwrap();
+    assert_eq!(sent.load(Ordering::SeqCst), 2);
+}
+
+/// A person records an output of the wrong shape: every call of the key fails to decode, and
+/// the error gives the command that fixes it. Amended, the call returns the output without
+/// sending; amended to not applied, the next call sends once.
+async fn wrong_resolution_amended(j: &Journal) {
+    let sent = Arc::new(AtomicUsize::new(0));
+    let tool = SendEmail { sent: sent.clone() };
+    let engine = Engine::new(j.store.clone());
+    let run = RunContext::new(j.run_id("r"));
+    let key = blocked_key(j, &engine, &tool, &run).await;
+    let call = || engine.call(&tool, &run, CallOptions::call_id("c1"), "ann@example.com".into());
+
+    // An object where the tool returns a string.
+    j.cli(&["resolve", &key, "--applied", "--output", r#"{"id": "msg-1"}"#])
+        .ok();
+    let err = call().await.unwrap_err();
+    let fix = format!("effect-tool resolve {key} --applied --output '<json>' --amend");
+    match &err {
+        EffectError::Codec { message, .. } => assert!(message.contains(&fix), "{message}"),
+        other => panic!("a wrong-shaped output fails to decode, got {other}"),
+    }
+    assert!(call().await.is_err(), "and keeps failing");
+    assert_eq!(sent.load(Ordering::SeqCst), 1, "nothing was sent again");
+
+    // The command the error gives.
+    j.cli(&[
+        "resolve",
+        &key,
+        "--applied",
+        "--output",
+        r#""msg-1 to ann@example.com""#,
+        "--amend",
+    ])
+    .ok();
+    assert_eq!(call().await.unwrap(), "msg-1 to ann@example.com");
+    assert_eq!(sent.load(Ordering::SeqCst), 1, "replayed, not sent");
+
+    // The log was misread: it never went out.
+    j.cli(&["resolve", &key, "--not-applied", "--amend"]).ok();
+    assert_eq!(call().await.unwrap(), "msg-2 to ann@example.com");
+    assert_eq!(sent.load(Ordering::SeqCst), 2);
+    // Now the tool's own record stands: no person can amend it, and it is not sent again.
+    j.cli(&["resolve", &key, "--not-applied", "--amend"]).fails(1);
+    assert_eq!(call().await.unwrap(), "msg-2 to ann@example.com");
     assert_eq!(sent.load(Ordering::SeqCst), 2);
 }
 

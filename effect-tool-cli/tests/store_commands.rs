@@ -39,7 +39,7 @@ macro_rules! on_every_backend {
     };
 }
 
-on_every_backend!(list, show, resolve, approve_and_deny, abandon, gc, store_errors);
+on_every_backend!(list, show, resolve, amend, approve_and_deny, abandon, gc, store_errors);
 
 async fn list(j: &Journal) {
     let run = j.run_id("r");
@@ -257,9 +257,15 @@ async fn resolve(j: &Journal) {
         ("operator", "resolve")
     );
 
-    // Resolving again is refused (exit 1) and changes nothing.
+    // Resolving again is refused (exit 1), names the flag that corrects it, and changes nothing.
     let again = j.cli(&["resolve", &applied, "--not-applied"]);
     assert!(again.fails(1).contains("cannot resolve"), "{again:?}");
+    assert!(
+        again
+            .fails(1)
+            .contains(&format!("effect-tool resolve {applied} --not-applied --amend")),
+        "{again:?}"
+    );
     assert_eq!(j.get(&applied).await.unwrap().state, RecordState::Completed);
     assert_eq!(j.store.audit(Some(&applied)).await.unwrap().len(), 1);
 
@@ -295,6 +301,132 @@ async fn resolve(j: &Journal) {
     args.push("--by");
     args.push("bob");
     assert_eq!(run_without_user(&args).code, 0);
+}
+
+/// A person corrects their own resolution with `--amend`; a plain resolve says so; the tool's
+/// own output and a record nobody resolved cannot be amended.
+async fn amend(j: &Journal) {
+    let run = j.run_id("r");
+    let typo = j.key("send_email:aa");
+    let unresolved = j.key("send_email:bb");
+    let by_tool = j.key("send_email:cc");
+    for k in [&typo, &unresolved] {
+        j.in_doubt(k, &run, "send_email", json!({"to": k})).await;
+    }
+    j.completed(
+        &by_tool,
+        &run,
+        "send_email",
+        EffectClass::Irreversible,
+        json!({"id": "msg-3"}),
+    )
+    .await;
+
+    let help = common::run(&["resolve", "--help"], None, &[]);
+    assert!(help.ok().contains("--amend"), "{help:?}");
+    assert!(help.ok().contains("Correct a person's earlier resolution"), "{help:?}");
+
+    // The output has the wrong shape (a string, where the tool returns an object).
+    j.cli(&["resolve", &typo, "--applied", "--output", r#""msg-1""#]).ok();
+    let again = j.cli(&["resolve", &typo, "--applied", "--output", r#"{"id": "msg-1"}"#]);
+    let msg = again.fails(1);
+    assert!(msg.contains("operator resolved it as applied"), "{msg}");
+    assert!(
+        msg.contains(&format!(
+            "effect-tool resolve {typo} --applied --output '<json>' --amend"
+        )),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!("effect-tool resolve {typo} --not-applied --amend")),
+        "{msg}"
+    );
+    assert_eq!(j.get(&typo).await.unwrap().output, Some(json!("msg-1")));
+    let shown = j.cli(&["show", &typo]);
+    assert!(
+        shown.ok().contains(&format!(
+            "if the resolution by operator was wrong, correct it (until the next call runs it):\n  effect-tool resolve {typo} --applied --output '<json>' --amend\n"
+        )),
+        "{shown:?}"
+    );
+
+    let out = j.cli(&[
+        "resolve",
+        &typo,
+        "--applied",
+        "--output",
+        r#"{"id": "msg-1"}"#,
+        "--amend",
+        "--by",
+        "alice",
+    ]);
+    assert_eq!(
+        out.ok(),
+        format!(
+            "amended the resolution of {typo} as applied (by alice): the next call of send_email returns the recorded output without running\n"
+        )
+    );
+    let rec = j.get(&typo).await.unwrap();
+    assert_eq!(
+        (rec.state, rec.output, rec.decided_by.as_deref()),
+        (RecordState::Completed, Some(json!({"id": "msg-1"})), Some("alice"))
+    );
+
+    // It was not sent after all: --not-applied --amend, as JSON.
+    let json = j.cli(&["resolve", &typo, "--not-applied", "--amend", "--json"]).json();
+    assert_eq!(
+        (&json["state"], &json["decided_by"]),
+        (&json!("released"), &json!("operator"))
+    );
+    let trail: Vec<(String, String)> = j
+        .store
+        .audit(Some(&typo))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| (a.actor, a.action))
+        .collect();
+    let expected = [("operator", "resolve"), ("alice", "amend"), ("operator", "amend")];
+    assert_eq!(trail, expected.map(|(a, b)| (a.to_owned(), b.to_owned())));
+    let shown = j.cli(&["show", &typo]);
+    let amended = shown
+        .ok()
+        .lines()
+        .find(|l| l.contains("alice") && l.contains("amend"))
+        .unwrap_or_else(|| panic!("{shown:?}"));
+    assert!(amended.contains(r#"as applied, output {"id":"msg-1"}"#), "{amended}");
+
+    // Nobody resolved it yet: resolve it, do not amend.
+    let msg = j.cli(&["resolve", &unresolved, "--not-applied", "--amend"]);
+    assert!(msg.fails(1).contains("nothing to amend"), "{msg:?}");
+    assert!(
+        msg.fails(1)
+            .contains(&format!("effect-tool resolve {unresolved} --not-applied`")),
+        "{msg:?}"
+    );
+    assert_eq!(j.get(&unresolved).await.unwrap().state, RecordState::InDoubt);
+
+    // What the tool recorded is never overwritten by a person, and the refusal offers no amend.
+    for args in [
+        vec!["resolve", by_tool.as_str(), "--not-applied", "--amend"],
+        vec!["resolve", by_tool.as_str(), "--applied", "--output", "1", "--amend"],
+        vec!["resolve", by_tool.as_str(), "--not-applied"],
+    ] {
+        let out = j.cli(&args);
+        let msg = out.fails(1);
+        assert!(msg.contains("the tool recorded its output itself"), "{msg}");
+        assert!(!msg.contains("--amend"), "{msg}");
+    }
+    assert_eq!(j.get(&by_tool).await.unwrap().output, Some(json!({"id": "msg-3"})));
+    assert!(j.store.audit(Some(&by_tool)).await.unwrap().is_empty());
+
+    // --amend still needs exactly one verdict, and --applied its output.
+    assert_eq!(j.cli(&["resolve", &typo, "--amend"]).code, 2);
+    assert!(
+        j.cli(&["resolve", &typo, "--applied", "--amend"])
+            .fails(2)
+            .contains("--applied needs --output")
+    );
 }
 
 fn run_without_user(args: &[&str]) -> common::Output {
