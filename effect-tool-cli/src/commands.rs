@@ -314,8 +314,8 @@ async fn resolve(store: &dyn Store, args: ResolveArgs, json: bool, io: &mut Io<'
     let verdict = if args.applied {
         let output = match args.output.as_deref() {
             None => {
-                // A completed record cannot be resolved again: recording a forgotten output as
-                // null would make every replay fail to decode, with no way back.
+                // A forgotten output recorded as null would make every replay fail to decode
+                // until a person noticed and amended it: ask for it now.
                 return Err(CliError::Usage(
                     "--applied needs --output JSON: the output the next call returns instead of running (write `--output null` if the tool returns nothing)".into(),
                 ));
