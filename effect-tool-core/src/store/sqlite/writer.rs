@@ -14,6 +14,11 @@
 //! lock held by another process is not waited for there: the batch moves to tokio's blocking
 //! pool, which waits up to the busy timeout. On a current-thread runtime under FULL the leader
 //! always commits from the blocking pool ([`commit_off_runtime`]).
+//!
+//! A caller may stop waiting at any point (its future dropped: a timeout, a `select!`). Its work
+//! is applied all the same: by the leader that finds it queued, or, when the connection had just
+//! been handed to it, by the caller's drop, which leads in its place on the blocking pool
+//! ([`Waiting`]). Either way the connection is passed on and the journal stays writable.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -149,12 +154,18 @@ pub(super) async fn submit(shared: &Arc<Shared>, work: Work) -> Answer {
     };
     let work = match waiting {
         Ok(work) => work,
-        Err(rx) => match rx.await {
-            Ok(Wake::Answer(answer)) => return answer,
-            Ok(Wake::Lead(work)) => work,
-            // The leader dropped this work unanswered (it panicked).
-            Err(_) => return lost(is_gc),
-        },
+        Err(rx) => {
+            let waiting = Waiting {
+                rx: Some(rx),
+                shared: shared.clone(),
+            };
+            match waiting.await {
+                Ok(Wake::Answer(answer)) => return answer,
+                Ok(Wake::Lead(work)) => work,
+                // The leader dropped this work unanswered (it panicked).
+                Err(_) => return lost(is_gc),
+            }
+        }
     };
     let mut lead = Leadership::take(shared.clone(), work);
     if !commit_off_runtime(shared)
@@ -168,6 +179,46 @@ pub(super) async fn submit(shared: &Arc<Shared>, work: Work) -> Answer {
         Ok(Some(answer)) => answer,
         // Cancelled by a runtime shutdown or a panic: `Leadership`'s drop answered the others.
         _ => lost(is_gc),
+    }
+}
+
+/// A caller waiting for the leader. If it stops waiting (its future is dropped) just after the
+/// leader handed it the connection, the hand-over is already done: nobody else would lead, and
+/// every later write would wait forever. Dropping it therefore closes the channel (a later
+/// hand-over fails, and that leader applies the work itself) and, if the connection had already
+/// been handed over, leads in its place: the work is applied all the same and the connection is
+/// passed on.
+struct Waiting {
+    /// `None` once the answer was received.
+    rx: Option<oneshot::Receiver<Wake>>,
+    shared: Arc<Shared>,
+}
+
+impl std::future::Future for Waiting {
+    type Output = Result<Wake, oneshot::error::RecvError>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let rx = self.rx.as_mut().expect("polled after its answer");
+        let woken = std::task::ready!(std::pin::Pin::new(rx).poll(cx));
+        // Received: nothing is left for the drop to take over.
+        self.rx = None;
+        std::task::Poll::Ready(woken)
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let Some(mut rx) = self.rx.take() else { return };
+        rx.close();
+        let Ok(Wake::Lead(work)) = rx.try_recv() else { return };
+        let mut lead = Leadership::take(self.shared.clone(), work);
+        lead.batch[0].1 = Reply::Orphan;
+        match tokio::runtime::Handle::try_current() {
+            // Off the caller's thread: the drop may be in a poll that must not wait on a lock.
+            Ok(rt) => drop(rt.spawn_blocking(move || lead.run(true))),
+            // No runtime to lend a thread: lead here.
+            Err(_) => drop(lead.run(true)),
+        }
     }
 }
 
@@ -339,4 +390,74 @@ fn run_batch(conn: &mut WriteConn, batch: &[&Work]) -> rusqlite::Result<Vec<Answ
     }
     tx.commit()?;
     Ok(answers)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::record::Intent;
+    use crate::store::sqlite::SqliteStore;
+    use crate::store::{Store, StoreExt};
+
+    fn intent() -> Intent {
+        Intent {
+            tool: "refund".into(),
+            class: crate::EffectClass::Idempotent,
+            run_id: "run".into(),
+            thread_id: None,
+            call_id: None,
+            fingerprint: "f".into(),
+            input: serde_json::json!({"n": 1}),
+            ttl_ms: None,
+            approval: None,
+        }
+    }
+
+    /// The race a cancelled caller can meet: the leader hands it the connection, and its future
+    /// is dropped before it is polled again. Its work must still be applied and the connection
+    /// passed on; before, nobody led again and every later write waited forever.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_caller_dropped_just_after_being_handed_the_connection_passes_it_on() {
+        let dir = std::env::temp_dir().join(format!("effect-tool-writer-handover-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = SqliteStore::open(dir.join("j.db")).unwrap();
+        let shared = store.shared.clone();
+
+        // A leader is at work (this test plays it): the next caller queues.
+        shared.lock_writer().leading = true;
+        let work = Work::Apply {
+            key: "handed-over".into(),
+            op: Op::Claim {
+                intent: intent(),
+                lease_ms: 60_000,
+                takeover_in_doubt: false,
+            },
+        };
+        let mut queued = Box::pin(submit(&shared, work));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(
+            queued.as_mut().poll(&mut cx).is_pending(),
+            "the caller queues behind the leader"
+        );
+
+        // The leader is done and hands the connection to it, as `Leadership::run` does.
+        let next = shared.lock_writer().queue.pop_front().expect("the caller queued");
+        assert!(next.reply.send(Wake::Lead(next.work)).is_ok(), "its future still waits");
+        // And the caller stops waiting before it runs again.
+        drop(queued);
+
+        let later = tokio::time::timeout(Duration::from_secs(30), store.claim("later", intent(), 60_000, false))
+            .await
+            .expect("the journal stays writable after the caller handed the lead was dropped");
+        assert!(matches!(later.unwrap(), OpOutcome::Claimed { attempt: 1, .. }));
+        // The dropped caller's work was applied all the same.
+        assert!(store.get("handed-over").await.unwrap().is_some());
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
