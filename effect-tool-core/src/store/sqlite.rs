@@ -243,20 +243,29 @@ impl SqliteStore {
         .map_err(|e| StoreError::Backend(format!("a SQLite read failed to run: {e}")))?
     }
 
-    /// A point read by key on a pooled read connection, on the caller's thread, that never
-    /// waits for a lock: `None` when no connection is free or the database is busy (the caller
-    /// then takes a path that waits).
+    /// A point read by key on the caller's thread that never waits for a lock: on the write
+    /// connection when no leader holds it (its page cache is warm, see
+    /// [`writer::read_if_idle`]), else on a pooled read connection. `None` when no connection
+    /// is free or the database is busy (the caller then takes a path that waits).
     fn read_now<T>(
         &self,
         key: &str,
-        read: impl FnOnce(&Connection, &str) -> Result<T, StoreError>,
+        read: impl Fn(&Connection, &str) -> Result<T, StoreError>,
     ) -> Option<Result<T, StoreError>> {
-        let conn = self.shared.take_reader()?;
-        let found = conn
-            .busy_timeout(Duration::ZERO)
-            .map_err(backend)
-            .and_then(|()| read(&conn, key));
-        self.shared.give_back(conn);
+        let no_wait = |conn: &Connection| {
+            conn.busy_timeout(Duration::ZERO)
+                .map_err(backend)
+                .and_then(|()| read(conn, key))
+        };
+        let found = match writer::read_if_idle(&self.shared, no_wait) {
+            Some(found) => found,
+            None => {
+                let conn = self.shared.take_reader()?;
+                let found = no_wait(&conn);
+                self.shared.give_back(conn);
+                found
+            }
+        };
         match found {
             // Busy or failing: let a path that waits (and reports) handle it.
             Err(StoreError::Backend(_)) => None,

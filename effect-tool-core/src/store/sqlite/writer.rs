@@ -213,13 +213,38 @@ impl Drop for Waiting {
         let Ok(Wake::Lead(work)) = rx.try_recv() else { return };
         let mut lead = Leadership::take(self.shared.clone(), work);
         lead.batch[0].1 = Reply::Orphan;
-        match tokio::runtime::Handle::try_current() {
-            // Off the caller's thread: the drop may be in a poll that must not wait on a lock.
-            Ok(rt) => drop(rt.spawn_blocking(move || lead.run(true))),
-            // No runtime to lend a thread: lead here.
-            Err(_) => drop(lead.run(true)),
-        }
+        lead.finish_elsewhere();
     }
+}
+
+/// Run `read` on the write connection when no leader holds it: `None` when one does. A read
+/// there finds the pages it needs in the connection's cache, which SQLite keeps across this
+/// connection's own commits (a read connection drops its cache whenever another connection has
+/// committed, so its next read fetches every page again from the files). Writers that arrive
+/// meanwhile queue as behind any leader, and are handed the connection after the read.
+pub(super) fn read_if_idle<T>(shared: &Arc<Shared>, read: impl FnOnce(&Connection) -> T) -> Option<T> {
+    {
+        let mut w = shared.lock_writer();
+        if w.leading || w.conn.is_none() {
+            return None;
+        }
+        w.leading = true;
+    }
+    // Held by a `Leadership` from here, whose drop passes the connection on even on a panic.
+    let mut lead = Leadership {
+        conn: shared.lock_writer().conn.take(),
+        shared: shared.clone(),
+        batch: Vec::new(),
+        mine: None,
+    };
+    let conn = &lead.conn.as_ref().expect("taken under the lock").conn;
+    let found = read(conn);
+    if !lead.hand_on() {
+        // A writer queued during the read and stopped waiting just as it was handed the
+        // connection: its work is applied, then the connection handed on again.
+        lead.finish_elsewhere();
+    }
+    Some(found)
 }
 
 /// Whether a leader commits on tokio's blocking pool rather than on its own thread: under
@@ -272,27 +297,41 @@ impl Leadership {
                     Reply::Orphan => {}
                 }
             }
-            let mut w = self.shared.lock_writer();
-            match w.queue.pop_front() {
-                None => {
-                    w.conn = self.conn.take();
-                    w.leading = false;
-                    return self.mine.take();
-                }
-                Some(next) => {
-                    w.conn = self.conn.take();
-                    match next.reply.send(Wake::Lead(next.work)) {
-                        // `leading` stays set: it passed to `next`.
-                        Ok(()) => return self.mine.take(),
-                        // Its caller is gone: apply its work here, with whatever queued since.
-                        Err(Wake::Lead(work)) => {
-                            self.conn = w.conn.take();
-                            self.batch.push((work, Reply::Orphan));
-                        }
-                        Err(Wake::Answer(_)) => unreachable!("a lead was sent"),
-                    }
-                }
+            if self.hand_on() {
+                return self.mine.take();
             }
+        }
+    }
+
+    /// Apply the batch of work nobody waits for and hand on, on tokio's blocking pool: this
+    /// runs in a drop or a read, which must not wait for another process's lock. Without a
+    /// runtime to lend a thread, here.
+    fn finish_elsewhere(mut self) {
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn_blocking(move || self.run(true))),
+            Err(_) => drop(self.run(true)),
+        }
+    }
+
+    /// Hand the connection to the oldest waiting caller, or put it back when nobody waits:
+    /// `true`. `false` when that caller has stopped waiting: its work is now in the batch, and
+    /// this leader applies it (with whatever queued since) before handing on again.
+    fn hand_on(&mut self) -> bool {
+        let mut w = self.shared.lock_writer();
+        w.conn = self.conn.take();
+        let Some(next) = w.queue.pop_front() else {
+            w.leading = false;
+            return true;
+        };
+        match next.reply.send(Wake::Lead(next.work)) {
+            // `leading` stays set: it passed to `next`.
+            Ok(()) => true,
+            Err(Wake::Lead(work)) => {
+                self.conn = w.conn.take();
+                self.batch.push((work, Reply::Orphan));
+                false
+            }
+            Err(Wake::Answer(_)) => unreachable!("a lead was sent"),
         }
     }
 
@@ -403,6 +442,60 @@ mod tests {
     use crate::store::sqlite::SqliteStore;
     use crate::store::{Store, StoreExt};
 
+    fn claim(key: &str) -> Work {
+        Work::Apply {
+            key: key.to_owned(),
+            op: Op::Claim {
+                intent: intent(),
+                lease_ms: 60_000,
+                takeover_in_doubt: false,
+            },
+        }
+    }
+
+    /// Writers that arrive while a read holds the write connection queue behind it and are
+    /// handed the connection after it: one that still waits applies its own work, and the
+    /// work of one that stopped waiting is applied all the same.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writers_queued_behind_a_read_on_the_write_connection_are_applied() {
+        let dir = std::env::temp_dir().join(format!("effect-tool-writer-read-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = SqliteStore::open(dir.join("j.db")).unwrap();
+        let shared = store.shared.clone();
+        let mut cx = Context::from_waker(Waker::noop());
+
+        let mut waiting = None;
+        let read = read_if_idle(&shared, |_| {
+            let mut kept = Box::pin(submit(&shared, claim("kept")));
+            assert!(
+                kept.as_mut().poll(&mut cx).is_pending(),
+                "a writer queues behind the read"
+            );
+            let mut dropped = Box::pin(submit(&shared, claim("dropped")));
+            assert!(
+                dropped.as_mut().poll(&mut cx).is_pending(),
+                "a writer queues behind the read"
+            );
+            drop(dropped);
+            waiting = Some(kept);
+        });
+        assert!(read.is_some(), "the write connection was idle");
+        let kept = tokio::time::timeout(Duration::from_secs(30), waiting.unwrap())
+            .await
+            .expect("the writer queued behind the read is handed the connection");
+        assert!(matches!(kept, Answer::Apply(Ok(OpOutcome::Claimed { attempt: 1, .. }))));
+        let later = tokio::time::timeout(Duration::from_secs(30), store.claim("later", intent(), 60_000, false))
+            .await
+            .expect("the journal stays writable");
+        assert!(matches!(later.unwrap(), OpOutcome::Claimed { attempt: 1, .. }));
+        for key in ["kept", "dropped", "later"] {
+            assert!(store.get(key).await.unwrap().is_some(), "{key} was applied");
+        }
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     fn intent() -> Intent {
         Intent {
             tool: "refund".into(),
@@ -430,15 +523,7 @@ mod tests {
 
         // A leader is at work (this test plays it): the next caller queues.
         shared.lock_writer().leading = true;
-        let work = Work::Apply {
-            key: "handed-over".into(),
-            op: Op::Claim {
-                intent: intent(),
-                lease_ms: 60_000,
-                takeover_in_doubt: false,
-            },
-        };
-        let mut queued = Box::pin(submit(&shared, work));
+        let mut queued = Box::pin(submit(&shared, claim("handed-over")));
         let mut cx = Context::from_waker(Waker::noop());
         assert!(
             queued.as_mut().poll(&mut cx).is_pending(),
