@@ -19,6 +19,9 @@
 //! is applied all the same: by the leader that finds it queued, or, when the connection had just
 //! been handed to it, by the caller's drop, which leads in its place on the blocking pool
 //! ([`Waiting`]). Either way the connection is passed on and the journal stays writable.
+//! What a caller-led design does ask of callers is what every future asks: a caller handed the
+//! connection leads when its task next runs, so a future that is woken but left unpolled for a
+//! long time (kept aside in a `select!` loop busy elsewhere) delays the writes queued behind it.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
