@@ -445,6 +445,15 @@ mod tests {
     use crate::store::sqlite::SqliteStore;
     use crate::store::{Store, StoreExt};
 
+    /// A fresh journal in its own directory (removed by the test at its end).
+    fn scratch_store(name: &str) -> (std::path::PathBuf, SqliteStore) {
+        let dir = std::env::temp_dir().join(format!("effect-tool-writer-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = SqliteStore::open(dir.join("j.db")).unwrap();
+        (dir, store)
+    }
+
     fn claim(key: &str) -> Work {
         Work::Apply {
             key: key.to_owned(),
@@ -461,10 +470,7 @@ mod tests {
     /// work of one that stopped waiting is applied all the same.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn writers_queued_behind_a_read_on_the_write_connection_are_applied() {
-        let dir = std::env::temp_dir().join(format!("effect-tool-writer-read-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let store = SqliteStore::open(dir.join("j.db")).unwrap();
+        let (dir, store) = scratch_store("read");
         let shared = store.shared.clone();
         let mut cx = Context::from_waker(Waker::noop());
 
@@ -518,10 +524,7 @@ mod tests {
     /// passed on; before, nobody led again and every later write waited forever.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_caller_dropped_just_after_being_handed_the_connection_passes_it_on() {
-        let dir = std::env::temp_dir().join(format!("effect-tool-writer-handover-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let store = SqliteStore::open(dir.join("j.db")).unwrap();
+        let (dir, store) = scratch_store("handover");
         let shared = store.shared.clone();
 
         // A leader is at work (this test plays it): the next caller queues.
