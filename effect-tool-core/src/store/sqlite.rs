@@ -44,8 +44,12 @@
 //!   connections (WAL lets them proceed while a write commits).
 //! - **Lookups and claims that need no write never take the write lock.** [`Store::lookup`]
 //!   and [`Store::lookup_recorded`] (the engine's first look at a key, which reads only the six
-//!   columns a replay needs and leaves the input JSON undecoded) read on a pooled read
-//!   connection that never waits (busy timeout 0), on the caller's thread. A claim first reads
+//!   columns a replay needs and leaves the input JSON undecoded) read without waiting (busy
+//!   timeout 0) on the caller's thread: on the write connection when no leader holds it, whose
+//!   page cache survives its own commits (a read connection's is dropped whenever another
+//!   connection commits, so it would fetch the path to the row again on every new call), else on
+//!   a pooled read connection. Writers arriving during such a read queue behind it as behind a
+//!   leader. A claim first reads
 //!   the record the same way (unless the engine's lookup has just found no record:
 //!   [`Store::claim_unseen`]): if the state machine says nothing changes (a recorded result to
 //!   replay, a live claim, a record in doubt, awaiting approval) the outcome is returned from
