@@ -210,3 +210,49 @@ async fn abandoning_a_run_compensates_each_effect_once_newest_first() {
     let audit = engine.store().audit(None).await.unwrap();
     assert_eq!(audit.iter().filter(|a| a.action == "compensate").count(), 3);
 }
+
+/// A compensation decodes the output a person recorded; one of the wrong shape fails it with
+/// the command that corrects the resolution, and once amended the effect is undone once.
+#[tokio::test]
+async fn a_compensation_of_a_wrongly_resolved_output_says_how_to_amend_it() {
+    let hotel = Arc::new(Hotel::default());
+    let tool = Arc::new(Reserve { hotel: hotel.clone() });
+    let engine = Engine::new(MemoryStore::new());
+    let store = engine.store();
+    // A booking whose outcome was unknown, resolved by a person with a number where the tool
+    // returns a booking reference.
+    let key = "trip-9:reserve:booked-by-phone";
+    let intent = effect_tool::record::Intent {
+        tool: "reserve".into(),
+        class: EffectClass::Compensable,
+        run_id: "trip-9".into(),
+        thread_id: None,
+        call_id: None,
+        fingerprint: "f".into(),
+        input: serde_json::json!("301"),
+        ttl_ms: None,
+        approval: None,
+    };
+    store.claim(key, intent, 60_000, false).await.unwrap();
+    store.mark_in_doubt(key, 1, "timed out".into()).await.unwrap();
+    let wrong = effect_tool::Verdict::Applied {
+        output: serde_json::json!(301),
+    };
+    store.resolve(key, "dana", wrong).await.unwrap();
+
+    let run = RunContext::new("trip-9");
+    let tools: Vec<Arc<dyn DynTool>> = vec![tool.clone()];
+    let report = engine.abandon_run(&run, &tools).await.unwrap();
+    assert!(report.compensated.is_empty(), "{report:?}");
+    let (failed, error) = &report.failed[0];
+    assert!(failed.as_str() == key && error.contains("--amend"), "{report:?}");
+    assert!(hotel.cancelled.lock().unwrap().is_empty());
+
+    let right = effect_tool::Verdict::Applied {
+        output: serde_json::json!("booking-301"),
+    };
+    store.amend(key, "dana", right).await.unwrap();
+    let report = engine.abandon_run(&run, &tools).await.unwrap();
+    assert_eq!(report.compensated, vec![key.to_owned()], "{report:?}");
+    assert_eq!(*hotel.cancelled.lock().unwrap(), vec!["301"], "undone once");
+}

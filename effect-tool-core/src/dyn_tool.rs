@@ -91,13 +91,16 @@ impl<T: Tool> DynTool for T {
         output: Value,
     ) -> BoxFuture<'a, Result<(), EffectError<String>>> {
         Box::pin(async move {
-            let codec = |what: &str, e: serde_json::Error| EffectError::Codec {
+            let key = ctx.effect_key().unwrap_or_default();
+            let codec = |message: String| EffectError::Codec {
                 tool: T::NAME.to_owned(),
-                key: ctx.effect_key().unwrap_or_default().to_owned(),
-                message: format!("the recorded {what} does not decode: {e}"),
+                key: key.to_owned(),
+                message,
             };
-            let args: T::Args = serde_json::from_value(args).map_err(|e| codec("arguments", e))?;
-            let output: T::Output = serde_json::from_value(output).map_err(|e| codec("output", e))?;
+            let args: T::Args = serde_json::from_value(args)
+                .map_err(|e| codec(format!("the recorded arguments do not decode: {e}")))?;
+            let output: T::Output =
+                serde_json::from_value(output).map_err(|e| codec(crate::engine::output_mismatch(key, &e)))?;
             self.compensate(ctx, &args, &output)
                 .await
                 .map_err(|e| EffectError::Tool {

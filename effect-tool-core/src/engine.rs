@@ -1105,11 +1105,17 @@ fn codec_error<T: Tool>(key: &str, e: serde_json::Error) -> EffectError<T::Error
     EffectError::Codec {
         tool: T::NAME.to_owned(),
         key: key.to_owned(),
-        message: format!(
-            "the recorded output does not decode as this tool's output type: {e}. If a person resolved it with an output of the wrong shape (or as applied by mistake), correct it with {} (`StoreExt::amend` in code; `effect-tool show` shows the record); if the output type changed since it was recorded, use a new key or window",
-            crate::record::resolve_commands(key, true)
-        ),
+        message: output_mismatch(key, &e),
     }
+}
+
+/// What to say when the output recorded under `key` does not decode as the tool's output type:
+/// how a person corrects a resolution of the wrong shape, and what else may have changed.
+pub(crate) fn output_mismatch(key: &str, e: &serde_json::Error) -> String {
+    format!(
+        "the recorded output does not decode as this tool's output type: {e}. If a person resolved it with an output of the wrong shape (or as applied by mistake), correct it with {} (`StoreExt::amend` in code; `effect-tool show` shows the record); if the output type changed since it was recorded, use a new key or window",
+        crate::record::resolve_commands(key, true)
+    )
 }
 
 fn to_shared<E: std::fmt::Display>(e: &EffectError<E>) -> EffectError<String> {
