@@ -476,14 +476,15 @@ mod tests {
 
         let mut waiting = None;
         let read = read_if_idle(&shared, |_| {
-            let mut kept = Box::pin(submit(&shared, claim("kept")));
-            assert!(
-                kept.as_mut().poll(&mut cx).is_pending(),
-                "a writer queues behind the read"
-            );
+            // The first in the queue stops waiting: the read's hand-over finds it gone.
             let mut dropped = Box::pin(submit(&shared, claim("dropped")));
             assert!(
                 dropped.as_mut().poll(&mut cx).is_pending(),
+                "a writer queues behind the read"
+            );
+            let mut kept = Box::pin(submit(&shared, claim("kept")));
+            assert!(
+                kept.as_mut().poll(&mut cx).is_pending(),
                 "a writer queues behind the read"
             );
             drop(dropped);
@@ -492,7 +493,7 @@ mod tests {
         assert!(read.is_some(), "the write connection was idle");
         let kept = tokio::time::timeout(Duration::from_secs(30), waiting.unwrap())
             .await
-            .expect("the writer queued behind the read is handed the connection");
+            .expect("the writer still waiting behind the read is answered");
         assert!(matches!(kept, Answer::Apply(Ok(OpOutcome::Claimed { attempt: 1, .. }))));
         let later = tokio::time::timeout(Duration::from_secs(30), store.claim("later", intent(), 60_000, false))
             .await
