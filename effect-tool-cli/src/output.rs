@@ -20,33 +20,9 @@ pub fn clean(s: &str) -> String {
         .collect()
 }
 
-/// `s` quoted for a POSIX shell, so a printed command can be pasted as is.
-pub fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.:/@+=,%".contains(&b))
-    {
-        return s.to_owned();
-    }
-    if s.chars().any(char::is_control) {
-        // bash/zsh ANSI-C quoting, so control characters are written as escapes, never raw.
-        let mut out = String::from("$'");
-        for c in s.chars() {
-            match c {
-                '\\' => out.push_str("\\\\"),
-                '\'' => out.push_str("\\'"),
-                '\n' => out.push_str("\\n"),
-                '\t' => out.push_str("\\t"),
-                c if c.is_control() && c.is_ascii() => out.push_str(&format!("\\x{:02x}", c as u32)),
-                c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
-                c => out.push(c),
-            }
-        }
-        out.push('\'');
-        return out;
-    }
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
+/// `s` quoted for a POSIX shell, so a printed command can be pasted as is (the same quoting
+/// as the commands in the journal's own messages).
+pub use effect_tool_core::shell::quote as shell_quote;
 
 /// Milliseconds since the Unix epoch as `YYYY-MM-DD HH:MM:SSZ` (UTC).
 pub fn time(ms: i64) -> String {
@@ -139,13 +115,9 @@ mod tests {
     }
 
     #[test]
-    fn cleaning_and_quoting() {
+    fn cleaning() {
         assert_eq!(clean("a\nb\u{1b}[2J"), "a\\nb\\u{1b}[2J");
         assert_eq!(clean("plain"), "plain");
-        assert_eq!(shell_quote("r1:tool:ab"), "r1:tool:ab");
-        assert_eq!(shell_quote("it's"), r"'it'\''s'");
-        assert_eq!(shell_quote(""), "''");
-        assert_eq!(shell_quote("a\u{1b}[2J\n'b"), r"$'a\x1b[2J\n\'b'");
     }
 
     #[test]

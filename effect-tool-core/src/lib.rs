@@ -43,6 +43,7 @@ pub mod record;
 #[cfg(feature = "rig")]
 pub mod rig;
 pub mod schema;
+pub mod shell;
 pub mod store;
 pub mod stream;
 #[cfg(feature = "testing")]

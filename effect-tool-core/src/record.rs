@@ -808,21 +808,11 @@ fn resolve_refused(rec: &EffectRecord, amend: bool, now: Millis) -> String {
 
 /// The commands that resolve (or, with `amend`, amend) `key`, for messages to a person.
 pub(crate) fn resolve_commands(key: &str, amend: bool) -> String {
-    let k = shell_word(key);
+    let k = crate::shell::quote(key);
     let flag = if amend { " --amend" } else { "" };
     format!(
         "`effect-tool resolve {k} --applied --output '<json>'{flag}` (the output the tool returns) or `effect-tool resolve {k} --not-applied{flag}` (the effect did not happen: the next call applies it)"
     )
-}
-
-/// `s` as one shell word: as it is when that is safe, else single-quoted.
-fn shell_word(s: &str) -> std::borrow::Cow<'_, str> {
-    let plain = |b: u8| b.is_ascii_alphanumeric() || b"-_.:/@+=,%".contains(&b);
-    if !s.is_empty() && s.bytes().all(plain) {
-        std::borrow::Cow::Borrowed(s)
-    } else {
-        std::borrow::Cow::Owned(format!("'{}'", s.replace('\'', "'\\''")))
-    }
 }
 
 fn existing<'a>(key: &str, current: Option<&'a EffectRecord>) -> Result<&'a EffectRecord, Rejected> {
