@@ -564,7 +564,10 @@ pub fn transition<'a, 'o>(
     use RecordState as S;
 
     let current = current.into();
-    let op = op.into().into_owned();
+    // Read by reference; what a write keeps of it is taken only then (`into_owned`: moved out
+    // of an owned operation, copied from a borrowed one), so refusals and outcomes that write
+    // nothing copy nothing.
+    let op: std::borrow::Cow<'o, Op> = op.into();
     let name = op.name();
     let unchanged = |outcome| Ok(Transition { write: None, outcome });
     let invalid = |rec: &EffectRecord, hint: &str| {
@@ -593,9 +596,9 @@ pub fn transition<'a, 'o>(
 
     // Each arm checks the record first and takes it (`current.take`) only to write, once
     // nothing is left that can fail or panic: a replaced record is never left half taken.
-    match op {
-        Op::Claim {
-            intent,
+    match &*op {
+        &Op::Claim {
+            ref intent,
             lease_ms,
             takeover_in_doubt,
         } => {
@@ -619,6 +622,9 @@ pub fn transition<'a, 'o>(
             // takes over a claim).
             let park = intent.approval.is_some() && live.is_none_or(|r| r.state == S::Released);
             let prev = live.filter(|_| follows);
+            let Op::Claim { intent, .. } = op.into_owned() else {
+                unreachable!("matched as a claim")
+            };
             let mut rec = fresh(key, intent, now, prev, floor);
             if park {
                 rec.state = S::AwaitingApproval;
@@ -649,7 +655,7 @@ pub fn transition<'a, 'o>(
                 },
             })
         }
-        Op::Renew { attempt, lease_ms } => {
+        &Op::Renew { attempt, lease_ms } => {
             let rec = existing(key, live)?;
             if rec.state != S::Claimed || rec.attempt != attempt {
                 return fenced(rec, attempt);
@@ -660,11 +666,14 @@ pub fn transition<'a, 'o>(
             next.updated_at = now;
             done(next)
         }
-        Op::Complete { attempt, output } => {
+        &Op::Complete { attempt, .. } => {
             let rec = existing(key, live)?;
             if rec.state != S::Claimed || rec.attempt != attempt {
                 return fenced(rec, attempt);
             }
+            let Op::Complete { output, .. } = op.into_owned() else {
+                unreachable!("matched as a completion")
+            };
             let mut next = current.take(key)?;
             next.state = S::Completed;
             next.output = Some(output);
@@ -673,7 +682,7 @@ pub fn transition<'a, 'o>(
             next.updated_at = now;
             done(next)
         }
-        Op::Release { attempt, reason } => {
+        &Op::Release { attempt, ref reason } => {
             let rec = existing(key, live)?;
             if rec.state != S::Claimed || rec.attempt != attempt {
                 return fenced(rec, attempt);
@@ -681,11 +690,11 @@ pub fn transition<'a, 'o>(
             let mut next = current.take(key)?;
             next.state = S::Released;
             next.lease_until = None;
-            next.reason = reason;
+            next.reason = reason.clone();
             next.updated_at = now;
             done(next)
         }
-        Op::MarkInDoubt { attempt, reason } => {
+        &Op::MarkInDoubt { attempt, ref reason } => {
             let rec = existing(key, live)?;
             if rec.state != S::Claimed || rec.attempt != attempt {
                 return fenced(rec, attempt);
@@ -693,13 +702,13 @@ pub fn transition<'a, 'o>(
             let mut next = current.take(key)?;
             next.state = S::InDoubt;
             next.lease_until = None;
-            next.reason = Some(reason);
+            next.reason = Some(reason.clone());
             next.updated_at = now;
             done(next)
         }
-        Op::Resolve { by, verdict } | Op::Amend { by, verdict } => {
+        Op::Resolve { .. } | Op::Amend { .. } => {
             let rec = existing(key, live)?;
-            let amend = name == "amend";
+            let amend = matches!(*op, Op::Amend { .. });
             let resolvable = if amend {
                 rec.resolved_by().is_some()
             } else {
@@ -708,6 +717,9 @@ pub fn transition<'a, 'o>(
             if !resolvable {
                 return invalid(rec, &resolve_refused(rec, amend, now));
             }
+            let (Op::Resolve { by, verdict } | Op::Amend { by, verdict }) = op.into_owned() else {
+                unreachable!("matched as a resolution")
+            };
             let applied = matches!(verdict, Verdict::Applied { .. });
             let (state, output) = match verdict {
                 Verdict::Applied { output } => (S::Completed, Some(output)),
@@ -732,13 +744,13 @@ pub fn transition<'a, 'o>(
             if !needed.is_empty() && needed != role {
                 return Err(Rejected::WrongRole {
                     key: key.to_owned(),
-                    given: role,
+                    given: role.clone(),
                     needed: needed.to_owned(),
                 });
             }
             let mut next = current.take(key)?;
             next.state = S::Approved;
-            next.decided_by = Some(by);
+            next.decided_by = Some(by.clone());
             next.updated_at = now;
             done(next)
         }
@@ -749,8 +761,8 @@ pub fn transition<'a, 'o>(
             }
             let mut next = current.take(key)?;
             next.state = S::Denied;
-            next.decided_by = Some(by);
-            next.reason = reason;
+            next.decided_by = Some(by.clone());
+            next.reason = reason.clone();
             next.updated_at = now;
             done(next)
         }
@@ -761,7 +773,7 @@ pub fn transition<'a, 'o>(
             }
             let mut next = current.take(key)?;
             next.state = S::Compensated;
-            next.decided_by = Some(by);
+            next.decided_by = Some(by.clone());
             next.updated_at = now;
             done(next)
         }
