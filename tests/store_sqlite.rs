@@ -148,55 +148,6 @@ mod sqlite_specifics {
         });
     }
 
-    /// A store writes its holder's operations (the record of an output, a release) against the
-    /// claim it wrote itself, without reading the row again, but only while the row is still
-    /// exactly that claim: here another handle on the file (as another process would) takes
-    /// the expired claim over, and the first holder's late writes are fenced, not applied.
-    #[test]
-    fn a_claim_taken_over_elsewhere_fences_the_first_holder() {
-        run::<SqliteHarness, _, _>("a_claim_taken_over_elsewhere_fences_the_first_holder", || async {
-            let dir = ScratchDir::new("held-fenced");
-            let path = dir.path().join("j.db");
-            let first = SqliteStore::open(&path).unwrap();
-            let second = SqliteStore::open(&path).unwrap();
-            assert!(matches!(
-                first.claim("k", intent(), 1, false).await.unwrap(),
-                OpOutcome::Claimed { attempt: 1, .. }
-            ));
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            assert!(matches!(
-                second.claim("k", intent(), 30_000, false).await.unwrap(),
-                OpOutcome::Claimed { attempt: 2, .. }
-            ));
-            for late in [
-                first.complete("k", 1, serde_json::json!("late")).await,
-                first.release("k", 1, None).await,
-                first.mark_in_doubt("k", 1, "late".into()).await,
-            ] {
-                assert!(
-                    matches!(
-                        late,
-                        Err(StoreError::Rejected(Rejected::Fenced {
-                            attempt: 1,
-                            current: 2,
-                            ..
-                        }))
-                    ),
-                    "{late:?}"
-                );
-            }
-            let rec = second.get("k").await.unwrap().unwrap();
-            assert_eq!((rec.attempt, rec.output.clone()), (2, None), "{rec:?}");
-            // The holder of attempt 2 records its output.
-            let done = second.complete("k", 2, serde_json::json!("ok")).await.unwrap();
-            assert_eq!(done.output, Some(serde_json::json!("ok")));
-            assert_eq!(
-                first.get("k").await.unwrap().unwrap().output,
-                Some(serde_json::json!("ok"))
-            );
-        });
-    }
-
     /// Commits in the write-ahead log `wal`, read from its frames (SQLite's documented file
     /// format): a frame whose "database size after commit" field is not zero ends a commit;
     /// frames left from before the last restart carry another salt and are skipped.

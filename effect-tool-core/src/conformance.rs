@@ -1485,7 +1485,9 @@ pub mod cases {
     }
 
     /// Two handles on one journal (as two processes have): a late writer through one handle is
-    /// fenced out by a takeover through the other, whatever either handle remembers.
+    /// fenced out by a takeover through the other, whatever either handle remembers (a handle
+    /// that writes its holder's operations against the claim it wrote, without reading the row
+    /// again, must notice the row changed under it).
     pub async fn fencing_across_handles<H: Harness>() {
         let h = H::fresh().await;
         let first = h.store();
