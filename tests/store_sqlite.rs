@@ -13,9 +13,9 @@ mod sqlite_specifics {
     use std::time::Duration;
 
     use effect_tool_core::conformance::{ScratchDir, SqliteHarness, run};
-    use effect_tool_core::record::{Intent, OpOutcome, Rejected};
+    use effect_tool_core::record::{Intent, OpOutcome};
     use effect_tool_core::store::sqlite::{SqliteOptions, SqliteStore};
-    use effect_tool_core::{EffectClass, Store, StoreError, StoreExt};
+    use effect_tool_core::{EffectClass, Store, StoreExt};
 
     fn intent() -> Intent {
         Intent {
