@@ -256,3 +256,37 @@ async fn a_compensation_of_a_wrongly_resolved_output_says_how_to_amend_it() {
     assert_eq!(report.compensated, vec![key.to_owned()], "{report:?}");
     assert_eq!(*hotel.cancelled.lock().unwrap(), vec!["301"], "undone once");
 }
+
+/// A compensation whose recorded arguments no longer decode (the tool's argument type changed)
+/// cannot run: abandoning says how a person records the effect undone by hand.
+#[tokio::test]
+async fn a_compensation_of_arguments_that_no_longer_decode_says_what_to_do() {
+    let hotel = Arc::new(Hotel::default());
+    let tool = Arc::new(Reserve { hotel: hotel.clone() });
+    let engine = Engine::new(MemoryStore::new());
+    let store = engine.store();
+    let key = "trip-8:reserve:old-args";
+    let intent = effect_tool::record::Intent {
+        tool: "reserve".into(),
+        class: EffectClass::Compensable,
+        run_id: "trip-8".into(),
+        thread_id: None,
+        call_id: None,
+        fingerprint: "f".into(),
+        // The argument type was a number then; it is a room name now.
+        input: serde_json::json!(301),
+        ttl_ms: None,
+        approval: None,
+    };
+    store.claim(key, intent, 60_000, false).await.unwrap();
+    store.complete(key, 1, serde_json::json!("booking-301")).await.unwrap();
+
+    let tools: Vec<Arc<dyn DynTool>> = vec![tool.clone()];
+    let report = engine.abandon_run(&RunContext::new("trip-8"), &tools).await.unwrap();
+    let (failed, error) = &report.failed[0];
+    assert!(
+        failed.as_str() == key && error.contains("effect-tool abandon trip-8 --mark-compensated"),
+        "{report:?}"
+    );
+    assert!(hotel.cancelled.lock().unwrap().is_empty());
+}

@@ -98,7 +98,12 @@ impl<T: Tool> DynTool for T {
                 message,
             };
             let args: T::Args = serde_json::from_value(args)
-                .map_err(|e| codec(format!("the recorded arguments do not decode: {e}")))?;
+                .map_err(|e| {
+                    codec(format!(
+                        "the recorded arguments do not decode as this tool's argument type: {e}. The type changed since the call was recorded, so this compensation cannot run: undo the effect by hand, then record it with `effect-tool abandon {} --mark-compensated`",
+                        crate::shell::quote(ctx.run_id())
+                    ))
+                })?;
             let output: T::Output =
                 serde_json::from_value(output).map_err(|e| codec(crate::engine::output_mismatch(key, &e)))?;
             self.compensate(ctx, &args, &output)
