@@ -211,6 +211,22 @@ async fn abandoning_a_run_compensates_each_effect_once_newest_first() {
     assert_eq!(audit.iter().filter(|a| a.action == "compensate").count(), 3);
 }
 
+/// The claim of a [`Reserve`] booking in `run` with `input`, as the journal holds it (for the
+/// records a test writes through the store, not through the engine).
+fn booking(run: &str, input: serde_json::Value) -> effect_tool::record::Intent {
+    effect_tool::record::Intent {
+        tool: "reserve".into(),
+        class: EffectClass::Compensable,
+        run_id: run.into(),
+        thread_id: None,
+        call_id: None,
+        fingerprint: "f".into(),
+        input,
+        ttl_ms: None,
+        approval: None,
+    }
+}
+
 /// A compensation decodes the output a person recorded; one of the wrong shape fails it with
 /// the command that corrects the resolution, and once amended the effect is undone once.
 #[tokio::test]
@@ -222,18 +238,10 @@ async fn a_compensation_of_a_wrongly_resolved_output_says_how_to_amend_it() {
     // A booking whose outcome was unknown, resolved by a person with a number where the tool
     // returns a booking reference.
     let key = "trip-9:reserve:booked-by-phone";
-    let intent = effect_tool::record::Intent {
-        tool: "reserve".into(),
-        class: EffectClass::Compensable,
-        run_id: "trip-9".into(),
-        thread_id: None,
-        call_id: None,
-        fingerprint: "f".into(),
-        input: serde_json::json!("301"),
-        ttl_ms: None,
-        approval: None,
-    };
-    store.claim(key, intent, 60_000, false).await.unwrap();
+    store
+        .claim(key, booking("trip-9", serde_json::json!("301")), 60_000, false)
+        .await
+        .unwrap();
     store.mark_in_doubt(key, 1, "timed out".into()).await.unwrap();
     let wrong = effect_tool::Verdict::Applied {
         output: serde_json::json!(301),
@@ -266,19 +274,11 @@ async fn a_compensation_of_arguments_that_no_longer_decode_says_what_to_do() {
     let engine = Engine::new(MemoryStore::new());
     let store = engine.store();
     let key = "trip-8:reserve:old-args";
-    let intent = effect_tool::record::Intent {
-        tool: "reserve".into(),
-        class: EffectClass::Compensable,
-        run_id: "trip-8".into(),
-        thread_id: None,
-        call_id: None,
-        fingerprint: "f".into(),
-        // The argument type was a number then; it is a room name now.
-        input: serde_json::json!(301),
-        ttl_ms: None,
-        approval: None,
-    };
-    store.claim(key, intent, 60_000, false).await.unwrap();
+    // The argument type was a number then; it is a room name now.
+    store
+        .claim(key, booking("trip-8", serde_json::json!(301)), 60_000, false)
+        .await
+        .unwrap();
     store.complete(key, 1, serde_json::json!("booking-301")).await.unwrap();
 
     let tools: Vec<Arc<dyn DynTool>> = vec![tool.clone()];
