@@ -480,3 +480,206 @@ mod postgres_tls {
         });
     }
 }
+
+/// Group commit: writes of many concurrent callers of one store share statements and commits,
+/// and each still gets the answer it would have had alone. Commits are counted from the rows'
+/// `xmin` (the transaction that last wrote each row), read over a separate connection.
+#[cfg(feature = "postgres")]
+mod postgres_group_commit {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use effect_tool::{CallOptions, EffectClass::Irreversible, Engine, EngineConfig, RunContext};
+    use effect_tool_core::conformance::{Harness, PostgresHarness, run};
+    use effect_tool_core::record::{OpOutcome, Rejected};
+    use effect_tool_core::{StoreError, StoreExt};
+    use serde_json::json;
+
+    use crate::common::ledger::Downstream;
+    use crate::common::script::{Script, Step, scripted};
+
+    scripted!(Pay, Irreversible, recover = false, max_delay = Duration::from_millis(2));
+
+    /// A plain connection to the harness's database, and its schema.
+    async fn raw(h: &PostgresHarness) -> (tokio_postgres::Client, String) {
+        let locator = h.locator().unwrap();
+        let (schema, url) = locator.split_once(' ').unwrap();
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(conn);
+        (client, schema.to_owned())
+    }
+
+    /// Rows in `state`, and how many transactions last wrote them.
+    async fn rows_and_commits(h: &PostgresHarness, state: &str) -> (i64, i64) {
+        let (client, schema) = raw(h).await;
+        let row = client
+            .query_one(
+                &format!("SELECT count(*), count(DISTINCT xmin::text) FROM \"{schema}\".records WHERE state = $1"),
+                &[&state],
+            )
+            .await
+            .unwrap();
+        (row.get(0), row.get(1))
+    }
+
+    fn intent(run_id: &str) -> effect_tool_core::record::Intent {
+        effect_tool_core::record::Intent {
+            tool: "t".into(),
+            class: effect_tool::EffectClass::Idempotent,
+            run_id: run_id.into(),
+            thread_id: None,
+            call_id: None,
+            fingerprint: "f".into(),
+            input: json!({ "n": 1 }),
+            ttl_ms: None,
+            approval: None,
+        }
+    }
+
+    /// 64 tasks make 512 calls of an irreversible tool over 256 keys, each key called by two
+    /// tasks at once: every key's effect happens once (counted downstream), every call gets
+    /// its result, and the completions took fewer commits than there are records.
+    #[test]
+    fn postgres_concurrent_callers_share_commits_and_run_each_key_once() {
+        run::<PostgresHarness, _, _>("concurrent_callers_share_commits", || async {
+            let h = PostgresHarness::fresh().await;
+            let down = Arc::new(Downstream::default());
+            let tool = Pay(Script::new(&down, &[Step::Ok]));
+            let config = EngineConfig {
+                lease: Duration::from_secs(30),
+                poll_interval: Duration::from_millis(2),
+            };
+            let engine = Engine::with_config(h.store(), config);
+            let run = RunContext::new("group-commit");
+            let tasks: Vec<_> = (0..64)
+                .map(|t| {
+                    let (engine, tool, run) = (engine.clone(), tool.clone(), run.clone());
+                    tokio::spawn(async move {
+                        for i in 0..8 {
+                            let to = format!("to-{}", (t * 4 + i) % 256);
+                            let out = engine.call(&tool, &run, CallOptions::default(), to.clone()).await;
+                            assert!(
+                                out.as_deref().is_ok_and(|o| o.starts_with(&format!("done for {to} "))),
+                                "{out:?}"
+                            );
+                        }
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+            assert_eq!((down.requests(), down.effects()), (256, 256), "one execution per key");
+            let (rows, commits) = rows_and_commits(&h, "completed").await;
+            assert_eq!(rows, 256);
+            assert!(
+                commits < rows,
+                "256 completions took {commits} commits: none were shared"
+            );
+        });
+    }
+
+    /// A claim taken over by another handle fences its first holder's late writes, sent
+    /// together; the new holder's writes, sent together, land.
+    #[test]
+    fn postgres_batched_writes_of_a_taken_over_claim_are_fenced() {
+        run::<PostgresHarness, _, _>("batched_writes_fenced", || async {
+            let h = PostgresHarness::fresh().await;
+            let first = h.store();
+            let second = PostgresHarness::open(&h.locator().unwrap()).await;
+            let keys: Vec<String> = (0..32).map(|n| format!("fenced-{n}")).collect();
+            for k in &keys {
+                first.claim(k, intent("first"), 1, false).await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            for k in &keys {
+                let taken = second.claim(k, intent("second"), 30_000, false).await.unwrap();
+                assert!(matches!(taken, OpOutcome::Claimed { attempt: 2, .. }), "{taken:?}");
+            }
+            let late = keys.iter().map(|k| {
+                let (s, k) = (first.clone(), k.clone());
+                tokio::spawn(async move { s.complete(&k, 1, json!("late")).await })
+            });
+            for r in futures::future::join_all(late).await {
+                let r = r.unwrap();
+                assert!(
+                    matches!(
+                        r,
+                        Err(StoreError::Rejected(Rejected::Fenced {
+                            attempt: 1,
+                            current: 2,
+                            ..
+                        }))
+                    ),
+                    "{r:?}"
+                );
+            }
+            let done = keys.iter().map(|k| {
+                let (s, k) = (second.clone(), k.clone());
+                tokio::spawn(async move { s.complete(&k, 2, json!(format!("second {k}"))).await })
+            });
+            for r in futures::future::join_all(done).await {
+                r.unwrap().unwrap();
+            }
+            for k in &keys {
+                let rec = first.get(k).await.unwrap().unwrap();
+                assert_eq!((rec.attempt, rec.output), (2, Some(json!(format!("second {k}")))));
+            }
+            let (rows, commits) = rows_and_commits(&h, "completed").await;
+            assert_eq!(rows, 32);
+            assert!(
+                commits < rows,
+                "32 concurrent completions took {commits} commits: none were shared"
+            );
+        });
+    }
+
+    /// A row the server refuses fails its own write only: the statement it was sent in is
+    /// rolled back as a whole, and the other writes of that statement are made alone. A
+    /// sequence (not rolled back) counts the rows the server was asked to insert.
+    #[test]
+    fn postgres_a_refused_row_fails_its_own_write_only() {
+        run::<PostgresHarness, _, _>("refused_row_alone", || async {
+            let h = PostgresHarness::fresh().await;
+            let (client, schema) = raw(&h).await;
+            client
+                .batch_execute(&format!(
+                    r#"CREATE SEQUENCE "{schema}".insert_attempts;
+                    CREATE FUNCTION "{schema}".refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN
+                        PERFORM nextval('"{schema}".insert_attempts');
+                        IF NEW.run_id = 'poison' THEN RAISE EXCEPTION 'this row is refused'; END IF;
+                        RETURN NEW;
+                    END $$;
+                    CREATE TRIGGER refuse_poison BEFORE INSERT ON "{schema}".records
+                        FOR EACH ROW EXECUTE FUNCTION "{schema}".refuse_poison();"#
+                ))
+                .await
+                .unwrap();
+            let store = h.store();
+            let claims = (0..32).map(|n| {
+                let s = store.clone();
+                let run = if n == 16 { "poison" } else { "fine" };
+                tokio::spawn(async move { (n, s.claim(&format!("k-{n}"), intent(run), 30_000, false).await) })
+            });
+            for r in futures::future::join_all(claims).await {
+                match r.unwrap() {
+                    (16, Err(StoreError::Backend(e))) => assert!(e.contains("this row is refused"), "{e}"),
+                    (16, other) => panic!("the refused row's claim fails with the server's error, got {other:?}"),
+                    (_, r) => assert!(matches!(r, Ok(OpOutcome::Claimed { attempt: 1, .. })), "{r:?}"),
+                }
+            }
+            let (rows, _) = rows_and_commits(&h, "claimed").await;
+            assert_eq!(rows, 31);
+            let attempts: i64 = client
+                .query_one(&format!("SELECT last_value FROM \"{schema}\".insert_attempts"), &[])
+                .await
+                .unwrap()
+                .get(0);
+            assert!(
+                attempts > 32,
+                "{attempts} inserts for 32 claims: no statement carried several"
+            );
+        });
+    }
+}

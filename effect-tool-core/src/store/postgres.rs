@@ -74,10 +74,12 @@ use async_trait::async_trait;
 use deadpool_postgres::{Manager, Pool, QueueMode, Runtime};
 use tokio_postgres::types::ToSql;
 
+mod batch;
 mod tls;
 
 pub use tls::SslMode;
 
+use self::batch::{Answer, Work};
 use super::row::StoredRow;
 use super::{Filter, Store};
 use crate::class::EffectClass;
@@ -219,6 +221,8 @@ struct Shared {
     clock_offset: AtomicI64,
     /// The rows this store wrote last for claims it holds: (row version, record).
     held: Mutex<HashMap<String, (i64, EffectRecord)>>,
+    /// Writes waiting to be sent together (group commit).
+    batcher: batch::Batcher,
 }
 
 const HELD_MAX: usize = 10_000;
@@ -226,6 +230,7 @@ const HELD_MAX: usize = 10_000;
 /// The statements, with the schema filled in.
 struct Sql {
     claim_fast: String,
+    batch: String,
     read: String,
     insert: String,
     update: String,
@@ -258,6 +263,7 @@ impl Sql {
                  SELECT {CLOCK} AS db_now, (SELECT row_version FROM ins) AS inserted, {r}
                  FROM (SELECT 1) AS one LEFT JOIN {s}.records r ON r.key = $1"
             ),
+            batch: batch::batch_sql(s, COLS, &r, CLOCK),
             read: format!("SELECT {CLOCK} AS db_now, {r} FROM (SELECT 1) AS one LEFT JOIN {s}.records r ON r.key = $1"),
             insert: format!(
                 "INSERT INTO {s}.records ({COLS}) VALUES ({VALUES}) ON CONFLICT (key) DO NOTHING RETURNING row_version"
@@ -329,6 +335,7 @@ impl PostgresStore {
                 tls,
                 clock_offset: AtomicI64::new(0),
                 held: Mutex::new(HashMap::new()),
+                batcher: batch::Batcher::default(),
             }),
         };
         store.migrate().await?;
@@ -498,12 +505,7 @@ impl PostgresStore {
     }
 
     /// The holder's fast path: a compare-and-set against the row this store wrote last.
-    async fn apply_held(
-        &self,
-        client: &deadpool_postgres::Object,
-        key: &str,
-        op: &Op,
-    ) -> Result<Option<OpOutcome>, StoreError> {
+    async fn apply_held(&self, key: &str, op: &Op) -> Result<Option<OpOutcome>, StoreError> {
         let Some((row_version, held)) = self.forget(key) else {
             return Ok(None);
         };
@@ -512,10 +514,26 @@ impl PostgresStore {
             return Ok(None);
         };
         let Some(rec) = &t.write else { return Ok(None) };
-        match self
-            .update(client, rec, row_version, held.attempt, op.audit(key, now))
-            .await?
-        {
+        let audit = op.audit(key, now);
+        let written = match self.shared.batcher.alone() {
+            Some(_alone) => {
+                let client = self.client().await?;
+                self.update(&client, rec, row_version, held.attempt, audit).await?
+            }
+            None => match self
+                .batched(Work::Update {
+                    rec: rec.clone(),
+                    row_version,
+                    attempt: held.attempt,
+                    audit,
+                })
+                .await?
+            {
+                Answer::Done { written, .. } => written,
+                Answer::Alone => None,
+            },
+        };
+        match written {
             Some(v) => {
                 self.after_write(key, v, rec);
                 Ok(Some(t.outcome))
@@ -560,29 +578,38 @@ impl PostgresStore {
         )))
     }
 
-    /// The claim fast path: insert if new, else decide from the returned record.
-    async fn claim_fast(
-        &self,
-        client: &deadpool_postgres::Object,
-        key: &str,
-        op: &Op,
-    ) -> Result<Option<OpOutcome>, StoreError> {
+    /// The claim fast path: insert if new, else decide from the record found.
+    async fn claim_fast(&self, key: &str, op: &Op) -> Result<Option<OpOutcome>, StoreError> {
         let now = self.now();
         let t = transition(key, None, op, now)?;
         let Some(fresh) = &t.write else {
             return Ok(Some(t.outcome));
         };
-        let st = client.prepare_cached(&self.shared.sql.claim_fast).await.map_err(pg)?;
-        let p = RecordParams::new(fresh);
-        let sent = now_millis();
-        let row = client.query_one(&st, &p.refs()).await.map_err(pg)?;
-        let db_now: i64 = row.get(0);
-        self.observe_clock(db_now, sent);
-        if let Some(v) = row.get::<_, Option<i64>>(1) {
+        let (db_now, inserted, before) = match self.shared.batcher.alone() {
+            Some(_alone) => {
+                let client = self.client().await?;
+                let st = client.prepare_cached(&self.shared.sql.claim_fast).await.map_err(pg)?;
+                let p = RecordParams::new(fresh);
+                let sent = now_millis();
+                let row = client.query_one(&st, &p.refs()).await.map_err(pg)?;
+                let db_now: i64 = row.get(0);
+                self.observe_clock(db_now, sent);
+                (db_now, row.get::<_, Option<i64>>(1), PgRow::from_row(&row, 2)?)
+            }
+            None => match self.batched(Work::Insert(fresh.clone())).await? {
+                Answer::Done {
+                    db_now,
+                    written,
+                    before,
+                } => (db_now, written, before.map(|b| *b)),
+                Answer::Alone => return Ok(None),
+            },
+        };
+        if let Some(v) = inserted {
             self.after_write(key, v, fresh);
             return Ok(Some(t.outcome));
         }
-        let Some(current) = PgRow::from_row(&row, 2)? else {
+        let Some(current) = before else {
             // Inserted by someone else after this statement's snapshot: take the general path.
             return Ok(None);
         };
@@ -605,14 +632,14 @@ impl Store for PostgresStore {
     }
 
     async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
-        let client = self.client().await?;
         if matches!(op, Op::Claim { .. }) {
-            if let Some(outcome) = self.claim_fast(&client, key, &op).await? {
+            if let Some(outcome) = self.claim_fast(key, &op).await? {
                 return Ok(outcome);
             }
-        } else if let Some(outcome) = self.apply_held(&client, key, &op).await? {
+        } else if let Some(outcome) = self.apply_held(key, &op).await? {
             return Ok(outcome);
         }
+        let client = self.client().await?;
         self.apply_read(&client, key, &op).await
     }
 

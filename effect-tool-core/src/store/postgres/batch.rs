@@ -1,0 +1,386 @@
+//! Group commit on PostgreSQL: when many callers of one store write at once, their claims of
+//! new keys and their holders' updates go to the server together, as one statement and one
+//! commit, instead of one round trip and one commit each.
+//!
+//! A write goes alone (today's round trip on a pooled connection) while fewer than
+//! [`ALONE_MAX`] others are in flight alone, so a sequential caller pays nothing for this. Past
+//! that, it joins the queue: one runner task takes everything queued, sends it as one
+//! statement, hands each caller its answer, and goes again while anything is queued. The
+//! statement is that of the lone round trips, over arrays (`unnest`): the insert of a claim
+//! (`ON CONFLICT (key) DO NOTHING`, with the row that was there before it when the key was
+//! taken), and the compare-and-set update of a held claim (row version and attempt), with its
+//! audit entry. So each item has exactly the answer it would have had alone.
+//!
+//! - Items are sent in key order, so two batches (of two processes) that touch the same keys
+//!   lock them in the same order.
+//! - A key may appear once per statement (PostgreSQL cannot insert or update a row twice in
+//!   one): a second item with the same key is answered [`Answer::Alone`] and goes alone.
+//! - A statement the server refuses (a deadlock, a timeout) was rolled back as a whole: every
+//!   item goes alone, and meets the error itself if it is still there. An error without the
+//!   server's answer (the connection lost) may hide a commit, so it is every item's error.
+//! - The runner is a task of its own: a caller that stops waiting does not stop the statement
+//!   its item is in, whose effects are those of a lone write whose caller stopped waiting.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::oneshot;
+use tokio_postgres::types::ToSql;
+
+use super::{PgRow, PostgresStore, StaticStr, pg};
+use crate::error::StoreError;
+use crate::record::{AuditEntry, EffectRecord, Millis, now_millis};
+
+/// How many writes may be in flight alone before the next one joins a batch.
+pub(super) const ALONE_MAX: usize = 4;
+
+/// The most items one statement carries; the rest wait for the next.
+const BATCH_MAX: usize = 256;
+
+/// A write a batch can carry.
+pub(super) enum Work {
+    /// Insert this claim if its key is absent.
+    Insert(Arc<EffectRecord>),
+    /// Write `rec` over the row at `row_version`, if its attempt is still `attempt`, with the
+    /// op's audit entry.
+    Update {
+        rec: Arc<EffectRecord>,
+        row_version: i64,
+        attempt: u32,
+        audit: Option<AuditEntry>,
+    },
+}
+
+impl Work {
+    fn key(&self) -> &str {
+        match self {
+            Work::Insert(rec) | Work::Update { rec, .. } => &rec.key,
+        }
+    }
+}
+
+/// What a batch answers one item.
+pub(super) enum Answer {
+    /// The statement committed: the database's clock, the row version written (`None`: the
+    /// key was taken, or the update's row had changed), and for an insert the row as it was
+    /// before the statement (`None` if there was none, or if the taker committed after the
+    /// statement began).
+    Done {
+        db_now: Millis,
+        written: Option<i64>,
+        before: Option<Box<PgRow>>,
+    },
+    /// Not written: do it alone.
+    Alone,
+}
+
+type Reply = oneshot::Sender<Result<Answer, StoreError>>;
+
+/// The queue of one store's writes waiting for a batch.
+#[derive(Default)]
+pub(super) struct Batcher {
+    /// Writes in flight alone.
+    alone: AtomicUsize,
+    queue: Mutex<Queue>,
+}
+
+#[derive(Default)]
+struct Queue {
+    items: Vec<(Work, Reply)>,
+    /// A runner task is on it.
+    running: bool,
+}
+
+/// A write in flight alone; counted until dropped.
+pub(super) struct Alone<'a>(&'a AtomicUsize);
+
+impl Drop for Alone<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Batcher {
+    /// A slot to write alone, or `None` when [`ALONE_MAX`] writes are in flight alone already
+    /// (then the write joins a batch).
+    pub(super) fn alone(&self) -> Option<Alone<'_>> {
+        let before = self.alone.fetch_add(1, Ordering::Relaxed);
+        let slot = Alone(&self.alone);
+        (before < ALONE_MAX).then_some(slot)
+    }
+}
+
+impl PostgresStore {
+    /// Queue `work` for the next batch and wait for its answer.
+    pub(super) async fn batched(&self, work: Work) -> Result<Answer, StoreError> {
+        let (tx, rx) = oneshot::channel();
+        let start = {
+            let mut q = self.shared.batcher.queue.lock().unwrap_or_else(|e| e.into_inner());
+            q.items.push((work, tx));
+            !std::mem::replace(&mut q.running, true)
+        };
+        if start {
+            let store = self.clone();
+            tokio::spawn(async move { store.run_batches().await });
+        }
+        rx.await.unwrap_or_else(|_| {
+            Err(StoreError::Backend(
+                "the PostgreSQL batch writer stopped before answering (its task was cancelled: is the runtime shutting down?)"
+                    .to_owned(),
+            ))
+        })
+    }
+
+    /// The runner: send what is queued, answer, repeat until the queue is empty.
+    async fn run_batches(&self) {
+        let mut runner = Runner {
+            queue: &self.shared.batcher.queue,
+            finished: false,
+        };
+        loop {
+            let items = {
+                let mut q = runner.queue.lock().unwrap_or_else(|e| e.into_inner());
+                if q.items.is_empty() {
+                    q.running = false;
+                    runner.finished = true;
+                    return;
+                }
+                let rest = q.items.len().saturating_sub(BATCH_MAX);
+                let mut items = std::mem::take(&mut q.items);
+                q.items = items.split_off(items.len() - rest);
+                items
+            };
+            self.send_batch(items).await;
+        }
+    }
+
+    async fn send_batch(&self, mut items: Vec<(Work, Reply)>) {
+        items.sort_by(|a, b| a.0.key().cmp(b.0.key()));
+        let mut seen = HashSet::with_capacity(items.len());
+        let mut sent = Vec::with_capacity(items.len());
+        for (work, reply) in items {
+            if seen.insert(work.key().to_owned()) {
+                sent.push((work, reply));
+            } else {
+                let _ = reply.send(Ok(Answer::Alone));
+            }
+        }
+        let columns = Columns::new(sent.iter().map(|(work, _)| work));
+        let result = async {
+            let client = self.client().await?;
+            let st = client.prepare_cached(&self.shared.sql.batch).await.map_err(pg)?;
+            let at = now_millis();
+            let rows = client.query(&st, &columns.refs()).await;
+            Ok::<_, StoreError>((at, rows))
+        }
+        .await;
+        let rows = match result {
+            Ok((sent_at, Ok(rows))) => {
+                if let Some(row) = rows.first() {
+                    self.observe_clock(row.get(0), sent_at);
+                }
+                rows
+            }
+            Ok((_, Err(e))) if e.as_db_error().is_some() => {
+                // Refused by the server, so rolled back: each item goes alone.
+                tracing::debug!(error = %e, items = sent.len(), "PostgreSQL batch refused; its writes go alone");
+                for (_, reply) in sent {
+                    let _ = reply.send(Ok(Answer::Alone));
+                }
+                return;
+            }
+            Ok((_, Err(e))) => return answer_all(sent, &pg(e)),
+            Err(e) => return answer_all(sent, &e),
+        };
+        let mut replies: Vec<Option<Reply>> = sent.into_iter().map(|(_, reply)| Some(reply)).collect();
+        for row in &rows {
+            let ord: i64 = row.get(1);
+            let Some(reply) = usize::try_from(ord - 1).ok().and_then(|i| replies.get_mut(i)?.take()) else {
+                continue;
+            };
+            let answer = PgRow::from_row(row, 3).map(|before| Answer::Done {
+                db_now: row.get(0),
+                written: row.get(2),
+                before: before.map(Box::new),
+            });
+            let _ = reply.send(answer);
+        }
+        for reply in replies.into_iter().flatten() {
+            // Not in the statement's answer (which has a row per item): never expected.
+            let _ = reply.send(Ok(Answer::Alone));
+        }
+    }
+}
+
+/// The runner's hold on the queue. Should it end early (its task cancelled as the runtime
+/// shuts down, or a panic), the queue is left without a runner and its items are dropped, so
+/// their callers hear of it instead of waiting for ever, and the next write starts a runner.
+struct Runner<'a> {
+    queue: &'a Mutex<Queue>,
+    finished: bool,
+}
+
+impl Drop for Runner<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            q.running = false;
+            q.items.clear();
+        }
+    }
+}
+
+fn answer_all(items: Vec<(Work, Reply)>, e: &StoreError) {
+    for (_, reply) in items {
+        let _ = reply.send(Err(StoreError::Backend(e.to_string())));
+    }
+}
+
+/// The items as the statement's arrays, `$1..$25`: the record's columns in [`super::COLS`]
+/// order, then the update's row version and attempt, then the audit entry.
+#[derive(Default)]
+struct Columns<'a> {
+    key: Vec<&'a str>,
+    version: Vec<i32>,
+    tool: Vec<&'a str>,
+    class: Vec<&'static str>,
+    run_id: Vec<&'a str>,
+    thread_id: Vec<Option<&'a str>>,
+    call_id: Vec<Option<&'a str>>,
+    fingerprint: Vec<&'a str>,
+    input: Vec<String>,
+    state: Vec<&'static str>,
+    attempt: Vec<i64>,
+    lease_until: Vec<Option<i64>>,
+    output: Vec<Option<String>>,
+    reason: Vec<Option<&'a str>>,
+    approval_role: Vec<Option<&'a str>>,
+    decided_by: Vec<Option<&'a str>>,
+    created_at: Vec<i64>,
+    updated_at: Vec<i64>,
+    expires_at: Vec<Option<i64>>,
+    row_version: Vec<Option<i64>>,
+    old_attempt: Vec<Option<i64>>,
+    audit_at: Vec<Option<i64>>,
+    actor: Vec<Option<&'a str>>,
+    action: Vec<Option<&'a str>>,
+    detail: Vec<Option<String>>,
+}
+
+impl<'a> Columns<'a> {
+    fn new(items: impl Iterator<Item = &'a Work>) -> Self {
+        let mut c = Columns::default();
+        for work in items {
+            let (rec, update) = match work {
+                Work::Insert(rec) => (rec, None),
+                Work::Update {
+                    rec,
+                    row_version,
+                    attempt,
+                    audit,
+                } => (rec, Some((*row_version, *attempt, audit.as_ref()))),
+            };
+            c.key.push(&rec.key);
+            c.version.push(rec.version as i32);
+            c.tool.push(&rec.tool);
+            c.class.push(*rec.class.as_str_ref());
+            c.run_id.push(&rec.run_id);
+            c.thread_id.push(rec.thread_id.as_deref());
+            c.call_id.push(rec.call_id.as_deref());
+            c.fingerprint.push(&rec.fingerprint);
+            c.input.push(rec.input.to_string());
+            c.state.push(*rec.state.as_str_ref());
+            c.attempt.push(i64::from(rec.attempt));
+            c.lease_until.push(rec.lease_until);
+            c.output.push(rec.output.as_ref().map(|v| v.to_string()));
+            c.reason.push(rec.reason.as_deref());
+            c.approval_role.push(rec.approval_role.as_deref());
+            c.decided_by.push(rec.decided_by.as_deref());
+            c.created_at.push(rec.created_at);
+            c.updated_at.push(rec.updated_at);
+            c.expires_at.push(rec.expires_at);
+            c.row_version.push(update.map(|u| u.0));
+            c.old_attempt.push(update.map(|u| i64::from(u.1)));
+            let audit = update.and_then(|u| u.2);
+            c.audit_at.push(audit.map(|a| a.at));
+            c.actor.push(audit.map(|a| a.actor.as_str()));
+            c.action.push(audit.map(|a| a.action.as_str()));
+            c.detail
+                .push(audit.and_then(|a| a.detail.as_ref()).map(|d| d.to_string()));
+        }
+        c
+    }
+
+    fn refs(&self) -> [&(dyn ToSql + Sync); 25] {
+        [
+            &self.key,
+            &self.version,
+            &self.tool,
+            &self.class,
+            &self.run_id,
+            &self.thread_id,
+            &self.call_id,
+            &self.fingerprint,
+            &self.input,
+            &self.state,
+            &self.attempt,
+            &self.lease_until,
+            &self.output,
+            &self.reason,
+            &self.approval_role,
+            &self.decided_by,
+            &self.created_at,
+            &self.updated_at,
+            &self.expires_at,
+            &self.row_version,
+            &self.old_attempt,
+            &self.audit_at,
+            &self.actor,
+            &self.action,
+            &self.detail,
+        ]
+    }
+}
+
+/// The batch statement for schema `s` (quoted); `r` is the record's columns as selected from
+/// alias `r`, `clock` the database's clock in ms.
+pub(super) fn batch_sql(s: &str, cols: &str, r: &str, clock: &str) -> String {
+    format!(
+        "WITH u AS (
+           SELECT * FROM unnest($1::text[], $2::int4[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+             $8::text[], $9::text[], $10::text[], $11::int8[], $12::int8[], $13::text[], $14::text[], $15::text[],
+             $16::text[], $17::int8[], $18::int8[], $19::int8[], $20::int8[], $21::int8[], $22::int8[], $23::text[],
+             $24::text[], $25::text[])
+           WITH ORDINALITY AS u(key, version, tool, class, run_id, thread_id, call_id, fingerprint, input, state,
+             attempt, lease_until, output, reason, approval_role, decided_by, created_at, updated_at, expires_at,
+             old_row_version, old_attempt, audit_at, actor, action, detail, ord)),
+         ins AS (
+           INSERT INTO {s}.records ({cols})
+           SELECT key, version, tool, class, run_id, thread_id, call_id, fingerprint, input::json, state, attempt,
+             lease_until, output::json, reason, approval_role, decided_by, created_at, updated_at, expires_at
+           FROM u WHERE old_row_version IS NULL ORDER BY ord
+           ON CONFLICT (key) DO NOTHING
+           RETURNING key, row_version),
+         upd AS (
+           UPDATE {s}.records t SET version = u.version, tool = u.tool, class = u.class, run_id = u.run_id,
+             thread_id = u.thread_id, call_id = u.call_id, fingerprint = u.fingerprint, input = u.input::json,
+             state = u.state, attempt = u.attempt, lease_until = u.lease_until, output = u.output::json,
+             reason = u.reason, approval_role = u.approval_role, decided_by = u.decided_by,
+             created_at = u.created_at, updated_at = u.updated_at, expires_at = u.expires_at,
+             row_version = nextval('{s}.row_version_seq')
+           FROM u
+           WHERE u.old_row_version IS NOT NULL AND t.key = u.key AND t.row_version = u.old_row_version
+             AND t.attempt = u.old_attempt
+           RETURNING t.key, t.row_version),
+         aud AS (
+           INSERT INTO {s}.audit (key, at, actor, action, detail)
+           SELECT u.key, u.audit_at, u.actor, u.action, u.detail::json FROM u JOIN upd ON upd.key = u.key
+           WHERE u.action IS NOT NULL ORDER BY u.ord)
+         SELECT {clock} AS db_now, u.ord, coalesce(ins.row_version, upd.row_version) AS written, {r}
+         FROM u
+           LEFT JOIN ins ON ins.key = u.key
+           LEFT JOIN upd ON upd.key = u.key
+           LEFT JOIN {s}.records r ON u.old_row_version IS NULL AND r.key = u.key"
+    )
+}
