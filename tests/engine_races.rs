@@ -17,8 +17,8 @@ use common::{key_of, run, short};
 use effect_tool::record::{Intent, Op, OpOutcome};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{
-    BlockReason, CallOptions, Disposition, DynTool, EffectClass, EffectCtx, EffectError, Engine, Failure, Filter,
-    MemoryStore, RecordState, Store, StoreExt, Tool, ToolError, Verdict, Window,
+    BlockReason, CallOptions, Disposition, DynTool, EffectClass, EffectCtx, EffectError, Engine, EngineConfig, Failure,
+    Filter, MemoryStore, RecordState, Store, StoreExt, Tool, ToolError, Verdict, Window,
 };
 use tokio::sync::{Notify, Semaphore};
 
@@ -262,12 +262,19 @@ async fn two_engines_reconcile_one_crashed_claim_sqlite() {
 // ---------------------------------------------------------------------------------------------
 
 /// A tool that runs for many leases keeps its claim (renewal): another engine waits for it
-/// instead of taking it over, and gets its result.
+/// instead of taking it over, and gets its result. The lease is 250 ms (renewed every third
+/// of it), not [`short`]'s 60 ms: a renewal is a durable write, and on a loaded shared disk
+/// one fsync has taken longer than 40 ms, which let the claim lapse and be taken over (the
+/// safe outcome, but not what this test is about).
 async fn a_long_execution_keeps_its_claim(a: Arc<dyn Store>, b: Arc<dyn Store>) {
+    let config = EngineConfig {
+        lease: Duration::from_millis(250),
+        ..short()
+    };
     let down = Arc::new(Downstream::default());
     let script = Script::new(&down, &[Step::HoldThenOk]);
     let tool = Charge(script.clone());
-    let (ea, eb) = (Engine::with_config(a, short()), Engine::with_config(b, short()));
+    let (ea, eb) = (Engine::with_config(a, config), Engine::with_config(b, config));
     let ta = {
         let (ea, tool) = (ea.clone(), tool.clone());
         tokio::spawn(async move { ea.call(&tool, &run("r1"), CallOptions::default(), "ann".into()).await })
@@ -276,7 +283,7 @@ async fn a_long_execution_keeps_its_claim(a: Arc<dyn Store>, b: Arc<dyn Store>) 
     let key = key_of(&tool, &run("r1"), &"ann".to_owned());
     // Five leases pass while the tool runs; the claim stays live all along.
     for _ in 0..5 {
-        tokio::time::sleep(short().lease).await;
+        tokio::time::sleep(config.lease).await;
         let rec = ea.store().get(&key).await.unwrap().unwrap();
         assert_eq!((rec.state, rec.attempt), (RecordState::Claimed, 1));
     }
@@ -287,7 +294,7 @@ async fn a_long_execution_keeps_its_claim(a: Arc<dyn Store>, b: Arc<dyn Store>) 
                 .await
         })
     };
-    tokio::time::sleep(short().lease * 2).await;
+    tokio::time::sleep(config.lease * 2).await;
     script.hold.add_permits(1);
     let oa = ta.await.unwrap().unwrap();
     let rb = tb.await.unwrap();

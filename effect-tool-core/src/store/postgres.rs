@@ -32,6 +32,13 @@
 //!   result is replayed, in one round trip. The claim holder's next write (renew, complete,
 //!   release, mark in doubt) is a compare-and-set against the row version it wrote itself, also
 //!   one round trip; if anything else changed the record in between, it falls back to reading.
+//! - **Group commit.** While fewer than four of a store's writes are in flight, each goes alone
+//!   as above. Past that, new-key claims and holders' writes queue, and one task sends all
+//!   that is queued as one statement (the same insert and compare-and-set, over arrays) and
+//!   one commit, then answers each caller what it would have been answered alone; many
+//!   concurrent callers then share round trips and WAL flushes instead of queueing for pooled
+//!   connections. A row the server refuses rolls its statement back, and the others of that
+//!   statement are then written alone.
 //! - **Leases on the database's clock.** Reads return `clock_timestamp()`, which is the `now`
 //!   given to the state machine for writes based on that read; [`Store::now`] is the local clock
 //!   corrected by the offset to the database's clock measured on every read (so fast-path writes
