@@ -7,7 +7,10 @@
 //! - `new call, sequential`: one new idempotent call through the engine (lookup, claim,
 //!   execute a no-op, record), one caller;
 //! - `new call, 64 callers`: the same with 64 concurrent callers (time per call, amortized);
-//! - `replay`: a call whose result is recorded.
+//! - `replay`: a call whose result is recorded;
+//! - `journal SQL alone`: the statements the journal runs for a new call (the lookup on
+//!   SQLite, the claim's INSERT, the record's UPDATE) on the baseline's plain connection, with
+//!   no engine: what a new call costs in the database itself, whoever sends it.
 //!
 //! Targets: sequential ≤ 1.2 × two raw commits; 64 callers ≥ 4 × the sequential throughput;
 //! replay ≤ 2 × a raw point SELECT.
@@ -103,6 +106,20 @@ fn measure_interleaved(ops: &mut [Op<'_>], rounds: usize) -> Vec<Vec<f64>> {
         .collect()
 }
 
+/// `n` keys of new calls, as the engine computes them (run `bench-floor`), and a fingerprint.
+fn new_keys(n: u64) -> Vec<String> {
+    let run = RunContext::new("bench-floor");
+    (0..n)
+        .map(|_| {
+            let args = input(NEXT.fetch_add(1, Ordering::Relaxed));
+            effect_tool::key::identify(&Refund, &run, &args).unwrap().key
+        })
+        .collect()
+}
+
+/// A fingerprint's size (SHA-256 in hex).
+const FINGERPRINT: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
@@ -110,7 +127,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 struct Figures {
     backend: String,
-    /// Per round: raw commit, raw select, sequential, 64 callers, replay (seconds per op).
+    /// Per round: raw commit, raw select, sequential, 64 callers, replay, the journal's SQL alone
+    /// (seconds per op).
     rounds: Vec<Vec<f64>>,
 }
 
@@ -215,8 +233,49 @@ fn sqlite(rt: &tokio::runtime::Runtime, dir: &std::path::Path, synchronous: Sync
         }
         start.elapsed()
     });
+    // The journal's own SQL for a new call, on the plain connection, no engine: the lookup, the
+    // claim's INSERT, and the record's guarded UPDATE of the columns a completion changes.
+    let journal_sql: Op<'_> = Box::new(|n| {
+        let keys = new_keys(n);
+        let mut lookup = raw
+            .prepare_cached(
+                "SELECT version, state, attempt, output, fingerprint, lease_until FROM effect_records WHERE key = ?1",
+            )
+            .unwrap();
+        let mut claim = raw
+            .prepare_cached(
+                "INSERT INTO effect_records (key, version, tool, class, run_id, thread_id, call_id, fingerprint, input,
+                   state, attempt, lease_until, output, reason, approval_role, decided_by, created_at, updated_at,
+                   expires_at)
+                 VALUES (?1, 1, 'issue_refund', 'idempotent', 'bench-floor', NULL, NULL, ?2, ?3, 'claimed', 1, ?4,
+                   NULL, NULL, NULL, NULL, ?5, ?5, NULL)",
+            )
+            .unwrap();
+        let mut record = raw
+            .prepare_cached(
+                "UPDATE effect_records SET state = 'completed', lease_until = NULL, output = ?2, updated_at = ?3
+                 WHERE key = ?1 AND state = 'claimed' AND attempt = 1 AND updated_at = ?4 AND lease_until IS ?5
+                   AND version = 1",
+            )
+            .unwrap();
+        let start = Instant::now();
+        for key in &keys {
+            let now = effect_tool::record::now_millis();
+            let found = lookup.exists([key]).unwrap();
+            assert!(!found);
+            claim
+                .execute(rusqlite::params![key, FINGERPRINT, payload, now + 30_000, now])
+                .unwrap();
+            let n = record
+                .execute(rusqlite::params![key, "12345", now + 1, now, now + 30_000])
+                .unwrap();
+            assert_eq!(n, 1);
+        }
+        start.elapsed()
+    });
     let mut ops = vec![raw_commit, raw_select];
     ops.extend(engine_ops(rt, Arc::new(store)));
+    ops.push(journal_sql);
     Figures {
         backend: format!("SQLite, synchronous = {}", format!("{synchronous:?}").to_uppercase()),
         rounds: measure_interleaved(&mut ops, ROUNDS),
@@ -281,8 +340,52 @@ fn postgres(rt: &tokio::runtime::Runtime) -> Option<Figures> {
             start.elapsed()
         })
     });
+    // The journal's own SQL for a new call, on the plain connection, no engine: the claim's
+    // INSERT (the engine does no lookup first on PostgreSQL: a claim answers replays) and the
+    // record's compare-and-set UPDATE.
+    let (claim, record) = rt.block_on(async {
+        let claim = raw
+            .prepare(
+                "INSERT INTO effect_tool_bench.records (key, version, tool, class, run_id, thread_id, call_id,
+                   fingerprint, input, state, attempt, lease_until, output, reason, approval_role, decided_by,
+                   created_at, updated_at, expires_at)
+                 VALUES ($1, 1, 'issue_refund', 'idempotent', 'bench-floor', NULL, NULL, $2, $3::text::json, 'claimed',
+                   1, $4, NULL, NULL, NULL, NULL, $5, $5, NULL)
+                 ON CONFLICT (key) DO NOTHING RETURNING row_version",
+            )
+            .await
+            .unwrap();
+        let record = raw
+            .prepare(
+                "UPDATE effect_tool_bench.records SET state = 'completed', lease_until = NULL, output = $2::text::json,
+                   updated_at = $3, row_version = nextval('effect_tool_bench.row_version_seq')
+                 WHERE key = $1 AND row_version = $4 AND attempt = 1 RETURNING row_version",
+            )
+            .await
+            .unwrap();
+        (claim, record)
+    });
+    let journal_sql: Op<'_> = Box::new(|n| {
+        let keys = new_keys(n);
+        rt.block_on(async {
+            let start = Instant::now();
+            for key in &keys {
+                let now = effect_tool::record::now_millis();
+                let row = raw
+                    .query_one(&claim, &[key, &FINGERPRINT, &payload, &(now + 30_000), &now])
+                    .await
+                    .unwrap();
+                let version: i64 = row.get(0);
+                raw.query_one(&record, &[key, &"12345", &(now + 1), &version])
+                    .await
+                    .unwrap();
+            }
+            start.elapsed()
+        })
+    });
     let mut ops = vec![raw_commit, raw_select];
     ops.extend(engine_ops(rt, Arc::new(store)));
+    ops.push(journal_sql);
     Some(Figures {
         backend: "PostgreSQL 15, loopback TCP".to_owned(),
         rounds: measure_interleaved(&mut ops, ROUNDS),
@@ -349,12 +452,32 @@ fn main() {
         );
     }
     let col = |i: usize| median(floor.iter().map(|r| r[i]).collect());
-    println!(
+    let engine_row = format!(
         "| in-memory store (the engine alone, no database) | — | — | {} | — | {} | {:.1}× | {} | — |",
         us(col(0)),
         us(col(1)),
         col(0) / col(1),
         us(col(2))
     );
+    println!("{engine_row}");
+    println!(
+        "\nWhere a new call's time goes: the journal's own SQL for it (lookup on SQLite, claim, record) run on the \
+         baseline's plain connection, no engine, in the same rounds:\n"
+    );
+    println!(
+        "| backend | journal SQL alone | ÷ 2 raw commits (the SQL's own cost) | new call, sequential ÷ journal SQL (the engine's) |"
+    );
+    println!("|---|---|---|---|");
+    for f in &all {
+        let col = |i: usize| median(f.rounds.iter().map(|r| r[i]).collect());
+        let ratio = |g: &dyn Fn(&Vec<f64>) -> f64| median(f.rounds.iter().map(g).collect());
+        println!(
+            "| {} | {} | {:.2} | {:.2} |",
+            f.backend,
+            us(col(5)),
+            ratio(&|r| r[5] / (2.0 * r[0])),
+            ratio(&|r| r[2] / r[5]),
+        );
+    }
     println!("\n(medians of {ROUNDS} interleaved rounds; each ratio is the median of its per-round ratios)");
 }

@@ -33,9 +33,10 @@
 //!   release, mark in doubt) is a compare-and-set against the row version it wrote itself, also
 //!   one round trip; if anything else changed the record in between, it falls back to reading.
 //! - **Group commit.** While fewer than four of a store's writes are in flight, each goes alone
-//!   as above. Past that, new-key claims and holders' writes queue, and one task sends all
-//!   that is queued as one statement (the same insert and compare-and-set, over arrays) and
-//!   one commit, then answers each caller what it would have been answered alone; many
+//!   as above. Past that, new-key claims and holders' writes queue, and a task sends all that
+//!   is queued as one statement (the same insert and compare-and-set, over arrays) and one
+//!   commit, then answers each caller what it would have been answered alone (two such tasks
+//!   at most, so that one statement runs while the other's commit is flushed); many
 //!   concurrent callers then share round trips and WAL flushes instead of queueing for pooled
 //!   connections. A row the server refuses rolls its statement back, and the others of that
 //!   statement are then written alone.

@@ -4,14 +4,15 @@
 //!
 //! A write goes alone (today's round trip on a pooled connection) while fewer than
 //! [`ALONE_MAX`] others are in flight alone, so a sequential caller pays nothing for this. Past
-//! that, it joins the queue: one runner task takes everything queued, sends it as one
-//! statement, hands each caller its answer, and goes again while anything is queued. The
+//! that, it joins the queue: a runner task takes everything queued, sends it as one
+//! statement, hands each caller its answer, and goes again while anything is queued; a second
+//! runner sends the next statement while the first waits for its commit. The
 //! statement is that of the lone round trips, over arrays (`unnest`): the insert of a claim
 //! (`ON CONFLICT (key) DO NOTHING`, with the row that was there before it when the key was
 //! taken), and the compare-and-set update of a held claim (row version and attempt), with its
 //! audit entry. So each item has exactly the answer it would have had alone.
 //!
-//! - Items are sent in key order, so two batches (of two processes) that touch the same keys
+//! - Items are sent in key order, so two statements (of two runners, or two processes) that touch the same keys
 //!   lock them in the same order.
 //! - A key may appear once per statement (PostgreSQL cannot insert or update a row twice in
 //!   one): a second item with the same key is answered [`Answer::Alone`] and goes alone.
@@ -21,7 +22,6 @@
 //! - The runner is a task of its own: a caller that stops waiting does not stop the statement
 //!   its item is in, whose effects are those of a lone write whose caller stopped waiting.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -31,9 +31,14 @@ use tokio_postgres::types::ToSql;
 use super::{PgRow, PostgresStore, StaticStr, pg};
 use crate::error::StoreError;
 use crate::record::{AuditEntry, EffectRecord, Millis, now_millis};
+use crate::store::Store;
 
 /// How many writes may be in flight alone before the next one joins a batch.
 pub(super) const ALONE_MAX: usize = 4;
+
+/// How many statements may be in flight at once: while one waits for its commit's WAL flush,
+/// the next executes (on a second connection and server process).
+const RUNNERS_MAX: usize = 2;
 
 /// The most items one statement carries; the rest wait for the next.
 const BATCH_MAX: usize = 256;
@@ -77,6 +82,10 @@ pub(super) enum Answer {
 
 type Reply = oneshot::Sender<Result<Answer, StoreError>>;
 
+/// What a statement's rows say of one item: the row version written, and the row found before
+/// the statement.
+type Found = Result<(Option<i64>, Option<PgRow>), StoreError>;
+
 /// The queue of one store's writes waiting for a batch.
 #[derive(Default)]
 pub(super) struct Batcher {
@@ -88,8 +97,8 @@ pub(super) struct Batcher {
 #[derive(Default)]
 struct Queue {
     items: Vec<(Work, Reply)>,
-    /// A runner task is on it.
-    running: bool,
+    /// Runner tasks on it.
+    runners: usize,
 }
 
 /// A write in flight alone; counted until dropped.
@@ -118,7 +127,9 @@ impl PostgresStore {
         let start = {
             let mut q = self.shared.batcher.queue.lock().unwrap_or_else(|e| e.into_inner());
             q.items.push((work, tx));
-            !std::mem::replace(&mut q.running, true)
+            let start = q.runners < RUNNERS_MAX;
+            q.runners += usize::from(start);
+            start
         };
         if start {
             let store = self.clone();
@@ -142,7 +153,7 @@ impl PostgresStore {
             let items = {
                 let mut q = runner.queue.lock().unwrap_or_else(|e| e.into_inner());
                 if q.items.is_empty() {
-                    q.running = false;
+                    q.runners -= 1;
                     runner.finished = true;
                     return;
                 }
@@ -157,13 +168,13 @@ impl PostgresStore {
 
     async fn send_batch(&self, mut items: Vec<(Work, Reply)>) {
         items.sort_by(|a, b| a.0.key().cmp(b.0.key()));
-        let mut seen = HashSet::with_capacity(items.len());
-        let mut sent = Vec::with_capacity(items.len());
+        let mut sent: Vec<(Work, Reply)> = Vec::with_capacity(items.len());
         for (work, reply) in items {
-            if seen.insert(work.key().to_owned()) {
-                sent.push((work, reply));
-            } else {
+            // Sorted: a key's items are next to each other.
+            if sent.last().is_some_and(|(last, _)| last.key() == work.key()) {
                 let _ = reply.send(Ok(Answer::Alone));
+            } else {
+                sent.push((work, reply));
             }
         }
         let columns = Columns::new(sent.iter().map(|(work, _)| work));
@@ -193,29 +204,42 @@ impl PostgresStore {
             Ok((_, Err(e))) => return answer_all(sent, &pg(e)),
             Err(e) => return answer_all(sent, &e),
         };
-        let mut replies: Vec<Option<Reply>> = sent.into_iter().map(|(_, reply)| Some(reply)).collect();
+        let mut found: Vec<Found> = sent.iter().map(|_| Ok((None, None))).collect();
+        let db_now = rows.first().map_or_else(|| self.now(), |row| row.get(0));
         for row in &rows {
-            let ord: i64 = row.get(1);
-            let Some(reply) = usize::try_from(ord - 1).ok().and_then(|i| replies.get_mut(i)?.take()) else {
+            let (ord, key, written): (Option<i64>, Option<&str>, Option<i64>) = (row.get(1), row.get(2), row.get(3));
+            let at = match (ord, key) {
+                (Some(ord), _) => usize::try_from(ord - 1).ok(),
+                (None, Some(key)) => sent.binary_search_by(|(work, _)| work.key().cmp(key)).ok(),
+                (None, None) => None,
+            };
+            let Some(item) = at.and_then(|i| found.get_mut(i)) else {
                 continue;
             };
-            let answer = PgRow::from_row(row, 3).map(|before| Answer::Done {
-                db_now: row.get(0),
-                written: row.get(2),
+            match (written, &mut *item) {
+                (Some(_), Ok(item)) => item.0 = written,
+                (None, Ok((_, before))) => match PgRow::from_row(row, 4) {
+                    Ok(row) => *before = row,
+                    Err(e) => *item = Err(e),
+                },
+                (_, Err(_)) => {}
+            }
+        }
+        for ((_, reply), found) in sent.into_iter().zip(found) {
+            let answer = found.map(|(written, before)| Answer::Done {
+                db_now,
+                written,
                 before: before.map(Box::new),
             });
             let _ = reply.send(answer);
         }
-        for reply in replies.into_iter().flatten() {
-            // Not in the statement's answer (which has a row per item): never expected.
-            let _ = reply.send(Ok(Answer::Alone));
-        }
     }
 }
 
-/// The runner's hold on the queue. Should it end early (its task cancelled as the runtime
-/// shuts down, or a panic), the queue is left without a runner and its items are dropped, so
-/// their callers hear of it instead of waiting for ever, and the next write starts a runner.
+/// A runner's hold on the queue. Should it end early (its task cancelled as the runtime shuts
+/// down, or a panic), it no longer counts as a runner, and if no other runner is left the
+/// queued items are dropped, so that their callers hear of it instead of waiting for ever; the
+/// next write starts a runner again.
 struct Runner<'a> {
     queue: &'a Mutex<Queue>,
     finished: bool,
@@ -225,8 +249,10 @@ impl Drop for Runner<'_> {
     fn drop(&mut self) {
         if !self.finished {
             let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-            q.running = false;
-            q.items.clear();
+            q.runners -= 1;
+            if q.runners == 0 {
+                q.items.clear();
+            }
         }
     }
 }
@@ -343,8 +369,14 @@ impl<'a> Columns<'a> {
     }
 }
 
-/// The batch statement for schema `s` (quoted); `r` is the record's columns as selected from
-/// alias `r`, `clock` the database's clock in ms.
+/// The batch statement for schema `s` (quoted); `cols` is the record's columns, `r` the same
+/// as selected from alias `r` (as text for JSON), `clock` the database's clock in ms.
+///
+/// Its rows: `(db_now, ord, key, written, r…)`: for each insert whose key had a row before the
+/// statement, that row (`ord` says which item); for each row inserted, its key and row version;
+/// for each row updated, its item's `ord` and new row version. No join on the items' keys
+/// (those of common table expressions have no index, and the planner, which expects ten items,
+/// would compare every pair).
 pub(super) fn batch_sql(s: &str, cols: &str, r: &str, clock: &str) -> String {
     format!(
         "WITH u AS (
@@ -372,15 +404,16 @@ pub(super) fn batch_sql(s: &str, cols: &str, r: &str, clock: &str) -> String {
            FROM u
            WHERE u.old_row_version IS NOT NULL AND t.key = u.key AND t.row_version = u.old_row_version
              AND t.attempt = u.old_attempt
-           RETURNING t.key, t.row_version),
+           RETURNING t.key, t.row_version, u.ord, u.audit_at, u.actor, u.action, u.detail),
          aud AS (
            INSERT INTO {s}.audit (key, at, actor, action, detail)
-           SELECT u.key, u.audit_at, u.actor, u.action, u.detail::json FROM u JOIN upd ON upd.key = u.key
-           WHERE u.action IS NOT NULL ORDER BY u.ord)
-         SELECT {clock} AS db_now, u.ord, coalesce(ins.row_version, upd.row_version) AS written, {r}
-         FROM u
-           LEFT JOIN ins ON ins.key = u.key
-           LEFT JOIN upd ON upd.key = u.key
-           LEFT JOIN {s}.records r ON u.old_row_version IS NULL AND r.key = u.key"
+           SELECT key, audit_at, actor, action, detail::json FROM upd WHERE action IS NOT NULL ORDER BY ord)
+         SELECT {clock} AS db_now, u.ord, NULL::text AS key, NULL::int8 AS written, {r}
+           FROM u JOIN {s}.records r ON r.key = u.key WHERE u.old_row_version IS NULL
+         UNION ALL
+         SELECT {clock}, NULL, ins.key, ins.row_version, {nulls} FROM ins
+         UNION ALL
+         SELECT {clock}, upd.ord, NULL, upd.row_version, {nulls} FROM upd",
+        nulls = ["NULL"; 20].join(", ")
     )
 }
