@@ -132,6 +132,18 @@ struct Figures {
     rounds: Vec<Vec<f64>>,
 }
 
+impl Figures {
+    /// The median of measurement `i` over the rounds.
+    fn col(&self, i: usize) -> f64 {
+        median(self.rounds.iter().map(|r| r[i]).collect())
+    }
+
+    /// The median over the rounds of a ratio taken within each round.
+    fn ratio(&self, within: impl Fn(&[f64]) -> f64) -> f64 {
+        median(self.rounds.iter().map(|r| within(r)).collect())
+    }
+}
+
 /// The three engine measurements over `store`: a new call with one caller, with 64, a replay.
 fn engine_ops<'a>(rt: &'a tokio::runtime::Runtime, store: Arc<dyn Store>) -> Vec<Op<'a>> {
     let engine = Engine::new(store);
@@ -458,24 +470,22 @@ fn main() {
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     for f in &all {
-        let col = |i: usize| median(f.rounds.iter().map(|r| r[i]).collect());
-        let ratio = |g: &dyn Fn(&Vec<f64>) -> f64| median(f.rounds.iter().map(g).collect());
-        let seq_ratio = ratio(&|r| r[2] / (2.0 * r[0]));
-        let speedup = ratio(&|r| r[2] / r[3]);
-        let replay_ratio = ratio(&|r| r[4] / r[1]);
+        let seq_ratio = f.ratio(|r| r[2] / (2.0 * r[0]));
+        let speedup = f.ratio(|r| r[2] / r[3]);
+        let replay_ratio = f.ratio(|r| r[4] / r[1]);
         let mark = |ok: bool| if ok { "✓" } else { "✗" };
         println!(
             "| {} | {} | {} | {} | {:.2} {} | {} | {:.1}× {} | {} | {:.2} {} |",
             f.backend,
-            us(col(0)),
-            us(col(1)),
-            us(col(2)),
+            us(f.col(0)),
+            us(f.col(1)),
+            us(f.col(2)),
             seq_ratio,
             mark(seq_ratio <= 1.2),
-            us(col(3)),
+            us(f.col(3)),
             speedup,
             mark(speedup >= 4.0),
-            us(col(4)),
+            us(f.col(4)),
             replay_ratio,
             mark(replay_ratio <= 2.0),
         );
@@ -490,22 +500,20 @@ fn main() {
     );
     println!("{engine_row}");
     println!(
-        "\nWhere a new call's time goes: the journal's own SQL for it (lookup on SQLite, claim, record) run on the \
-         baseline's plain connection, no engine, in the same rounds:\n"
+        "\nWhere a new call's time goes: the journal's own SQL for it (lookup on SQLite, claim, record) sent by hand \
+         on a plain connection, no engine, in the same rounds:\n"
     );
     println!(
         "| backend | journal SQL alone | ÷ 2 raw commits (the SQL's own cost) | new call, sequential ÷ journal SQL (the engine's) |"
     );
     println!("|---|---|---|---|");
     for f in &all {
-        let col = |i: usize| median(f.rounds.iter().map(|r| r[i]).collect());
-        let ratio = |g: &dyn Fn(&Vec<f64>) -> f64| median(f.rounds.iter().map(g).collect());
         println!(
             "| {} | {} | {:.2} | {:.2} |",
             f.backend,
-            us(col(5)),
-            ratio(&|r| r[5] / (2.0 * r[0])),
-            ratio(&|r| r[2] / r[5]),
+            us(f.col(5)),
+            f.ratio(|r| r[5] / (2.0 * r[0])),
+            f.ratio(|r| r[2] / r[5]),
         );
     }
     println!("\n(medians of {ROUNDS} interleaved rounds; each ratio is the median of its per-round ratios)");

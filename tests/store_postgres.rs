@@ -522,6 +522,16 @@ mod postgres_group_commit {
         (row.get(0), row.get(1))
     }
 
+    /// `records` records are completed, and fewer transactions than that last wrote them.
+    async fn assert_commits_shared(h: &PostgresHarness, records: i64) {
+        let (rows, commits) = rows_and_commits(h, "completed").await;
+        assert_eq!(rows, records);
+        assert!(
+            commits < rows,
+            "{rows} concurrent completions took {commits} commits: none were shared"
+        );
+    }
+
     fn intent(run_id: &str) -> effect_tool_core::record::Intent {
         effect_tool_core::record::Intent {
             tool: "t".into(),
@@ -570,12 +580,7 @@ mod postgres_group_commit {
                 t.await.unwrap();
             }
             assert_eq!((down.requests(), down.effects()), (256, 256), "one execution per key");
-            let (rows, commits) = rows_and_commits(&h, "completed").await;
-            assert_eq!(rows, 256);
-            assert!(
-                commits < rows,
-                "256 completions took {commits} commits: none were shared"
-            );
+            assert_commits_shared(&h, 256).await;
         });
     }
 
@@ -625,12 +630,7 @@ mod postgres_group_commit {
                 let rec = first.get(k).await.unwrap().unwrap();
                 assert_eq!((rec.attempt, rec.output), (2, Some(json!(format!("second {k}")))));
             }
-            let (rows, commits) = rows_and_commits(&h, "completed").await;
-            assert_eq!(rows, 32);
-            assert!(
-                commits < rows,
-                "32 concurrent completions took {commits} commits: none were shared"
-            );
+            assert_commits_shared(&h, 32).await;
         });
     }
 
