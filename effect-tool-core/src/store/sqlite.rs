@@ -36,10 +36,11 @@
 //!   current-thread runtime with `synchronous = FULL`, every batch commits from the blocking
 //!   pool, so that callers keep queueing behind its fsync instead of each paying its own. WAL
 //!   checkpoints (copying committed pages into the database file, milliseconds each) run on a
-//!   thread and connection of their own every 128 operations, so that a caller's commit rarely
-//!   runs one; SQLite's automatic checkpoint, in a commit, still applies if they fall behind
-//!   (at 10,000 WAL pages, ~40 MB, where SQLite's default of 1,000 would run it in callers'
-//!   commits every time a reader briefly holds back the background ones).
+//!   thread and connection of their own every 128 operations, so that a caller's commit
+//!   copies few pages. Under a steady stream of writes they never let the WAL start over, so
+//!   SQLite's automatic checkpoint, in a commit, still runs when the WAL reaches 10,000 pages
+//!   (~40 MB) with `FULL`, 40,000 (~160 MB) with `NORMAL`, where it costs a larger share of a
+//!   commit (SQLite's default is 1,000).
 //!   Reads (`get`, `list`, `audit`) run on tokio's blocking pool over separate read
 //!   connections (WAL lets them proceed while a write commits).
 //! - **Lookups and claims that need no write never take the write lock.** [`Store::lookup`]
@@ -98,7 +99,9 @@ pub enum Synchronous {
     #[default]
     Full,
     /// fsync only at checkpoints: survives process crashes, but a power loss may roll back the
-    /// last commits (claims and recorded results), so an effect may run again after one.
+    /// last commits (claims and recorded results), so an effect may run again after one. The
+    /// WAL file may grow to ~160 MB under sustained writes before a commit checkpoints it (40
+    /// MB with `Full`): fewer of those checkpoints, each with two fsyncs, keep `Normal` fast.
     Normal,
 }
 
@@ -473,8 +476,11 @@ fn open_connection(path: &Path, options: &SqliteOptions, writer: bool) -> Result
         })?;
         // The background checkpoints keep the WAL short; SQLite's own, in a commit, is the
         // safety net for when they fall behind.
-        conn.execute_batch(&format!("PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES};"))
-            .map_err(fail)?;
+        conn.execute_batch(&format!(
+            "PRAGMA wal_autocheckpoint = {};",
+            autocheckpoint_pages(options.synchronous)
+        ))
+        .map_err(fail)?;
     }
     conn.execute_batch(&format!("PRAGMA synchronous = {};", options.synchronous.pragma()))
         .map_err(fail)?;
@@ -968,16 +974,30 @@ fn gc_in_tx(conn: &Connection, now: Millis) -> rusqlite::Result<u64> {
     Ok(n as u64)
 }
 
-/// How many operations the write connection applies between two background checkpoints. An
-/// operation appends a few pages to the WAL (1 to 3), so the WAL stays far under
-/// [`AUTOCHECKPOINT_PAGES`].
+/// How many operations the write connection applies between two background checkpoints (an
+/// operation appends one to a dozen pages to the WAL; see [`autocheckpoint_pages`]).
 const CHECKPOINT_EVERY_OPS: usize = 128;
 
-/// The WAL size (in pages) at which SQLite checkpoints in the committing caller's transaction:
-/// the safety net for when the background checkpoints fall behind (a reader holding an old
-/// snapshot, a busy disk). SQLite's default, 1,000, is reached by a brief hold-up of the
-/// background ones, and then costs a caller's commit milliseconds.
-const AUTOCHECKPOINT_PAGES: usize = 10_000;
+/// The WAL size (in pages) at which SQLite checkpoints in the committing caller's transaction.
+///
+/// The background checkpoints copy frames into the database file, but under a steady stream
+/// of writes they never let the WAL start over: it restarts only when a write begins with every
+/// frame already copied, which a checkpoint running beside the writer does not reach. So this
+/// checkpoint, in a commit, is what bounds the WAL file, and it runs every so many calls (about
+/// every 1,200 new calls at 10,000 pages), with two fsyncs. SQLite's default, 1,000 pages,
+/// would run it ten times as often.
+///
+/// - `FULL`: 10,000 pages (~40 MB of WAL at most). Each commit's own fsync dwarfs this
+///   checkpoint's share: 4 times the bound measured no faster.
+/// - `NORMAL`: 40,000 pages (~160 MB). With no fsync per commit, this checkpoint was 5.8% of
+///   the writing thread's time at 10,000, and a sequential new call 15% slower than at 40,000
+///   (BENCHMARKS.md). NORMAL is chosen for speed; its docs say what the WAL may grow to.
+fn autocheckpoint_pages(synchronous: Synchronous) -> usize {
+    match synchronous {
+        Synchronous::Full => 10_000,
+        Synchronous::Normal => 40_000,
+    }
+}
 
 /// The checkpoint thread: copy committed WAL frames into the database file when the writer
 /// asks, without blocking it (`PASSIVE` waits for no lock, and skips frames a reader still
