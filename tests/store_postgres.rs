@@ -522,6 +522,25 @@ mod postgres_group_commit {
         (row.get(0), row.get(1))
     }
 
+    /// Wait until `n` statements on `schema`'s tables wait for a lock.
+    async fn held_by_lock(client: &tokio_postgres::Client, schema: &str, n: i64) {
+        for _ in 0..2000 {
+            let waiting: i64 = client
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND strpos(query, $1) > 0",
+                    &[&schema],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            if waiting >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("{n} writes never waited for the table lock: do four writes still go alone before one is batched?");
+    }
+
     /// `records` records are completed, and fewer transactions than that last wrote them.
     async fn assert_commits_shared(h: &PostgresHarness, records: i64) {
         let (rows, commits) = rows_and_commits(h, "completed").await;
@@ -636,7 +655,8 @@ mod postgres_group_commit {
 
     /// A row the server refuses fails its own write only: the statement it was sent in is
     /// rolled back as a whole, and the other writes of that statement are made alone. A
-    /// sequence (not rolled back) counts the rows the server was asked to insert.
+    /// sequence (not rolled back) counts the rows the server was asked to insert: the refused
+    /// row, sent in a batch and then alone, makes it more than one per claim.
     #[test]
     fn postgres_a_refused_row_fails_its_own_write_only() {
         run::<PostgresHarness, _, _>("refused_row_alone", || async {
@@ -656,12 +676,31 @@ mod postgres_group_commit {
                 ))
                 .await
                 .unwrap();
+            // A lock on the table holds every insert, so that the path of each claim is known:
+            // four go alone (the most in flight alone), the next two start the two batch runners,
+            // and the rest, the refused row among them, queue behind those for a batch.
+            client
+                .batch_execute(&format!(r#"BEGIN; LOCK TABLE "{schema}".records IN SHARE MODE"#))
+                .await
+                .unwrap();
             let store = h.store();
-            let claims = (0..32).map(|n| {
+            let claim = |n: usize| {
                 let s = store.clone();
                 let run = if n == 16 { "poison" } else { "fine" };
                 tokio::spawn(async move { (n, s.claim(&format!("k-{n}"), intent(run), 30_000, false).await) })
-            });
+            };
+            // Watched from outside the locking transaction, whose view of the server's activity
+            // is the one it took first.
+            let (watch, _) = raw(&h).await;
+            let mut claims: Vec<_> = (0..4).map(claim).collect();
+            held_by_lock(&watch, &schema, 4).await;
+            for n in 4..6 {
+                claims.push(claim(n));
+                held_by_lock(&watch, &schema, n as i64 + 1).await;
+            }
+            claims.extend((6..32).map(claim));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            client.batch_execute("COMMIT").await.unwrap();
             for r in futures::future::join_all(claims).await {
                 match r.unwrap() {
                     (16, Err(StoreError::Backend(e))) => assert!(e.contains("this row is refused"), "{e}"),
