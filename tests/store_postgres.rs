@@ -189,6 +189,8 @@ mod postgres_tls {
     use effect_tool_core::store::postgres::{PgOptions, PostgresStore, SslMode};
     use effect_tool_core::{Store, StoreExt};
 
+    use crate::common::intent;
+
     /// The URL of the plain server (`postgres://postgres@127.0.0.1:PORT/effect_tool_test`).
     fn url() -> String {
         std::env::var("EFFECT_TOOL_PG_URL").expect("checked by the harness")
@@ -257,27 +259,13 @@ mod postgres_tls {
         }
     }
 
-    fn intent() -> effect_tool_core::record::Intent {
-        effect_tool_core::record::Intent {
-            tool: "t".into(),
-            class: effect_tool_core::EffectClass::Idempotent,
-            run_id: "r".into(),
-            thread_id: None,
-            call_id: None,
-            fingerprint: "f".into(),
-            input: serde_json::json!({}),
-            ttl_ms: None,
-            approval: None,
-        }
-    }
-
     /// Connect, and use the journal (a claim and a read), so its connections are open.
     async fn use_journal(url: &str, options: PgOptions) -> PostgresStore {
         let store = PostgresStore::connect_with(url, options)
             .await
             .unwrap_or_else(|e| panic!("connecting to {url}: {e}"));
         let key = unique("k");
-        store.claim(&key, intent(), 30_000, false).await.unwrap();
+        store.claim(&key, intent("r"), 30_000, false).await.unwrap();
         assert!(store.get(&key).await.unwrap().is_some());
         store
     }
@@ -495,6 +483,7 @@ mod postgres_group_commit {
     use effect_tool_core::{StoreError, StoreExt};
     use serde_json::json;
 
+    use crate::common::intent;
     use crate::common::ledger::Downstream;
     use crate::common::script::{Script, Step, scripted};
 
@@ -549,20 +538,6 @@ mod postgres_group_commit {
             commits < rows,
             "{rows} concurrent completions took {commits} commits: none were shared"
         );
-    }
-
-    fn intent(run_id: &str) -> effect_tool_core::record::Intent {
-        effect_tool_core::record::Intent {
-            tool: "t".into(),
-            class: effect_tool::EffectClass::Idempotent,
-            run_id: run_id.into(),
-            thread_id: None,
-            call_id: None,
-            fingerprint: "f".into(),
-            input: json!({ "n": 1 }),
-            ttl_ms: None,
-            approval: None,
-        }
     }
 
     /// 64 tasks make 512 calls of an irreversible tool over 256 keys, each key called by two

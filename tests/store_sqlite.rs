@@ -3,6 +3,8 @@
 //!
 //! Run: `cargo test --test store_sqlite`
 
+mod common;
+
 use effect_tool_core::conformance::SqliteHarness;
 
 effect_tool_core::conformance_tests!(sqlite, SqliteHarness, durable);
@@ -13,23 +15,11 @@ mod sqlite_specifics {
     use std::time::Duration;
 
     use effect_tool_core::conformance::{ScratchDir, SqliteHarness, run};
-    use effect_tool_core::record::{Intent, OpOutcome};
+    use effect_tool_core::record::OpOutcome;
     use effect_tool_core::store::sqlite::{SqliteOptions, SqliteStore};
-    use effect_tool_core::{EffectClass, Store, StoreExt};
+    use effect_tool_core::{Store, StoreExt};
 
-    fn intent() -> Intent {
-        Intent {
-            tool: "t".into(),
-            class: EffectClass::Idempotent,
-            run_id: "r".into(),
-            thread_id: None,
-            call_id: None,
-            fingerprint: "f".into(),
-            input: serde_json::json!({"n": 1}),
-            ttl_ms: None,
-            approval: None,
-        }
-    }
+    use crate::common::intent;
 
     /// Hold the write lock of `path` from another connection for `hold`.
     fn hold_write_lock(path: std::path::PathBuf, hold: Duration) -> std::sync::mpsc::Receiver<()> {
@@ -51,7 +41,7 @@ mod sqlite_specifics {
             let path = dir.path().join("j.db");
             let store = SqliteStore::open(&path).unwrap();
             hold_write_lock(path, Duration::from_millis(300)).recv().unwrap();
-            let outcome = store.claim("k", intent(), 30_000, false).await.unwrap();
+            let outcome = store.claim("k", intent("r"), 30_000, false).await.unwrap();
             assert!(matches!(outcome, OpOutcome::Claimed { attempt: 1, .. }), "{outcome:?}");
         });
     }
@@ -92,7 +82,7 @@ mod sqlite_specifics {
                 }
                 release.send(()).unwrap();
             });
-            let outcome = store.claim("k", intent(), 30_000, false).await.unwrap();
+            let outcome = store.claim("k", intent("r"), 30_000, false).await.unwrap();
             assert!(matches!(outcome, OpOutcome::Claimed { attempt: 1, .. }), "{outcome:?}");
             releaser.await.unwrap();
         });
@@ -120,7 +110,7 @@ mod sqlite_specifics {
                         let store = store.clone();
                         tokio::spawn(async move {
                             let key = format!("k{round}-{i}");
-                            let claim = store.claim(&key, intent(), 30_000, false);
+                            let claim = store.claim(&key, intent("r"), 30_000, false);
                             if i % 2 == 0 {
                                 // Polled once, then dropped if it had to wait for the leader.
                                 claim.now_or_never().map(|r| r.unwrap());
@@ -135,7 +125,7 @@ mod sqlite_specifics {
                 }
                 let last = tokio::time::timeout(
                     Duration::from_secs(60),
-                    store.claim(&format!("after-{round}"), intent(), 30_000, false),
+                    store.claim(&format!("after-{round}"), intent("r"), 30_000, false),
                 )
                 .await
                 .expect("the journal stays writable");
@@ -187,7 +177,7 @@ mod sqlite_specifics {
                 .map(|i| {
                     let store = store.clone();
                     tokio::spawn(async move {
-                        let outcome = store.claim(&format!("k{i}"), intent(), 30_000, false).await.unwrap();
+                        let outcome = store.claim(&format!("k{i}"), intent("r"), 30_000, false).await.unwrap();
                         assert!(matches!(outcome, OpOutcome::Claimed { attempt: 1, .. }), "{outcome:?}");
                     })
                 })
@@ -214,12 +204,16 @@ mod sqlite_specifics {
             };
             let store = SqliteStore::open_with(&path, options).unwrap();
             hold_write_lock(path, Duration::from_millis(1500)).recv().unwrap();
-            let err = store.claim("k", intent(), 30_000, false).await.unwrap_err().to_string();
+            let err = store
+                .claim("k", intent("r"), 30_000, false)
+                .await
+                .unwrap_err()
+                .to_string();
             assert!(err.contains("stayed locked") && err.contains("busy_timeout"), "{err}");
             assert_eq!(store.get("k").await.unwrap(), None, "nothing was written");
             tokio::time::sleep(Duration::from_millis(1600)).await;
             assert!(matches!(
-                store.claim("k", intent(), 30_000, false).await.unwrap(),
+                store.claim("k", intent("r"), 30_000, false).await.unwrap(),
                 OpOutcome::Claimed { .. }
             ));
         });
@@ -231,7 +225,7 @@ mod sqlite_specifics {
             let dir = ScratchDir::new("audit");
             let path = dir.path().join("j.db");
             let store = SqliteStore::open(&path).unwrap();
-            let mut i = intent();
+            let mut i = intent("r");
             i.approval = Some("ops".into());
             store.claim("k", i, 30_000, false).await.unwrap();
             store.approve("k", "ann", "ops").await.unwrap();
@@ -252,7 +246,7 @@ mod sqlite_specifics {
             let dir = ScratchDir::new("columns");
             let path = dir.path().join("j.db");
             let store = SqliteStore::open(&path).unwrap();
-            store.claim("k", intent(), 30_000, false).await.unwrap();
+            store.claim("k", intent("r"), 30_000, false).await.unwrap();
             store.complete("k", 1, serde_json::json!({"id": "re_1"})).await.unwrap();
             let conn = rusqlite::Connection::open(&path).unwrap();
             let (state, input, output, version): (String, String, String, i64) = conn

@@ -43,3 +43,18 @@ pub fn postgres_feature_disabled(what: &str) {
     );
     eprintln!("\n*** SKIPPED POSTGRES {what}: built without `--features postgres` ***\n");
 }
+
+/// A claim's intent for the store-level tests: tool `t`, run `run_id`, a small input.
+pub fn intent(run_id: &str) -> effect_tool::record::Intent {
+    effect_tool::record::Intent {
+        tool: "t".into(),
+        class: effect_tool::EffectClass::Idempotent,
+        run_id: run_id.into(),
+        thread_id: None,
+        call_id: None,
+        fingerprint: "f".into(),
+        input: serde_json::json!({ "n": 1 }),
+        ttl_ms: None,
+        approval: None,
+    }
+}
