@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 use tokio_postgres::types::ToSql;
 
-use super::{PgRow, PostgresStore, StaticStr, pg};
+use super::{PgRow, PostgresStore, RecordParams, StaticStr, pg};
 use crate::error::StoreError;
 use crate::record::{AuditEntry, EffectRecord, Millis, now_millis};
 use crate::store::Store;
@@ -137,7 +137,9 @@ impl PostgresStore {
         }
         rx.await.unwrap_or_else(|_| {
             Err(StoreError::Backend(
-                "the PostgreSQL batch writer stopped before answering (its task was cancelled: is the runtime shutting down?)"
+                "the PostgreSQL batch writer stopped before answering (its task was cancelled or panicked: is the \
+                 runtime shutting down?); whether this write was applied is unknown, and calling again is safe: the \
+                 journal's record decides what runs"
                     .to_owned(),
             ))
         })
@@ -307,19 +309,21 @@ impl<'a> Columns<'a> {
                     audit,
                 } => (rec, Some((*row_version, *attempt, audit.as_ref()))),
             };
+            // The values a lone write sends, made the same way.
+            let p = RecordParams::new(rec);
             c.key.push(&rec.key);
-            c.version.push(rec.version as i32);
+            c.version.push(p.version);
             c.tool.push(&rec.tool);
             c.class.push(*rec.class.as_str_ref());
             c.run_id.push(&rec.run_id);
             c.thread_id.push(rec.thread_id.as_deref());
             c.call_id.push(rec.call_id.as_deref());
             c.fingerprint.push(&rec.fingerprint);
-            c.input.push(rec.input.to_string());
+            c.input.push(p.input);
             c.state.push(*rec.state.as_str_ref());
-            c.attempt.push(i64::from(rec.attempt));
+            c.attempt.push(p.attempt);
             c.lease_until.push(rec.lease_until);
-            c.output.push(rec.output.as_ref().map(|v| v.to_string()));
+            c.output.push(p.output);
             c.reason.push(rec.reason.as_deref());
             c.approval_role.push(rec.approval_role.as_deref());
             c.decided_by.push(rec.decided_by.as_deref());
@@ -369,6 +373,14 @@ impl<'a> Columns<'a> {
     }
 }
 
+/// The array type of each parameter of the batch statement: the record's columns in
+/// [`super::COLS`] order, then the update's row version and attempt, then the audit entry's
+/// time, actor, action and detail.
+const ARRAY_TYPES: [&str; 25] = [
+    "text", "int4", "text", "text", "text", "text", "text", "text", "text", "text", "int8", "int8", "text", "text",
+    "text", "text", "int8", "int8", "int8", "int8", "int8", "int8", "text", "text", "text",
+];
+
 /// The batch statement for schema `s` (quoted); `cols` is the record's columns, `r` the same
 /// as selected from alias `r` (as text for JSON), `clock` the database's clock in ms.
 ///
@@ -378,29 +390,30 @@ impl<'a> Columns<'a> {
 /// (those of common table expressions have no index, and the planner, which expects ten items,
 /// would compare every pair).
 pub(super) fn batch_sql(s: &str, cols: &str, r: &str, clock: &str) -> String {
+    let names: Vec<&str> = cols.split(", ").collect();
+    debug_assert_eq!(names.len() + 6, ARRAY_TYPES.len());
+    let value = |c: &str| match c {
+        "input" | "output" => format!("u.{c}::json"),
+        _ => format!("u.{c}"),
+    };
+    let params: Vec<String> = ARRAY_TYPES
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("${}::{t}[]", i + 1))
+        .collect();
+    let values: Vec<String> = names.iter().map(|c| value(c)).collect();
+    let set: Vec<String> = names[1..].iter().map(|c| format!("{c} = {}", value(c))).collect();
     format!(
         "WITH u AS (
-           SELECT * FROM unnest($1::text[], $2::int4[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-             $8::text[], $9::text[], $10::text[], $11::int8[], $12::int8[], $13::text[], $14::text[], $15::text[],
-             $16::text[], $17::int8[], $18::int8[], $19::int8[], $20::int8[], $21::int8[], $22::int8[], $23::text[],
-             $24::text[], $25::text[])
-           WITH ORDINALITY AS u(key, version, tool, class, run_id, thread_id, call_id, fingerprint, input, state,
-             attempt, lease_until, output, reason, approval_role, decided_by, created_at, updated_at, expires_at,
-             old_row_version, old_attempt, audit_at, actor, action, detail, ord)),
+           SELECT * FROM unnest({params})
+           WITH ORDINALITY AS u({cols}, old_row_version, old_attempt, audit_at, actor, action, detail, ord)),
          ins AS (
            INSERT INTO {s}.records ({cols})
-           SELECT key, version, tool, class, run_id, thread_id, call_id, fingerprint, input::json, state, attempt,
-             lease_until, output::json, reason, approval_role, decided_by, created_at, updated_at, expires_at
-           FROM u WHERE old_row_version IS NULL ORDER BY ord
+           SELECT {values} FROM u WHERE old_row_version IS NULL ORDER BY ord
            ON CONFLICT (key) DO NOTHING
            RETURNING key, row_version),
          upd AS (
-           UPDATE {s}.records t SET version = u.version, tool = u.tool, class = u.class, run_id = u.run_id,
-             thread_id = u.thread_id, call_id = u.call_id, fingerprint = u.fingerprint, input = u.input::json,
-             state = u.state, attempt = u.attempt, lease_until = u.lease_until, output = u.output::json,
-             reason = u.reason, approval_role = u.approval_role, decided_by = u.decided_by,
-             created_at = u.created_at, updated_at = u.updated_at, expires_at = u.expires_at,
-             row_version = nextval('{s}.row_version_seq')
+           UPDATE {s}.records t SET {set}, row_version = nextval('{s}.row_version_seq')
            FROM u
            WHERE u.old_row_version IS NOT NULL AND t.key = u.key AND t.row_version = u.old_row_version
              AND t.attempt = u.old_attempt
@@ -414,6 +427,9 @@ pub(super) fn batch_sql(s: &str, cols: &str, r: &str, clock: &str) -> String {
          SELECT {clock}, NULL, ins.key, ins.row_version, {nulls} FROM ins
          UNION ALL
          SELECT {clock}, upd.ord, NULL, upd.row_version, {nulls} FROM upd",
+        params = params.join(", "),
+        values = values.join(", "),
+        set = set.join(", "),
         nulls = ["NULL"; 20].join(", ")
     )
 }
