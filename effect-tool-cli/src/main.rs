@@ -45,7 +45,9 @@ fn main() -> ExitCode {
         // A reader that went away (`effect-tool list | head`) is not an error.
         Err(CliError::OutputClosed) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            // Errors carry what the journal and the application wrote (keys, a resolver's
+            // name, a store's message): escaped like every other printed string.
+            eprintln!("error: {}", effect_tool_cli::output::clean(&e.to_string()));
             ExitCode::from(e.exit_code())
         }
     }

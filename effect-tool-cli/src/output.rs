@@ -3,15 +3,17 @@
 use std::io::{self, Write};
 
 /// `s` safe to print on a terminal: control characters (a newline in a key, an escape
-/// sequence in a reason written by a tool) are shown escaped instead of acting on the
-/// terminal or breaking a table.
+/// sequence in a reason written by a tool) and format characters (a bidi override or a
+/// zero-width space that makes one key look like another) are shown escaped instead of acting
+/// on the terminal, hiding themselves or breaking a table.
 pub fn clean(s: &str) -> String {
-    if !s.chars().any(char::is_control) {
+    use effect_tool_core::shell::is_hidden;
+    if !s.chars().any(is_hidden) {
         return s.to_owned();
     }
     s.chars()
         .map(|c| {
-            if c.is_control() {
+            if is_hidden(c) {
                 c.escape_default().to_string()
             } else {
                 c.to_string()
@@ -117,6 +119,8 @@ mod tests {
     #[test]
     fn cleaning() {
         assert_eq!(clean("a\nb\u{1b}[2J"), "a\\nb\\u{1b}[2J");
+        // Format characters: `r1:k` and `r1:\u{202e}k\u{200b}` must not print alike.
+        assert_eq!(clean("r1:\u{202e}k\u{200b}"), "r1:\\u{202e}k\\u{200b}");
         assert_eq!(clean("plain"), "plain");
     }
 

@@ -42,7 +42,8 @@ impl fmt::Display for BlockReason {
 /// `effect-tool resolve <key> --applied --output '<json>'` or `--not-applied`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[error(
-    "side effect retry blocked for tool `{tool}` (key `{key}`, run `{run_id}`): {reason}. Nothing was run. Check whether the effect happened, then resolve it: `effect-tool resolve '{key}' --applied --output '<json>'` or `--not-applied`"
+    "side effect retry blocked for tool `{tool}` (key `{key}`, run `{run_id}`): {reason}. Nothing was run. Check whether the effect happened, then resolve it: `effect-tool resolve {quoted} --applied --output '<json>'` or `--not-applied`",
+    quoted = crate::shell::quote(.key)
 )]
 pub struct SideEffectRetryBlocked {
     /// The effect key.
@@ -58,7 +59,9 @@ pub struct SideEffectRetryBlocked {
 /// The call waits for a person's approval; it runs once approved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[error(
-    "tool `{tool}` waits for approval by `{role}` (key `{key}`, run `{run_id}`): approve with `effect-tool approve '{key}' --as {role}` or deny with `effect-tool deny '{key}'`, then call again"
+    "tool `{tool}` waits for approval by `{role}` (key `{key}`, run `{run_id}`): approve with `effect-tool approve {quoted} --as {quoted_role}` or deny with `effect-tool deny {quoted}`, then call again",
+    quoted = crate::shell::quote(.key),
+    quoted_role = crate::shell::quote(.role)
 )]
 pub struct ApprovalPending {
     /// The effect key.
@@ -351,5 +354,43 @@ impl<E> EffectError<E> {
             Store { source, .. } => source.key(),
             InvalidArguments { .. } => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key or role an application chose (a custom key closure can put anything in it) is
+    /// quoted in the commands a message offers, so that the pasted command acts on that key.
+    #[test]
+    fn commands_in_messages_are_shell_quoted() {
+        let key = "run 1:it's:$(rm -rf x)".to_owned();
+        let blocked = SideEffectRetryBlocked {
+            key: key.clone(),
+            tool: "send".into(),
+            run_id: "run 1".into(),
+            reason: BlockReason::UnknownOutcome,
+        };
+        let quoted = crate::shell::quote(&key);
+        assert_eq!(quoted, r"'run 1:it'\''s:$(rm -rf x)'");
+        assert!(
+            blocked
+                .to_string()
+                .contains(&format!("`effect-tool resolve {quoted} --applied")),
+            "{blocked}"
+        );
+        let pending = ApprovalPending {
+            key: key.clone(),
+            tool: "pay".into(),
+            run_id: "run 1".into(),
+            role: "support lead".into(),
+        };
+        let text = pending.to_string();
+        assert!(
+            text.contains(&format!("`effect-tool approve {quoted} --as 'support lead'`")),
+            "{text}"
+        );
+        assert!(text.contains(&format!("`effect-tool deny {quoted}`")), "{text}");
     }
 }

@@ -178,6 +178,7 @@ impl SqliteStore {
     /// Open (or create) the journal at `path` with `options`.
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
+        create_private(&path)?;
         let writer = open_connection(&path, &options, true)?;
         // Checkpoints run on their own thread and connection, asked for often enough that the
         // WAL rarely reaches SQLite's automatic checkpoint in a caller's commit.
@@ -438,6 +439,29 @@ fn is_busy(e: &rusqlite::Error) -> bool {
         e.sqlite_error_code(),
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
     )
+}
+
+/// Create a new journal file readable and writable by its owner only (0600): it holds every
+/// call's input and output. SQLite gives the `-wal` and `-shm` files it makes beside it the
+/// same mode. A journal that exists keeps the mode its operator gave it; a `file:` URI or
+/// `:memory:` is left to SQLite.
+fn create_private(path: &Path) -> Result<(), StoreError> {
+    let name = path.to_string_lossy();
+    if name.starts_with("file:") || name == ":memory:" || name.is_empty() {
+        return Ok(());
+    }
+    let mut create = std::fs::OpenOptions::new();
+    create.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut create, 0o600);
+    match create.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(StoreError::Backend(format!(
+            "cannot create the SQLite journal {}: {e}; check that its folder exists and is writable",
+            path.display()
+        ))),
+    }
 }
 
 fn open_connection(path: &Path, options: &SqliteOptions, writer: bool) -> Result<Connection, StoreError> {
