@@ -28,6 +28,87 @@ pub struct Arg {
     pub pass: Vec<Attribute>,
     /// `#[secret]`, with its span.
     pub secret: Option<Span>,
+    /// What the argument's `#[serde(...)]` attributes change about its JSON form.
+    pub serde: SerdeArg,
+}
+
+/// What `#[serde(...)]` on an argument does to the JSON the model sends and the journal keeps.
+/// Other serde keys (`alias`, `with`, `deserialize_with`, ...) change only how the value is read
+/// or written, not under which name: they need nothing here.
+pub struct SerdeArg {
+    /// The serialized name: `rename = "..."` (or `rename(serialize = "...")`), else the Rust
+    /// name. Keys and redaction look fields up by it.
+    pub name: String,
+    /// `flatten`: the value's fields are merged into the arguments; it has no name of its own.
+    pub flatten: Option<Span>,
+    /// `skip_serializing_if = "..."`: the field is sometimes absent from the serialized input.
+    pub skip_if: Option<Span>,
+    /// `skip` / `skip_serializing`: the field is never in the serialized input.
+    pub skip: Option<Span>,
+    /// `default` / `default = "..."`: an absent field decodes to a default value.
+    pub default: Option<Span>,
+}
+
+impl SerdeArg {
+    /// Read the `#[serde(...)]` attributes of an argument named `rust_name`. Syntax serde itself
+    /// rejects is left for serde to report (its messages point at the same tokens).
+    fn read(attrs: &[Attribute], rust_name: &str) -> SerdeArg {
+        let mut out = SerdeArg {
+            name: rust_name.to_owned(),
+            flatten: None,
+            skip_if: None,
+            skip: None,
+            default: None,
+        };
+        for attr in attrs.iter().filter(|a| a.path().is_ident("serde")) {
+            let _ = attr.parse_nested_meta(|meta| {
+                let span = meta.path.span();
+                let key = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
+                match key.as_str() {
+                    "rename" => {
+                        if meta.input.peek(syn::Token![=]) {
+                            let lit: syn::LitStr = meta.value()?.parse()?;
+                            out.name = lit.value();
+                        } else {
+                            meta.parse_nested_meta(|inner| {
+                                let lit: syn::LitStr = inner.value()?.parse()?;
+                                if inner.path.is_ident("serialize") {
+                                    out.name = lit.value();
+                                }
+                                Ok(())
+                            })?;
+                        }
+                    }
+                    "flatten" => out.flatten = Some(span),
+                    "skip" | "skip_serializing" => {
+                        out.skip = Some(span);
+                        skip_rest(&meta)?;
+                    }
+                    "skip_serializing_if" => {
+                        out.skip_if = Some(span);
+                        skip_rest(&meta)?;
+                    }
+                    "default" => {
+                        out.default = Some(span);
+                        skip_rest(&meta)?;
+                    }
+                    _ => skip_rest(&meta)?,
+                }
+                Ok(())
+            });
+        }
+        out
+    }
+}
+
+/// Skip the value of a serde key (`= ...` or `(...)`), whatever it is.
+fn skip_rest(meta: &syn::meta::ParseNestedMeta) -> syn::Result<()> {
+    if meta.input.peek(syn::Token![=]) {
+        meta.value()?.parse::<syn::Expr>()?;
+    } else if meta.input.peek(syn::token::Paren) {
+        meta.parse_nested_meta(|inner| skip_rest(&inner))?;
+    }
+    Ok(())
 }
 
 /// A parameter of the function, in order: what the generated `call` passes.
@@ -216,12 +297,13 @@ impl ToolFn {
                 .filter(|a| a.path().is_ident("doc"))
                 .cloned()
                 .collect();
-            let pass = pat_ty
+            let pass: Vec<Attribute> = pat_ty
                 .attrs
                 .iter()
                 .filter(|a| a.path().is_ident("serde") || a.path().is_ident("schemars"))
                 .cloned()
                 .collect();
+            let serde = SerdeArg::read(&pass, &crate::valid::unraw(&ident));
             pat_ty.attrs.retain(|a| !is_macro_attr(a));
             params.push(Param::Arg(args.len()));
             args.push(Arg {
@@ -230,6 +312,7 @@ impl ToolFn {
                 docs,
                 pass,
                 secret,
+                serde,
             });
         }
 

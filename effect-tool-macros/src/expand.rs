@@ -184,7 +184,17 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
     if let Some(key) = &attrs.key {
         match &key.value {
             KeySpec::Fields(fields) => {
-                let names: Vec<String> = fields.iter().map(unraw).collect();
+                // The serialized names: the key is read from the input as the journal keeps it.
+                let names: Vec<String> = fields
+                    .iter()
+                    .map(|f| {
+                        let f = unraw(f);
+                        func.args
+                            .iter()
+                            .find(|a| unraw(&a.ident) == f)
+                            .map_or(f, |a| a.serde.name.clone())
+                    })
+                    .collect();
                 items.push(quote!(const KEY_RULE: #p::KeyRule = #p::KeyRule::Fields(&[#(#names),*]);));
             }
             KeySpec::Closure(closure) => {
@@ -223,7 +233,7 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
         .args
         .iter()
         .filter(|a| a.secret.is_some())
-        .map(|a| unraw(&a.ident))
+        .map(|a| a.serde.name.clone())
         .collect();
     if !secrets.is_empty() {
         items.push(quote!(const SECRETS: &'static [&'static str] = &[#(#secrets),*];));

@@ -121,10 +121,20 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
                             format!("`{f}` is `#[secret]` and cannot be part of the key: keys are stored and shown to operators"),
                             "key on the non-secret arguments that identify the effect",
                         ),
-                        Some(_) => {}
+                        Some(arg) => key_field_serde(cx, &f, arg),
                     }
                 }
             }
+        }
+    }
+    for arg in &func.args {
+        if let (Some(_), Some(flatten)) = (arg.secret, arg.serde.flatten) {
+            let name = unraw(&arg.ident);
+            cx.error(
+                flatten,
+                format!("`{name}` is `#[secret]` and `#[serde(flatten)]`: its fields are merged into the input under their own names, so they cannot be kept out of the journal"),
+                format!("remove `#[serde(flatten)]` from `{name}`, or mark the secret fields one by one as arguments"),
+            );
         }
     }
     if let Some(when) = &attrs.when {
@@ -139,6 +149,35 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
             retry.value.base_delay_span.unwrap_or(retry.span),
             "`base_delay` is longer than `max_delay`",
             "make `max_delay` at least `base_delay`: it caps every delay between attempts",
+        );
+    }
+}
+
+/// A `key(...)` field is looked up by its serialized name in the serialized input: serde
+/// attributes that take it out of that input, or merge it into it, cannot be keyed on.
+fn key_field_serde(cx: &Ctxt, name: &str, arg: &crate::ast::Arg) {
+    let closure_help = format!(
+        "make the key with a closure, which reads the value itself: `key = |a| format!(\"...:{{}}\", a.{name})`"
+    );
+    if let Some(span) = arg.serde.flatten {
+        cx.error(
+            span,
+            format!("`key({name})` names a flattened argument: its fields are merged into the input, so it has no value of its own to key on"),
+            format!("remove `#[serde(flatten)]` from `{name}`, or {closure_help}"),
+        );
+    }
+    if let Some(span) = arg.serde.skip_if {
+        cx.error(
+            span,
+            format!("`key({name})` names an argument that `skip_serializing_if` sometimes leaves out of the input: calls that differ in it would share one key"),
+            format!("remove `skip_serializing_if` from `{name}`, or {closure_help}"),
+        );
+    }
+    if let Some(span) = arg.serde.skip {
+        cx.error(
+            span,
+            format!("`key({name})` names an argument that is never serialized: every call would have the same key"),
+            format!("remove the `skip` from `{name}`, or key on other arguments"),
         );
     }
 }
