@@ -444,6 +444,7 @@ async fn fencing_rejects_a_late_writer() {
             input: rec.input,
             ttl_ms: None,
             approval: None,
+            approval_ttl_ms: None,
         },
         None => unreachable!(),
     };

@@ -224,6 +224,7 @@ fn booking(run: &str, input: serde_json::Value) -> effect_tool::record::Intent {
         input,
         ttl_ms: None,
         approval: None,
+        approval_ttl_ms: None,
     }
 }
 

@@ -71,6 +71,7 @@ fn intent_for(tool: &str, class: EffectClass, ttl_ms: Option<u64>) -> Intent {
         input: serde_json::json!("x"),
         ttl_ms,
         approval: None,
+        approval_ttl_ms: None,
     }
 }
 

@@ -101,6 +101,7 @@ mod postgres_migrations {
                 input: serde_json::json!({}),
                 ttl_ms: None,
                 approval: None,
+                approval_ttl_ms: None,
             };
             store.claim("k", intent, 30_000, false).await.unwrap();
             assert!(store.get("k").await.unwrap().is_some());
@@ -160,6 +161,7 @@ mod postgres_migrations {
                 input: serde_json::json!({}),
                 ttl_ms: None,
                 approval: None,
+                approval_ttl_ms: None,
             };
             intent.approval = Some("ops".into());
             store.claim("k", intent, 30_000, false).await.unwrap();

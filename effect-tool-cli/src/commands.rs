@@ -553,6 +553,7 @@ async fn mark_compensated_by_hand(store: &dyn Store, rec: &EffectRecord, by: &st
         input: rec.input.clone(),
         ttl_ms: None,
         approval: None,
+        approval_ttl_ms: None,
     };
     match store.claim(&key, intent, LEASE_MS, false).await? {
         OpOutcome::Claimed { attempt, .. } => {

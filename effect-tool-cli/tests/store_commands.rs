@@ -460,7 +460,11 @@ async fn approve_and_deny(j: &Journal) {
     assert_eq!(rec.decided_by.as_deref(), Some("carol"));
     let audit = j.store.audit(Some(&deploy)).await.unwrap();
     assert_eq!(audit.len(), 1);
-    assert_eq!(audit[0].detail, Some(json!({"role": "release-manager"})));
+    // The approval names the input it was given for.
+    assert_eq!(
+        audit[0].detail,
+        Some(json!({"role": "release-manager", "fingerprint": rec.fingerprint}))
+    );
     // Twice is refused.
     assert!(
         j.cli(&["approve", &deploy, "--as", "release-manager"])

@@ -115,6 +115,7 @@ impl Engine {
             input: rec.input.clone(),
             ttl_ms: None,
             approval: None,
+            approval_ttl_ms: None,
         };
         let lease_ms = self.config().lease.as_millis() as u64;
         let mut exec = 0;

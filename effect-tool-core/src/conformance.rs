@@ -128,7 +128,7 @@ macro_rules! conformance_tests {
             use super::*;
             $crate::__conformance_cases!($harness;
                 claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
-                amend_corrects_a_resolution, approve_and_deny, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
+                amend_corrects_a_resolution, approve_and_deny, approval_binds_its_input, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
                 audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored);
         }
     };
@@ -138,7 +138,7 @@ macro_rules! conformance_tests {
             use super::*;
             $crate::__conformance_cases!($harness;
                 claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
-                amend_corrects_a_resolution, approve_and_deny, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
+                amend_corrects_a_resolution, approve_and_deny, approval_binds_its_input, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
                 audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored,
                 future_version_refused, fencing_across_handles);
             #[test]
@@ -753,6 +753,7 @@ pub mod cases {
             input: input(),
             ttl_ms: None,
             approval: None,
+            approval_ttl_ms: None,
         }
     }
 
@@ -1114,10 +1115,121 @@ pub mod cases {
             (trail[0].actor.as_str(), trail[0].action.as_str()),
             ("carol", "approve")
         );
-        assert_eq!(trail[0].detail, Some(json!({"role": "finance"})));
+        assert_eq!(
+            trail[0].detail,
+            Some(json!({"role": "finance", "fingerprint": needs.fingerprint}))
+        );
         let trail = s.audit(Some(&no)).await.unwrap();
         assert_eq!(trail.len(), 1);
         assert_eq!((trail[0].actor.as_str(), trail[0].action.as_str()), ("dave", "deny"));
+    }
+
+    /// An approval is for the exact input it was shown, for a limited time, and used once: a
+    /// claim of another input under the key parks again (the approval voided and audited, the
+    /// approver not on the new record), so does a claim after the approval's ttl; a takeover of
+    /// an unknown outcome by another input that needs approval waits for a person.
+    pub async fn approval_binds_its_input<H: Harness>() {
+        let h = H::fresh().await;
+        let s = h.store();
+        let k = key("approval-binds");
+        let shown = Intent {
+            approval: Some("finance".to_owned()),
+            ..intent("r")
+        };
+        let other_input = json!({ "order_id": "ord_1", "amount_cents": 9_999_999u64 });
+        let other = Intent {
+            fingerprint: crate::key::fingerprint(&other_input),
+            input: other_input.clone(),
+            ..shown.clone()
+        };
+        assert!(matches!(
+            s.claim(&k, shown.clone(), 30_000, false).await.unwrap(),
+            OpOutcome::AwaitingApproval(_)
+        ));
+        s.approve(&k, "dana", "finance").await.unwrap();
+        // Another input: parked again, for itself, with nobody's approval on it.
+        match s.claim(&k, other.clone(), 30_000, false).await.unwrap() {
+            OpOutcome::AwaitingApproval(r) => {
+                assert_eq!((r.input.clone(), r.decided_by.clone()), (other_input.clone(), None));
+            }
+            other => panic!("another input must park again, got {other:?}"),
+        }
+        let rec = s.get(&k).await.unwrap().unwrap();
+        assert_eq!(rec.state, RecordState::AwaitingApproval);
+        assert_eq!(
+            (rec.fingerprint.as_str(), rec.decided_by.as_deref()),
+            (other.fingerprint.as_str(), None)
+        );
+        assert!(
+            rec.reason
+                .as_deref()
+                .is_some_and(|r| r.contains("approval by dana was voided")),
+            "{rec:?}"
+        );
+        let trail = s.audit(Some(&k)).await.unwrap();
+        let actions: Vec<(&str, &str)> = trail.iter().map(|e| (e.actor.as_str(), e.action.as_str())).collect();
+        assert_eq!(
+            actions,
+            [("dana", "approve"), (crate::record::ENGINE_ACTOR, "approval-voided")]
+        );
+        assert_eq!(
+            trail[0].detail.as_ref().unwrap()["fingerprint"],
+            json!(shown.fingerprint)
+        );
+        let voided = trail[1].detail.as_ref().unwrap();
+        assert_eq!(voided["approved_by"], json!("dana"));
+        assert_eq!(voided["approved_fingerprint"], json!(shown.fingerprint));
+        assert_eq!(voided["fingerprint"], json!(other.fingerprint));
+
+        // Approved for that input, but older than the claim's approval ttl: parked again.
+        s.approve(&k, "erin", "finance").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let stale = Intent {
+            approval_ttl_ms: Some(1),
+            ..other.clone()
+        };
+        assert!(matches!(
+            s.claim(&k, stale, 30_000, false).await.unwrap(),
+            OpOutcome::AwaitingApproval(_)
+        ));
+        let trail = s.audit(Some(&k)).await.unwrap();
+        let last = trail.last().unwrap();
+        assert_eq!(last.action, "approval-voided");
+        assert!(
+            last.detail.as_ref().unwrap()["reason"]
+                .as_str()
+                .unwrap()
+                .contains("ms old"),
+            "{last:?}"
+        );
+
+        // Approved within the ttl: the claim runs with the approver on it, once.
+        s.approve(&k, "erin", "finance").await.unwrap();
+        let (attempt, _) = claimed(s.claim(&k, other.clone(), 30_000, false).await.unwrap());
+        let rec = s.get(&k).await.unwrap().unwrap();
+        assert_eq!(
+            (rec.state, rec.decided_by.as_deref()),
+            (RecordState::Claimed, Some("erin"))
+        );
+        // Released (nothing happened): the approval is used up, the next call parks.
+        s.release(&k, attempt, Some("declined".to_owned())).await.unwrap();
+        assert!(matches!(
+            s.claim(&k, other.clone(), 30_000, false).await.unwrap(),
+            OpOutcome::AwaitingApproval(_)
+        ));
+
+        // A stale approved claim taken over: the same input continues (the approver stays on
+        // it), another input that needs approval waits for a person.
+        s.approve(&k, "erin", "finance").await.unwrap();
+        let (attempt, _) = claimed(s.claim(&k, other.clone(), 1, false).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        match s.claim(&k, shown.clone(), 30_000, true).await.unwrap() {
+            OpOutcome::InDoubt(r) => assert_eq!((r.state, r.attempt), (RecordState::Claimed, attempt)),
+            other => panic!("another input may not take over an approved claim, got {other:?}"),
+        }
+        let (_, previous) = claimed(s.claim(&k, other.clone(), 30_000, true).await.unwrap());
+        assert_eq!(previous, Some(RecordState::Claimed));
+        assert_eq!(s.get(&k).await.unwrap().unwrap().decided_by.as_deref(), Some("erin"));
     }
 
     /// Only the attempt holding the claim may complete, release, renew or mark it in doubt.

@@ -570,6 +570,7 @@ impl Engine {
             input,
             ttl_ms: T::TTL.map(|d| d.as_millis() as u64),
             approval: approval.map(str::to_owned),
+            approval_ttl_ms: None,
         };
         let takeover_in_doubt = T::HAS_RECOVER || T::CLASS == EffectClass::Idempotent;
         let lease_ms = self.inner.config.lease.as_millis() as u64;

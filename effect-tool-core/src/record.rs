@@ -219,7 +219,19 @@ pub struct Intent {
     pub ttl_ms: Option<u64>,
     /// The role whose approval is needed before running, if any.
     pub approval: Option<String>,
+    /// How long a person's approval stays valid, in milliseconds (`None`:
+    /// [`DEFAULT_APPROVAL_TTL_MS`]). A claim that finds an older approval parks again for a
+    /// new one.
+    #[serde(default)]
+    pub approval_ttl_ms: Option<u64>,
 }
+
+/// How long an approval stays valid when the intent does not say: 24 hours.
+pub const DEFAULT_APPROVAL_TTL_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// The actor of the audit entries the engine's own decisions leave (a voided approval, a
+/// takeover, a record going in doubt), as opposed to a person's.
+pub const ENGINE_ACTOR: &str = "effect-tool";
 
 /// A person's verdict on a record in doubt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -462,6 +474,10 @@ pub struct Transition {
     pub write: Option<std::sync::Arc<EffectRecord>>,
     /// What the caller learns.
     pub outcome: OpOutcome,
+    /// The audit entry to append with the write, in the same atomic section (only with a
+    /// write): a person's operation, or a decision the state machine made for the engine (a
+    /// voided approval).
+    pub audit: Option<AuditEntry>,
 }
 
 /// The record a backend holds under a key, as it hands it to [`transition`].
@@ -561,15 +577,42 @@ pub fn transition<'a, 'o>(
     op: impl Into<std::borrow::Cow<'o, Op>>,
     now: Millis,
 ) -> Result<Transition, Rejected> {
+    let op: std::borrow::Cow<'o, Op> = op.into();
+    // A person's operation is audited with what it wrote (only those allocate an entry).
+    let person = op.audit(key, now);
+    let mut t = decide(key, current.into(), op, now)?;
+    if let (Some(rec), None, Some(mut entry)) = (&t.write, &t.audit, person) {
+        // An approval is for the exact input it was shown: keep that input's fingerprint.
+        if entry.action == "approve"
+            && let Some(Value::Object(detail)) = entry.detail.as_mut()
+        {
+            detail.insert("fingerprint".to_owned(), Value::String(rec.fingerprint.clone()));
+        }
+        t.audit = Some(entry);
+    }
+    Ok(t)
+}
+
+/// [`transition`] without the audit of a person's operation.
+fn decide<'o>(
+    key: &str,
+    current: Current<'_>,
+    op: std::borrow::Cow<'o, Op>,
+    now: Millis,
+) -> Result<Transition, Rejected> {
     use RecordState as S;
 
-    let current = current.into();
     // Read by reference; what a write keeps of it is taken only then (`into_owned`: moved out
     // of an owned operation, copied from a borrowed one), so refusals and outcomes that write
     // nothing copy nothing.
-    let op: std::borrow::Cow<'o, Op> = op.into();
     let name = op.name();
-    let unchanged = |outcome| Ok(Transition { write: None, outcome });
+    let unchanged = |outcome| {
+        Ok(Transition {
+            write: None,
+            outcome,
+            audit: None,
+        })
+    };
     let invalid = |rec: &EffectRecord, hint: &str| {
         Err(Rejected::InvalidState {
             key: key.to_owned(),
@@ -608,6 +651,9 @@ pub fn transition<'a, 'o>(
                 None => (false, None),
                 Some(rec) => match rec.state {
                     S::Released | S::Approved => (true, None),
+                    // A denial, like an approval, is for the input it was shown: another input
+                    // under the same key asks anew.
+                    S::Denied if rec.fingerprint != intent.fingerprint => (true, None),
                     S::Claimed if rec.is_stale(now) => (true, Some(S::Claimed)),
                     S::InDoubt if takeover_in_doubt => (true, Some(S::InDoubt)),
                     S::Completed => return unchanged(OpOutcome::Recorded(rec.clone())),
@@ -618,26 +664,64 @@ pub fn transition<'a, 'o>(
                     S::Compensated => return unchanged(OpOutcome::Compensated(rec.clone())),
                 },
             };
+            // An approval is for the exact input it was shown, for a limited time: a call with
+            // another input, or after the approval lapsed, never runs on it (it is voided, and
+            // the call parks for its own approval).
+            let voided = live
+                .filter(|r| r.state == S::Approved)
+                .and_then(|r| approval_voided(r, intent, now));
+            // An unknown outcome taken over by a call that needs approval for another input:
+            // its approval (if any) was not for this input, and parking would hide the unknown
+            // outcome, so a person resolves the record first.
+            if let Some(rec) = live
+                && previous.is_some()
+                && intent.approval.is_some()
+                && rec.fingerprint != intent.fingerprint
+            {
+                return unchanged(OpOutcome::InDoubt(rec.clone()));
+            }
             // A call that needs approval is parked, unless a person approved it already (or it
             // takes over a claim).
-            let park = intent.approval.is_some() && live.is_none_or(|r| r.state == S::Released);
+            let park = intent.approval.is_some()
+                && (voided.is_some() || live.is_none_or(|r| matches!(r.state, S::Released | S::Denied)));
             let prev = live.filter(|_| follows);
+            let audit = match (&voided, prev) {
+                (Some(why), Some(p)) => Some(voided_entry(key, p, &intent.fingerprint, why, now)),
+                _ => None,
+            };
             let Op::Claim { intent, .. } = op.into_owned() else {
                 unreachable!("matched as a claim")
             };
             let mut rec = fresh(key, intent, now, prev, floor);
             if park {
                 rec.state = S::AwaitingApproval;
+                if let (Some(why), Some(p)) = (&voided, prev) {
+                    let by = p.decided_by.as_deref().unwrap_or("a person");
+                    rec.reason = Some(format!(
+                        "the approval by {by} was voided: {why}; this call needs its own approval"
+                    ));
+                }
                 return Ok(Transition {
                     outcome: OpOutcome::AwaitingApproval(rec.clone()),
                     write: Some(std::sync::Arc::new(rec)),
+                    audit,
                 });
             }
             let attempt = prev.map_or(floor, |p| p.attempt) + 1;
             rec.state = S::Claimed;
             rec.attempt = attempt;
             rec.lease_until = Some(now + lease_ms as i64);
-            if let Some(p) = prev.filter(|p| p.state == S::Approved) {
+            // The approver stays on the record of the execution they approved (and of its
+            // takeover, the same input): never on another input's.
+            if let Some(p) = prev.filter(|p| {
+                p.fingerprint == rec.fingerprint
+                    && p.decided_by.is_some()
+                    && match p.state {
+                        S::Approved => voided.is_none(),
+                        S::Claimed | S::InDoubt => true,
+                        _ => false,
+                    }
+            }) {
                 rec.approval_role = p.approval_role.clone();
                 rec.decided_by = p.decided_by.clone();
             }
@@ -653,6 +737,7 @@ pub fn transition<'a, 'o>(
                     previous,
                     before,
                 },
+                audit,
             })
         }
         &Op::Renew { attempt, lease_ms } => {
@@ -751,6 +836,8 @@ pub fn transition<'a, 'o>(
             let mut next = current.take(key)?;
             next.state = S::Approved;
             next.decided_by = Some(by.clone());
+            // A voided earlier approval's reason no longer applies.
+            next.reason = None;
             next.updated_at = now;
             done(next)
         }
@@ -836,7 +923,40 @@ fn done(rec: EffectRecord) -> Result<Transition, Rejected> {
     Ok(Transition {
         outcome: OpOutcome::Done(rec.clone()),
         write: Some(rec),
+        audit: None,
     })
+}
+
+/// Why the approval on `approved` (an approved record) does not allow `intent` to run, if it
+/// does not: it was given for another input, or it is older than its ttl.
+fn approval_voided(approved: &EffectRecord, intent: &Intent, now: Millis) -> Option<String> {
+    if approved.fingerprint != intent.fingerprint {
+        return Some(format!(
+            "it was given for another input (fingerprint {}) than this call's ({}) under the same key",
+            approved.fingerprint, intent.fingerprint
+        ));
+    }
+    let ttl = intent.approval_ttl_ms.unwrap_or(DEFAULT_APPROVAL_TTL_MS);
+    let age = now.saturating_sub(approved.updated_at);
+    (age >= i64::try_from(ttl).unwrap_or(i64::MAX))
+        .then(|| format!("it is {age} ms old, and an approval is valid for {ttl} ms"))
+}
+
+/// The audit entry of an approval voided by the claim of `fingerprint`.
+fn voided_entry(key: &str, approved: &EffectRecord, fingerprint: &str, why: &str, now: Millis) -> AuditEntry {
+    AuditEntry {
+        key: key.to_owned(),
+        at: now,
+        actor: ENGINE_ACTOR.to_owned(),
+        action: "approval-voided".to_owned(),
+        detail: Some(serde_json::json!({
+            "approved_by": approved.decided_by,
+            "approved_fingerprint": approved.fingerprint,
+            "fingerprint": fingerprint,
+            "attempt": approved.attempt,
+            "reason": why,
+        })),
+    }
 }
 
 /// A new record for `intent` (its parts moved in), following `prev` if there is one.
@@ -889,6 +1009,7 @@ mod tests {
             input: serde_json::json!({ "order": "o-2", "amount": 5 }),
             ttl_ms: Some(60_000),
             approval: approval.map(str::to_owned),
+            approval_ttl_ms: None,
         }
     }
 
@@ -1165,6 +1286,8 @@ mod tests {
         let mut approved = in_doubt();
         approved.state = RecordState::Approved;
         approved.decided_by = Some("carol".into());
+        // Approved for the input the claim carries.
+        approved.fingerprint = intent(None).fingerprint;
         let claim = Op::Claim {
             intent: intent(None),
             lease_ms: 500,

@@ -56,5 +56,6 @@ pub fn intent(run_id: &str) -> effect_tool::record::Intent {
         input: serde_json::json!({ "n": 1 }),
         ttl_ms: None,
         approval: None,
+        approval_ttl_ms: None,
     }
 }

@@ -198,6 +198,7 @@ pub fn intent(run: &str, tool: &str, class: EffectClass, input: Value, approval:
         input,
         ttl_ms: None,
         approval: approval.map(str::to_owned),
+        approval_ttl_ms: None,
     }
 }
 

@@ -35,11 +35,9 @@ impl MemoryStore {
     }
 
     /// Apply `op` under the lock: [`transition`] on the record, the record it writes put in
-    /// its place, and the audit entry of a person's operation appended.
+    /// its place, and the transition's audit entry appended.
     fn apply_now(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
         let now = self.now();
-        // Taken before the transition consumes the operation (only a person's have one).
-        let audit = op.audit(key, now);
         let mut inner = self.lock();
         let t = match inner.records.get_mut(key) {
             None => {
@@ -63,7 +61,7 @@ impl MemoryStore {
             }
         };
         if t.write.is_some()
-            && let Some(entry) = audit
+            && let Some(entry) = t.audit
         {
             inner.audit.push(entry);
         }

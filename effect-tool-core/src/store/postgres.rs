@@ -518,11 +518,11 @@ impl PostgresStore {
             return Ok(None);
         };
         let now = self.now();
-        let Ok(t) = transition(key, Some(&held), op, now) else {
+        let Ok(mut t) = transition(key, Some(&held), op, now) else {
             return Ok(None);
         };
+        let audit = t.audit.take();
         let Some(rec) = &t.write else { return Ok(None) };
-        let audit = op.audit(key, now);
         let written = match self.shared.batcher.alone() {
             Some(_alone) => {
                 let client = self.client().await?;
@@ -565,14 +565,12 @@ impl PostgresStore {
             let db_now: i64 = row.get(0);
             self.observe_clock(db_now, sent);
             let current = PgRow::from_row(&row, 1)?.map(PgRow::decode).transpose()?;
-            let t = transition(key, current.as_ref().map(|(rec, _)| rec), op, db_now)?;
+            let mut t = transition(key, current.as_ref().map(|(rec, _)| rec), op, db_now)?;
+            let audit = t.audit.take();
             let Some(rec) = &t.write else { return Ok(t.outcome) };
             let written = match &current {
                 None => self.insert(client, rec).await?,
-                Some((before, row_version)) => {
-                    self.update(client, rec, *row_version, before.attempt, op.audit(key, db_now))
-                        .await?
-                }
+                Some((before, row_version)) => self.update(client, rec, *row_version, before.attempt, audit).await?,
             };
             if let Some(v) = written {
                 self.after_write(key, v, rec);

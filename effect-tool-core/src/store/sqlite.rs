@@ -963,8 +963,8 @@ fn apply_in_tx(
         && write_record(conn, Some(&claim), rec, Guard::Held)? == 1
     {
         held.note(key, rec);
-        if let Some(entry) = op.audit(key, now) {
-            append_audit(conn, &entry)?;
+        if let Some(entry) = &t.audit {
+            append_audit(conn, entry)?;
         }
         return Ok(Ok(t.outcome));
     }
@@ -979,8 +979,8 @@ fn apply_in_tx(
     if let Some(rec) = &t.write {
         write_record(conn, current.as_ref(), rec, Guard::Read)?;
         held.note(key, rec);
-        if let Some(entry) = op.audit(key, now) {
-            append_audit(conn, &entry)?;
+        if let Some(entry) = &t.audit {
+            append_audit(conn, entry)?;
         }
     }
     Ok(Ok(t.outcome))
@@ -1109,6 +1109,7 @@ mod tests {
             input: serde_json::json!({"n": 2}),
             ttl_ms: None,
             approval: None,
+            approval_ttl_ms: None,
         };
         assert!(matches!(
             store.claim("k2", intent, 60_000, false).await.unwrap(),

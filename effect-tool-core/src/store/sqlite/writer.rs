@@ -517,6 +517,7 @@ mod tests {
             input: serde_json::json!({"n": 1}),
             ttl_ms: None,
             approval: None,
+            approval_ttl_ms: None,
         }
     }
 
