@@ -158,7 +158,7 @@ fn snapshot_path(name: &str) -> PathBuf {
 /// when `UPDATE_SNAPSHOTS` is set.
 fn assert_snapshot(name: &str, value: &Value) {
     let path = snapshot_path(name);
-    let pretty = serde_json::to_string_pretty(value).unwrap() + "\n";
+    let pretty = serde_json::to_string_pretty(&sorted(value)).unwrap() + "\n";
     if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
         std::fs::write(&path, pretty).unwrap();
         return;
@@ -355,4 +355,18 @@ fn unknown_fields_are_rejected_by_the_args_and_the_schema() {
     assert!(serde_json::from_value::<FlagsArgs>(bad.clone()).is_err());
     let validator = jsonschema::draft202012::new(&Flags::input_schema()).unwrap();
     assert!(validator.validate(&bad).is_err());
+}
+
+/// `value` with every object's keys in sorted order, so a snapshot's text does not depend on
+/// serde_json's map order (`preserve_order`, turned on by some dependency).
+fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            Value::Object(keys.into_iter().map(|k| (k.clone(), sorted(&m[k]))).collect())
+        }
+        Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
 }

@@ -693,7 +693,12 @@ fn manifest(args: ManifestArgs, json: bool, io: &mut Io<'_>) -> Result<(), CliEr
     let text = checked_manifest(&text, &args.file)?;
     let Some(committed_path) = args.check else {
         if json {
-            let tools: Vec<&str> = text.lines().skip(1).filter_map(|l| l.split(' ').next()).collect();
+            let tools: Vec<&str> = text
+                .lines()
+                .skip(1)
+                .filter(|l| !l.starts_with('#'))
+                .filter_map(|l| l.split(' ').next())
+                .collect();
             return write_json(io.out, &json!({ "manifest": text, "tools": tools }));
         }
         return write(io.out, &text);

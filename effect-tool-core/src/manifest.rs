@@ -65,6 +65,24 @@ pub fn render(tools: &[ToolMeta]) -> String {
     out
 }
 
+/// [`render`], then one comment line per tool that cannot be sent with OpenAI's
+/// `"strict": true`, sorted by name: `# not strict: <name>: <reason>; <reason>`. A change of a
+/// tool's strictness is then a one-line diff too. `not_strict` pairs a tool's name with its
+/// reasons ([`crate::schema::strict_report`]).
+pub fn render_with_strict(tools: &[ToolMeta], not_strict: &[(&str, Vec<String>)]) -> String {
+    let mut out = render(tools);
+    let mut notes: Vec<String> = not_strict
+        .iter()
+        .map(|(name, reasons)| single_line(&format!("# not strict: {name}: {}", reasons.join("; "))))
+        .collect();
+    notes.sort();
+    for n in notes {
+        out.push_str(&n);
+        out.push('\n');
+    }
+    out
+}
+
 /// One tool's line (see [`render`]).
 pub fn line(meta: &ToolMeta) -> String {
     let mut s = String::new();

@@ -3,6 +3,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::class::EffectClass;
+use crate::schema::{self, Compiled, Dialect};
 use crate::tool::ToolMeta;
 
 /// The MCP tool annotations a class implies (`readOnlyHint`, `destructiveHint`,
@@ -58,69 +59,133 @@ pub(crate) struct Definition<'a> {
     pub schema: &'a Value,
 }
 
+/// What exporting one tool for one dialect changed: whether it is strict, why not, and what the
+/// dialect could not express (moved into descriptions; the dispatcher still enforces it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExportReport {
+    /// The tool's name.
+    pub tool: &'static str,
+    /// The dialect.
+    pub dialect: Dialect,
+    /// Whether the tool is exported with `"strict": true` (OpenAI dialects only).
+    pub strict: bool,
+    /// Why it cannot be strict (OpenAI dialects; empty otherwise or when it is strict).
+    pub not_strict: Vec<String>,
+    /// What the dialect cannot express, field by field.
+    pub moved: Vec<String>,
+}
+
+impl std::fmt::Display for ExportReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.tool, self.dialect)?;
+        if matches!(self.dialect, Dialect::OpenAi | Dialect::OpenAiStrict) {
+            write!(f, ": strict={}", if self.strict { "yes" } else { "no" })?;
+        }
+        for r in &self.not_strict {
+            write!(f, "\n  not strict: {r}")?;
+        }
+        for m in &self.moved {
+            write!(f, "\n  moved: {m}")?;
+        }
+        Ok(())
+    }
+}
+
 impl Definition<'_> {
-    /// The schema as providers get it: an object schema (a non-object argument type is wrapped
-    /// as-is; providers reject it, which the tool's author sees at once).
-    fn parameters(&self) -> Value {
-        self.schema.clone()
+    fn base(&self) -> Map<String, Value> {
+        let mut tool = Map::new();
+        tool.insert("name".into(), json!(self.meta.name));
+        if !self.meta.description.is_empty() {
+            tool.insert("description".into(), json!(self.meta.description));
+        }
+        tool
+    }
+
+    /// The OpenAI parameters: strict when the schema can be, else non-strict.
+    pub fn openai(&self) -> (Compiled, Option<Compiled>) {
+        let strict = schema::compile(self.schema, Dialect::OpenAiStrict);
+        if strict.is_strict() {
+            (strict, None)
+        } else {
+            (schema::compile(self.schema, Dialect::OpenAi), Some(strict))
+        }
+    }
+
+    pub fn report(&self, dialect: Dialect) -> ExportReport {
+        let (compiled, not_strict) = match dialect {
+            Dialect::OpenAi | Dialect::OpenAiStrict => {
+                let (c, failed) = self.openai();
+                (c, failed.map(|f| f.not_strict).unwrap_or_default())
+            }
+            d => (schema::compile(self.schema, d), Vec::new()),
+        };
+        ExportReport {
+            tool: self.meta.name,
+            dialect: compiled.dialect,
+            strict: compiled.is_strict(),
+            not_strict,
+            moved: compiled.moved,
+        }
     }
 
     pub fn openai_chat(&self) -> Value {
-        let mut function = Map::new();
-        function.insert("name".into(), json!(self.meta.name));
-        if !self.meta.description.is_empty() {
-            function.insert("description".into(), json!(self.meta.description));
-        }
-        match crate::schema::strict_schema_exact(self.schema) {
-            Some(strict) => {
-                function.insert("parameters".into(), strict);
-                function.insert("strict".into(), json!(true));
-            }
-            None => {
-                function.insert("parameters".into(), self.parameters());
-                function.insert("strict".into(), json!(false));
-            }
-        }
+        let mut function = self.base();
+        let (c, _) = self.openai();
+        function.insert("strict".into(), json!(c.is_strict()));
+        function.insert("parameters".into(), c.schema);
         json!({"type": "function", "function": function})
     }
 
     pub fn openai_responses(&self) -> Value {
         let mut tool = Map::new();
         tool.insert("type".into(), json!("function"));
-        tool.insert("name".into(), json!(self.meta.name));
-        if !self.meta.description.is_empty() {
-            tool.insert("description".into(), json!(self.meta.description));
-        }
-        match crate::schema::strict_schema_exact(self.schema) {
-            Some(strict) => {
-                tool.insert("parameters".into(), strict);
-                tool.insert("strict".into(), json!(true));
-            }
-            None => {
-                tool.insert("parameters".into(), self.parameters());
-                tool.insert("strict".into(), json!(false));
-            }
-        }
+        tool.extend(self.base());
+        let (c, _) = self.openai();
+        tool.insert("strict".into(), json!(c.is_strict()));
+        tool.insert("parameters".into(), c.schema);
         Value::Object(tool)
     }
 
     pub fn anthropic(&self) -> Value {
-        let mut tool = Map::new();
-        tool.insert("name".into(), json!(self.meta.name));
-        if !self.meta.description.is_empty() {
-            tool.insert("description".into(), json!(self.meta.description));
+        let mut tool = self.base();
+        tool.insert(
+            "input_schema".into(),
+            schema::compile(self.schema, Dialect::Anthropic).schema,
+        );
+        Value::Object(tool)
+    }
+
+    /// A Gemini `functionDeclarations[]` item with `parameters` (OpenAPI subset); a tool without
+    /// arguments has no `parameters` (Gemini refuses an object without properties).
+    pub fn gemini(&self) -> Value {
+        let mut tool = self.base();
+        let has_args = self
+            .schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|p| !p.is_empty());
+        if has_args {
+            tool.insert(
+                "parameters".into(),
+                schema::compile(self.schema, Dialect::GeminiParameters).schema,
+            );
         }
-        tool.insert("input_schema".into(), self.parameters());
+        Value::Object(tool)
+    }
+
+    /// A Gemini `functionDeclarations[]` item with `parametersJsonSchema`.
+    pub fn gemini_json_schema(&self) -> Value {
+        let mut tool = self.base();
+        tool.insert(
+            "parametersJsonSchema".into(),
+            schema::compile(self.schema, Dialect::GeminiJsonSchema).schema,
+        );
         Value::Object(tool)
     }
 
     pub fn mcp(&self) -> Value {
-        let mut tool = Map::new();
-        tool.insert("name".into(), json!(self.meta.name));
-        if !self.meta.description.is_empty() {
-            tool.insert("description".into(), json!(self.meta.description));
-        }
-        tool.insert("inputSchema".into(), self.parameters());
+        let mut tool = self.base();
+        tool.insert("inputSchema".into(), schema::compile(self.schema, Dialect::Mcp).schema);
         tool.insert(
             "annotations".into(),
             mcp_annotations(self.meta.class, self.meta.open_world),

@@ -43,7 +43,7 @@ use crate::tool::{Tool, ToolMeta};
 pub use dispatch::{
     DEFAULT_CONCURRENCY, Dispatcher, Rejection, ToolCall, ToolOutcome, ToolResult, anthropic_tool_results_message,
 };
-pub use export::mcp_annotations;
+pub use export::{ExportReport, mcp_annotations};
 
 /// Two tools of one name were added to a toolkit. A model addresses tools by name, so each
 /// name must be unique: rename one (`#[tool(name = "...")]` or [`Tool::NAME`]).
@@ -188,8 +188,17 @@ impl Toolkit {
     /// text, one line per tool sorted by name (see [`crate::manifest`]). Commit it beside the
     /// code and compare it in a test, so a changed effect declaration is a one-line diff in
     /// review.
+    ///
+    /// A tool that cannot be sent with OpenAI's `"strict": true` gets a comment line after the
+    /// tools saying why (`# not strict: <tool>: <reason>`; see [`crate::manifest::render_with_strict`]).
     pub fn manifest(&self) -> String {
-        crate::manifest::render(&self.metas())
+        let not_strict: Vec<(&str, Vec<String>)> = self
+            .export_report(crate::schema::Dialect::OpenAiStrict)
+            .into_iter()
+            .filter(|r| !r.strict)
+            .map(|r| (r.tool, r.not_strict))
+            .collect();
+        crate::manifest::render_with_strict(&self.metas(), &not_strict)
     }
 
     /// Abandon `run`: compensate each of its completed compensable effects made by these tools
@@ -226,8 +235,9 @@ impl Toolkit {
     }
 
     /// OpenAI Chat Completions `tools`: `{"type": "function", "function": {name, description,
-    /// parameters, strict}}`, strict where the schema allows (every property required or
-    /// nullable, no maps: [`crate::schema::strict_schema_exact`]), else non-strict.
+    /// parameters, strict}}`, strict where the schema can be (no maps, no untyped values, no
+    /// tuples of mixed types: [`crate::schema::strict_report`]), else non-strict;
+    /// [`Toolkit::export_report`] and [`Toolkit::manifest`] say why.
     pub fn openai_tools(&self) -> Vec<Value> {
         self.definitions().map(|d| d.openai_chat()).collect()
     }
@@ -236,6 +246,46 @@ impl Toolkit {
     /// strict}`.
     pub fn openai_responses_tools(&self) -> Vec<Value> {
         self.definitions().map(|d| d.openai_responses()).collect()
+    }
+
+    /// Gemini `functionDeclarations`: `{name, description, parameters}`, the parameters in
+    /// Gemini's OpenAPI 3.0 subset ([`Dialect::GeminiParameters`](crate::schema::Dialect)):
+    /// `nullable` instead of type arrays, no `additionalProperties`, maps as lists of
+    /// `{"key", "value"}` entries (the dispatcher turns them back into objects), tuples as
+    /// `items`, recursive types unrolled [`UNROLL_DEPTH`](crate::schema::UNROLL_DEPTH) levels.
+    /// Send them as `{"tools": [{"functionDeclarations": [...]}]}`.
+    /// [`Toolkit::export_report`] says what each tool lost; a tool that lost something can use
+    /// [`Toolkit::gemini_json_schema_tools`] instead.
+    pub fn gemini_tools(&self) -> Vec<Value> {
+        self.definitions().map(|d| d.gemini()).collect()
+    }
+
+    /// Gemini `functionDeclarations` with `parametersJsonSchema` (JSON Schema: maps, tuples and
+    /// recursive types as they are).
+    pub fn gemini_json_schema_tools(&self) -> Vec<Value> {
+        self.definitions().map(|d| d.gemini_json_schema()).collect()
+    }
+
+    /// What exporting each tool for `dialect` changed: whether it is strict and why not (OpenAI),
+    /// and what the dialect cannot express. For [`Dialect::OpenAi`] and
+    /// [`Dialect::OpenAiStrict`] alike the report is of what [`Toolkit::openai_tools`] sends.
+    pub fn export_report(&self, dialect: crate::schema::Dialect) -> Vec<ExportReport> {
+        self.definitions().map(|d| d.report(dialect)).collect()
+    }
+
+    /// Fail, naming every tool that cannot be sent with OpenAI's `"strict": true` and why. Call
+    /// it at start-up or in a test when every tool is meant to be strict.
+    pub fn check_strict(&self) -> Result<(), Vec<crate::schema::NotStrict>> {
+        let failed: Vec<crate::schema::NotStrict> = self
+            .export_report(crate::schema::Dialect::OpenAiStrict)
+            .into_iter()
+            .filter(|r| !r.strict)
+            .map(|r| crate::schema::NotStrict {
+                type_name: r.tool.to_owned(),
+                reasons: r.not_strict,
+            })
+            .collect();
+        if failed.is_empty() { Ok(()) } else { Err(failed) }
     }
 
     /// Anthropic Messages API `tools`: `{name, description, input_schema}`.

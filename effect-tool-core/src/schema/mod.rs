@@ -11,7 +11,7 @@
 //! | `$schema: ".../2020-12/schema"` | removed | some providers reject unknown top-level keywords; the shape is still draft 2020-12 |
 //! | root `title` (the Rust type name) | removed | noise for the model (`IssueRefundArgs`) |
 //! | `$ref` + `$defs` for nested types | inlined, `$defs` removed | several providers do not resolve references; models read inline schemas better |
-//! | `format: "uint64"`, `"int32"`, `"double"`, `"float"`, ... | removed (`minimum: 0` kept for unsigned) | not JSON Schema formats; Gemini and OpenAI reject them |
+//! | `format: "uint64"`, `"int32"`, `"double"`, `"float"`, ... | removed; integers get `minimum`/`maximum` | not JSON Schema formats; Gemini and OpenAI reject them. 8-, 16- and 32-bit integers carry their type's range; 64-bit ones (and `usize`, `isize`, 128-bit) ±[`MAX_SAFE_INTEGER`], the range effect keys hold exactly |
 //! | `format` on strings other than the standard ones | removed | same; `date-time`, `email`, `uuid`, ... are kept |
 //! | `oneOf` (enums) | `anyOf` | serde's enum branches are disjoint, so `anyOf` accepts the same values, and more providers take it |
 //! | `const: x` | `enum: [x]` | the same constraint; `const` is missing from several providers' subsets |
@@ -20,11 +20,22 @@
 //! Recursive types are the one exception: their `$ref`s cannot be inlined and stay, with the
 //! `$defs` they point to. Nullable values keep JSON Schema's type arrays (`["string", "null"]`).
 //!
+//! That schema is then compiled once per provider dialect ([`compile`], [`Dialect`]): OpenAI
+//! strict and non-strict, Anthropic, Gemini `parameters` (OpenAPI 3.0 subset) and
+//! `parametersJsonSchema`, MCP. Each dialect's rules are one [`Rules`] table
+//! ([`Dialect::rules`]). What a dialect cannot express is moved into the description, reported
+//! in [`Compiled::moved`], and still enforced by the dispatcher; why a schema cannot be strict is
+//! in [`Compiled::not_strict`] ([`strict_report`], [`check_strict`], [`assert_strict`]).
+//!
 //! [`strict_schema`] rewrites an exported schema for OpenAI's strict mode, where every property
 //! must be listed in `required` and optional ones are made nullable instead.
 
+mod dialect;
+
 use schemars::JsonSchema;
 use serde_json::{Map, Value};
+
+pub use dialect::{Compiled, Dialect, MapRule, Rules, TupleRule, UNROLL_DEPTH, UntypedRule, compile};
 
 /// String formats defined by JSON Schema and accepted by providers; every other `format` is
 /// removed from exported schemas.
@@ -92,6 +103,13 @@ pub const DRAFT: &str = "https://json-schema.org/draft/2020-12/schema";
 /// Rewrite one schema node and everything under it.
 fn clean(schema: &mut Value) {
     let Value::Object(s) = schema else { return };
+    if let Some(Value::String(format)) = s.get("format")
+        && let Some((lo, hi)) = integer_bounds(format)
+        && type_includes(s, "integer")
+    {
+        s.entry("minimum").or_insert_with(|| Value::from(lo));
+        s.entry("maximum").or_insert_with(|| Value::from(hi));
+    }
     if let Some(Value::String(format)) = s.get("format") {
         let is_string = type_includes(s, "string");
         if !(is_string && STANDARD_STRING_FORMATS.contains(&format.as_str())) {
@@ -138,6 +156,27 @@ fn clean(schema: &mut Value) {
             _ => {}
         }
     }
+}
+
+/// The largest integer a 64-bit argument may take: 2^53 − 1, the largest that canonical JSON
+/// (RFC 8785, which writes numbers as IEEE doubles) keys exactly. Larger values are refused
+/// when the key is made, so the schema says so up front.
+pub const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
+
+/// The bounds exported for schemars' integer formats: the Rust type's own range for 8, 16 and
+/// 32 bits, and ±[`MAX_SAFE_INTEGER`] for 64 and 128 bits and `usize`/`isize`.
+fn integer_bounds(format: &str) -> Option<(i64, i64)> {
+    Some(match format {
+        "int8" => (i8::MIN.into(), i8::MAX.into()),
+        "int16" => (i16::MIN.into(), i16::MAX.into()),
+        "int32" => (i32::MIN.into(), i32::MAX.into()),
+        "uint8" => (0, u8::MAX.into()),
+        "uint16" => (0, u16::MAX.into()),
+        "uint32" => (0, u32::MAX.into()),
+        "int64" | "int128" | "int" => (-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER),
+        "uint64" | "uint128" | "uint" => (0, MAX_SAFE_INTEGER),
+        _ => return None,
+    })
 }
 
 fn type_includes(s: &Map<String, Value>, ty: &str) -> bool {
@@ -196,41 +235,77 @@ fn contains_ref(v: &Value) -> bool {
 pub fn strict_schema(schema: &Value) -> Value {
     let mut out = schema.clone();
     clean(&mut out);
-    make_strict(&mut out, 0);
-    out
+    compile(&out, Dialect::OpenAiStrict).schema
 }
 
-/// [`strict_schema`], or `None` when strict mode would change what the schema accepts: an
-/// optional property that does not already accept `null`, a map (`additionalProperties` as a
-/// schema), or a keyword OpenAI's strict mode does not support. A caller can then export the
+/// [`strict_schema`], or `None` when the schema cannot be strict ([`strict_report`] says why: a
+/// map, a value of any type, a tuple of mixed types, `allOf`, ...). A caller can then export the
 /// tool non-strict instead.
+///
+/// An optional property that does not accept `null` (a `#[serde(default)]` field) can be
+/// strict: the schema makes it required and nullable, and the
+/// [`Dispatcher`](crate::toolkit::Dispatcher) reads a `null` there as "left out", so the
+/// default applies.
 pub fn strict_schema_exact(schema: &Value) -> Option<Value> {
-    if schema.get("type").and_then(Value::as_str) != Some("object") || !exact(schema, 0) {
-        return None;
-    }
-    Some(strict_schema(schema))
+    let mut out = schema.clone();
+    clean(&mut out);
+    let compiled = compile(&out, Dialect::OpenAiStrict);
+    compiled.is_strict().then_some(compiled.schema)
 }
 
-/// Keywords OpenAI's strict mode rejects.
-const STRICT_UNSUPPORTED: &[&str] = &[
-    "patternProperties",
-    "unevaluatedProperties",
-    "propertyNames",
-    "minProperties",
-    "maxProperties",
-    "unevaluatedItems",
-    "contains",
-    "minContains",
-    "maxContains",
-    "uniqueItems",
-    "if",
-    "then",
-    "else",
-    "not",
-    "dependentRequired",
-    "dependentSchemas",
-    "allOf",
-];
+/// Why `schema` (an exported schema) cannot be sent to OpenAI with `"strict": true`, one reason
+/// per field; empty when it can.
+pub fn strict_report(schema: &Value) -> Vec<String> {
+    let mut out = schema.clone();
+    clean(&mut out);
+    compile(&out, Dialect::OpenAiStrict).not_strict
+}
+
+/// `T`'s arguments cannot be sent with OpenAI's `"strict": true`; the reasons say which field
+/// and why, and what to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{type_name}` cannot be strict (OpenAI strict mode):\n  - {}", reasons.join("\n  - "))]
+pub struct NotStrict {
+    /// The Rust type of the arguments (or the tool's name).
+    pub type_name: String,
+    /// One reason per field.
+    pub reasons: Vec<String>,
+}
+
+/// Whether `T`'s exported schema can be strict, and if not why. `#[tool(strict)]` runs this in
+/// a generated test; [`crate::toolkit::Toolkit::check_strict`] runs it on every tool.
+pub fn check_strict<T: JsonSchema>() -> Result<(), NotStrict> {
+    let reasons = strict_report(&input_schema::<T>());
+    if reasons.is_empty() {
+        Ok(())
+    } else {
+        Err(NotStrict {
+            type_name: std::any::type_name::<T>().to_owned(),
+            reasons,
+        })
+    }
+}
+
+/// Panic, with the reasons, unless `T`'s exported schema can be strict. For a test of your own:
+///
+/// ```
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Args { order_id: String, note: Option<String> }
+/// effect_tool_core::schema::assert_strict::<Args>();
+/// ```
+///
+/// ```should_panic
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Args { counts: std::collections::HashMap<String, u32> }
+/// // panics: "`counts`: a map (`HashMap`/`BTreeMap`): strict mode needs every property named ..."
+/// effect_tool_core::schema::assert_strict::<Args>();
+/// ```
+#[track_caller]
+pub fn assert_strict<T: JsonSchema>() {
+    if let Err(e) = check_strict::<T>() {
+        panic!("{e}");
+    }
+}
 
 const MAX_DEPTH: usize = 64;
 
@@ -286,58 +361,6 @@ fn make_strict(schema: &mut Value, depth: usize) {
         Value::Array(names.into_iter().map(Value::String).collect()),
     );
     s.insert("additionalProperties".into(), Value::Bool(false));
-}
-
-/// Whether strict mode keeps the meaning of `schema`.
-fn exact(schema: &Value, depth: usize) -> bool {
-    if depth > MAX_DEPTH {
-        return false;
-    }
-    let Value::Object(s) = schema else {
-        return schema.is_boolean();
-    };
-    if STRICT_UNSUPPORTED.iter().any(|k| s.contains_key(*k)) {
-        return false;
-    }
-    if matches!(
-        s.get("additionalProperties"),
-        Some(Value::Object(_)) | Some(Value::Bool(true))
-    ) {
-        return false;
-    }
-    let required: Vec<&str> = s
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    if let Some(Value::Object(props)) = s.get("properties") {
-        for (name, prop) in props {
-            if !required.contains(&name.as_str()) && !accepts_null(prop) {
-                return false;
-            }
-            if !exact(prop, depth + 1) {
-                return false;
-            }
-        }
-    }
-    for key in ["anyOf", "oneOf", "prefixItems"] {
-        if let Some(Value::Array(list)) = s.get(key)
-            && !list.iter().all(|c| exact(c, depth + 1))
-        {
-            return false;
-        }
-    }
-    for key in ["$defs", "definitions"] {
-        if let Some(Value::Object(map)) = s.get(key)
-            && !map.values().all(|c| exact(c, depth + 1))
-        {
-            return false;
-        }
-    }
-    match s.get("items") {
-        Some(items) => exact(items, depth + 1),
-        None => true,
-    }
 }
 
 /// Whether a schema already accepts `null`.
@@ -415,7 +438,10 @@ mod tests {
             }
         });
         clean(&mut s);
-        assert_eq!(s["properties"]["n"], json!({"type": "integer", "minimum": 0}));
+        assert_eq!(
+            s["properties"]["n"],
+            json!({"type": "integer", "minimum": 0, "maximum": MAX_SAFE_INTEGER})
+        );
         assert_eq!(s["properties"]["x"], json!({"type": "number"}));
         assert_eq!(s["properties"]["when"]["format"], "date-time");
         assert!(s["properties"]["odd"].get("format").is_none());
@@ -459,8 +485,8 @@ mod tests {
         assert_eq!(strict["properties"]["nested"]["additionalProperties"], false);
         assert_eq!(strict["properties"]["either"]["anyOf"][2], json!({"type": "null"}));
         assert!(
-            strict_schema_exact(&s).is_none(),
-            "tags/kind/nested/either were optional and not nullable"
+            strict_schema_exact(&s).is_some(),
+            "optional fields that do not take null are strict: the dispatcher reads null as left out"
         );
 
         let only_options = json!({
