@@ -190,8 +190,13 @@ pub struct CallIdentity {
 
 /// The identity of a call of `tool` with `args` in `run`: exactly what the engine computes, for
 /// tools, tests and operators that need the key before (or without) calling.
+///
+/// Fails when `args` do not serialize, or hold an integer beyond ±(2^53 − 1) (see
+/// [`canonical`]'s "Integers" section): the error names its path and says to send it as a string.
 pub fn identify<T: crate::Tool>(tool: &T, run: &RunContext, args: &T::Args) -> Result<CallIdentity, serde_json::Error> {
     let input = redact(serde_json::to_value(args)?, T::SECRETS);
+    // An integer RFC 8785 would round into another one's key is refused, not merged.
+    canonical::check_exact(&input).map_err(<serde_json::Error as serde::ser::Error>::custom)?;
     let custom = tool.key(args);
     let keyed = custom.is_some() || T::KEY_RULE != KeyRule::Default;
     let CallKey { key, fingerprint } = call_key(T::KEY_RULE, T::WINDOW, run, T::NAME, &input, custom);
