@@ -231,3 +231,64 @@ fn a_paused_worker_does_not_post_after_its_lease_lapsed() {
     }
     assert!(problems.is_empty(), "{problems:#?}\nledger: {ledger:#?}");
 }
+
+/// A tool paused between its last await and its effect (here a blocking sleep: the engine
+/// cannot stop code it does not poll) is protected by its own check right before the effect.
+#[tokio::test]
+async fn a_tool_that_checks_its_lease_right_before_the_effect_does_not_apply_it_late() {
+    #[derive(Clone)]
+    struct Charge {
+        ledger: PathBuf,
+        pause: bool,
+    }
+    impl Tool for Charge {
+        type Args = String;
+        type Output = String;
+        type Error = ToolError;
+        const NAME: &'static str = "charge";
+        const CLASS: EffectClass = EffectClass::Irreversible;
+        async fn call(&self, ctx: &EffectCtx, who: String) -> Result<String, ToolError> {
+            tokio::task::yield_now().await;
+            assert!(ctx.lease_remaining().is_some_and(|r| r > Duration::ZERO));
+            if self.pause {
+                // Paused after the last await: three leases pass with nothing polled.
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            ctx.ensure_lease().map_err(|e| ToolError::definitive(e.to_string()))?;
+            ledger_append(&self.ledger, &format!("{who} token={}", ctx.fencing_token()));
+            Ok(format!("charged {who}"))
+        }
+    }
+    let scratch = ScratchDir::new("engine-faults-ensure-lease");
+    let ledger = scratch.path().join("ledger");
+    let engine = Engine::with_config(
+        effect_tool::MemoryStore::new(),
+        EngineConfig {
+            lease: Duration::from_millis(100),
+            ..config()
+        },
+    );
+    let run = RunContext::new("ensure-lease");
+    let paused = Charge {
+        ledger: ledger.clone(),
+        pause: true,
+    };
+    let err = engine
+        .call(&paused, &run, CallOptions::default(), "ann".into())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EffectError::ClaimLost { attempt: 1, .. }), "{err}");
+    assert!(err.to_string().contains("lost its claim"), "{err}");
+    assert!(ledger_lines(&ledger).is_empty(), "the late effect was applied");
+    // Nothing happened and the claim was released: the next call runs, with a newer token.
+    let fine = Charge {
+        ledger: ledger.clone(),
+        pause: false,
+    };
+    let out = engine
+        .call(&fine, &run, CallOptions::default(), "ann".into())
+        .await
+        .unwrap();
+    assert_eq!(out, "charged ann");
+    assert_eq!(ledger_lines(&ledger), vec!["ann token=2"]);
+}

@@ -277,11 +277,14 @@ impl EffectCtx {
     /// attempt, and the call returns [`crate::EffectError::ClaimLost`].
     pub fn ensure_lease(&self) -> Result<(), LeaseLost> {
         match &self.lease {
-            Some(lease) if lease.lapsed() => Err(LeaseLost {
-                tool: self.tool.to_owned(),
-                key: self.key.clone().unwrap_or_default(),
-                attempt: self.attempt,
-            }),
+            Some(lease) if lease.lapsed() => {
+                lease.refuse();
+                Err(LeaseLost {
+                    tool: self.tool.to_owned(),
+                    key: self.key.clone().unwrap_or_default(),
+                    attempt: self.attempt,
+                })
+            }
             _ => Ok(()),
         }
     }

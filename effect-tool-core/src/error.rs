@@ -291,8 +291,9 @@ pub enum EffectError<E = crate::outcome::ToolError> {
         finished: bool,
         /// The attempt that owns the key now, if the journal could say.
         current: Option<u32>,
-        /// The result the owning attempt recorded (JSON), if the record is completed.
-        recorded: Option<serde_json::Value>,
+        /// The result the owning attempt recorded (JSON), if the record is completed (boxed:
+        /// every error of every call carries this variant's size).
+        recorded: Option<Box<serde_json::Value>>,
     },
     /// The engine is shutting down ([`crate::Engine::shutdown`]): the call was refused, or it
     /// stopped before its tool started (its claim released).

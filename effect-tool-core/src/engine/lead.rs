@@ -217,18 +217,9 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             return Step::Done(shutting_down::<T>(self.key()));
         }
         let first = self.first_input.is_some();
-        let input = match self.first_input.take() {
-            Some(input) => input,
-            None => match serde_json::to_value(&self.args) {
-                Ok(v) => key::redact(v, T::SECRETS),
-                Err(e) => {
-                    let err = EffectError::InvalidArguments {
-                        tool: T::NAME.to_owned(),
-                        message: format!("arguments do not serialize: {e}"),
-                    };
-                    return Step::Done((Err(err), super::Disposition::Failed));
-                }
-            },
+        let input = match self.next_input() {
+            Ok(input) => input,
+            Err(settled) => return Step::Done(settled),
         };
         let claim = Op::Claim {
             intent: self.intent(input),
@@ -243,59 +234,13 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         } else {
             self.store().apply(self.key(), claim).await
         };
-        let outcome = match claimed {
-            Ok(o) => o,
+        let (attempt, previous) = match claimed {
             Err(e) => return Step::Done(self.claim_failed(e, sent_at).await),
-        };
-        let key = self.key().to_owned();
-        let (attempt, previous) = match outcome {
-            OpOutcome::Recorded(rec) => return Step::Done(self.engine.replay(call, &Recorded::from(rec))),
-            OpOutcome::InFlight(rec) => {
-                // Another process holds a live claim: wait, then look again.
-                let until_expiry = rec
-                    .lease_until
-                    .map(|l| (l - self.store().now()).max(1) as u64)
-                    .unwrap_or(1);
-                tokio::select! {
-                    _ = tokio::time::sleep(self.poll.min(Duration::from_millis(until_expiry))) => {}
-                    _ = call.run.cancellation().cancelled() => {}
-                    _ = inner.draining.cancelled() => {}
-                }
-                self.poll = (self.poll * 2).min(Duration::from_millis(500));
-                return Step::Again;
-            }
-            OpOutcome::InDoubt(_) => return Step::Done(blocked(call, BlockReason::AwaitingResolution)),
-            OpOutcome::AwaitingApproval(rec) => {
-                let pending = ApprovalPending {
-                    key,
-                    tool: T::NAME.to_owned(),
-                    run_id: call.run.run_id().to_owned(),
-                    role: rec.approval_role.unwrap_or_default(),
-                };
-                let err = EffectError::ApprovalPending(pending);
-                return Step::Done((Err(err), super::Disposition::AwaitingApproval));
-            }
-            OpOutcome::Denied(rec) => {
-                let err = EffectError::Denied {
-                    tool: T::NAME.to_owned(),
-                    key,
-                    by: rec.decided_by.unwrap_or_else(|| "a person".to_owned()),
-                    reason: rec.reason,
-                };
-                return Step::Done((Err(err), super::Disposition::Failed));
-            }
-            OpOutcome::Compensated(_) => {
-                let err = EffectError::Compensated {
-                    tool: T::NAME.to_owned(),
-                    key,
-                };
-                return Step::Done((Err(err), super::Disposition::Failed));
-            }
-            OpOutcome::Claimed {
+            Ok(OpOutcome::Claimed {
                 attempt,
                 previous,
                 before,
-            } => {
+            }) => {
                 // A person approved this call: its retries within this call (after a
                 // transient failure, or a recover that found nothing) need no new approval.
                 if before.is_some_and(|b| b.state == RecordState::Approved) {
@@ -303,11 +248,13 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 }
                 (attempt, previous)
             }
-            OpOutcome::Done(_) => {
-                let e = StoreError::Backend("claim answered with a non-claim outcome".to_owned());
-                return Step::Done((Err(store_error::<T>(e)), super::Disposition::Failed));
+            Ok(OpOutcome::InFlight(rec)) => {
+                self.wait_for_holder(&rec).await;
+                return Step::Again;
             }
+            Ok(other) => return Step::Done(self.unclaimed(other)),
         };
+        let key = self.key().to_owned();
         tracing::Span::current().record("attempt", attempt);
         let lease = LeaseClock::new(sent, inner.config.lease);
         let ctx = EffectCtx::new(
@@ -325,6 +272,76 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             lease,
             ctx,
         })
+    }
+
+    /// The redacted input for the next claim: the lookup's for the first, encoded again after.
+    fn next_input(&mut self) -> Result<Value, Settled<T::Output, T::Error>> {
+        if let Some(input) = self.first_input.take() {
+            return Ok(input);
+        }
+        match serde_json::to_value(&self.args) {
+            Ok(v) => Ok(key::redact(v, T::SECRETS)),
+            Err(e) => {
+                let err = EffectError::InvalidArguments {
+                    tool: T::NAME.to_owned(),
+                    message: format!("arguments do not serialize: {e}"),
+                };
+                Err((Err(err), super::Disposition::Failed))
+            }
+        }
+    }
+
+    /// Another process holds a live claim: wait (until its lease would end, at most the poll
+    /// interval, doubling up to 500 ms), then look again. A cancelled run or a shutdown ends
+    /// the wait at once.
+    async fn wait_for_holder(&mut self, rec: &crate::record::EffectRecord) {
+        let until_expiry = rec
+            .lease_until
+            .map(|l| (l - self.store().now()).max(1) as u64)
+            .unwrap_or(1);
+        tokio::select! {
+            _ = tokio::time::sleep(self.poll.min(Duration::from_millis(until_expiry))) => {}
+            _ = self.call.run.cancellation().cancelled() => {}
+            _ = self.engine.inner.draining.cancelled() => {}
+        }
+        self.poll = (self.poll * 2).min(Duration::from_millis(500));
+    }
+
+    /// The journal answered the claim with what it holds instead of a claim: a recorded result
+    /// (replayed), a record in doubt, an approval to wait for, a denial, a compensation.
+    fn unclaimed(&self, outcome: OpOutcome) -> Settled<T::Output, T::Error> {
+        let (call, key) = (self.call, self.key().to_owned());
+        let err = match outcome {
+            OpOutcome::Recorded(rec) => return self.engine.replay(call, &Recorded::from(rec)),
+            OpOutcome::InDoubt(_) => return blocked(call, BlockReason::AwaitingResolution),
+            OpOutcome::AwaitingApproval(rec) => {
+                let pending = ApprovalPending {
+                    key,
+                    tool: T::NAME.to_owned(),
+                    run_id: call.run.run_id().to_owned(),
+                    role: rec.approval_role.unwrap_or_default(),
+                };
+                return (
+                    Err(EffectError::ApprovalPending(pending)),
+                    super::Disposition::AwaitingApproval,
+                );
+            }
+            OpOutcome::Denied(rec) => EffectError::Denied {
+                tool: T::NAME.to_owned(),
+                key,
+                by: rec.decided_by.unwrap_or_else(|| "a person".to_owned()),
+                reason: rec.reason,
+            },
+            OpOutcome::Compensated(_) => EffectError::Compensated {
+                tool: T::NAME.to_owned(),
+                key,
+            },
+            OpOutcome::Claimed { .. } | OpOutcome::InFlight(_) | OpOutcome::Done(_) => {
+                let e = StoreError::Backend("claim answered with a non-claim outcome".to_owned());
+                store_error::<T>(e)
+            }
+        };
+        (Err(err), super::Disposition::Failed)
     }
 
     /// The claim's store call failed: nothing ran. A backend failure may hide a commit (the
@@ -533,10 +550,11 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         let (key, attempt) = (self.key(), held.attempt);
         let (outcome, failure) = match result {
             Exec::Done(Ok(out)) => return Step::Done(self.record(held, out, super::Disposition::Executed).await),
-            Exec::Done(Err(e)) if held.lease.lapsed() => {
-                // It failed after its lease lapsed (e.g. at `EffectCtx::ensure_lease`): release
-                // the claim only if the tool says nothing happened (the journal fences it if the
-                // key was taken over); else leave it for whoever owns the key to reconcile.
+            Exec::Done(Err(e)) if held.lease.refused() => {
+                // It stopped at `EffectCtx::ensure_lease`: release the claim only if the tool
+                // says nothing happened (the journal fences it if the key was taken over); else
+                // leave it for whoever owns the key to reconcile. (Other failures after a lapse
+                // are settled as usual: every write is fenced.)
                 if matches!(
                     classify(&e),
                     Outcome::Failed(Failure::Definitive | Failure::Transient { .. })
@@ -666,15 +684,28 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         };
         // `apply`, not `complete`: the written record is not needed back (no copy of it).
         let first = self.store().apply(key, Op::Complete { attempt, output }).await;
-        let failed = match first {
-            Ok(_) => return (Ok(out), disposition),
-            Err(e) => e,
-        };
+        match first {
+            Ok(_) => (Ok(out), disposition),
+            Err(e) => self.retry_record(held, out, disposition, e).await,
+        }
+    }
+
+    /// The record write failed with `error`: retry a backend failure with backoff (20 ms,
+    /// doubling to 1 s) while renewing the lease, until it is written, refused, or
+    /// [`super::EngineConfig::store_retry`] has passed (or the shutdown deadline).
+    async fn retry_record(
+        &self,
+        held: &Held,
+        out: T::Output,
+        disposition: super::Disposition,
+        error: StoreError,
+    ) -> Settled<T::Output, T::Error> {
+        let (key, attempt) = (self.key(), held.attempt);
         let retried = async {
             let window = self.engine.inner.config.store_retry;
             let started = Instant::now();
             let mut backoff = Duration::from_millis(20);
-            let mut error = failed;
+            let mut error = error;
             loop {
                 match error {
                     StoreError::Rejected(Rejected::Fenced { .. }) => {
@@ -683,7 +714,11 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                     StoreError::Backend(_)
                         if started.elapsed() + backoff < window && !self.engine.inner.abort.is_cancelled() =>
                     {
-                        tracing::warn!(%error, "could not record the effect's result; retrying");
+                        if backoff == Duration::from_millis(20) {
+                            tracing::warn!(%error, "could not record the effect's result; retrying");
+                        } else {
+                            tracing::debug!(%error, "could not record the effect's result; retrying");
+                        }
                         tokio::select! {
                             _ = tokio::time::sleep(backoff) => {}
                             _ = self.engine.inner.abort.cancelled() => {}
@@ -699,7 +734,10 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 }
                 let output = match serde_json::to_value(&out) {
                     Ok(v) => v,
-                    Err(e) => return (Err(super::codec_error::<T>(key, e)), super::Disposition::Failed),
+                    Err(e) => {
+                        tracing::warn!(error = %e, key, "effect applied but its output no longer serializes; the next attempt will reconcile");
+                        return (Ok(out), disposition);
+                    }
                 };
                 match self.store().apply(key, Op::Complete { attempt, output }).await {
                     Ok(_) => {
@@ -747,7 +785,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
     async fn claim_lost(&self, held: &Held, finished: bool) -> Settled<T::Output, T::Error> {
         let (current, recorded) = match self.store().get(self.key()).await {
             Ok(Some(rec)) => {
-                let recorded = rec.output.filter(|_| rec.state == RecordState::Completed);
+                let recorded = rec.output.filter(|_| rec.state == RecordState::Completed).map(Box::new);
                 (Some(rec.attempt).filter(|&c| c != held.attempt), recorded)
             }
             _ => (None, None),

@@ -28,6 +28,8 @@ pub(crate) struct LeaseClock {
     deadline_ns: AtomicU64,
     /// Set when the journal refused a renewal: another attempt holds the key.
     lost: AtomicBool,
+    /// Set when the tool's own check ([`crate::EffectCtx::ensure_lease`]) found it lapsed.
+    refused: AtomicBool,
 }
 
 impl LeaseClock {
@@ -37,6 +39,7 @@ impl LeaseClock {
             base: sent,
             deadline_ns: AtomicU64::new(0),
             lost: AtomicBool::new(false),
+            refused: AtomicBool::new(false),
         };
         clock.extend(sent, lease);
         Arc::new(clock)
@@ -53,6 +56,16 @@ impl LeaseClock {
     /// The journal refused a renewal: the claim is gone, whatever the clock says.
     pub(crate) fn lose(&self) {
         self.lost.store(true, Ordering::SeqCst);
+    }
+
+    /// The tool's own check found the lease lapsed ([`crate::EffectCtx::ensure_lease`]).
+    pub(crate) fn refuse(&self) {
+        self.refused.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the tool's own check found the lease lapsed.
+    pub(crate) fn refused(&self) -> bool {
+        self.refused.load(Ordering::SeqCst)
     }
 
     /// When the lease lapses.

@@ -555,77 +555,23 @@ impl Engine {
             keyed,
         };
 
-        // A recorded result needs no claim: a read-only lookup first, so replays never take the
-        // journal's write lock (unless the store's claim answers replays as cheaply).
-        // Whether that lookup found no record at all: the first claim may then skip the store's
-        // own read (`Store::claim_unseen`).
-        let mut unseen = false;
-        if !self.inner.store.claim_answers_replays() {
-            match self.inner.store.lookup_recorded(&key).await {
-                Ok(Some(rec))
-                    if rec.state() == RecordState::Completed
-                        && (rec.expires_at().is_none() || !rec.is_expired(self.inner.store.now())) =>
-                {
-                    let (result, disposition) = self.replay(&call, &rec);
-                    return CallReport {
-                        result,
-                        disposition,
-                        key: Some(key.clone()),
-                    };
-                }
-                Ok(None) => unseen = true,
-                _ => {}
-            }
-        }
-
+        let report = |(result, disposition): Settled<T::Output, T::Error>| CallReport {
+            result,
+            disposition,
+            key: Some(key.clone()),
+        };
+        let mut unseen = match self.lookup(&call).await {
+            Ok(unseen) => unseen,
+            Err(replayed) => return report(replayed),
+        };
         loop {
             match self.join(&key, &fingerprint, opts.call_id.as_deref()) {
                 Role::Follower(slot) => {
                     // Whatever the leader did, the key has been seen since the lookup.
                     unseen = false;
-                    let shared = slot.wait().await;
-                    let leader_input = slot.fingerprint.clone();
-                    let leader_call = slot.call_id.clone();
-                    drop(slot);
-                    // The leader ended without a result (cancelled or panicked): take its place.
-                    let Some((result, _)) = shared else { continue };
-                    // The leader's run was cancelled, not this one: take over (the journal says
-                    // what is left to do: run, wait, or block on a record in doubt).
-                    // Likewise when the leader lost its claim: the journal says who owns the key.
-                    if matches!(
-                        result,
-                        Err(EffectError::Cancelled { .. }
-                            | EffectError::Interrupted { .. }
-                            | EffectError::ClaimLost { .. })
-                    ) && !run.cancellation().is_cancelled()
-                    {
-                        continue;
+                    if let Some(shared) = self.follow(&call, slot).await {
+                        return report(shared);
                     }
-                    // What a replay of the leader's record would check (DESIGN §4): a new tool-call
-                    // id of an unkeyed irreversible tool, another input under a custom key.
-                    if let Some((result, disposition)) =
-                        reuse_refused(&call, &leader_input, leader_call.as_deref(), result.is_ok())
-                    {
-                        return CallReport {
-                            result,
-                            disposition,
-                            key: Some(key.clone()),
-                        };
-                    }
-                    let result = match result {
-                        Ok(v) => decode_output::<T>(&key, v),
-                        Err(e) => Err(from_shared::<T>(e, run)),
-                    };
-                    let disposition = if result.is_ok() {
-                        Disposition::Shared
-                    } else {
-                        disposition_of(&result)
-                    };
-                    return CallReport {
-                        result,
-                        disposition,
-                        key: Some(key.clone()),
-                    };
                 }
                 Role::Leader(leader) => {
                     // Boxed: the claim-execute-record path is large; keeping it out of this future keeps
@@ -642,14 +588,64 @@ impl Engine {
                         };
                         (shared, disposition)
                     });
-                    return CallReport {
-                        result,
-                        disposition,
-                        key: Some(key.clone()),
-                    };
+                    return report((result, disposition));
                 }
             }
         }
+    }
+
+    /// Step 1 and 2: a recorded result needs no claim. A read-only lookup first, so replays
+    /// never take the journal's write lock (unless the store's claim answers replays as
+    /// cheaply). `Err`: the replayed result. `Ok`: whether the lookup found no record at all
+    /// (the first claim may then skip the store's own read, `Store::claim_unseen`).
+    async fn lookup<T: Tool>(&self, call: &Call<'_, T>) -> Result<bool, Settled<T::Output, T::Error>> {
+        let store = &self.inner.store;
+        if store.claim_answers_replays() {
+            return Ok(false);
+        }
+        match store.lookup_recorded(call.key).await {
+            Ok(Some(rec))
+                if rec.state() == RecordState::Completed
+                    && (rec.expires_at().is_none() || !rec.is_expired(store.now())) =>
+            {
+                Err(self.replay(call, &rec))
+            }
+            Ok(None) => Ok(true),
+            _ => Ok(false),
+        }
+    }
+
+    /// Step 3 in this process: wait for the identical call leading `call`'s key and share its
+    /// result. `None`: take the leader's place instead (it ended without a result, its run was
+    /// cancelled, or it lost its claim: the journal says what is left to do).
+    async fn follow<T: Tool>(&self, call: &Call<'_, T>, slot: Arc<Slot>) -> Option<Settled<T::Output, T::Error>> {
+        let shared = slot.wait().await;
+        let leader_input = slot.fingerprint.clone();
+        let leader_call = slot.call_id.clone();
+        drop(slot);
+        let (result, _) = shared?;
+        if matches!(
+            result,
+            Err(EffectError::Cancelled { .. } | EffectError::Interrupted { .. } | EffectError::ClaimLost { .. })
+        ) && !call.run.cancellation().is_cancelled()
+        {
+            return None;
+        }
+        // What a replay of the leader's record would check: a new tool-call id of an unkeyed
+        // irreversible tool, another input under a custom key.
+        if let Some(refused) = reuse_refused(call, &leader_input, leader_call.as_deref(), result.is_ok()) {
+            return Some(refused);
+        }
+        let result = match result {
+            Ok(v) => decode_output::<T>(call.key, v),
+            Err(e) => Err(from_shared::<T>(e, call.run)),
+        };
+        let disposition = if result.is_ok() {
+            Disposition::Shared
+        } else {
+            disposition_of(&result)
+        };
+        Some((result, disposition))
     }
 
     fn join<'a>(&'a self, key: &'a str, fingerprint: &str, call_id: Option<&str>) -> Role<'a> {
