@@ -9,11 +9,11 @@
 //!    `recover` if declared; else `idempotent` re-runs with the same key;
 //!    `compensable`/`irreversible` stop with [`SideEffectRetryBlocked`].
 //! 5. Approval required → the call parks ([`ApprovalPending`]) until a person approves.
-//! 6. Claim, execute, record (the stages of [`lead`]); the [`crate::policy`] decides what a
+//! 6. Claim, execute, record (the stages of `engine/lead.rs`); the [`crate::policy`] decides what a
 //!    failure leads to. A record write the journal fails is retried for a while
 //!    ([`EngineConfig::store_retry`]).
 //! 7. Fencing: only the attempt holding the claim can complete it. The engine also keeps each
-//!    claim's lease on its own monotonic clock ([`lease`]): a tool is not started, and its
+//!    claim's lease on its own monotonic clock (`engine/lease.rs`): a tool is not started, and its
 //!    future is not polled further, once its lease has lapsed, so a paused process does not
 //!    act after another attempt took the key over.
 //!
@@ -669,7 +669,7 @@ impl Engine {
     }
 
     /// Drive `work` while renewing the lease of the claim `ctx` holds (compensations; calls run
-    /// under [`lead`]'s guarded lease instead).
+    /// under a guarded lease instead, see `engine/lead.rs`).
     pub(crate) async fn leased<F: std::future::Future>(&self, ctx: &EffectCtx, work: F) -> F::Output {
         let mut run = std::pin::pin!(work);
         // Most work that finishes at once needs no lease renewal (nor its timer).
