@@ -1,6 +1,6 @@
 //! A paused process must not act after its lease lapsed (issue 12, fault 1).
 //!
-//! Two worker processes share one SQLite journal with a 400 ms lease. Worker A claims a key
+//! Two worker processes share one SQLite journal with an 800 ms lease. Worker A claims a key
 //! and starts an irreversible `post_comment` tool (with `recover` by marker), which waits for
 //! the test's go-ahead before posting; the test stops A with SIGSTOP right there. Worker B
 //! calls the same key: it waits out A's lease, takes the claim over, finds no marker, posts
@@ -30,7 +30,9 @@ const RUN: &str = "pause-test";
 
 fn config() -> EngineConfig {
     EngineConfig {
-        lease: Duration::from_millis(400),
+        // Long enough that a renewal on a loaded machine (a durable write) keeps it; short
+        // enough that the other worker takes over within a test.
+        lease: Duration::from_millis(800),
         poll_interval: Duration::from_millis(10),
         ..EngineConfig::default()
     }
