@@ -731,6 +731,8 @@ async fn a_record_failure_after_the_effect_still_returns_and_the_next_attempt_re
         failing_on(|op| matches!(op, Op::Complete { .. })),
         EngineConfig {
             lease: Duration::from_millis(30),
+            // The journal keeps failing: retried briefly, then the call returns.
+            store_retry: Duration::from_millis(50),
             ..EngineConfig::default()
         },
     );

@@ -336,6 +336,8 @@ fn config() -> EngineConfig {
     EngineConfig {
         lease: Duration::from_millis(40),
         poll_interval: Duration::from_millis(2),
+        // The rows whose record write fails keep failing: retried briefly, then as before.
+        store_retry: Duration::from_millis(50),
     }
 }
 

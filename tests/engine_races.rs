@@ -438,10 +438,16 @@ async fn a_live_claim_cannot_be_resolved_and_a_stale_one_fences_its_late_writer(
     .await
     .unwrap();
 
-    // The stalled attempt finishes: its record write is fenced, the person's verdict stays.
+    // The stalled attempt is stopped at its lease's deadline by the engine's own clock: it never
+    // applies its effect, its call says that it lost its claim (not Ok with an output nobody
+    // recorded), and the person's verdict stays.
     script.hold.add_permits(1);
     let out = task.await.unwrap();
-    assert!(out.is_ok(), "the effect happened, so the call succeeds: {out:?}");
+    assert!(
+        matches!(out, Err(EffectError::ClaimLost { finished: false, .. })),
+        "a stalled attempt's call says that it lost its claim: {out:?}"
+    );
+    assert_eq!(down.requests(), 0, "the stalled attempt acted after its lease lapsed");
     let rec = mem.get(&key).await.unwrap().unwrap();
     assert_eq!(rec.state, RecordState::Completed);
     assert_eq!(

@@ -137,14 +137,15 @@ impl Engine {
                 other => return Err(format!("the compensation record is in an unexpected state: {other:?}")),
             };
             exec += 1;
-            let ctx = EffectCtx {
-                run: run.clone(),
-                tool: meta.name,
-                class: rec.class,
-                call_id: None,
-                key: Some(key.clone()),
+            let ctx = EffectCtx::new(
+                run.clone(),
+                meta.name,
+                rec.class,
+                None,
+                Some(key.clone()),
                 attempt,
-            };
+                None,
+            );
             let output = rec.output.clone().unwrap_or(serde_json::Value::Null);
             // Under the lease, renewed while it runs: a slow compensation keeps its claim, so
             // a second abandonment waits for it instead of taking it over and undoing twice.

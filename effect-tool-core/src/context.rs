@@ -6,6 +6,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::class::EffectClass;
+use crate::engine::lease::LeaseClock;
+use crate::error::LeaseLost;
 use crate::marker;
 
 /// A callback that receives progress values a tool reports while it runs.
@@ -133,6 +135,8 @@ pub struct EffectCtx {
     pub(crate) call_id: Option<String>,
     pub(crate) key: Option<String>,
     pub(crate) attempt: u32,
+    /// The lease of the claim this call holds, on the engine's clock (`None`: not journaled).
+    pub(crate) lease: Option<Arc<LeaseClock>>,
 }
 
 impl std::fmt::Debug for EffectCtx {
@@ -144,6 +148,7 @@ impl std::fmt::Debug for EffectCtx {
             .field("call_id", &self.call_id)
             .field("key", &self.key)
             .field("attempt", &self.attempt)
+            .field("lease_remaining", &self.lease_remaining())
             .finish()
     }
 }
@@ -154,13 +159,28 @@ pub const MAX_DOWNSTREAM_KEY_LEN: usize = 200;
 impl EffectCtx {
     /// A context for calling a tool directly, outside the engine (tests, pure tools).
     pub fn detached(run: RunContext, tool: &'static str, class: EffectClass) -> Self {
+        EffectCtx::new(run, tool, class, None, None, 1, None)
+    }
+
+    /// The one place a context is made (by the engine, the testing kit, compensation and
+    /// [`EffectCtx::detached`]).
+    pub(crate) fn new(
+        run: RunContext,
+        tool: &'static str,
+        class: EffectClass,
+        call_id: Option<String>,
+        key: Option<String>,
+        attempt: u32,
+        lease: Option<Arc<LeaseClock>>,
+    ) -> Self {
         EffectCtx {
             run,
             tool,
             class,
-            call_id: None,
-            key: None,
-            attempt: 1,
+            call_id,
+            key,
+            attempt,
+            lease,
         }
     }
 
@@ -226,6 +246,53 @@ impl EffectCtx {
     /// claim of the same key (after a crash, a retry, a reconciliation).
     pub fn attempt(&self) -> u32 {
         self.attempt
+    }
+
+    /// The fencing token of this attempt, to pass downstream with the effect: it is the
+    /// attempt number, so it grows with every claim of the key (never reused, even after the
+    /// record expires). A downstream system that remembers the highest token it has seen per
+    /// key and refuses lower ones cannot be reached by an attempt that lost its claim, however
+    /// long that attempt was paused.
+    pub fn fencing_token(&self) -> u64 {
+        u64::from(self.attempt)
+    }
+
+    /// Whether this attempt still holds its claim on the key, by the engine's own clock: call
+    /// it as the last thing before the effect (after the last `.await` that precedes it), and
+    /// do not apply the effect if it fails.
+    ///
+    /// The engine already stops a tool whose lease has lapsed at every await point: it is not
+    /// started, and its future is not polled further (it is dropped), once the lease (counted
+    /// from when the claim or its last renewal was sent, on this process's monotonic clock)
+    /// has passed. What that cannot cover is the code between the tool's last `.await` and
+    /// the effect itself: a process paused right there (a GC pause, a stopped VM, SIGSTOP)
+    /// resumes and runs it without being polled again. This check narrows that window to the
+    /// instant between the check and the effect; only a fencing token checked by the
+    /// downstream system ([`EffectCtx::fencing_token`]) closes it. Note that the monotonic
+    /// clock does not count time a machine spends suspended on every platform (Linux's
+    /// `CLOCK_MONOTONIC` does not).
+    ///
+    /// Outside the engine (a detached context, a pure tool) there is no claim and this always
+    /// succeeds. On failure, return an error from the tool: the engine does not record this
+    /// attempt, and the call returns [`crate::EffectError::ClaimLost`].
+    pub fn ensure_lease(&self) -> Result<(), LeaseLost> {
+        match &self.lease {
+            Some(lease) if lease.lapsed() => {
+                lease.refuse();
+                Err(LeaseLost {
+                    tool: self.tool.to_owned(),
+                    key: self.key.clone().unwrap_or_default(),
+                    attempt: self.attempt,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// How long this attempt's claim still runs by the engine's clock before it is renewed
+    /// (`None` outside the engine). Renewals extend it while the tool runs.
+    pub fn lease_remaining(&self) -> Option<std::time::Duration> {
+        self.lease.as_ref().map(|l| l.remaining())
     }
 
     /// The run's cancellation token: long-running tools should stop when it fires.

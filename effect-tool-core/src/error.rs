@@ -74,6 +74,23 @@ pub struct ApprovalPending {
     pub role: String,
 }
 
+/// A tool's check before its effect failed ([`crate::EffectCtx::ensure_lease`]): this attempt's
+/// lease on the key has lapsed by the engine's clock (the process was paused, or could not renew
+/// it), so another attempt may own the key now. Do not apply the effect: return an error from the
+/// tool; the engine records nothing for this attempt.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "attempt {attempt} of tool `{tool}` lost its claim on key `{key}`: its lease lapsed (the process was paused or could not renew it) and another attempt may own the key; the effect must not be applied by this attempt"
+)]
+pub struct LeaseLost {
+    /// The tool.
+    pub tool: String,
+    /// The effect key.
+    pub key: String,
+    /// The attempt that lost its claim.
+    pub attempt: u32,
+}
+
 /// A store backend failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum StoreError {
@@ -251,6 +268,48 @@ pub enum EffectError<E = crate::outcome::ToolError> {
         /// The store's error.
         source: StoreError,
     },
+    /// This call's attempt lost its claim on the key: its lease lapsed by the engine's clock
+    /// (the process was paused, or could not renew it) and the tool was stopped, or the journal
+    /// refused its completion (fenced) because another attempt owns the key now. Its own
+    /// output, if it had one, is not recorded and is not returned.
+    #[error(
+        "tool `{tool}` (key `{key}`): attempt {attempt} lost its claim, {how}; {owner}. {next}",
+        how = if *finished { "so the journal refused to record its result (the effect of this attempt happened but is not recorded)" } else { "so it was stopped before it finished (its effect may or may not have happened)" },
+        owner = match (current, recorded) {
+            (Some(c), Some(_)) => format!("attempt {c} owns the key and recorded its result (carried in this error)"),
+            (Some(c), None) => format!("attempt {c} owns the key now"),
+            (None, _) => "another attempt may own the key now".to_owned(),
+        },
+        next = if recorded.is_some() { "Use the recorded result, or call again to get it" } else { "Call again: the call waits for the attempt that owns the key and returns its result, reconciles it (`recover`), or stops until a person resolves it (`effect-tool show` shows the record)" }
+    )]
+    ClaimLost {
+        /// The tool.
+        tool: String,
+        /// The key.
+        key: String,
+        /// The attempt that lost its claim.
+        attempt: u32,
+        /// Whether its tool finished (its result was refused by the journal); `false`: the
+        /// tool was stopped when the lease lapsed.
+        finished: bool,
+        /// The attempt that owns the key now, if the journal could say.
+        current: Option<u32>,
+        /// The result the owning attempt recorded (JSON), if the record is completed (boxed:
+        /// every error of every call carries this variant's size).
+        recorded: Option<Box<serde_json::Value>>,
+    },
+    /// The engine is shutting down ([`crate::Engine::shutdown`]): the call was refused, or it
+    /// stopped before its tool started (its claim released).
+    #[error(
+        "tool `{tool}` was not run{}: the engine is shutting down; nothing happened: call it again on an engine that is running (another worker, or this one after its restart)",
+        key.as_ref().map(|k| format!(" (key `{k}`)")).unwrap_or_default()
+    )]
+    ShuttingDown {
+        /// The tool.
+        tool: String,
+        /// The effect key, if the call got that far.
+        key: Option<String>,
+    },
     /// The output could not be encoded or a recorded output could not be decoded.
     #[error("tool `{tool}` (key `{key}`): {message}")]
     Codec {
@@ -323,6 +382,22 @@ impl<E> EffectError<E> {
             },
             Store { tool, source } => Store { tool, source },
             Codec { tool, key, message } => Codec { tool, key, message },
+            ClaimLost {
+                tool,
+                key,
+                attempt,
+                finished,
+                current,
+                recorded,
+            } => ClaimLost {
+                tool,
+                key,
+                attempt,
+                finished,
+                current,
+                recorded,
+            },
+            ShuttingDown { tool, key } => ShuttingDown { tool, key },
         }
     }
 
@@ -346,8 +421,12 @@ impl<E> EffectError<E> {
     pub fn key(&self) -> Option<&str> {
         use EffectError::*;
         match self {
-            Tool { key, .. } | TimedOut { key, .. } | Panicked { key, .. } | Cancelled { key, .. } => key.as_deref(),
-            Interrupted { key, .. } | SharedFailure { key, .. } => Some(key),
+            Tool { key, .. }
+            | TimedOut { key, .. }
+            | Panicked { key, .. }
+            | Cancelled { key, .. }
+            | ShuttingDown { key, .. } => key.as_deref(),
+            Interrupted { key, .. } | SharedFailure { key, .. } | ClaimLost { key, .. } => Some(key),
             Blocked(b) => Some(&b.key),
             ApprovalPending(a) => Some(&a.key),
             Denied { key, .. } | InputMismatch { key, .. } | Compensated { key, .. } | Codec { key, .. } => Some(key),

@@ -260,14 +260,15 @@ impl EffectHarness {
             Err(e) => panic!("the testing kit could not claim `{key}` for the crashed attempt: {e}"),
         };
         let before = effects();
-        let ctx = EffectCtx {
-            run: self.run.clone(),
-            tool: T::NAME,
-            class: T::CLASS,
-            call_id: Some("effect-test-crashed".to_owned()),
-            key: Some(key.clone()),
+        let ctx = EffectCtx::new(
+            self.run.clone(),
+            T::NAME,
+            T::CLASS,
+            Some("effect-test-crashed".to_owned()),
+            Some(key.clone()),
             attempt,
-        };
+            None,
+        );
         // The effect happens; the process dies before the record: the claim stays behind.
         let crashed = tool.call(&ctx, args.clone()).await;
         if let Err(e) = &crashed {

@@ -20,6 +20,7 @@ pub fn short() -> EngineConfig {
     EngineConfig {
         lease: Duration::from_millis(60),
         poll_interval: Duration::from_millis(2),
+        store_retry: Duration::from_millis(100),
     }
 }
 

@@ -1,21 +1,36 @@
-//! The call engine: DESIGN §4 for every call of a tool.
+//! The call engine: what happens to every call of a tool.
 //!
-//! 1. Compute the key; look it up (a claim is the lookup).
+//! 1. Compute the key; look it up (a read-only lookup, or the claim itself where the store's
+//!    claim answers replays as cheaply).
 //! 2. Recorded → return it; nothing runs.
 //! 3. In flight → wait for it and share its result (in this process through a channel, across
 //!    processes by polling the journal until the claim completes or its lease expires).
-//! 4. Stale claim or in doubt → `recover` if declared; else `idempotent` re-runs with the same
-//!    key; `compensable`/`irreversible` stop with [`SideEffectRetryBlocked`].
+//! 4. Stale claim or in doubt (a crash between the effect and its record, a lapsed lease) →
+//!    `recover` if declared; else `idempotent` re-runs with the same key;
+//!    `compensable`/`irreversible` stop with [`SideEffectRetryBlocked`].
 //! 5. Approval required → the call parks ([`ApprovalPending`]) until a person approves.
-//! 6. Claim, execute, record; the [`crate::policy`] decides what a failure leads to.
-//! 7. Fencing: only the attempt holding the claim can complete it.
+//! 6. Claim, execute, record (the stages of `engine/lead.rs`); the [`crate::policy`] decides what a
+//!    failure leads to. A record write the journal fails is retried for a while
+//!    ([`EngineConfig::store_retry`]).
+//! 7. Fencing: only the attempt holding the claim can complete it. The engine also keeps each
+//!    claim's lease on its own monotonic clock (`engine/lease.rs`): a tool is not started, and its
+//!    future is not polled further, once its lease has lapsed, so a paused process does not
+//!    act after another attempt took the key over.
+//!
+//! [`Engine::shutdown`] drains the engine: new calls are refused, calls that have not started
+//! their tool release their claims, running tools get a deadline.
+
+mod lead;
+pub(crate) mod lease;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::class::EffectClass;
@@ -24,7 +39,7 @@ use crate::error::{ApprovalPending, BlockReason, EffectError, SideEffectRetryBlo
 use crate::key;
 use crate::outcome::{ClassifyError, Failure, Outcome};
 use crate::policy::{Decision, PolicyInput, decide};
-use crate::record::{Intent, Op, OpOutcome, RecordState};
+use crate::record::RecordState;
 use crate::store::{Recorded, Store, StoreExt};
 use crate::tool::Tool;
 
@@ -36,6 +51,12 @@ pub struct EngineConfig {
     pub lease: Duration,
     /// How often a call waiting for another process's claim looks at the journal again.
     pub poll_interval: Duration,
+    /// How long the engine keeps retrying (with backoff) a journal write it must not drop:
+    /// the record of an effect that happened (the claim's lease renewed meanwhile; the call
+    /// returns once the result is recorded or this time has passed), and the release of a
+    /// claim whose answer was lost before its tool ran. A journal outage shorter than this
+    /// costs no person step. Default 30 s.
+    pub store_retry: Duration,
 }
 
 impl Default for EngineConfig {
@@ -43,8 +64,20 @@ impl Default for EngineConfig {
         EngineConfig {
             lease: Duration::from_secs(30),
             poll_interval: Duration::from_millis(25),
+            store_retry: Duration::from_secs(30),
         }
     }
+}
+
+/// How [`Engine::shutdown`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Whether every call in flight finished before the deadline. `false`: the tools still
+    /// running at the deadline were cancelled (their records are in doubt).
+    pub drained: bool,
+    /// How many calls were still in flight when the shutdown returned (0 unless a journal write
+    /// of a cancelled call did not answer in time).
+    pub left: usize,
 }
 
 /// What happened to a call, for callers that report it (the quickstart prints it).
@@ -168,6 +201,49 @@ struct Inner {
     store: Arc<dyn Store>,
     config: EngineConfig,
     inflight: Mutex<HashMap<String, Arc<Slot>, foldhash::fast::RandomState>>,
+    /// Fired when a shutdown starts: new calls are refused, unstarted ones stop.
+    draining: CancellationToken,
+    /// Fired at the shutdown's deadline: running tools are cancelled.
+    abort: CancellationToken,
+    /// Calls in flight (counted for the shutdown), and their last one's signal.
+    active: AtomicUsize,
+    idle: Notify,
+}
+
+/// One call in flight, counted while it lives.
+struct Active<'a>(&'a Inner);
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        if self.0.active.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+impl Inner {
+    /// Count a new call in, unless the engine is shutting down.
+    fn enter(&self) -> Option<Active<'_>> {
+        self.active.fetch_add(1, Ordering::SeqCst);
+        let active = Active(self);
+        (!self.draining.is_cancelled()).then_some(active)
+    }
+
+    /// Wait until no call is in flight, or `until`; `true` if none is.
+    async fn wait_idle(&self, until: tokio::time::Instant) -> bool {
+        loop {
+            let idle = self.idle.notified();
+            let mut idle = std::pin::pin!(idle);
+            idle.as_mut().enable();
+            if self.active.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            tokio::select! {
+                _ = idle => {}
+                _ = tokio::time::sleep_until(until) => return self.active.load(Ordering::SeqCst) == 0,
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Engine {
@@ -222,7 +298,10 @@ enum Exec<O, E> {
     Done(Result<O, E>),
     /// Ended without an answer: timed out or panicked. The outcome is unknown.
     Lost(Lost),
+    /// The run was cancelled, or the engine's shutdown deadline passed.
     Cancelled,
+    /// The claim's lease lapsed: the tool was stopped (dropped) at an await point.
+    Lapsed,
 }
 
 /// How an execution ended without an answer.
@@ -261,6 +340,10 @@ impl Engine {
                 store: Arc::new(store),
                 config,
                 inflight: Mutex::new(HashMap::default()),
+                draining: CancellationToken::new(),
+                abort: CancellationToken::new(),
+                active: AtomicUsize::new(0),
+                idle: Notify::new(),
             }),
         }
     }
@@ -273,6 +356,45 @@ impl Engine {
     /// The settings.
     pub fn config(&self) -> EngineConfig {
         self.inner.config
+    }
+
+    /// Drain the engine for a shutdown (a SIGTERM, a rollout): new calls are refused with
+    /// [`EffectError::ShuttingDown`]; calls whose tool has not started stop and release their
+    /// claims; calls whose tool is running get until `deadline` to finish and record. A tool
+    /// still running then is cancelled, as a cancelled run is (its record is in doubt until the
+    /// next call reconciles it or a person resolves it).
+    ///
+    /// Returns once no call is in flight (after the deadline, at most
+    /// [`EngineConfig::store_retry`] more for the cancelled calls' journal writes). Applies to
+    /// every clone of this engine; it cannot be undone (make a new engine).
+    pub async fn shutdown(&self, deadline: Duration) -> ShutdownReport {
+        let inner = &self.inner;
+        inner.draining.cancel();
+        tracing::info!(
+            deadline_ms = deadline.as_millis() as u64,
+            "shutting down: refusing new calls"
+        );
+        let now = tokio::time::Instant::now();
+        let drained = inner.wait_idle(now + deadline).await;
+        if !drained {
+            tracing::warn!(
+                calls = inner.active.load(Ordering::SeqCst),
+                "shutdown deadline passed: cancelling the tools still running"
+            );
+            inner.abort.cancel();
+            inner
+                .wait_idle(tokio::time::Instant::now() + inner.config.store_retry)
+                .await;
+        }
+        ShutdownReport {
+            drained,
+            left: inner.active.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Whether [`Engine::shutdown`] was called: new calls are refused.
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.draining.is_cancelled()
     }
 
     /// Bind this engine to one run: call tools without passing the run each time.
@@ -311,6 +433,17 @@ impl Engine {
             decision = tracing::field::Empty,
         );
         let work = async move {
+            let Some(_active) = self.inner.enter() else {
+                let err = EffectError::ShuttingDown {
+                    tool: T::NAME.to_owned(),
+                    key: None,
+                };
+                return CallReport {
+                    result: Err(err),
+                    disposition: Disposition::Failed,
+                    key: None,
+                };
+            };
             let report = if T::CLASS == EffectClass::Pure {
                 self.call_pure(tool, run, opts, args).await
             } else {
@@ -338,14 +471,7 @@ impl Engine {
             disposition,
             key: None,
         };
-        let mut ctx = EffectCtx {
-            run: run.clone(),
-            tool: T::NAME,
-            class: T::CLASS,
-            call_id: opts.call_id,
-            key: None,
-            attempt: 1,
-        };
+        let mut ctx = EffectCtx::new(run.clone(), T::NAME, T::CLASS, opts.call_id, None, 1, None);
         for exec in 1.. {
             if run.cancellation().is_cancelled() {
                 return report(
@@ -358,11 +484,11 @@ impl Engine {
             }
             ctx.attempt = exec;
             tracing::Span::current().record("attempt", exec);
-            let (outcome, result) = match execute(tool, &ctx, args.clone()).await {
+            let (outcome, result) = match execute(tool, &ctx, args.clone(), &self.inner.abort).await {
                 Exec::Done(Ok(out)) => return report(Ok(out), Disposition::Executed),
                 Exec::Done(Err(e)) => (classify(&e), Err(e)),
                 Exec::Lost(lost) => (Outcome::Failed(Failure::Unknown), Ok(lost)),
-                Exec::Cancelled => {
+                Exec::Cancelled | Exec::Lapsed => {
                     return report(
                         Err(EffectError::Cancelled {
                             tool: T::NAME.to_owned(),
@@ -429,74 +555,23 @@ impl Engine {
             keyed,
         };
 
-        // A recorded result needs no claim: a read-only lookup first, so replays never take the
-        // journal's write lock (unless the store's claim answers replays as cheaply).
-        // Whether that lookup found no record at all: the first claim may then skip the store's
-        // own read (`Store::claim_unseen`).
-        let mut unseen = false;
-        if !self.inner.store.claim_answers_replays() {
-            match self.inner.store.lookup_recorded(&key).await {
-                Ok(Some(rec))
-                    if rec.state() == RecordState::Completed
-                        && (rec.expires_at().is_none() || !rec.is_expired(self.inner.store.now())) =>
-                {
-                    let (result, disposition) = self.replay(&call, &rec);
-                    return CallReport {
-                        result,
-                        disposition,
-                        key: Some(key.clone()),
-                    };
-                }
-                Ok(None) => unseen = true,
-                _ => {}
-            }
-        }
-
+        let report = |(result, disposition): Settled<T::Output, T::Error>| CallReport {
+            result,
+            disposition,
+            key: Some(key.clone()),
+        };
+        let mut unseen = match self.lookup(&call).await {
+            Ok(unseen) => unseen,
+            Err(replayed) => return report(replayed),
+        };
         loop {
             match self.join(&key, &fingerprint, opts.call_id.as_deref()) {
                 Role::Follower(slot) => {
                     // Whatever the leader did, the key has been seen since the lookup.
                     unseen = false;
-                    let shared = slot.wait().await;
-                    let leader_input = slot.fingerprint.clone();
-                    let leader_call = slot.call_id.clone();
-                    drop(slot);
-                    // The leader ended without a result (cancelled or panicked): take its place.
-                    let Some((result, _)) = shared else { continue };
-                    // The leader's run was cancelled, not this one: take over (the journal says
-                    // what is left to do: run, wait, or block on a record in doubt).
-                    if matches!(
-                        result,
-                        Err(EffectError::Cancelled { .. } | EffectError::Interrupted { .. })
-                    ) && !run.cancellation().is_cancelled()
-                    {
-                        continue;
+                    if let Some(shared) = self.follow(&call, slot).await {
+                        return report(shared);
                     }
-                    // What a replay of the leader's record would check (DESIGN §4): a new tool-call
-                    // id of an unkeyed irreversible tool, another input under a custom key.
-                    if let Some((result, disposition)) =
-                        reuse_refused(&call, &leader_input, leader_call.as_deref(), result.is_ok())
-                    {
-                        return CallReport {
-                            result,
-                            disposition,
-                            key: Some(key.clone()),
-                        };
-                    }
-                    let result = match result {
-                        Ok(v) => decode_output::<T>(&key, v),
-                        Err(e) => Err(from_shared::<T>(e, run)),
-                    };
-                    let disposition = if result.is_ok() {
-                        Disposition::Shared
-                    } else {
-                        disposition_of(&result)
-                    };
-                    return CallReport {
-                        result,
-                        disposition,
-                        key: Some(key.clone()),
-                    };
                 }
                 Role::Leader(leader) => {
                     // Boxed: the claim-execute-record path is large; keeping it out of this future keeps
@@ -513,14 +588,64 @@ impl Engine {
                         };
                         (shared, disposition)
                     });
-                    return CallReport {
-                        result,
-                        disposition,
-                        key: Some(key.clone()),
-                    };
+                    return report((result, disposition));
                 }
             }
         }
+    }
+
+    /// Step 1 and 2: a recorded result needs no claim. A read-only lookup first, so replays
+    /// never take the journal's write lock (unless the store's claim answers replays as
+    /// cheaply). `Err`: the replayed result. `Ok`: whether the lookup found no record at all
+    /// (the first claim may then skip the store's own read, `Store::claim_unseen`).
+    async fn lookup<T: Tool>(&self, call: &Call<'_, T>) -> Result<bool, Settled<T::Output, T::Error>> {
+        let store = &self.inner.store;
+        if store.claim_answers_replays() {
+            return Ok(false);
+        }
+        match store.lookup_recorded(call.key).await {
+            Ok(Some(rec))
+                if rec.state() == RecordState::Completed
+                    && (rec.expires_at().is_none() || !rec.is_expired(store.now())) =>
+            {
+                Err(self.replay(call, &rec))
+            }
+            Ok(None) => Ok(true),
+            _ => Ok(false),
+        }
+    }
+
+    /// Step 3 in this process: wait for the identical call leading `call`'s key and share its
+    /// result. `None`: take the leader's place instead (it ended without a result, its run was
+    /// cancelled, or it lost its claim: the journal says what is left to do).
+    async fn follow<T: Tool>(&self, call: &Call<'_, T>, slot: Arc<Slot>) -> Option<Settled<T::Output, T::Error>> {
+        let shared = slot.wait().await;
+        let leader_input = slot.fingerprint.clone();
+        let leader_call = slot.call_id.clone();
+        drop(slot);
+        let (result, _) = shared?;
+        if matches!(
+            result,
+            Err(EffectError::Cancelled { .. } | EffectError::Interrupted { .. } | EffectError::ClaimLost { .. })
+        ) && !call.run.cancellation().is_cancelled()
+        {
+            return None;
+        }
+        // What a replay of the leader's record would check: a new tool-call id of an unkeyed
+        // irreversible tool, another input under a custom key.
+        if let Some(refused) = reuse_refused(call, &leader_input, leader_call.as_deref(), result.is_ok()) {
+            return Some(refused);
+        }
+        let result = match result {
+            Ok(v) => decode_output::<T>(call.key, v),
+            Err(e) => Err(from_shared::<T>(e, call.run)),
+        };
+        let disposition = if result.is_ok() {
+            Disposition::Shared
+        } else {
+            disposition_of(&result)
+        };
+        Some((result, disposition))
     }
 
     fn join<'a>(&'a self, key: &'a str, fingerprint: &str, call_id: Option<&str>) -> Role<'a> {
@@ -543,312 +668,8 @@ impl Engine {
         })
     }
 
-    async fn lead<T: Tool>(
-        &self,
-        call: &Call<'_, T>,
-        input: Value,
-        args: T::Args,
-        unseen: bool,
-    ) -> (Result<T::Output, EffectError<T::Error>>, Disposition) {
-        let store = &self.inner.store;
-        let key = call.key;
-        let mut approval = if call.tool.needs_approval(&args) {
-            T::APPROVAL
-        } else {
-            None
-        };
-        // The first claim takes the redacted input; a re-claim (after a retry) encodes it again
-        // rather than every call paying for a copy.
-        let mut first_input = Some(input);
-        let make_intent = |approval: Option<&str>, input: Value| Intent {
-            tool: T::NAME.to_owned(),
-            class: T::CLASS,
-            run_id: call.run.run_id().to_owned(),
-            thread_id: call.run.thread_id().map(str::to_owned),
-            call_id: call.call_id.clone(),
-            fingerprint: call.fingerprint.to_owned(),
-            input,
-            ttl_ms: T::TTL.map(|d| d.as_millis() as u64),
-            approval: approval.map(str::to_owned),
-            approval_ttl_ms: None,
-        };
-        let takeover_in_doubt = T::HAS_RECOVER || T::CLASS == EffectClass::Idempotent;
-        let lease_ms = self.inner.config.lease.as_millis() as u64;
-        let mut exec = 0u32;
-        let mut poll = self.inner.config.poll_interval;
-
-        loop {
-            if call.run.cancellation().is_cancelled() {
-                return (
-                    Err(EffectError::Cancelled {
-                        tool: T::NAME.to_owned(),
-                        key: Some(key.to_owned()),
-                    }),
-                    Disposition::Failed,
-                );
-            }
-            let first = first_input.is_some();
-            let input = match first_input.take() {
-                Some(input) => input,
-                None => match serde_json::to_value(&args) {
-                    Ok(v) => key::redact(v, T::SECRETS),
-                    Err(e) => {
-                        let message = format!("arguments do not serialize: {e}");
-                        return (
-                            Err(EffectError::InvalidArguments {
-                                tool: T::NAME.to_owned(),
-                                message,
-                            }),
-                            Disposition::Failed,
-                        );
-                    }
-                },
-            };
-            let claim = Op::Claim {
-                intent: make_intent(approval, input),
-                lease_ms,
-                takeover_in_doubt,
-            };
-            let claimed = if first && unseen {
-                store.claim_unseen(key, claim).await
-            } else {
-                store.apply(key, claim).await
-            };
-            let outcome = match claimed {
-                Ok(o) => o,
-                Err(e) => return (Err(store_error::<T>(e)), Disposition::Failed),
-            };
-            let (attempt, previous) = match outcome {
-                OpOutcome::Recorded(rec) => return self.replay(call, &Recorded::from(rec)),
-                OpOutcome::InFlight(rec) => {
-                    // Another process holds a live claim: wait, then look again.
-                    let until_expiry = rec.lease_until.map(|l| (l - store.now()).max(1) as u64).unwrap_or(1);
-                    tokio::select! {
-                        _ = tokio::time::sleep(poll.min(Duration::from_millis(until_expiry))) => {}
-                        _ = call.run.cancellation().cancelled() => {}
-                    }
-                    poll = (poll * 2).min(Duration::from_millis(500));
-                    continue;
-                }
-                OpOutcome::InDoubt(_) => return blocked(call, BlockReason::AwaitingResolution),
-                OpOutcome::AwaitingApproval(rec) => {
-                    let pending = ApprovalPending {
-                        key: key.to_owned(),
-                        tool: T::NAME.to_owned(),
-                        run_id: call.run.run_id().to_owned(),
-                        role: rec.approval_role.unwrap_or_default(),
-                    };
-                    return (
-                        Err(EffectError::ApprovalPending(pending)),
-                        Disposition::AwaitingApproval,
-                    );
-                }
-                OpOutcome::Denied(rec) => {
-                    let err = EffectError::Denied {
-                        tool: T::NAME.to_owned(),
-                        key: key.to_owned(),
-                        by: rec.decided_by.unwrap_or_else(|| "a person".to_owned()),
-                        reason: rec.reason,
-                    };
-                    return (Err(err), Disposition::Failed);
-                }
-                OpOutcome::Compensated(_) => {
-                    return (
-                        Err(EffectError::Compensated {
-                            tool: T::NAME.to_owned(),
-                            key: key.to_owned(),
-                        }),
-                        Disposition::Failed,
-                    );
-                }
-                OpOutcome::Claimed {
-                    attempt,
-                    previous,
-                    before,
-                } => {
-                    // A person approved this call: its retries within this call (after a
-                    // transient failure, or a recover that found nothing) need no new approval.
-                    if before.is_some_and(|b| b.state == RecordState::Approved) {
-                        approval = None;
-                    }
-                    (attempt, previous)
-                }
-                OpOutcome::Done(_) => {
-                    let e = StoreError::Backend("claim answered with a non-claim outcome".to_owned());
-                    return (Err(store_error::<T>(e)), Disposition::Failed);
-                }
-            };
-            tracing::Span::current().record("attempt", attempt);
-            let ctx = EffectCtx {
-                run: call.run.clone(),
-                tool: T::NAME,
-                class: T::CLASS,
-                call_id: call.call_id.clone(),
-                key: Some(key.to_owned()),
-                attempt,
-            };
-
-            // An earlier attempt's outcome is unknown: reconcile before anything else.
-            if let Some(previous) = previous {
-                tracing::info!(?previous, "taking over a claim whose outcome is unknown");
-                if T::HAS_RECOVER {
-                    match self.recover_leased(call.tool, &ctx, &args).await {
-                        Ok(Ok(Some(out))) => {
-                            return self.record(call, attempt, out, Disposition::Reconciled).await;
-                        }
-                        Ok(Ok(None)) => {
-                            // Recover ran under the lease, but a lease can still be lost (a paused
-                            // process, a store that could not renew): only run while the claim is
-                            // ours, else look again at what the newer attempt did.
-                            if let Err(e) = store.renew(key, attempt, lease_ms).await {
-                                tracing::warn!(error = %e, "lost the claim while reconciling; not running");
-                                if matches!(e, StoreError::Rejected(_)) {
-                                    continue;
-                                }
-                                return (Err(store_error::<T>(e)), Disposition::Failed);
-                            }
-                        }
-                        Ok(Err(e)) => {
-                            let reason = format!("recover failed: {e}");
-                            let _ = store.mark_in_doubt(key, attempt, reason).await;
-                            return (Err(tool_error::<T>(Some(key), classify(&e), e)), Disposition::Failed);
-                        }
-                        Err(lost) => {
-                            let reason = format!("recover {}", lost.reason());
-                            let _ = store.mark_in_doubt(key, attempt, reason).await;
-                            return (Err(lost.into_error(T::NAME, Some(key))), Disposition::Failed);
-                        }
-                    }
-                } else if T::CLASS != EffectClass::Idempotent {
-                    let reason = BlockReason::InDoubtAfterCrash;
-                    let _ = store.mark_in_doubt(key, attempt, reason.to_string()).await;
-                    return blocked(call, reason);
-                }
-            }
-
-            // Cancelled while claiming or reconciling: the tool has not started, so it must not.
-            if call.run.cancellation().is_cancelled() {
-                let reason = "the run was cancelled before the tool started".to_owned();
-                let _ = if previous.is_some() && !T::HAS_RECOVER {
-                    // Taken over from an unknown outcome that nothing checked: still unknown.
-                    store.mark_in_doubt(key, attempt, reason).await
-                } else {
-                    store.release(key, attempt, Some(reason)).await
-                };
-                let err = EffectError::Cancelled {
-                    tool: T::NAME.to_owned(),
-                    key: Some(key.to_owned()),
-                };
-                return (Err(err), Disposition::Failed);
-            }
-
-            exec += 1;
-            let result = self.execute_leased(call.tool, &ctx, args.clone()).await;
-            let (outcome, failure) = match result {
-                Exec::Done(Ok(out)) => return self.record(call, attempt, out, Disposition::Executed).await,
-                Exec::Done(Err(e)) => (classify(&e), Err(e)),
-                Exec::Lost(lost) => (Outcome::Failed(Failure::Unknown), Ok(lost)),
-                Exec::Cancelled => {
-                    let _ = store
-                        .mark_in_doubt(
-                            key,
-                            attempt,
-                            "cancelled while running: the outcome is unknown".to_owned(),
-                        )
-                        .await;
-                    let err = EffectError::Interrupted {
-                        tool: T::NAME.to_owned(),
-                        key: key.to_owned(),
-                    };
-                    return (Err(err), Disposition::Failed);
-                }
-            };
-            let reason = match &failure {
-                Err(e) => e.to_string(),
-                Ok(lost) => lost.reason(),
-            };
-            let as_error = |failure: Result<Lost, T::Error>| match failure {
-                Err(e) => tool_error::<T>(Some(key), outcome, e),
-                Ok(lost) => lost.into_error(T::NAME, Some(key)),
-            };
-            let decision = decide(policy_input::<T>(outcome, exec));
-            tracing::debug!(?decision, %reason, "tool failed");
-            match decision {
-                Decision::Retry { after } => {
-                    if let Err(e) = store.release(key, attempt, Some(reason)).await {
-                        tracing::warn!(error = %e, "could not release the claim before retrying");
-                    }
-                    // A cancelled run does not wait out the backoff (the loop then stops).
-                    tokio::select! {
-                        _ = tokio::time::sleep(after) => {}
-                        _ = call.run.cancellation().cancelled() => {}
-                    }
-                }
-                Decision::Reconcile => {
-                    match self.recover_leased(call.tool, &ctx, &args).await {
-                        Ok(Ok(Some(out))) => {
-                            return self.record(call, attempt, out, Disposition::Reconciled).await;
-                        }
-                        Ok(Ok(None)) if exec < T::RETRY.max_attempts => {
-                            // The effect did not land: safe to try again.
-                            let _ = store.release(key, attempt, Some(reason)).await;
-                            continue;
-                        }
-                        Ok(Ok(None)) => {
-                            let _ = store.release(key, attempt, Some(reason)).await;
-                            return (Err(as_error(failure)), Disposition::Failed);
-                        }
-                        Ok(Err(e)) => tracing::warn!(error = %e, "recover failed after an unknown outcome"),
-                        Err(lost) => tracing::warn!(reason = %lost.reason(), "recover failed after an unknown outcome"),
-                    }
-                    let _ = store.mark_in_doubt(key, attempt, reason).await;
-                    return blocked(call, BlockReason::UnknownOutcome);
-                }
-                Decision::Block => {
-                    let _ = store.mark_in_doubt(key, attempt, reason).await;
-                    return blocked(call, BlockReason::UnknownOutcome);
-                }
-                Decision::FailInDoubt => {
-                    let _ = store.mark_in_doubt(key, attempt, reason).await;
-                    return (Err(as_error(failure)), Disposition::Failed);
-                }
-                Decision::Fail | Decision::Complete | Decision::Compensate => {
-                    let _ = store.release(key, attempt, Some(reason)).await;
-                    return (Err(as_error(failure)), Disposition::Failed);
-                }
-            }
-        }
-    }
-
-    /// Execute with the tool's timeout, the run's cancellation, and lease renewal.
-    async fn execute_leased<T: Tool>(&self, tool: &T, ctx: &EffectCtx, args: T::Args) -> Exec<T::Output, T::Error> {
-        self.leased(ctx, execute(tool, ctx, args)).await
-    }
-
-    /// Ask the tool's `recover` hook while holding the claim (its lease renewed, like an
-    /// execution), within the tool's timeout; a panic is an answer nobody can trust (`Err`).
-    async fn recover_leased<T: Tool>(
-        &self,
-        tool: &T,
-        ctx: &EffectCtx,
-        args: &T::Args,
-    ) -> Result<Result<Option<T::Output>, T::Error>, Lost> {
-        use futures::FutureExt;
-        let asked = std::panic::AssertUnwindSafe(tool.recover(ctx, args)).catch_unwind();
-        let asked = async {
-            let answer = match T::TIMEOUT {
-                Some(limit) => match tokio::time::timeout(limit, asked).await {
-                    Ok(answer) => answer,
-                    Err(_) => return Err(Lost::TimedOut(limit)),
-                },
-                None => asked.await,
-            };
-            answer.map_err(|panic| Lost::Panicked(panic_message(panic.as_ref())))
-        };
-        self.leased(ctx, asked).await
-    }
-
-    /// Drive `work` while renewing the lease of the claim `ctx` holds.
+    /// Drive `work` while renewing the lease of the claim `ctx` holds (compensations; calls run
+    /// under a guarded lease instead, see `engine/lead.rs`).
     pub(crate) async fn leased<F: std::future::Future>(&self, ctx: &EffectCtx, work: F) -> F::Output {
         let mut run = std::pin::pin!(work);
         // Most work that finishes at once needs no lease renewal (nor its timer).
@@ -890,39 +711,6 @@ impl Engine {
         };
         let decoded = <T::Output as serde::Deserialize>::deserialize(output).map_err(|e| codec_error::<T>(call.key, e));
         (decoded, Disposition::Replayed)
-    }
-
-    async fn record<T: Tool>(
-        &self,
-        call: &Call<'_, T>,
-        attempt: u32,
-        out: T::Output,
-        disposition: Disposition,
-    ) -> (Result<T::Output, EffectError<T::Error>>, Disposition) {
-        match serde_json::to_value(&out) {
-            Ok(value) => {
-                // `apply`, not `complete`: the written record is not needed back (no copy of it).
-                if let Err(e) = self
-                    .inner
-                    .store
-                    .apply(call.key, Op::Complete { attempt, output: value })
-                    .await
-                {
-                    // The effect happened: the call succeeds. The claim left behind makes the
-                    // next attempt reconcile.
-                    tracing::warn!(error = %e, key = call.key, "effect applied but its record failed; the next attempt will reconcile");
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, key = call.key, "effect applied but its output does not serialize; marking it in doubt");
-                let _ = self
-                    .inner
-                    .store
-                    .mark_in_doubt(call.key, attempt, format!("output does not serialize: {e}"))
-                    .await;
-            }
-        }
-        (Ok(out), disposition)
     }
 }
 
@@ -1018,7 +806,12 @@ impl RunHandle {
     }
 }
 
-async fn execute<T: Tool>(tool: &T, ctx: &EffectCtx, args: T::Args) -> Exec<T::Output, T::Error> {
+async fn execute<T: Tool>(
+    tool: &T,
+    ctx: &EffectCtx,
+    args: T::Args,
+    abort: &CancellationToken,
+) -> Exec<T::Output, T::Error> {
     use futures::FutureExt;
     // A panicking tool is an execution that ended without an answer: its effect may have
     // happened, so the policy treats it as an unknown outcome and the claim is never left
@@ -1041,6 +834,7 @@ async fn execute<T: Tool>(tool: &T, ctx: &EffectCtx, args: T::Args) -> Exec<T::O
         biased;
         r = timed => r,
         _ = ctx.cancellation().cancelled() => Exec::Cancelled,
+        _ = abort.cancelled() => Exec::Cancelled,
     }
 }
 
@@ -1186,6 +980,25 @@ fn to_shared<E: std::fmt::Display>(e: &EffectError<E>) -> EffectError<String> {
             tool: tool.clone(),
             key: key.clone(),
             message: message.clone(),
+        },
+        ClaimLost {
+            tool,
+            key,
+            attempt,
+            finished,
+            current,
+            recorded,
+        } => ClaimLost {
+            tool: tool.clone(),
+            key: key.clone(),
+            attempt: *attempt,
+            finished: *finished,
+            current: *current,
+            recorded: recorded.clone(),
+        },
+        ShuttingDown { tool, key } => ShuttingDown {
+            tool: tool.clone(),
+            key: key.clone(),
         },
         SharedFailure {
             tool,

@@ -1,0 +1,827 @@
+//! The leading call of a key in this process: claim, take over, start, execute, settle a
+//! failure, record. Each stage is one method of [`Lead`]; [`Engine::lead`] runs them in a loop
+//! (a retry, a wait for another process, a recover that found nothing claim again).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::lease::{LeaseClock, Leased, guarded, renew_forever};
+use super::{
+    Call, Engine, Exec, Lost, Settled, blocked, classify, execute, panic_message, policy_input, store_error, tool_error,
+};
+use crate::class::EffectClass;
+use crate::context::EffectCtx;
+use crate::error::{ApprovalPending, BlockReason, EffectError, StoreError};
+use crate::key;
+use crate::outcome::{Failure, Outcome};
+use crate::policy::{Decision, decide};
+use crate::record::{Intent, Op, OpOutcome, RecordState, Rejected};
+use crate::store::{Recorded, StoreExt};
+use crate::tool::Tool;
+
+/// A claim this call holds: its fencing token, the unknown outcome it took over (if any), its
+/// lease on the engine's clock, and the context the tool receives under it.
+struct Held {
+    attempt: u32,
+    previous: Option<RecordState>,
+    lease: Arc<LeaseClock>,
+    ctx: EffectCtx,
+}
+
+/// What a stage leads to.
+enum Step<G, O, E> {
+    /// On to the next stage, with this.
+    Go(G),
+    /// Claim again (after a retry's backoff, a wait for another process, a lost claim before
+    /// the tool started).
+    Again,
+    /// The call ends.
+    Done(Settled<O, E>),
+}
+
+/// Run a stage: its value, or `continue`/`return` the lead loop.
+macro_rules! stage {
+    ($step:expr) => {
+        match $step {
+            Step::Go(value) => value,
+            Step::Again => continue,
+            Step::Done(settled) => return settled,
+        }
+    };
+}
+
+/// How a `recover` asked under the claim ended.
+enum Recovered<O, E> {
+    /// It answered.
+    Answer(Result<Option<O>, E>),
+    /// It timed out or panicked.
+    Lost(Lost),
+    /// The lease had lapsed before it was asked: it was not.
+    Lapsed,
+    /// The engine's shutdown deadline passed while it ran: it was stopped.
+    Aborted,
+}
+
+/// How often a claim may lapse before its tool starts (a journal slower than the lease)
+/// before the call gives up.
+const MAX_LAPSES_BEFORE_START: u32 = 3;
+
+/// The state of a leading call across its stages.
+struct Lead<'e, 'c, 'a, T: Tool> {
+    engine: &'e Engine,
+    call: &'c Call<'a, T>,
+    args: T::Args,
+    /// The approval the call still needs (`None` once a person approved it).
+    approval: Option<&'static str>,
+    /// The redacted input for the first claim; a re-claim encodes it again rather than every
+    /// call paying for a copy.
+    first_input: Option<Value>,
+    /// Whether the lookup found no record (the first claim may skip the store's own read).
+    unseen: bool,
+    /// Executions so far (the policy's attempt count).
+    exec: u32,
+    /// How long to wait before looking again at another process's live claim.
+    poll: Duration,
+    /// How often a claim lapsed before its tool started.
+    lapses: u32,
+}
+
+impl Engine {
+    /// Claim, execute and record `call` (the key's leading call in this process).
+    pub(super) async fn lead<T: Tool>(
+        &self,
+        call: &Call<'_, T>,
+        input: Value,
+        args: T::Args,
+        unseen: bool,
+    ) -> Settled<T::Output, T::Error> {
+        let approval = if call.tool.needs_approval(&args) {
+            T::APPROVAL
+        } else {
+            None
+        };
+        let mut lead = Lead {
+            engine: self,
+            call,
+            args,
+            approval,
+            first_input: Some(input),
+            unseen,
+            exec: 0,
+            poll: self.inner.config.poll_interval,
+            lapses: 0,
+        };
+        loop {
+            let held = stage!(lead.claim().await);
+            stage!(lead.take_over(&held).await);
+            stage!(lead.start(&held).await);
+            match stage!(lead.execute(&held).await) {}
+        }
+    }
+
+    /// Drive `work` under `held`'s claim: its lease renewed meanwhile, and `work` stopped
+    /// (dropped) once the shutdown deadline passes or, if `guard`, the lease lapses. A lapsed
+    /// lease also stops it before it starts.
+    async fn under_claim<F: std::future::Future>(&self, held: &Held, guard: bool, work: F) -> Leased<F::Output> {
+        let mut work = std::pin::pin!(work);
+        if held.lease.lapsed() {
+            return Leased::Lapsed;
+        }
+        // Most work that finishes at once needs no lease renewal (nor its timer).
+        if let std::task::Poll::Ready(r) = futures::poll!(work.as_mut()) {
+            return Leased::Done(r);
+        }
+        let renew = renew_forever(
+            self.inner.store.clone(),
+            held.ctx.key.clone().unwrap_or_default(),
+            held.attempt,
+            self.inner.config.lease,
+            held.lease.clone(),
+        );
+        let abort = &self.inner.abort;
+        if !guard {
+            return tokio::select! {
+                r = work => Leased::Done(r),
+                _ = abort.cancelled() => Leased::Aborted,
+                _ = renew => unreachable!("lease renewal loops until the work ends"),
+            };
+        }
+        tokio::select! {
+            r = guarded(&held.lease, abort, work) => r,
+            _ = renew => unreachable!("lease renewal loops until the work ends"),
+        }
+    }
+
+    /// Ask the tool's `recover` hook under the claim, within the tool's timeout; a panic is an
+    /// answer nobody can trust. Not asked once the lease has lapsed; once asked, it is let
+    /// finish (it only reads), and what comes after checks the claim again (a renewal before
+    /// the tool starts, the fenced record of what it found).
+    async fn recover_held<T: Tool>(&self, tool: &T, held: &Held, args: &T::Args) -> Recovered<T::Output, T::Error> {
+        use futures::FutureExt;
+        let asked = std::panic::AssertUnwindSafe(tool.recover(&held.ctx, args)).catch_unwind();
+        let asked = async {
+            let answer = match T::TIMEOUT {
+                Some(limit) => match tokio::time::timeout(limit, asked).await {
+                    Ok(answer) => answer,
+                    Err(_) => return Err(Lost::TimedOut(limit)),
+                },
+                None => asked.await,
+            };
+            answer.map_err(|panic| Lost::Panicked(panic_message(panic.as_ref())))
+        };
+        match self.under_claim(held, false, asked).await {
+            Leased::Done(Ok(answer)) => Recovered::Answer(answer),
+            Leased::Done(Err(lost)) => Recovered::Lost(lost),
+            Leased::Lapsed => Recovered::Lapsed,
+            Leased::Aborted => Recovered::Aborted,
+        }
+    }
+}
+
+impl<T: Tool> Lead<'_, '_, '_, T> {
+    fn key(&self) -> &str {
+        self.call.key
+    }
+
+    fn store(&self) -> &Arc<dyn crate::store::Store> {
+        &self.engine.inner.store
+    }
+
+    fn intent(&self, input: Value) -> Intent {
+        let call = self.call;
+        Intent {
+            tool: T::NAME.to_owned(),
+            class: T::CLASS,
+            run_id: call.run.run_id().to_owned(),
+            thread_id: call.run.thread_id().map(str::to_owned),
+            call_id: call.call_id.clone(),
+            fingerprint: call.fingerprint.to_owned(),
+            input,
+            ttl_ms: T::TTL.map(|d| d.as_millis() as u64),
+            approval: self.approval.map(str::to_owned),
+            approval_ttl_ms: None,
+        }
+    }
+
+    /// Stage 1: claim the key (a write-ahead intent with a lease), or end with what the journal
+    /// holds (a recorded result, an approval to wait for, a record in doubt), or wait for
+    /// another process's live claim and claim again.
+    async fn claim(&mut self) -> Step<Held, T::Output, T::Error> {
+        let (call, inner) = (self.call, &self.engine.inner);
+        if call.run.cancellation().is_cancelled() {
+            return Step::Done(cancelled::<T>(self.key()));
+        }
+        if inner.draining.is_cancelled() {
+            return Step::Done(shutting_down::<T>(self.key()));
+        }
+        let first = self.first_input.is_some();
+        let input = match self.next_input() {
+            Ok(input) => input,
+            Err(settled) => return Step::Done(settled),
+        };
+        let claim = Op::Claim {
+            intent: self.intent(input),
+            lease_ms: inner.config.lease.as_millis() as u64,
+            takeover_in_doubt: T::HAS_RECOVER || T::CLASS == EffectClass::Idempotent,
+        };
+        // The lease runs from when the claim was sent (the journal's from when it was written).
+        let sent = Instant::now();
+        let sent_at = self.store().now();
+        let claimed = if first && self.unseen {
+            self.store().claim_unseen(self.key(), claim).await
+        } else {
+            self.store().apply(self.key(), claim).await
+        };
+        let (attempt, previous) = match claimed {
+            Err(e) => return Step::Done(self.claim_failed(e, sent_at).await),
+            Ok(OpOutcome::Claimed {
+                attempt,
+                previous,
+                before,
+            }) => {
+                // A person approved this call: its retries within this call (after a
+                // transient failure, or a recover that found nothing) need no new approval.
+                if before.is_some_and(|b| b.state == RecordState::Approved) {
+                    self.approval = None;
+                }
+                (attempt, previous)
+            }
+            Ok(OpOutcome::InFlight(rec)) => {
+                self.wait_for_holder(&rec).await;
+                return Step::Again;
+            }
+            Ok(other) => return Step::Done(self.unclaimed(other)),
+        };
+        let key = self.key().to_owned();
+        tracing::Span::current().record("attempt", attempt);
+        let lease = LeaseClock::new(sent, inner.config.lease);
+        let ctx = EffectCtx::new(
+            call.run.clone(),
+            T::NAME,
+            T::CLASS,
+            call.call_id.clone(),
+            Some(key),
+            attempt,
+            Some(lease.clone()),
+        );
+        Step::Go(Held {
+            attempt,
+            previous,
+            lease,
+            ctx,
+        })
+    }
+
+    /// The redacted input for the next claim: the lookup's for the first, encoded again after.
+    fn next_input(&mut self) -> Result<Value, Settled<T::Output, T::Error>> {
+        if let Some(input) = self.first_input.take() {
+            return Ok(input);
+        }
+        match serde_json::to_value(&self.args) {
+            Ok(v) => Ok(key::redact(v, T::SECRETS)),
+            Err(e) => {
+                let err = EffectError::InvalidArguments {
+                    tool: T::NAME.to_owned(),
+                    message: format!("arguments do not serialize: {e}"),
+                };
+                Err((Err(err), super::Disposition::Failed))
+            }
+        }
+    }
+
+    /// Another process holds a live claim: wait (until its lease would end, at most the poll
+    /// interval, doubling up to 500 ms), then look again. A cancelled run or a shutdown ends
+    /// the wait at once.
+    async fn wait_for_holder(&mut self, rec: &crate::record::EffectRecord) {
+        let until_expiry = rec
+            .lease_until
+            .map(|l| (l - self.store().now()).max(1) as u64)
+            .unwrap_or(1);
+        tokio::select! {
+            _ = tokio::time::sleep(self.poll.min(Duration::from_millis(until_expiry))) => {}
+            _ = self.call.run.cancellation().cancelled() => {}
+            _ = self.engine.inner.draining.cancelled() => {}
+        }
+        self.poll = (self.poll * 2).min(Duration::from_millis(500));
+    }
+
+    /// The journal answered the claim with what it holds instead of a claim: a recorded result
+    /// (replayed), a record in doubt, an approval to wait for, a denial, a compensation.
+    fn unclaimed(&self, outcome: OpOutcome) -> Settled<T::Output, T::Error> {
+        let (call, key) = (self.call, self.key().to_owned());
+        let err = match outcome {
+            OpOutcome::Recorded(rec) => return self.engine.replay(call, &Recorded::from(rec)),
+            OpOutcome::InDoubt(_) => return blocked(call, BlockReason::AwaitingResolution),
+            OpOutcome::AwaitingApproval(rec) => {
+                let pending = ApprovalPending {
+                    key,
+                    tool: T::NAME.to_owned(),
+                    run_id: call.run.run_id().to_owned(),
+                    role: rec.approval_role.unwrap_or_default(),
+                };
+                return (
+                    Err(EffectError::ApprovalPending(pending)),
+                    super::Disposition::AwaitingApproval,
+                );
+            }
+            OpOutcome::Denied(rec) => EffectError::Denied {
+                tool: T::NAME.to_owned(),
+                key,
+                by: rec.decided_by.unwrap_or_else(|| "a person".to_owned()),
+                reason: rec.reason,
+            },
+            OpOutcome::Compensated(_) => EffectError::Compensated {
+                tool: T::NAME.to_owned(),
+                key,
+            },
+            OpOutcome::Claimed { .. } | OpOutcome::InFlight(_) | OpOutcome::Done(_) => {
+                let e = StoreError::Backend("claim answered with a non-claim outcome".to_owned());
+                store_error::<T>(e)
+            }
+        };
+        (Err(err), super::Disposition::Failed)
+    }
+
+    /// The claim's store call failed: nothing ran. A backend failure may hide a commit (the
+    /// connection was lost after the claim was written): once the journal answers again, a
+    /// claim of this call written since it was sent is released, so that it does not go stale
+    /// and in doubt.
+    async fn claim_failed(&self, error: StoreError, sent_at: crate::record::Millis) -> Settled<T::Output, T::Error> {
+        if matches!(error, StoreError::Backend(_)) {
+            self.release_hidden_claim(&error, sent_at).await;
+        }
+        (Err(store_error::<T>(error)), super::Disposition::Failed)
+    }
+
+    /// Look for a claim this call wrote though its answer was lost, with backoff, for at most
+    /// [`super::EngineConfig::store_retry`]; release it if found. A claim counts as this
+    /// call's when it is live, under the same run, tool-call id and input, and was written
+    /// after this call's claim was sent (on the journal's clock).
+    async fn release_hidden_claim(&self, error: &StoreError, sent_at: crate::record::Millis) {
+        let call = self.call;
+        let window = self.engine.inner.config.store_retry;
+        let started = Instant::now();
+        let mut backoff = Duration::from_millis(20);
+        loop {
+            match self.store().get(self.key()).await {
+                Ok(Some(rec))
+                    if rec.state == RecordState::Claimed
+                        && rec.run_id == call.run.run_id()
+                        && rec.call_id == call.call_id
+                        && rec.fingerprint == call.fingerprint
+                        && rec.updated_at >= sent_at =>
+                {
+                    let reason = format!(
+                        "the claim's answer was lost ({error}); released before the tool ran: nothing happened"
+                    );
+                    match self.store().release(self.key(), rec.attempt, Some(reason)).await {
+                        Ok(_) => {
+                            tracing::warn!(%error, attempt = rec.attempt, "released a claim whose answer was lost; the tool did not run")
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "could not release a claim whose answer was lost; the next attempt reconciles it")
+                        }
+                    }
+                    return;
+                }
+                Ok(_) => return,
+                Err(e) if started.elapsed() + backoff < window => {
+                    tracing::debug!(error = %e, "the journal does not answer yet; looking again for a claim whose answer was lost");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the journal did not answer in time; a claim whose answer was lost, if any, is left for the next attempt to reconcile");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Stage 2: the claim took over an unknown outcome (a stale claim, a record in doubt):
+    /// reconcile it with `recover` before anything else, or stop for a person.
+    async fn take_over(&mut self, held: &Held) -> Step<(), T::Output, T::Error> {
+        let Some(previous) = held.previous else {
+            return Step::Go(());
+        };
+        let (key, attempt) = (self.key(), held.attempt);
+        tracing::info!(?previous, "taking over a claim whose outcome is unknown");
+        if T::HAS_RECOVER && !self.reconfirm(held).await {
+            tracing::warn!("the claim's lease lapsed before reconciling; not asking recover");
+            return self.lapsed(held).await;
+        }
+        if !T::HAS_RECOVER {
+            if T::CLASS == EffectClass::Idempotent {
+                return Step::Go(());
+            }
+            let reason = BlockReason::InDoubtAfterCrash;
+            let _ = self.store().mark_in_doubt(key, attempt, reason.to_string()).await;
+            return Step::Done(blocked(self.call, reason));
+        }
+        match self.engine.recover_held(self.call.tool, held, &self.args).await {
+            Recovered::Answer(Ok(Some(out))) => {
+                Step::Done(self.record(held, out, super::Disposition::Reconciled).await)
+            }
+            Recovered::Answer(Ok(None)) => {
+                // Recover ran under the lease, but a lease can still be lost (a paused process,
+                // a store that could not renew): only run while the claim is ours, else look
+                // again at what the newer attempt did.
+                let sent = Instant::now();
+                let lease = self.engine.inner.config.lease;
+                match self.store().renew(key, attempt, lease.as_millis() as u64).await {
+                    Ok(_) => {
+                        held.lease.extend(sent, lease);
+                        Step::Go(())
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "lost the claim while reconciling; not running");
+                        if matches!(e, StoreError::Rejected(_)) {
+                            return Step::Again;
+                        }
+                        Step::Done((Err(store_error::<T>(e)), super::Disposition::Failed))
+                    }
+                }
+            }
+            Recovered::Answer(Err(e)) => {
+                let reason = format!("recover failed: {e}");
+                let _ = self.store().mark_in_doubt(key, attempt, reason).await;
+                Step::Done((
+                    Err(tool_error::<T>(Some(key), classify(&e), e)),
+                    super::Disposition::Failed,
+                ))
+            }
+            Recovered::Lost(lost) => {
+                let reason = format!("recover {}", lost.reason());
+                let _ = self.store().mark_in_doubt(key, attempt, reason).await;
+                Step::Done((Err(lost.into_error(T::NAME, Some(key))), super::Disposition::Failed))
+            }
+            // Not asked: the claim stays as it is, and the attempt that owns the key (or the
+            // next one) reconciles the unknown outcome. Look again at what that attempt did.
+            Recovered::Lapsed => {
+                tracing::warn!("the claim's lease lapsed before reconciling; not asking recover");
+                self.lapsed(held).await
+            }
+            Recovered::Aborted => Step::Done(shutting_down::<T>(key)),
+        }
+    }
+
+    /// Stage 3: the last look before the tool starts. A cancelled run, a shutting-down engine
+    /// or a lapsed lease stop it here: the claim is released (nothing happened), or, if it took
+    /// over an unknown outcome nothing checked, marked in doubt.
+    async fn start(&mut self, held: &Held) -> Step<(), T::Output, T::Error> {
+        let stop = if self.call.run.cancellation().is_cancelled() {
+            Some((
+                "the run was cancelled before the tool started",
+                cancelled::<T>(self.key()),
+            ))
+        } else if self.engine.inner.draining.is_cancelled() {
+            Some((
+                "the engine shut down before the tool started",
+                shutting_down::<T>(self.key()),
+            ))
+        } else {
+            None
+        };
+        if stop.is_none() && self.reconfirm(held).await {
+            return Step::Go(());
+        }
+        let reason = stop
+            .as_ref()
+            .map_or("the claim's lease lapsed before the tool started", |s| s.0);
+        let (key, attempt) = (self.key(), held.attempt);
+        let _ = if held.previous.is_some() && !T::HAS_RECOVER {
+            // Taken over from an unknown outcome that nothing checked: still unknown (a write
+            // the journal fences if another attempt took the key over meanwhile).
+            self.store().mark_in_doubt(key, attempt, reason.to_owned()).await
+        } else {
+            self.store().release(key, attempt, Some(reason.to_owned())).await
+        };
+        if let Some((_, settled)) = stop {
+            return Step::Done(settled);
+        }
+        tracing::warn!("the claim's lease lapsed before the tool started; not running");
+        self.lapsed(held).await
+    }
+
+    /// Whether the claim is still this attempt's by the engine's clock. A lease that lapsed
+    /// before anything ran under it (a claim slower to answer than the lease) is renewed once:
+    /// the journal renews only the attempt that still holds the key, and the lease then runs
+    /// from when the renewal was sent.
+    async fn reconfirm(&self, held: &Held) -> bool {
+        if !held.lease.lapsed() {
+            return true;
+        }
+        let sent = Instant::now();
+        let lease = self.engine.inner.config.lease;
+        match self
+            .store()
+            .renew(self.key(), held.attempt, lease.as_millis() as u64)
+            .await
+        {
+            Ok(_) => held.lease.extend(sent, lease),
+            Err(StoreError::Rejected(_)) => held.lease.lose(),
+            Err(e) => tracing::warn!(error = %e, "could not renew a lapsed lease"),
+        }
+        !held.lease.lapsed()
+    }
+
+    /// The claim's lease lapsed before the tool started: claim again (the journal says what the
+    /// attempt that owns the key did), unless that keeps happening.
+    async fn lapsed<G>(&mut self, held: &Held) -> Step<G, T::Output, T::Error> {
+        self.lapses += 1;
+        if self.lapses >= MAX_LAPSES_BEFORE_START {
+            return Step::Done(self.claim_lost(held, false).await);
+        }
+        Step::Again
+    }
+
+    /// Stage 4: run the tool under the claim, then record its output or settle its failure.
+    async fn execute(&mut self, held: &Held) -> Step<std::convert::Infallible, T::Output, T::Error> {
+        self.exec += 1;
+        let engine = self.engine;
+        let run = execute(self.call.tool, &held.ctx, self.args.clone(), &engine.inner.abort);
+        let result = match engine.under_claim(held, true, run).await {
+            Leased::Done(exec) => exec,
+            Leased::Lapsed => Exec::Lapsed,
+            Leased::Aborted => Exec::Cancelled,
+        };
+        let (key, attempt) = (self.key(), held.attempt);
+        let (outcome, failure) = match result {
+            Exec::Done(Ok(out)) => return Step::Done(self.record(held, out, super::Disposition::Executed).await),
+            Exec::Done(Err(e)) if held.lease.refused() => {
+                // It stopped at `EffectCtx::ensure_lease`: release the claim only if the tool
+                // says nothing happened (the journal fences it if the key was taken over); else
+                // leave it for whoever owns the key to reconcile. (Other failures after a lapse
+                // are settled as usual: every write is fenced.)
+                if matches!(
+                    classify(&e),
+                    Outcome::Failed(Failure::Definitive | Failure::Transient { .. })
+                ) {
+                    let reason = format!("failed after its lease lapsed: {e}");
+                    let _ = self.store().release(key, attempt, Some(reason)).await;
+                }
+                return Step::Done(self.claim_lost(held, false).await);
+            }
+            Exec::Done(Err(e)) => (classify(&e), Err(e)),
+            Exec::Lost(lost) => (Outcome::Failed(Failure::Unknown), Ok(lost)),
+            Exec::Lapsed => {
+                // Stopped mid-way: the outcome of this attempt is unknown, but the key is no
+                // longer this attempt's to mark. The claim stays as a crash leaves it.
+                tracing::warn!("the claim's lease lapsed while the tool ran; it was stopped and nothing is written");
+                return Step::Done(self.claim_lost(held, false).await);
+            }
+            Exec::Cancelled => {
+                let reason = if engine.inner.abort.is_cancelled() {
+                    "the engine's shutdown deadline passed while the tool was running: the outcome is unknown"
+                } else {
+                    "cancelled while running: the outcome is unknown"
+                };
+                let _ = self.store().mark_in_doubt(key, attempt, reason.to_owned()).await;
+                let err = EffectError::Interrupted {
+                    tool: T::NAME.to_owned(),
+                    key: key.to_owned(),
+                };
+                return Step::Done((Err(err), super::Disposition::Failed));
+            }
+        };
+        self.settle_failure(held, outcome, failure).await
+    }
+
+    /// Stage 5: the tool failed; the policy says what that leads to (retry, reconcile, block,
+    /// fail), and the claim is released or marked in doubt accordingly.
+    async fn settle_failure(
+        &mut self,
+        held: &Held,
+        outcome: Outcome,
+        failure: Result<Lost, T::Error>,
+    ) -> Step<std::convert::Infallible, T::Output, T::Error> {
+        let (key, attempt) = (self.key(), held.attempt);
+        let reason = match &failure {
+            Err(e) => e.to_string(),
+            Ok(lost) => lost.reason(),
+        };
+        let as_error = |failure: Result<Lost, T::Error>| match failure {
+            Err(e) => tool_error::<T>(Some(key), outcome, e),
+            Ok(lost) => lost.into_error(T::NAME, Some(key)),
+        };
+        let failed = |failure| Step::Done((Err(as_error(failure)), super::Disposition::Failed));
+        let decision = decide(policy_input::<T>(outcome, self.exec));
+        tracing::debug!(?decision, %reason, "tool failed");
+        match decision {
+            Decision::Retry { after } => {
+                if let Err(e) = self.store().release(key, attempt, Some(reason)).await {
+                    tracing::warn!(error = %e, "could not release the claim before retrying");
+                }
+                // A cancelled run or a shutdown does not wait out the backoff (the next claim
+                // then stops).
+                tokio::select! {
+                    _ = tokio::time::sleep(after) => {}
+                    _ = self.call.run.cancellation().cancelled() => {}
+                    _ = self.engine.inner.draining.cancelled() => {}
+                }
+                Step::Again
+            }
+            Decision::Reconcile => {
+                match self.engine.recover_held(self.call.tool, held, &self.args).await {
+                    Recovered::Answer(Ok(Some(out))) => {
+                        return Step::Done(self.record(held, out, super::Disposition::Reconciled).await);
+                    }
+                    Recovered::Answer(Ok(None)) => {
+                        // The effect did not land: safe to try again (or to fail as nothing).
+                        let _ = self.store().release(key, attempt, Some(reason)).await;
+                        if self.exec < T::RETRY.max_attempts {
+                            return Step::Again;
+                        }
+                        return failed(failure);
+                    }
+                    Recovered::Answer(Err(e)) => tracing::warn!(error = %e, "recover failed after an unknown outcome"),
+                    Recovered::Lost(lost) => {
+                        tracing::warn!(reason = %lost.reason(), "recover failed after an unknown outcome")
+                    }
+                    // Stopped: the unknown outcome stays on the claim for the next attempt.
+                    Recovered::Lapsed | Recovered::Aborted => return failed(failure),
+                }
+                let _ = self.store().mark_in_doubt(key, attempt, reason).await;
+                Step::Done(blocked(self.call, BlockReason::UnknownOutcome))
+            }
+            Decision::Block => {
+                let _ = self.store().mark_in_doubt(key, attempt, reason).await;
+                Step::Done(blocked(self.call, BlockReason::UnknownOutcome))
+            }
+            Decision::FailInDoubt => {
+                let _ = self.store().mark_in_doubt(key, attempt, reason).await;
+                failed(failure)
+            }
+            Decision::Fail | Decision::Complete | Decision::Compensate => {
+                let _ = self.store().release(key, attempt, Some(reason)).await;
+                failed(failure)
+            }
+        }
+    }
+
+    /// Stage 6: record the output under the claim. A write the journal fails is retried with
+    /// backoff, the lease renewed meanwhile, for at most [`super::EngineConfig::store_retry`]
+    /// (then the call still succeeds: the effect happened, and the claim left behind makes the
+    /// next attempt reconcile). A write the journal refuses because another attempt owns the
+    /// key ends the call with [`EffectError::ClaimLost`].
+    async fn record(
+        &self,
+        held: &Held,
+        out: T::Output,
+        disposition: super::Disposition,
+    ) -> Settled<T::Output, T::Error> {
+        let (key, attempt) = (self.key(), held.attempt);
+        let output = match serde_json::to_value(&out) {
+            Ok(value) => value,
+            Err(e) => {
+                tracing::warn!(error = %e, key, "effect applied but its output does not serialize; marking it in doubt");
+                let reason = format!("output does not serialize: {e}");
+                let _ = self.store().mark_in_doubt(key, attempt, reason).await;
+                return (Ok(out), disposition);
+            }
+        };
+        // `apply`, not `complete`: the written record is not needed back (no copy of it).
+        let first = self.store().apply(key, Op::Complete { attempt, output }).await;
+        match first {
+            Ok(_) => (Ok(out), disposition),
+            Err(e) => self.retry_record(held, out, disposition, e).await,
+        }
+    }
+
+    /// The record write failed with `error`: retry a backend failure with backoff (20 ms,
+    /// doubling to 1 s) while renewing the lease, until it is written, refused, or
+    /// [`super::EngineConfig::store_retry`] has passed (or the shutdown deadline).
+    async fn retry_record(
+        &self,
+        held: &Held,
+        out: T::Output,
+        disposition: super::Disposition,
+        error: StoreError,
+    ) -> Settled<T::Output, T::Error> {
+        let (key, attempt) = (self.key(), held.attempt);
+        let retried = async {
+            let window = self.engine.inner.config.store_retry;
+            let started = Instant::now();
+            let mut backoff = Duration::from_millis(20);
+            let mut error = error;
+            loop {
+                match error {
+                    StoreError::Rejected(Rejected::Fenced { .. }) => {
+                        return self.fenced_completion(held, out, disposition).await;
+                    }
+                    StoreError::Backend(_)
+                        if started.elapsed() + backoff < window && !self.engine.inner.abort.is_cancelled() =>
+                    {
+                        if backoff == Duration::from_millis(20) {
+                            tracing::warn!(%error, "could not record the effect's result; retrying");
+                        } else {
+                            tracing::debug!(%error, "could not record the effect's result; retrying");
+                        }
+                        tokio::select! {
+                            _ = tokio::time::sleep(backoff) => {}
+                            _ = self.engine.inner.abort.cancelled() => {}
+                        }
+                        backoff = (backoff * 2).min(Duration::from_secs(1));
+                    }
+                    e => {
+                        // The effect happened: the call succeeds. The claim left behind makes the
+                        // next attempt reconcile.
+                        tracing::warn!(error = %e, key, "effect applied but its record failed; the next attempt will reconcile");
+                        return (Ok(out), disposition);
+                    }
+                }
+                let output = match serde_json::to_value(&out) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        tracing::warn!(error = %e, key, "effect applied but its output no longer serializes; the next attempt will reconcile");
+                        return (Ok(out), disposition);
+                    }
+                };
+                match self.store().apply(key, Op::Complete { attempt, output }).await {
+                    Ok(_) => {
+                        tracing::info!("recorded the effect's result after retrying");
+                        return (Ok(out), disposition);
+                    }
+                    Err(e) => error = e,
+                }
+            }
+        };
+        let renew = renew_forever(
+            self.store().clone(),
+            key.to_owned(),
+            attempt,
+            self.engine.inner.config.lease,
+            held.lease.clone(),
+        );
+        tokio::select! {
+            settled = retried => settled,
+            _ = renew => unreachable!("lease renewal loops until the record is written"),
+        }
+    }
+
+    /// The journal refused this attempt's completion: either an earlier try of the same write
+    /// did commit (its answer lost), or another attempt owns the key.
+    async fn fenced_completion(
+        &self,
+        held: &Held,
+        out: T::Output,
+        disposition: super::Disposition,
+    ) -> Settled<T::Output, T::Error> {
+        if let Ok(Some(rec)) = self.store().get(self.key()).await
+            && rec.state == RecordState::Completed
+            && rec.attempt == held.attempt
+            && rec.output.is_some()
+            && rec.output == serde_json::to_value(&out).ok()
+        {
+            return (Ok(out), disposition);
+        }
+        self.claim_lost(held, true).await
+    }
+
+    /// This attempt lost its claim: say so, with the attempt that owns the key and its recorded
+    /// result if the journal has one. Never this attempt's own output as if it were recorded.
+    async fn claim_lost(&self, held: &Held, finished: bool) -> Settled<T::Output, T::Error> {
+        let (current, recorded) = match self.store().get(self.key()).await {
+            Ok(Some(rec)) => {
+                let recorded = rec.output.filter(|_| rec.state == RecordState::Completed).map(Box::new);
+                (Some(rec.attempt).filter(|&c| c != held.attempt), recorded)
+            }
+            _ => (None, None),
+        };
+        tracing::warn!(
+            attempt = held.attempt,
+            current,
+            finished,
+            recorded = recorded.is_some(),
+            "this attempt lost its claim: another attempt owns the key"
+        );
+        let err = EffectError::ClaimLost {
+            tool: T::NAME.to_owned(),
+            key: self.key().to_owned(),
+            attempt: held.attempt,
+            finished,
+            current,
+            recorded,
+        };
+        (Err(err), super::Disposition::Failed)
+    }
+}
+
+fn cancelled<T: Tool>(key: &str) -> Settled<T::Output, T::Error> {
+    let err = EffectError::Cancelled {
+        tool: T::NAME.to_owned(),
+        key: Some(key.to_owned()),
+    };
+    (Err(err), super::Disposition::Failed)
+}
+
+fn shutting_down<T: Tool>(key: &str) -> Settled<T::Output, T::Error> {
+    let err = EffectError::ShuttingDown {
+        tool: T::NAME.to_owned(),
+        key: Some(key.to_owned()),
+    };
+    (Err(err), super::Disposition::Failed)
+}
