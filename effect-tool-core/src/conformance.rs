@@ -128,7 +128,7 @@ macro_rules! conformance_tests {
             use super::*;
             $crate::__conformance_cases!($harness;
                 claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
-                amend_corrects_a_resolution, approve_and_deny, approval_binds_its_input, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
+                amend_corrects_a_resolution, approve_and_deny, approval_binds_its_input, shared_results_keep_their_call_ids, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
                 audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored);
         }
     };
@@ -138,7 +138,7 @@ macro_rules! conformance_tests {
             use super::*;
             $crate::__conformance_cases!($harness;
                 claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
-                amend_corrects_a_resolution, approve_and_deny, approval_binds_its_input, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
+                amend_corrects_a_resolution, approve_and_deny, approval_binds_its_input, shared_results_keep_their_call_ids, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
                 audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored,
                 future_version_refused, fencing_across_handles);
             #[test]
@@ -1230,6 +1230,52 @@ pub mod cases {
         let (_, previous) = claimed(s.claim(&k, other.clone(), 30_000, true).await.unwrap());
         assert_eq!(previous, Some(RecordState::Claimed));
         assert_eq!(s.get(&k).await.unwrap().unwrap().decided_by.as_deref(), Some("erin"));
+    }
+
+    /// The tool calls that received a result are kept with it: those that shared it
+    /// ([`Op::Share`](crate::record::Op::Share), each once), and those of attempts a claim took
+    /// over; only a recorded result can be shared.
+    pub async fn shared_results_keep_their_call_ids<H: Harness>() {
+        let h = H::fresh().await;
+        let s = h.store();
+        let k = key("shared");
+        let share = |ids: &[&str]| crate::record::Op::Share {
+            call_ids: ids.iter().map(|c| (*c).to_owned()).collect(),
+        };
+        let (attempt, _) = claimed(s.claim(&k, intent("r"), 30_000, false).await.unwrap());
+        assert!(matches!(
+            s.apply(&k, share(&["call_2"])).await,
+            Err(StoreError::Rejected(Rejected::InvalidState { .. }))
+        ));
+        s.complete(&k, attempt, json!("sent")).await.unwrap();
+        s.apply(&k, share(&["call_2", "call_3", "call_2", "call_1"]))
+            .await
+            .unwrap();
+        s.apply(&k, share(&["call_3"])).await.unwrap();
+        let rec = s.get(&k).await.unwrap().unwrap();
+        assert_eq!(rec.call_id.as_deref(), Some("call_1"));
+        assert_eq!(rec.call_ids, ["call_2", "call_3"]);
+        assert!(rec.received_by("call_3") && !rec.received_by("call_4"));
+        let found = s.lookup_recorded(&k).await.unwrap().unwrap();
+        assert!(found.received_by("call_1") && found.received_by("call_2") && !found.received_by("call_9"));
+        assert_eq!(s.list(&Filter::all()).await.unwrap()[0].call_ids, rec.call_ids);
+
+        // A takeover keeps the call ids of what it took over.
+        let k = key("taken-over");
+        claimed(s.claim(&k, intent("r"), 1, false).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let next = Intent {
+            call_id: Some("call_9".to_owned()),
+            ..intent("r")
+        };
+        let (attempt, previous) = claimed(s.claim(&k, next, 30_000, false).await.unwrap());
+        assert_eq!(previous, Some(RecordState::Claimed));
+        s.complete(&k, attempt, json!("sent")).await.unwrap();
+        let rec = s.get(&k).await.unwrap().unwrap();
+        assert_eq!(
+            (rec.call_id.as_deref(), rec.call_ids.clone()),
+            (Some("call_9"), vec!["call_1".to_owned()])
+        );
     }
 
     /// Only the attempt holding the claim may complete, release, renew or mark it in doubt.

@@ -126,6 +126,11 @@ pub struct EffectRecord {
     pub thread_id: Option<String>,
     /// The model's tool-call id of the latest claim, if any.
     pub call_id: Option<String>,
+    /// The other tool-call ids that received this record's result, besides
+    /// [`EffectRecord::call_id`]: identical calls of one model turn that shared it
+    /// ([`Op::Share`]), and the calls of earlier attempts a claim took over. Each replays it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub call_ids: Vec<String>,
     /// SHA-256 hex of the canonical redacted input.
     pub fingerprint: String,
     /// The input with secret fields removed.
@@ -162,6 +167,12 @@ impl EffectRecord {
     /// Whether the record's ttl has passed at `now`.
     pub fn is_expired(&self, now: Millis) -> bool {
         self.expires_at.is_some_and(|e| e <= now)
+    }
+
+    /// Whether the tool call `call_id` received this record's result (it is the record's
+    /// [`EffectRecord::call_id`] or one of its [`EffectRecord::call_ids`]).
+    pub fn received_by(&self, call_id: &str) -> bool {
+        self.call_id.as_deref() == Some(call_id) || self.call_ids.iter().any(|c| c == call_id)
     }
 
     /// The person whose resolution set the record's current state, if one did: the record is
@@ -323,6 +334,12 @@ pub enum Op {
         /// Who or what ran the compensation.
         by: String,
     },
+    /// More tool calls received the completed record's result (identical calls of one model
+    /// turn that shared one application): their ids are kept, so that each replays it.
+    Share {
+        /// The tool-call ids.
+        call_ids: Vec<String>,
+    },
 }
 
 impl Op {
@@ -339,6 +356,7 @@ impl Op {
             Op::Approve { .. } => "approve",
             Op::Deny { .. } => "deny",
             Op::MarkCompensated { .. } => "mark-compensated",
+            Op::Share { .. } => "share",
         }
     }
 
@@ -537,6 +555,7 @@ impl EffectRecord {
             run_id: String::new(),
             thread_id: None,
             call_id: None,
+            call_ids: Vec::new(),
             fingerprint: String::new(),
             input: Value::Null,
             state: RecordState::Released,
@@ -725,6 +744,11 @@ fn decide<'o>(
                 rec.approval_role = p.approval_role.clone();
                 rec.decided_by = p.decided_by.clone();
             }
+            // A takeover keeps the tool calls of the attempts it took over: one of them may
+            // have applied the effect this claim reconciles, and replays it afterwards.
+            if let Some(p) = prev.filter(|_| previous.is_some()) {
+                rec.call_ids = kept_call_ids(p, rec.call_id.as_deref());
+            }
             let before = if follows {
                 Some(Box::new(current.take(key)?))
             } else {
@@ -853,6 +877,26 @@ fn decide<'o>(
             next.updated_at = now;
             done(next)
         }
+        Op::Share { call_ids } => {
+            let rec = existing(key, live)?;
+            if rec.state != S::Completed {
+                return invalid(rec, ": only a recorded result can be shared with more tool calls");
+            }
+            let new: Vec<&String> = call_ids.iter().filter(|c| !rec.received_by(c)).collect();
+            if new.is_empty() {
+                return unchanged(OpOutcome::Done(std::sync::Arc::new(rec.clone())));
+            }
+            let mut added: Vec<String> = Vec::with_capacity(new.len());
+            for c in new {
+                if !added.contains(c) {
+                    added.push(c.clone());
+                }
+            }
+            let mut next = current.take(key)?;
+            next.call_ids.extend(added);
+            next.updated_at = now;
+            done(next)
+        }
         Op::MarkCompensated { by } => {
             let rec = existing(key, live)?;
             if rec.state != S::Completed {
@@ -942,6 +986,17 @@ fn approval_voided(approved: &EffectRecord, intent: &Intent, now: Millis) -> Opt
         .then(|| format!("it is {age} ms old, and an approval is valid for {ttl} ms"))
 }
 
+/// The tool calls that received (or may have received) `prev`'s result, except `call_id`.
+fn kept_call_ids(prev: &EffectRecord, call_id: Option<&str>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for c in prev.call_id.iter().chain(prev.call_ids.iter()) {
+        if Some(c.as_str()) != call_id && !out.contains(c) {
+            out.push(c.clone());
+        }
+    }
+    out
+}
+
 /// The audit entry of an approval voided by the claim of `fingerprint`.
 fn voided_entry(key: &str, approved: &EffectRecord, fingerprint: &str, why: &str, now: Millis) -> AuditEntry {
     AuditEntry {
@@ -969,6 +1024,7 @@ fn fresh(key: &str, intent: Intent, now: Millis, prev: Option<&EffectRecord>, fl
         run_id: intent.run_id,
         thread_id: intent.thread_id,
         call_id: intent.call_id,
+        call_ids: Vec::new(),
         fingerprint: intent.fingerprint,
         input: intent.input,
         state: RecordState::Claimed,
@@ -1023,6 +1079,7 @@ mod tests {
             run_id: "run-1".into(),
             thread_id: None,
             call_id: Some("call-1".into()),
+            call_ids: Vec::new(),
             fingerprint: "f1".into(),
             input: serde_json::json!({ "order": "o-1" }),
             state: RecordState::Claimed,

@@ -296,6 +296,7 @@ struct Parts {
     state: RecordState,
     fingerprint: String,
     call_id: Option<String>,
+    call_ids: Vec<String>,
     output: Option<Value>,
     expires_at: Option<Millis>,
 }
@@ -314,9 +315,29 @@ impl Recorded {
             state,
             fingerprint,
             call_id,
+            call_ids: Vec::new(),
             output,
             expires_at,
         })))
+    }
+
+    /// The same, with the other tool-call ids that received the result
+    /// ([`EffectRecord::call_ids`]).
+    pub fn with_call_ids(mut self, call_ids: Vec<String>) -> Self {
+        match &mut self.0 {
+            RecordedRepr::Parts(p) => p.call_ids = call_ids,
+            RecordedRepr::Shared(rec) => std::sync::Arc::make_mut(rec).call_ids = call_ids,
+        }
+        self
+    }
+
+    /// Whether the tool call `call_id` received the recorded result: the call that recorded it,
+    /// or one that shared it or was taken over ([`EffectRecord::received_by`]).
+    pub fn received_by(&self, call_id: &str) -> bool {
+        match &self.0 {
+            RecordedRepr::Shared(rec) => rec.received_by(call_id),
+            RecordedRepr::Parts(p) => p.call_id.as_deref() == Some(call_id) || p.call_ids.iter().any(|c| c == call_id),
+        }
     }
 
     /// The record's state.
@@ -373,7 +394,7 @@ impl From<std::sync::Arc<EffectRecord>> for Recorded {
 
 impl From<EffectRecord> for Recorded {
     fn from(rec: EffectRecord) -> Self {
-        Recorded::new(rec.state, rec.fingerprint, rec.call_id, rec.output, rec.expires_at)
+        Recorded::new(rec.state, rec.fingerprint, rec.call_id, rec.output, rec.expires_at).with_call_ids(rec.call_ids)
     }
 }
 
