@@ -12,7 +12,7 @@ use effect_tool_core::record::OpOutcome;
 use effect_tool_core::{
     DynTool, EffectClass, EffectCtx, Engine, RecordState, RunContext, StoreExt, Tool, ToolError, Verdict,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// Generate `sqlite_<name>` and `postgres_<name>` tests running the scenario `<name>`.
 macro_rules! on_every_backend {
@@ -691,4 +691,37 @@ async fn store_errors(j: &Journal) {
     );
     let msg = out.fails(3);
     assert!(!msg.contains("hunter2") && !out.stdout.contains("hunter2"), "{out:?}");
+}
+
+/// A row the CLI cannot read (corrupt JSON, as a bad disk or a hand edit leaves it) is skipped
+/// by `list` and `gc --dry-run`, which name it, instead of failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_name_the_rows_they_skip() {
+    let j = Journal::sqlite("lists_skip");
+    let run = j.run_id("r");
+    let good = j.key("good");
+    j.completed(&good, &run, "lookup", EffectClass::Idempotent, json!(1))
+        .await;
+    let conn = rusqlite::Connection::open(&j.spec).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
+    conn.execute(
+        "INSERT INTO effect_records (key, version, tool, class, run_id, fingerprint, input, state, attempt, created_at, updated_at)
+           VALUES ('broken-row', 1, 't', 'idempotent', ?1, 'f', '{not json', 'completed', 1, 0, 0)",
+        [&run],
+    )
+    .unwrap();
+
+    let list = j.cli(&["list"]);
+    let text = list.ok();
+    assert!(text.contains(&good), "{text}");
+    assert!(text.contains("skipped 1 record this effect-tool cannot read"), "{text}");
+    assert!(text.contains("  broken-row: "), "{text}");
+    let listed = j.cli(&["list", "--json"]);
+    let records: Value = serde_json::from_str(&listed.stdout).expect("stdout is the JSON list");
+    assert_eq!(records.as_array().map(Vec::len), Some(1), "{listed:?}");
+    assert!(listed.stderr.contains("broken-row"), "{listed:?}");
+    let dry = j.cli(&["gc", "--dry-run"]);
+    assert!(dry.ok().contains("  broken-row: "), "{dry:?}");
+    let dry_json = j.cli(&["gc", "--dry-run", "--json"]).json();
+    assert_eq!(dry_json["skipped"], json!(["broken-row"]));
 }

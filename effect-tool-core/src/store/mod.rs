@@ -48,6 +48,44 @@ impl Filter {
     }
 }
 
+/// What [`Store::list_report`] found: the records that pass the filter, and the rows it could
+/// not read (a record of a newer version, a corrupt row), which it skipped instead of failing
+/// the whole list.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Listing {
+    /// The records, newest first.
+    pub records: Vec<EffectRecord>,
+    /// The rows skipped, in the order met.
+    pub skipped: Vec<Skipped>,
+}
+
+/// A row a list could not read, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Skipped {
+    /// The row's key, as stored (empty if even the key could not be read).
+    pub key: String,
+    /// Why it could not be read (its version is newer, a column is corrupt).
+    pub reason: String,
+}
+
+impl Listing {
+    /// The keys of the rows skipped.
+    pub fn skipped_keys(&self) -> Vec<&str> {
+        self.skipped.iter().map(|s| s.key.as_str()).collect()
+    }
+}
+
+/// A skipped row for `error`, under `key` when the error does not name one.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn skipped(error: &StoreError, key: Option<&str>) -> Skipped {
+    let key = error.key().or(key).unwrap_or_default().to_owned();
+    tracing::warn!(key = %key, error = %error, "list skipped a record it cannot read");
+    Skipped {
+        key,
+        reason: error.to_string(),
+    }
+}
+
 /// A journal backend.
 ///
 /// Implementations must make [`Store::apply`] atomic per key across every process sharing the
@@ -91,8 +129,19 @@ pub trait Store: Send + Sync + 'static {
         self.apply(key, op).await
     }
 
-    /// The records that pass `filter`, newest first.
+    /// The records that pass `filter`, newest first. A row the backend cannot read (a newer
+    /// record version, a corrupt row) is skipped and logged, never a failure of the whole
+    /// list; [`Store::list_report`] also says which.
     async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError>;
+
+    /// The same as [`Store::list`], with the rows skipped ([`Listing::skipped`]). The default
+    /// (for backends that hold decoded records, which they can always read) skips nothing.
+    async fn list_report(&self, filter: &Filter) -> Result<Listing, StoreError> {
+        Ok(Listing {
+            records: self.list(filter).await?,
+            skipped: Vec::new(),
+        })
+    }
 
     /// Drop records whose ttl has passed at `now`, except those a person still needs (in doubt,
     /// awaiting approval) and claims, live or stale (see [`collectable`]). Returns how many
@@ -263,6 +312,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
         (**self).list(filter).await
+    }
+    async fn list_report(&self, filter: &Filter) -> Result<Listing, StoreError> {
+        (**self).list_report(filter).await
     }
     async fn gc(&self, now: Millis) -> Result<u64, StoreError> {
         (**self).gc(now).await

@@ -660,6 +660,10 @@ impl Store for PostgresStore {
     }
 
     async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
+        Ok(self.list_report(filter).await?.records)
+    }
+
+    async fn list_report(&self, filter: &Filter) -> Result<super::Listing, StoreError> {
         let client = self.client().await?;
         let mut sql = self.shared.sql.list_prefix.clone();
         let mut params: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
@@ -683,13 +687,23 @@ impl Store for PostgresStore {
         }
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect();
         let rows = client.query(&sql, &refs).await.map_err(pg)?;
-        let mut out = Vec::with_capacity(rows.len());
+        let mut listing = super::Listing {
+            records: Vec::with_capacity(rows.len()),
+            skipped: Vec::new(),
+        };
+        // A row that cannot be read (a newer record version, a corrupt column) is skipped and
+        // reported, never a failure of the whole list.
         for row in &rows {
-            if let Some(r) = PgRow::from_row(row, 0)? {
-                out.push(r.decode()?.0);
+            match PgRow::from_row(row, 0).and_then(|r| r.map(PgRow::decode).transpose()) {
+                Ok(Some((rec, _))) => listing.records.push(rec),
+                Ok(None) => {}
+                Err(e) => {
+                    let key: Option<String> = row.try_get(0).ok();
+                    listing.skipped.push(super::skipped(&e, key.as_deref()));
+                }
             }
         }
-        Ok(out)
+        Ok(listing)
     }
 
     async fn gc(&self, now: Millis) -> Result<u64, StoreError> {

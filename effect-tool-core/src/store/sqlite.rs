@@ -352,9 +352,13 @@ impl Store for SqliteStore {
         self.write(key, op).await
     }
 
-    async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
+    async fn list_report(&self, filter: &Filter) -> Result<super::Listing, StoreError> {
         let filter = filter.clone();
         self.read(move |conn| list_records(conn, &filter)).await
+    }
+
+    async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
+        Ok(self.list_report(filter).await?.records)
     }
 
     async fn gc(&self, now: Millis) -> Result<u64, StoreError> {
@@ -861,16 +865,27 @@ fn list_sql(filter: &Filter) -> (String, Vec<rusqlite::types::Value>) {
     (sql, args)
 }
 
-fn list_records(conn: &Connection, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
+/// The records `filter` selects; a row that cannot be read (a column of the wrong type, JSON
+/// that does not parse, a newer record version) is skipped and reported.
+fn list_records(conn: &Connection, filter: &Filter) -> Result<super::Listing, StoreError> {
     let (sql, args) = list_sql(filter);
-    let rows = conn
-        .prepare(&sql)
-        .and_then(|mut st| {
-            st.query_map(rusqlite::params_from_iter(args), Row::from_sql)?
-                .collect::<rusqlite::Result<Vec<Row>>>()
-        })
-        .map_err(backend)?;
-    rows.into_iter().map(Row::decode).collect()
+    let mut st = conn.prepare(&sql).map_err(backend)?;
+    let mut rows = st.query(rusqlite::params_from_iter(args)).map_err(backend)?;
+    let mut listing = super::Listing::default();
+    while let Some(r) = rows.next().map_err(backend)? {
+        let key: Option<String> = r.get(0).ok();
+        let decoded = Row::from_sql(r)
+            .map_err(|e| StoreError::Corrupt {
+                key: key.clone().unwrap_or_default(),
+                message: format!("a column has an unexpected type: {e}"),
+            })
+            .and_then(Row::decode);
+        match decoded {
+            Ok(rec) => listing.records.push(rec),
+            Err(e) => listing.skipped.push(super::skipped(&e, key.as_deref())),
+        }
+    }
+    Ok(listing)
 }
 
 fn read_audit(conn: &Connection, key: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
