@@ -302,7 +302,40 @@ fn audit_line(a: &AuditEntry) -> String {
             Some("not-applied") => "as not applied".to_owned(),
             _ => canonical::to_string(d),
         },
-        ("approve", Some(d)) => format!("as `{}`", d.get("role").and_then(Value::as_str).unwrap_or("?")),
+        ("approve", Some(d)) => {
+            let role = d.get("role").and_then(Value::as_str).unwrap_or("?");
+            match d.get("fingerprint").and_then(Value::as_str) {
+                Some(f) => format!("as `{role}`, the input with fingerprint {f}"),
+                None => format!("as `{role}`"),
+            }
+        }
+        ("approval-voided", Some(d)) => format!(
+            "the approval by {} (input {}) does not apply to input {}: {}",
+            text_of(d, "approved_by"),
+            text_of(d, "approved_fingerprint"),
+            text_of(d, "fingerprint"),
+            text_of(d, "reason")
+        ),
+        ("takeover", Some(d)) => format!(
+            "attempt {} took over attempt {} ({}, last written {}, call {}, run {})",
+            text_of(d, "attempt"),
+            text_of(d, "took_over_attempt"),
+            text_of(d, "took_over_state"),
+            d.get("took_over_since")
+                .and_then(Value::as_i64)
+                .map_or_else(|| "?".to_owned(), time),
+            text_of(d, "took_over_call_id"),
+            text_of(d, "took_over_run_id")
+        ),
+        ("in-doubt", Some(d)) => format!(
+            "attempt {} ended with an unknown outcome: {}",
+            text_of(d, "attempt"),
+            text_of(d, "reason")
+        ),
+        ("reconciled", Some(d)) => format!(
+            "attempt {} recorded a result for the outcome it took over",
+            text_of(d, "attempt")
+        ),
         ("deny", Some(d)) => match d.get("reason").and_then(Value::as_str) {
             Some(r) => format!("reason: {r}"),
             None => "no reason given".to_owned(),
@@ -311,6 +344,15 @@ fn audit_line(a: &AuditEntry) -> String {
         (_, None) => String::new(),
     };
     clean(format!("{}  {:<10} {:<11} {}", time(a.at), a.actor, a.action, detail).trim_end())
+}
+
+/// Field `name` of an audit entry's detail as text (`-` when absent or null).
+fn text_of(d: &Value, name: &str) -> String {
+    match d.get(name) {
+        None | Some(Value::Null) => "-".to_owned(),
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => canonical::to_string(v),
+    }
 }
 
 /// What a person can do with the record now, as commands to paste.

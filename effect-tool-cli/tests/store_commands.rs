@@ -147,7 +147,9 @@ async fn show(j: &Journal) {
         format!("run:         {run}"),
         "input (secrets removed):".to_owned(),
         r#""to": "a@b.c""#.to_owned(),
-        "audit trail:\n  (none)".to_owned(),
+        // The engine's decision, with its attempt and cause.
+        "effect-tool in-doubt    attempt 1 ended with an unknown outcome: timed out after sending the request"
+            .to_owned(),
         format!("effect-tool resolve {key} --applied --output '<json>'"),
         format!("effect-tool resolve {key} --not-applied"),
     ] {
@@ -157,7 +159,8 @@ async fn show(j: &Journal) {
     let json = j.cli(&["show", &key, "--json"]).json();
     assert_eq!(json["record"]["key"], key.as_str());
     assert_eq!(json["record"]["state"], "in-doubt");
-    assert_eq!(json["audit"], json!([]));
+    assert_eq!(json["audit"][0]["action"], "in-doubt");
+    assert_eq!(json["audit"][0]["detail"]["attempt"], 1);
 
     // After a resolution the audit trail shows who did what.
     j.store
@@ -181,7 +184,7 @@ async fn show(j: &Journal) {
     assert!(audit_line.contains("resolve") && audit_line.contains(r#"as applied, output {"id":"msg-9"}"#));
     assert!(!text.contains("next:"), "nothing left to do: {text}");
     let json = j.cli(&["show", &key, "--json"]).json();
-    assert_eq!(json["audit"][0]["actor"], "alice");
+    assert_eq!(json["audit"][1]["actor"], "alice");
 
     // A parked call says how to approve or deny it.
     let parked = j.key("deploy:bb");
@@ -251,11 +254,8 @@ async fn resolve(j: &Journal) {
     assert_eq!(rec.output, Some(json!({"id": "msg-1"})));
     assert_eq!(rec.decided_by.as_deref(), Some("operator"));
     let audit = j.store.audit(Some(&applied)).await.unwrap();
-    assert_eq!(audit.len(), 1);
-    assert_eq!(
-        (audit[0].actor.as_str(), audit[0].action.as_str()),
-        ("operator", "resolve")
-    );
+    let trail: Vec<(&str, &str)> = audit.iter().map(|a| (a.actor.as_str(), a.action.as_str())).collect();
+    assert_eq!(trail, [("effect-tool", "in-doubt"), ("operator", "resolve")]);
 
     // Resolving again is refused (exit 1), names the flag that corrects it, and changes nothing.
     let again = j.cli(&["resolve", &applied, "--not-applied"]);
@@ -267,7 +267,7 @@ async fn resolve(j: &Journal) {
         "{again:?}"
     );
     assert_eq!(j.get(&applied).await.unwrap().state, RecordState::Completed);
-    assert_eq!(j.store.audit(Some(&applied)).await.unwrap().len(), 1);
+    assert_eq!(j.store.audit(Some(&applied)).await.unwrap().len(), 2, "nothing added");
 
     // Not applied, by someone named.
     let json = j
@@ -386,7 +386,12 @@ async fn amend(j: &Journal) {
         .into_iter()
         .map(|a| (a.actor, a.action))
         .collect();
-    let expected = [("operator", "resolve"), ("alice", "amend"), ("operator", "amend")];
+    let expected = [
+        ("effect-tool", "in-doubt"),
+        ("operator", "resolve"),
+        ("alice", "amend"),
+        ("operator", "amend"),
+    ];
     assert_eq!(trail, expected.map(|(a, b)| (a.to_owned(), b.to_owned())));
     let shown = j.cli(&["show", &typo]);
     let amended = shown

@@ -745,9 +745,29 @@ fn decide<'o>(
                 rec.decided_by = p.decided_by.clone();
             }
             // A takeover keeps the tool calls of the attempts it took over: one of them may
-            // have applied the effect this claim reconciles, and replays it afterwards.
-            if let Some(p) = prev.filter(|_| previous.is_some()) {
+            // have applied the effect this claim reconciles, and replays it afterwards. It is
+            // audited with both attempts, and the claim says what it took over until it ends.
+            let mut audit = audit;
+            if let (Some(p), Some(state)) = (prev, previous) {
                 rec.call_ids = kept_call_ids(p, rec.call_id.as_deref());
+                rec.reason = Some(format!("{TAKEOVER_PREFIX}{} ({state})", p.attempt));
+                audit = Some(engine_entry(
+                    key,
+                    "takeover",
+                    now,
+                    serde_json::json!({
+                        "attempt": attempt,
+                        "took_over_attempt": p.attempt,
+                        "took_over_state": state,
+                        "took_over_run_id": p.run_id,
+                        "took_over_call_id": p.call_id,
+                        "took_over_since": p.updated_at,
+                        "took_over_lease_until": p.lease_until,
+                        "took_over_reason": p.reason,
+                        "run_id": rec.run_id,
+                        "call_id": rec.call_id,
+                    }),
+                ));
             }
             let before = if follows {
                 Some(Box::new(current.take(key)?))
@@ -780,6 +800,17 @@ fn decide<'o>(
             if rec.state != S::Claimed || rec.attempt != attempt {
                 return fenced(rec, attempt);
             }
+            // An attempt that took over an unknown outcome recorded a result: the outcome is
+            // reconciled (by `recover`, or by running again as the class allows).
+            let reconciled = rec.reason.as_deref().is_some_and(|r| r.starts_with(TAKEOVER_PREFIX));
+            let audit = reconciled.then(|| {
+                engine_entry(
+                    key,
+                    "reconciled",
+                    now,
+                    serde_json::json!({ "attempt": attempt, "took_over": rec.reason }),
+                )
+            });
             let Op::Complete { output, .. } = op.into_owned() else {
                 unreachable!("matched as a completion")
             };
@@ -789,7 +820,7 @@ fn decide<'o>(
             next.lease_until = None;
             next.reason = None;
             next.updated_at = now;
-            done(next)
+            with_audit(done(next), audit)
         }
         &Op::Release { attempt, ref reason } => {
             let rec = existing(key, live)?;
@@ -808,12 +839,25 @@ fn decide<'o>(
             if rec.state != S::Claimed || rec.attempt != attempt {
                 return fenced(rec, attempt);
             }
+            // The cause, with the attempt it ended.
+            let audit = engine_entry(
+                key,
+                "in-doubt",
+                now,
+                serde_json::json!({
+                    "attempt": attempt,
+                    "reason": reason,
+                    "run_id": rec.run_id,
+                    "call_id": rec.call_id,
+                    "took_over": rec.reason,
+                }),
+            );
             let mut next = current.take(key)?;
             next.state = S::InDoubt;
             next.lease_until = None;
             next.reason = Some(reason.clone());
             next.updated_at = now;
-            done(next)
+            with_audit(done(next), Some(audit))
         }
         Op::Resolve { .. } | Op::Amend { .. } => {
             let rec = existing(key, live)?;
@@ -969,6 +1013,28 @@ fn done(rec: EffectRecord) -> Result<Transition, Rejected> {
         write: Some(rec),
         audit: None,
     })
+}
+
+/// `t` with `audit` as its audit entry.
+fn with_audit(t: Result<Transition, Rejected>, audit: Option<AuditEntry>) -> Result<Transition, Rejected> {
+    t.map(|mut t| {
+        t.audit = audit;
+        t
+    })
+}
+
+/// How a claim that took over an unknown outcome starts its reason (the attempt follows).
+const TAKEOVER_PREFIX: &str = "took over attempt ";
+
+/// An audit entry of a decision the engine made (actor [`ENGINE_ACTOR`]).
+fn engine_entry(key: &str, action: &str, now: Millis, detail: Value) -> AuditEntry {
+    AuditEntry {
+        key: key.to_owned(),
+        at: now,
+        actor: ENGINE_ACTOR.to_owned(),
+        action: action.to_owned(),
+        detail: Some(detail),
+    }
 }
 
 /// Why the approval on `approved` (an approved record) does not allow `intent` to run, if it
