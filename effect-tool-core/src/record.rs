@@ -22,6 +22,15 @@
 //! attempt number (fencing the old holder out) and is told what it took over, so the engine can
 //! reconcile. Records are plain data with an explicit [`RECORD_VERSION`]; stored data never
 //! depends on Rust type layout.
+//!
+//! An approval (or a denial) is for the exact input fingerprint it was shown: a claim of
+//! another input under an approved key parks again for its own approval (the approval voided),
+//! and so does a claim after the approval's ttl ([`Intent::approval_ttl_ms`]). The approval is
+//! used by the one execution it allowed.
+//!
+//! Besides a person's operations, the transition audits the engine's decisions with their
+//! attempts (a takeover, a record going in doubt, a reconciled result, a voided approval):
+//! [`Transition::audit`], appended by every backend in the same atomic section as the write.
 
 use std::fmt;
 use std::str::FromStr;
