@@ -324,8 +324,10 @@ async fn resolving_a_blocked_call_returns_the_output_without_running() {
     assert_eq!(out, "sent by hand");
     assert_eq!(tool.executions(), 1);
     let audit = engine.store().audit(Some(&key)).await.unwrap();
-    assert_eq!(audit.len(), 1);
-    assert_eq!(audit[0].actor, "ops@example.com");
+    let trail: Vec<(&str, &str)> = audit.iter().map(|a| (a.actor.as_str(), a.action.as_str())).collect();
+    // The engine's decision (the unknown outcome, with its attempt), then the person's verdict.
+    assert_eq!(trail, [("effect-tool", "in-doubt"), ("ops@example.com", "resolve")]);
+    assert_eq!(audit[0].detail.as_ref().unwrap()["attempt"], 1);
 
     // Resolved as not applied: the next call applies it.
     let tool2 = SendEmail::new(&ledger, &[Step::Unknown, Step::Ok]);

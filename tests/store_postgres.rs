@@ -73,8 +73,20 @@ mod postgres_migrations {
                 .query(&format!("SELECT version, name FROM \"{s}\".migrations"), &[])
                 .await
                 .unwrap();
-            assert_eq!(rows.len(), 1, "migration 1 recorded exactly once");
-            assert_eq!(rows[0].get::<_, i32>(0), 1);
+            let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+            assert_eq!(
+                versions.len(),
+                effect_tool_core::store::postgres::SCHEMA_VERSION as usize
+            );
+            assert_eq!(
+                versions
+                    .iter()
+                    .copied()
+                    .collect::<std::collections::BTreeSet<i32>>()
+                    .len(),
+                versions.len(),
+                "each migration recorded exactly once: {versions:?}"
+            );
         });
     }
 
@@ -110,7 +122,11 @@ mod postgres_migrations {
                 .query(&format!("SELECT version FROM \"{s}\".migrations"), &[])
                 .await
                 .unwrap();
-            assert_eq!(rows.len(), 1, "found applied, not applied again");
+            assert_eq!(
+                rows.len(),
+                effect_tool_core::store::postgres::SCHEMA_VERSION as usize,
+                "found applied, not applied again"
+            );
             assert!(PostgresStore::migration_sql().contains("\"effect_tool\".records"));
             assert!(PostgresStore::migration_sql_for("Robert'); DROP TABLE x;--").is_err());
         });
@@ -142,7 +158,11 @@ mod postgres_migrations {
                 .await
                 .unwrap()
                 .get(0);
-            assert_eq!(n, 2, "left untouched");
+            assert_eq!(
+                n,
+                i64::from(effect_tool_core::store::postgres::SCHEMA_VERSION) + 1,
+                "left untouched"
+            );
         });
     }
 
@@ -699,4 +719,58 @@ mod postgres_group_commit {
             );
         });
     }
+}
+
+/// One row the store cannot read (a newer record version, corrupt JSON, an unknown state)
+/// never fails a whole list: it is skipped and reported with its key; `abandon_run` keeps
+/// working.
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_lists_skip_rows_they_cannot_read_and_report_them() {
+    use effect_tool_core::conformance::{Harness, PostgresHarness, run};
+    use effect_tool_core::{Filter, Store, StoreExt};
+    run::<PostgresHarness, _, _>("lists_skip_rows_they_cannot_read", || async {
+        let h = PostgresHarness::fresh().await;
+        let store = h.store();
+        for k in ["good-1", "good-2"] {
+            match store.claim(k, common::intent("r"), 30_000, false).await.unwrap() {
+                effect_tool_core::record::OpOutcome::Claimed { attempt, .. } => {
+                    store.complete(k, attempt, serde_json::json!(k)).await.unwrap();
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(h.plant_future_record("from-the-future").await);
+        let locator = h.locator().unwrap();
+        let (schema, url) = locator.split_once(' ').unwrap();
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(conn);
+        client
+            .batch_execute(&format!(
+                "INSERT INTO \"{schema}\".records (key, version, tool, class, run_id, fingerprint, input, state, attempt, created_at, updated_at, call_ids)
+                   VALUES ('corrupt-json', 1, 't', 'idempotent', 'r', 'f', '{{}}', 'completed', 1, 0, 0, '[not json');
+                 INSERT INTO \"{schema}\".records (key, version, tool, class, run_id, fingerprint, input, state, attempt, created_at, updated_at)
+                   VALUES ('unknown-state', 1, 't', 'idempotent', 'r', 'f', '{{}}', 'quantum', 1, 0, 0);"
+            ))
+            .await
+            .unwrap();
+
+        let listing = store
+            .list_report(&Filter::all())
+            .await
+            .expect("a list never fails whole");
+        let mut good: Vec<&str> = listing.records.iter().map(|r| r.key.as_str()).collect();
+        good.sort();
+        assert_eq!(good, ["good-1", "good-2"]);
+        let mut skipped = listing.skipped_keys();
+        skipped.sort();
+        assert_eq!(skipped, ["corrupt-json", "from-the-future", "unknown-state"]);
+        assert_eq!(store.list(&Filter::all()).await.unwrap().len(), 2);
+        let engine = effect_tool_core::Engine::new(store.clone());
+        let report = engine
+            .abandon_run(&effect_tool_core::RunContext::new("r"), &[])
+            .await
+            .expect("abandon_run keeps working");
+        assert!(report.compensated.is_empty());
+    });
 }

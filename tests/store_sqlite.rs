@@ -267,9 +267,9 @@ mod sqlite_specifics {
                     |r| r.get(0),
                 )
                 .unwrap();
-            assert_eq!(schema, "2");
+            assert_eq!(schema, "3");
             let user_version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-            assert_eq!(user_version, 2);
+            assert_eq!(user_version, 3);
             let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
             assert_eq!(mode, "wal");
         });
@@ -304,5 +304,63 @@ fn sqlite_secret_arguments_never_reach_the_files() {
         }
         // The search does find what is stored: the non-secret argument is there.
         assert!(stored_input_found, "the journal files hold the recorded inputs");
+    });
+}
+
+/// One row the store cannot read (a newer record version, corrupt JSON, a column of the wrong
+/// type) never fails a whole list: it is skipped and reported with its key; `abandon_run` and
+/// the records around it keep working.
+#[test]
+fn sqlite_lists_skip_rows_they_cannot_read_and_report_them() {
+    use effect_tool_core::conformance::{Harness, SqliteHarness, run};
+    use effect_tool_core::{Filter, Store, StoreExt};
+    run::<SqliteHarness, _, _>("lists_skip_rows_they_cannot_read", || async {
+        let h = SqliteHarness::fresh().await;
+        let store = h.store();
+        for k in ["good-1", "good-2"] {
+            match store.claim(k, common::intent("r"), 30_000, false).await.unwrap() {
+                effect_tool_core::record::OpOutcome::Claimed { attempt, .. } => {
+                    store.complete(k, attempt, serde_json::json!(k)).await.unwrap();
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(h.plant_future_record("from-the-future").await);
+        let path = h.locator().unwrap();
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
+        conn.execute_batch(
+            "INSERT INTO effect_records (key, version, tool, class, run_id, fingerprint, input, state, attempt, created_at, updated_at)
+               VALUES ('corrupt-json', 1, 't', 'idempotent', 'r', 'f', '{not json', 'completed', 1, 0, 0);
+             INSERT INTO effect_records (key, version, tool, class, run_id, fingerprint, input, state, attempt, created_at, updated_at)
+               VALUES ('wrong-type', 1, 't', 'idempotent', 'r', 'f', '{}', 'completed', 'one', 0, 0);",
+        )
+        .unwrap();
+
+        let listing = store
+            .list_report(&Filter::all())
+            .await
+            .expect("a list never fails whole");
+        let mut good: Vec<&str> = listing.records.iter().map(|r| r.key.as_str()).collect();
+        good.sort();
+        assert_eq!(good, ["good-1", "good-2"]);
+        let mut skipped = listing.skipped_keys();
+        skipped.sort();
+        assert_eq!(skipped, ["corrupt-json", "from-the-future", "wrong-type"]);
+        let future = listing.skipped.iter().find(|s| s.key == "from-the-future").unwrap();
+        assert!(future.reason.contains("version"), "{future:?}");
+        assert_eq!(store.list(&Filter::all()).await.unwrap().len(), 2);
+        let run_only = Filter {
+            run_id: Some("r".to_owned()),
+            ..Filter::all()
+        };
+        assert_eq!(store.list_report(&run_only).await.unwrap().skipped.len(), 3);
+        // abandon_run lists the run: it still works.
+        let engine = effect_tool_core::Engine::new(store.clone());
+        let report = engine
+            .abandon_run(&effect_tool_core::RunContext::new("r"), &[])
+            .await
+            .expect("abandon_run keeps working");
+        assert!(report.compensated.is_empty());
     });
 }

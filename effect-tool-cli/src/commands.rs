@@ -6,7 +6,7 @@ use std::sync::Arc;
 use effect_tool_core::compensation::compensation_key;
 use effect_tool_core::key::{call_key, redact, sha256_hex};
 use effect_tool_core::record::{AuditEntry, EffectRecord, Intent, OpOutcome, RecordState};
-use effect_tool_core::store::{Filter, collectable};
+use effect_tool_core::store::{Filter, Listing, collectable};
 use effect_tool_core::{EffectClass, KeyRule, RunContext, Store, StoreExt, Verdict};
 use effect_tool_core::{canonical, manifest};
 use serde_json::{Value, json};
@@ -154,7 +154,9 @@ async fn list(store: &dyn Store, args: ListArgs, json: bool, io: &mut Io<'_>) ->
         // With `stale`, some claims are dropped after listing: limit afterwards.
         limit: if want_stale { None } else { args.limit },
     };
-    let mut records = store.list(&filter).await?;
+    let listing = store.list_report(&filter).await?;
+    let note = skipped_note(&listing);
+    let mut records = listing.records;
     if want_stale {
         records.retain(|r| explicit.contains(&r.state) || r.is_stale(now));
         if let Some(limit) = args.limit {
@@ -163,10 +165,15 @@ async fn list(store: &dyn Store, args: ListArgs, json: bool, io: &mut Io<'_>) ->
     }
 
     if json {
+        // The JSON on stdout keeps its shape; what was skipped goes to stderr.
+        if let Some(note) = &note {
+            eprint!("{note}");
+        }
         return write_json(io.out, &Value::Array(records.iter().map(record_json).collect()));
     }
     if records.is_empty() {
-        return write(io.out, "no records match\n");
+        write(io.out, "no records match\n")?;
+        return note.map_or(Ok(()), |n| write(io.out, &n));
     }
     let mut table = Table::new(vec!["STATE", "TOOL", "CLASS", "RUN", "UPDATED", "KEY"]);
     for r in &records {
@@ -181,7 +188,24 @@ async fn list(store: &dyn Store, args: ListArgs, json: bool, io: &mut Io<'_>) ->
     }
     table.write(io.out).map_err(io_error)?;
     let n = records.len();
-    write(io.out, &format!("{n} record{}\n", if n == 1 { "" } else { "s" }))
+    write(io.out, &format!("{n} record{}\n", if n == 1 { "" } else { "s" }))?;
+    note.map_or(Ok(()), |n| write(io.out, &n))
+}
+
+/// What a person reads about the rows a list skipped (`None`: none were).
+fn skipped_note(listing: &Listing) -> Option<String> {
+    let n = listing.skipped.len();
+    if n == 0 {
+        return None;
+    }
+    let mut text = format!(
+        "skipped {n} record{} this effect-tool cannot read (written by a newer effect-tool, or corrupt), left untouched:\n",
+        plural(n)
+    );
+    for s in &listing.skipped {
+        text.push_str(&format!("  {}: {}\n", clean(&s.key), clean(&s.reason)));
+    }
+    Some(text)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -278,7 +302,40 @@ fn audit_line(a: &AuditEntry) -> String {
             Some("not-applied") => "as not applied".to_owned(),
             _ => canonical::to_string(d),
         },
-        ("approve", Some(d)) => format!("as `{}`", d.get("role").and_then(Value::as_str).unwrap_or("?")),
+        ("approve", Some(d)) => {
+            let role = d.get("role").and_then(Value::as_str).unwrap_or("?");
+            match d.get("fingerprint").and_then(Value::as_str) {
+                Some(f) => format!("as `{role}`, the input with fingerprint {f}"),
+                None => format!("as `{role}`"),
+            }
+        }
+        ("approval-voided", Some(d)) => format!(
+            "the approval by {} (input {}) does not apply to input {}: {}",
+            text_of(d, "approved_by"),
+            text_of(d, "approved_fingerprint"),
+            text_of(d, "fingerprint"),
+            text_of(d, "reason")
+        ),
+        ("takeover", Some(d)) => format!(
+            "attempt {} took over attempt {} ({}, last written {}, call {}, run {})",
+            text_of(d, "attempt"),
+            text_of(d, "took_over_attempt"),
+            text_of(d, "took_over_state"),
+            d.get("took_over_since")
+                .and_then(Value::as_i64)
+                .map_or_else(|| "?".to_owned(), time),
+            text_of(d, "took_over_call_id"),
+            text_of(d, "took_over_run_id")
+        ),
+        ("in-doubt", Some(d)) => format!(
+            "attempt {} ended with an unknown outcome: {}",
+            text_of(d, "attempt"),
+            text_of(d, "reason")
+        ),
+        ("reconciled", Some(d)) => format!(
+            "attempt {} recorded a result for the outcome it took over",
+            text_of(d, "attempt")
+        ),
         ("deny", Some(d)) => match d.get("reason").and_then(Value::as_str) {
             Some(r) => format!("reason: {r}"),
             None => "no reason given".to_owned(),
@@ -287,6 +344,15 @@ fn audit_line(a: &AuditEntry) -> String {
         (_, None) => String::new(),
     };
     clean(format!("{}  {:<10} {:<11} {}", time(a.at), a.actor, a.action, detail).trim_end())
+}
+
+/// Field `name` of an audit entry's detail as text (`-` when absent or null).
+fn text_of(d: &Value, name: &str) -> String {
+    match d.get(name) {
+        None | Some(Value::Null) => "-".to_owned(),
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => canonical::to_string(v),
+    }
 }
 
 /// What a person can do with the record now, as commands to paste.
@@ -418,13 +484,18 @@ async fn deny(
 // abandon
 
 async fn abandon(store: &dyn Store, args: AbandonArgs, json: bool, io: &mut Io<'_>) -> Result<(), CliError> {
-    let run_records = store
-        .list(&Filter {
+    let listing = store
+        .list_report(&Filter {
             run_id: Some(args.run.clone()),
             ..Filter::default()
         })
         .await?;
-    if run_records.is_empty() {
+    // A row that cannot be read is named, never a reason to stop.
+    if let Some(note) = skipped_note(&listing) {
+        eprint!("{note}");
+    }
+    let run_records = listing.records;
+    if run_records.is_empty() && listing.skipped.is_empty() {
         return Err(CliError::NotFound(format!(
             "no records for run `{}`: check the run id (see `effect-tool list`) and the store",
             clean(&args.run)
@@ -597,19 +668,26 @@ fn outcome_name(o: &OpOutcome) -> &'static str {
 async fn gc(store: &dyn Store, dry_run: bool, json: bool, io: &mut Io<'_>) -> Result<(), CliError> {
     let now = store.now();
     if dry_run {
-        let records = store.list(&Filter::all()).await?;
-        let keys: Vec<&str> = records
+        let listing = store.list_report(&Filter::all()).await?;
+        let note = skipped_note(&listing);
+        let keys: Vec<&str> = listing
+            .records
             .iter()
             .filter(|r| collectable(r, now))
             .map(|r| r.key.as_str())
             .collect();
         if json {
-            return write_json(io.out, &json!({ "dry_run": true, "would_drop": keys }));
+            let skipped = listing.skipped_keys();
+            return write_json(
+                io.out,
+                &json!({ "dry_run": true, "would_drop": keys, "skipped": skipped }),
+            );
         }
         let mut text = format!("would drop {} expired record{}\n", keys.len(), plural(keys.len()));
         for k in keys {
             text.push_str(&format!("  {}\n", clean(k)));
         }
+        text.push_str(note.as_deref().unwrap_or_default());
         return write(io.out, &text);
     }
     let dropped = store.gc(now).await?;

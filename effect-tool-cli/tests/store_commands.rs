@@ -12,7 +12,7 @@ use effect_tool_core::record::OpOutcome;
 use effect_tool_core::{
     DynTool, EffectClass, EffectCtx, Engine, RecordState, RunContext, StoreExt, Tool, ToolError, Verdict,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// Generate `sqlite_<name>` and `postgres_<name>` tests running the scenario `<name>`.
 macro_rules! on_every_backend {
@@ -147,7 +147,9 @@ async fn show(j: &Journal) {
         format!("run:         {run}"),
         "input (secrets removed):".to_owned(),
         r#""to": "a@b.c""#.to_owned(),
-        "audit trail:\n  (none)".to_owned(),
+        // The engine's decision, with its attempt and cause.
+        "effect-tool in-doubt    attempt 1 ended with an unknown outcome: timed out after sending the request"
+            .to_owned(),
         format!("effect-tool resolve {key} --applied --output '<json>'"),
         format!("effect-tool resolve {key} --not-applied"),
     ] {
@@ -157,7 +159,8 @@ async fn show(j: &Journal) {
     let json = j.cli(&["show", &key, "--json"]).json();
     assert_eq!(json["record"]["key"], key.as_str());
     assert_eq!(json["record"]["state"], "in-doubt");
-    assert_eq!(json["audit"], json!([]));
+    assert_eq!(json["audit"][0]["action"], "in-doubt");
+    assert_eq!(json["audit"][0]["detail"]["attempt"], 1);
 
     // After a resolution the audit trail shows who did what.
     j.store
@@ -181,7 +184,7 @@ async fn show(j: &Journal) {
     assert!(audit_line.contains("resolve") && audit_line.contains(r#"as applied, output {"id":"msg-9"}"#));
     assert!(!text.contains("next:"), "nothing left to do: {text}");
     let json = j.cli(&["show", &key, "--json"]).json();
-    assert_eq!(json["audit"][0]["actor"], "alice");
+    assert_eq!(json["audit"][1]["actor"], "alice");
 
     // A parked call says how to approve or deny it.
     let parked = j.key("deploy:bb");
@@ -251,11 +254,8 @@ async fn resolve(j: &Journal) {
     assert_eq!(rec.output, Some(json!({"id": "msg-1"})));
     assert_eq!(rec.decided_by.as_deref(), Some("operator"));
     let audit = j.store.audit(Some(&applied)).await.unwrap();
-    assert_eq!(audit.len(), 1);
-    assert_eq!(
-        (audit[0].actor.as_str(), audit[0].action.as_str()),
-        ("operator", "resolve")
-    );
+    let trail: Vec<(&str, &str)> = audit.iter().map(|a| (a.actor.as_str(), a.action.as_str())).collect();
+    assert_eq!(trail, [("effect-tool", "in-doubt"), ("operator", "resolve")]);
 
     // Resolving again is refused (exit 1), names the flag that corrects it, and changes nothing.
     let again = j.cli(&["resolve", &applied, "--not-applied"]);
@@ -267,7 +267,7 @@ async fn resolve(j: &Journal) {
         "{again:?}"
     );
     assert_eq!(j.get(&applied).await.unwrap().state, RecordState::Completed);
-    assert_eq!(j.store.audit(Some(&applied)).await.unwrap().len(), 1);
+    assert_eq!(j.store.audit(Some(&applied)).await.unwrap().len(), 2, "nothing added");
 
     // Not applied, by someone named.
     let json = j
@@ -386,7 +386,12 @@ async fn amend(j: &Journal) {
         .into_iter()
         .map(|a| (a.actor, a.action))
         .collect();
-    let expected = [("operator", "resolve"), ("alice", "amend"), ("operator", "amend")];
+    let expected = [
+        ("effect-tool", "in-doubt"),
+        ("operator", "resolve"),
+        ("alice", "amend"),
+        ("operator", "amend"),
+    ];
     assert_eq!(trail, expected.map(|(a, b)| (a.to_owned(), b.to_owned())));
     let shown = j.cli(&["show", &typo]);
     let amended = shown
@@ -691,4 +696,37 @@ async fn store_errors(j: &Journal) {
     );
     let msg = out.fails(3);
     assert!(!msg.contains("hunter2") && !out.stdout.contains("hunter2"), "{out:?}");
+}
+
+/// A row the CLI cannot read (corrupt JSON, as a bad disk or a hand edit leaves it) is skipped
+/// by `list` and `gc --dry-run`, which name it, instead of failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_name_the_rows_they_skip() {
+    let j = Journal::sqlite("lists_skip");
+    let run = j.run_id("r");
+    let good = j.key("good");
+    j.completed(&good, &run, "lookup", EffectClass::Idempotent, json!(1))
+        .await;
+    let conn = rusqlite::Connection::open(&j.spec).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
+    conn.execute(
+        "INSERT INTO effect_records (key, version, tool, class, run_id, fingerprint, input, state, attempt, created_at, updated_at)
+           VALUES ('broken-row', 1, 't', 'idempotent', ?1, 'f', '{not json', 'completed', 1, 0, 0)",
+        [&run],
+    )
+    .unwrap();
+
+    let list = j.cli(&["list"]);
+    let text = list.ok();
+    assert!(text.contains(&good), "{text}");
+    assert!(text.contains("skipped 1 record this effect-tool cannot read"), "{text}");
+    assert!(text.contains("  broken-row: "), "{text}");
+    let listed = j.cli(&["list", "--json"]);
+    let records: Value = serde_json::from_str(&listed.stdout).expect("stdout is the JSON list");
+    assert_eq!(records.as_array().map(Vec::len), Some(1), "{listed:?}");
+    assert!(listed.stderr.contains("broken-row"), "{listed:?}");
+    let dry = j.cli(&["gc", "--dry-run"]);
+    assert!(dry.ok().contains("  broken-row: "), "{dry:?}");
+    let dry_json = j.cli(&["gc", "--dry-run", "--json"]).json();
+    assert_eq!(dry_json["skipped"], json!(["broken-row"]));
 }

@@ -128,7 +128,7 @@ macro_rules! conformance_tests {
             use super::*;
             $crate::__conformance_cases!($harness;
                 claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
-                amend_corrects_a_resolution, approve_and_deny, approval_binds_its_input, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
+                amend_corrects_a_resolution, approve_and_deny, approval_binds_its_input, shared_results_keep_their_call_ids, engine_decisions_are_audited, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
                 audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored);
         }
     };
@@ -138,7 +138,7 @@ macro_rules! conformance_tests {
             use super::*;
             $crate::__conformance_cases!($harness;
                 claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
-                amend_corrects_a_resolution, approve_and_deny, approval_binds_its_input, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
+                amend_corrects_a_resolution, approve_and_deny, approval_binds_its_input, shared_results_keep_their_call_ids, engine_decisions_are_audited, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
                 audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored,
                 future_version_refused, fencing_across_handles);
             #[test]
@@ -1059,7 +1059,12 @@ pub mod cases {
             .into_iter()
             .map(|e| (e.actor, e.action))
             .collect();
-        let expected = [("ann", "resolve"), ("bob", "amend"), ("bob", "amend")];
+        let expected = [
+            (crate::record::ENGINE_ACTOR, "in-doubt"),
+            ("ann", "resolve"),
+            ("bob", "amend"),
+            ("bob", "amend"),
+        ];
         assert_eq!(trail, expected.map(|(a, b)| (a.to_owned(), b.to_owned())));
     }
 
@@ -1233,6 +1238,121 @@ pub mod cases {
         assert_eq!(s.get(&k).await.unwrap().unwrap().decided_by.as_deref(), Some("erin"));
     }
 
+    /// The tool calls that received a result are kept with it: those that shared it
+    /// ([`Op::Share`](crate::record::Op::Share), each once), and those of attempts a claim took
+    /// over; only a recorded result can be shared.
+    pub async fn shared_results_keep_their_call_ids<H: Harness>() {
+        let h = H::fresh().await;
+        let s = h.store();
+        let k = key("shared");
+        let share = |ids: &[&str]| crate::record::Op::Share {
+            call_ids: ids.iter().map(|c| (*c).to_owned()).collect(),
+        };
+        let (attempt, _) = claimed(s.claim(&k, intent("r"), 30_000, false).await.unwrap());
+        assert!(matches!(
+            s.apply(&k, share(&["call_2"])).await,
+            Err(StoreError::Rejected(Rejected::InvalidState { .. }))
+        ));
+        s.complete(&k, attempt, json!("sent")).await.unwrap();
+        s.apply(&k, share(&["call_2", "call_3", "call_2", "call_1"]))
+            .await
+            .unwrap();
+        s.apply(&k, share(&["call_3"])).await.unwrap();
+        let rec = s.get(&k).await.unwrap().unwrap();
+        assert_eq!(rec.call_id.as_deref(), Some("call_1"));
+        assert_eq!(rec.call_ids, ["call_2", "call_3"]);
+        assert!(rec.received_by("call_3") && !rec.received_by("call_4"));
+        let found = s.lookup_recorded(&k).await.unwrap().unwrap();
+        assert!(found.received_by("call_1") && found.received_by("call_2") && !found.received_by("call_9"));
+        assert_eq!(s.list(&Filter::all()).await.unwrap()[0].call_ids, rec.call_ids);
+
+        // A takeover keeps the call ids of what it took over.
+        let k = key("taken-over");
+        claimed(s.claim(&k, intent("r"), 1, false).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let next = Intent {
+            call_id: Some("call_9".to_owned()),
+            ..intent("r")
+        };
+        let (attempt, previous) = claimed(s.claim(&k, next, 30_000, false).await.unwrap());
+        assert_eq!(previous, Some(RecordState::Claimed));
+        s.complete(&k, attempt, json!("sent")).await.unwrap();
+        let rec = s.get(&k).await.unwrap().unwrap();
+        assert_eq!(
+            (rec.call_id.as_deref(), rec.call_ids.clone()),
+            (Some("call_9"), vec!["call_1".to_owned()])
+        );
+    }
+
+    /// The engine's decisions leave an audit trail with their attempts, in the same atomic
+    /// section as the write: each takeover (of a stale claim, of a record in doubt) names the
+    /// attempt it took over, its state, call and last write; a record going in doubt says why;
+    /// a result recorded by the attempt that took over is marked reconciled.
+    pub async fn engine_decisions_are_audited<H: Harness>() {
+        let h = H::fresh().await;
+        let s = h.store();
+        let k = key("history");
+        let (first, _) = claimed(s.claim(&k, intent("r"), 1, false).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let second_call = Intent {
+            call_id: Some("call_2".to_owned()),
+            ..intent("r")
+        };
+        let (second, previous) = claimed(s.claim(&k, second_call, 30_000, false).await.unwrap());
+        assert_eq!((first, second, previous), (1, 2, Some(RecordState::Claimed)));
+        s.mark_in_doubt(&k, second, "timed out after sending".to_owned())
+            .await
+            .unwrap();
+        let (third, previous) = claimed(s.claim(&k, intent("r"), 30_000, true).await.unwrap());
+        assert_eq!((third, previous), (3, Some(RecordState::InDoubt)));
+        s.complete(&k, third, json!("found by recover")).await.unwrap();
+
+        let trail = s.audit(Some(&k)).await.unwrap();
+        let actions: Vec<(&str, &str)> = trail.iter().map(|e| (e.actor.as_str(), e.action.as_str())).collect();
+        let engine = crate::record::ENGINE_ACTOR;
+        assert_eq!(
+            actions,
+            [
+                (engine, "takeover"),
+                (engine, "in-doubt"),
+                (engine, "takeover"),
+                (engine, "reconciled")
+            ]
+        );
+        let d = |i: usize| trail[i].detail.clone().unwrap();
+        assert_eq!(
+            (
+                d(0)["attempt"].clone(),
+                d(0)["took_over_attempt"].clone(),
+                d(0)["took_over_state"].clone()
+            ),
+            (json!(2), json!(1), json!("claimed"))
+        );
+        assert_eq!(d(0)["took_over_call_id"], json!("call_1"));
+        assert_eq!(d(0)["call_id"], json!("call_2"));
+        assert_eq!(
+            (d(1)["attempt"].clone(), d(1)["reason"].clone()),
+            (json!(2), json!("timed out after sending"))
+        );
+        assert_eq!(
+            (
+                d(2)["attempt"].clone(),
+                d(2)["took_over_attempt"].clone(),
+                d(2)["took_over_state"].clone()
+            ),
+            (json!(3), json!(2), json!("in-doubt"))
+        );
+        assert_eq!(d(2)["took_over_reason"], json!("timed out after sending"));
+        assert_eq!(d(3)["attempt"], json!(3));
+        // The recorded result carries no takeover note; an ordinary call leaves no entry.
+        let rec = s.get(&k).await.unwrap().unwrap();
+        assert_eq!((rec.state, rec.reason), (RecordState::Completed, None));
+        let plain = key("no-history");
+        let (attempt, _) = claimed(s.claim(&plain, intent("r"), 30_000, false).await.unwrap());
+        s.complete(&plain, attempt, json!(1)).await.unwrap();
+        assert!(s.audit(Some(&plain)).await.unwrap().is_empty());
+    }
+
     /// Only the attempt holding the claim may complete, release, renew or mark it in doubt.
     pub async fn fencing_rejects_late_writers<H: Harness>() {
         let h = H::fresh().await;
@@ -1396,9 +1516,16 @@ pub mod cases {
         s.mark_compensated(&a, "compensator").await.unwrap();
         let trail = s.audit(Some(&a)).await.unwrap();
         let actions: Vec<(&str, &str)> = trail.iter().map(|e| (e.actor.as_str(), e.action.as_str())).collect();
-        assert_eq!(actions, vec![("ann", "resolve"), ("compensator", "compensate")]);
-        assert_eq!(trail[0].detail, Some(json!({"verdict": "applied", "output": "x"})));
-        assert!(trail[0].at <= trail[1].at);
+        assert_eq!(
+            actions,
+            vec![
+                (crate::record::ENGINE_ACTOR, "in-doubt"),
+                ("ann", "resolve"),
+                ("compensator", "compensate")
+            ]
+        );
+        assert_eq!(trail[1].detail, Some(json!({"verdict": "applied", "output": "x"})));
+        assert!(trail[0].at <= trail[1].at && trail[1].at <= trail[2].at);
         tokio::time::sleep(Duration::from_millis(1_600)).await;
         assert_eq!(s.gc(s.now()).await.unwrap(), 2, "both records expired");
         let all = s.audit(None).await.unwrap();
@@ -1409,7 +1536,7 @@ pub mod cases {
             .collect();
         assert_eq!(
             ours,
-            vec!["resolve", "resolve", "compensate"],
+            vec!["in-doubt", "in-doubt", "resolve", "resolve", "compensate"],
             "kept after gc, in order"
         );
         // Claims and completions are not people's decisions: no entries for them.
@@ -1667,7 +1794,19 @@ pub mod cases {
         unsupported(s.claim(&k, intent("r"), 30_000, true).await.map(|_| ()), "claim");
         unsupported(s.complete(&k, 1, json!(1)).await.map(|_| ()), "complete");
         unsupported(s.resolve(&k, "ann", Verdict::NotApplied).await.map(|_| ()), "resolve");
-        unsupported(s.list(&Filter::all()).await.map(|_| ()), "list");
+        // A list skips it and says so: one unreadable row never fails a whole list.
+        let listing = s.list_report(&Filter::all()).await.expect("a list never fails whole");
+        assert!(
+            listing.records.iter().all(|r| r.key != k),
+            "list: a future record must not be read"
+        );
+        assert_eq!(listing.skipped_keys(), [k.as_str()]);
+        assert!(
+            listing.skipped[0].reason.contains("upgrade effect-tool"),
+            "{:?}",
+            listing.skipped
+        );
+        assert!(s.list(&Filter::all()).await.unwrap().iter().all(|r| r.key != k));
         assert_eq!(s.gc(s.now() + 10_000_000).await.unwrap(), 0, "gc leaves it alone");
         unsupported(s.get(&k).await.map(|_| ()), "get after the refusals");
         let message = s.get(&k).await.unwrap_err().to_string();

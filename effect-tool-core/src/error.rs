@@ -40,11 +40,11 @@ impl fmt::Display for BlockReason {
 /// The call was not run because running it again might repeat an effect that cannot be
 /// undone. A person decides: resolve the key as applied (with its output) or not applied, e.g.
 /// `effect-tool resolve <key> --applied --output '<json>'` or `--not-applied`.
+///
+/// An identical re-plan ([`BlockReason::IdenticalReplan`]) is the exception: the earlier call's
+/// record stands and nothing waits for a person; its message says what the caller may do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
-#[error(
-    "side effect retry blocked for tool `{tool}` (key `{key}`, run `{run_id}`): {reason}. Nothing was run. Check whether the effect happened, then resolve it: `effect-tool resolve {quoted} --applied --output '<json>'` or `--not-applied`",
-    quoted = crate::shell::quote(.key)
-)]
+#[error("{}", blocked_message(self))]
 pub struct SideEffectRetryBlocked {
     /// The effect key.
     pub key: String,
@@ -54,6 +54,25 @@ pub struct SideEffectRetryBlocked {
     pub run_id: String,
     /// Why.
     pub reason: BlockReason,
+}
+
+/// The text of a [`SideEffectRetryBlocked`].
+fn blocked_message(b: &SideEffectRetryBlocked) -> String {
+    let SideEffectRetryBlocked {
+        key,
+        tool,
+        run_id,
+        reason,
+    } = b;
+    match reason {
+        BlockReason::IdenticalReplan => format!(
+            "side effect retry blocked for tool `{tool}` (key `{key}`, run `{run_id}`): {reason}. Nothing was run, and nothing waits for a person: an identical earlier call ran it (or is running it), and its record stands. The tool cannot be undone and has no key, so nothing can tell the same work again from a second one on purpose. Use the earlier call's result; if a second, separate one is intended, call it with arguments that say how it differs"
+        ),
+        _ => format!(
+            "side effect retry blocked for tool `{tool}` (key `{key}`, run `{run_id}`): {reason}. Nothing was run. Check whether the effect happened, then resolve it: `effect-tool resolve {quoted} --applied --output '<json>'` or `--not-applied`",
+            quoted = crate::shell::quote(key)
+        ),
+    }
 }
 
 /// The call waits for a person's approval; it runs once approved.

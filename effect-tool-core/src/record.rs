@@ -22,6 +22,15 @@
 //! attempt number (fencing the old holder out) and is told what it took over, so the engine can
 //! reconcile. Records are plain data with an explicit [`RECORD_VERSION`]; stored data never
 //! depends on Rust type layout.
+//!
+//! An approval (or a denial) is for the exact input fingerprint it was shown: a claim of
+//! another input under an approved key parks again for its own approval (the approval voided),
+//! and so does a claim after the approval's ttl ([`Intent::approval_ttl_ms`]). The approval is
+//! used by the one execution it allowed.
+//!
+//! Besides a person's operations, the transition audits the engine's decisions with their
+//! attempts (a takeover, a record going in doubt, a reconciled result, a voided approval):
+//! [`Transition::audit`], appended by every backend in the same atomic section as the write.
 
 use std::fmt;
 use std::str::FromStr;
@@ -126,6 +135,11 @@ pub struct EffectRecord {
     pub thread_id: Option<String>,
     /// The model's tool-call id of the latest claim, if any.
     pub call_id: Option<String>,
+    /// The other tool-call ids that received this record's result, besides
+    /// [`EffectRecord::call_id`]: identical calls of one model turn that shared it
+    /// ([`Op::Share`]), and the calls of earlier attempts a claim took over. Each replays it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub call_ids: Vec<String>,
     /// SHA-256 hex of the canonical redacted input.
     pub fingerprint: String,
     /// The input with secret fields removed.
@@ -162,6 +176,12 @@ impl EffectRecord {
     /// Whether the record's ttl has passed at `now`.
     pub fn is_expired(&self, now: Millis) -> bool {
         self.expires_at.is_some_and(|e| e <= now)
+    }
+
+    /// Whether the tool call `call_id` received this record's result (it is the record's
+    /// [`EffectRecord::call_id`] or one of its [`EffectRecord::call_ids`]).
+    pub fn received_by(&self, call_id: &str) -> bool {
+        self.call_id.as_deref() == Some(call_id) || self.call_ids.iter().any(|c| c == call_id)
     }
 
     /// The person whose resolution set the record's current state, if one did: the record is
@@ -323,6 +343,12 @@ pub enum Op {
         /// Who or what ran the compensation.
         by: String,
     },
+    /// More tool calls received the completed record's result (identical calls of one model
+    /// turn that shared one application): their ids are kept, so that each replays it.
+    Share {
+        /// The tool-call ids.
+        call_ids: Vec<String>,
+    },
 }
 
 impl Op {
@@ -339,6 +365,7 @@ impl Op {
             Op::Approve { .. } => "approve",
             Op::Deny { .. } => "deny",
             Op::MarkCompensated { .. } => "mark-compensated",
+            Op::Share { .. } => "share",
         }
     }
 
@@ -537,6 +564,7 @@ impl EffectRecord {
             run_id: String::new(),
             thread_id: None,
             call_id: None,
+            call_ids: Vec::new(),
             fingerprint: String::new(),
             input: Value::Null,
             state: RecordState::Released,
@@ -725,6 +753,31 @@ fn decide<'o>(
                 rec.approval_role = p.approval_role.clone();
                 rec.decided_by = p.decided_by.clone();
             }
+            // A takeover keeps the tool calls of the attempts it took over: one of them may
+            // have applied the effect this claim reconciles, and replays it afterwards. It is
+            // audited with both attempts, and the claim says what it took over until it ends.
+            let mut audit = audit;
+            if let (Some(p), Some(state)) = (prev, previous) {
+                rec.call_ids = kept_call_ids(p, rec.call_id.as_deref());
+                rec.reason = Some(format!("{TAKEOVER_PREFIX}{} ({state})", p.attempt));
+                audit = Some(engine_entry(
+                    key,
+                    "takeover",
+                    now,
+                    serde_json::json!({
+                        "attempt": attempt,
+                        "took_over_attempt": p.attempt,
+                        "took_over_state": state,
+                        "took_over_run_id": p.run_id,
+                        "took_over_call_id": p.call_id,
+                        "took_over_since": p.updated_at,
+                        "took_over_lease_until": p.lease_until,
+                        "took_over_reason": p.reason,
+                        "run_id": rec.run_id,
+                        "call_id": rec.call_id,
+                    }),
+                ));
+            }
             let before = if follows {
                 Some(Box::new(current.take(key)?))
             } else {
@@ -756,6 +809,17 @@ fn decide<'o>(
             if rec.state != S::Claimed || rec.attempt != attempt {
                 return fenced(rec, attempt);
             }
+            // An attempt that took over an unknown outcome recorded a result: the outcome is
+            // reconciled (by `recover`, or by running again as the class allows).
+            let reconciled = rec.reason.as_deref().is_some_and(|r| r.starts_with(TAKEOVER_PREFIX));
+            let audit = reconciled.then(|| {
+                engine_entry(
+                    key,
+                    "reconciled",
+                    now,
+                    serde_json::json!({ "attempt": attempt, "took_over": rec.reason }),
+                )
+            });
             let Op::Complete { output, .. } = op.into_owned() else {
                 unreachable!("matched as a completion")
             };
@@ -765,7 +829,7 @@ fn decide<'o>(
             next.lease_until = None;
             next.reason = None;
             next.updated_at = now;
-            done(next)
+            with_audit(done(next), audit)
         }
         &Op::Release { attempt, ref reason } => {
             let rec = existing(key, live)?;
@@ -784,12 +848,25 @@ fn decide<'o>(
             if rec.state != S::Claimed || rec.attempt != attempt {
                 return fenced(rec, attempt);
             }
+            // The cause, with the attempt it ended.
+            let audit = engine_entry(
+                key,
+                "in-doubt",
+                now,
+                serde_json::json!({
+                    "attempt": attempt,
+                    "reason": reason,
+                    "run_id": rec.run_id,
+                    "call_id": rec.call_id,
+                    "took_over": rec.reason,
+                }),
+            );
             let mut next = current.take(key)?;
             next.state = S::InDoubt;
             next.lease_until = None;
             next.reason = Some(reason.clone());
             next.updated_at = now;
-            done(next)
+            with_audit(done(next), Some(audit))
         }
         Op::Resolve { .. } | Op::Amend { .. } => {
             let rec = existing(key, live)?;
@@ -850,6 +927,26 @@ fn decide<'o>(
             next.state = S::Denied;
             next.decided_by = Some(by.clone());
             next.reason = reason.clone();
+            next.updated_at = now;
+            done(next)
+        }
+        Op::Share { call_ids } => {
+            let rec = existing(key, live)?;
+            if rec.state != S::Completed {
+                return invalid(rec, ": only a recorded result can be shared with more tool calls");
+            }
+            let new: Vec<&String> = call_ids.iter().filter(|c| !rec.received_by(c)).collect();
+            if new.is_empty() {
+                return unchanged(OpOutcome::Done(std::sync::Arc::new(rec.clone())));
+            }
+            let mut added: Vec<String> = Vec::with_capacity(new.len());
+            for c in new {
+                if !added.contains(c) {
+                    added.push(c.clone());
+                }
+            }
+            let mut next = current.take(key)?;
+            next.call_ids.extend(added);
             next.updated_at = now;
             done(next)
         }
@@ -927,6 +1024,28 @@ fn done(rec: EffectRecord) -> Result<Transition, Rejected> {
     })
 }
 
+/// `t` with `audit` as its audit entry.
+fn with_audit(t: Result<Transition, Rejected>, audit: Option<AuditEntry>) -> Result<Transition, Rejected> {
+    t.map(|mut t| {
+        t.audit = audit;
+        t
+    })
+}
+
+/// How a claim that took over an unknown outcome starts its reason (the attempt follows).
+const TAKEOVER_PREFIX: &str = "took over attempt ";
+
+/// An audit entry of a decision the engine made (actor [`ENGINE_ACTOR`]).
+fn engine_entry(key: &str, action: &str, now: Millis, detail: Value) -> AuditEntry {
+    AuditEntry {
+        key: key.to_owned(),
+        at: now,
+        actor: ENGINE_ACTOR.to_owned(),
+        action: action.to_owned(),
+        detail: Some(detail),
+    }
+}
+
 /// Why the approval on `approved` (an approved record) does not allow `intent` to run, if it
 /// does not: it was given for another input, or it is older than its ttl.
 fn approval_voided(approved: &EffectRecord, intent: &Intent, now: Millis) -> Option<String> {
@@ -940,6 +1059,17 @@ fn approval_voided(approved: &EffectRecord, intent: &Intent, now: Millis) -> Opt
     let age = now.saturating_sub(approved.updated_at);
     (age >= i64::try_from(ttl).unwrap_or(i64::MAX))
         .then(|| format!("it is {age} ms old, and an approval is valid for {ttl} ms"))
+}
+
+/// The tool calls that received (or may have received) `prev`'s result, except `call_id`.
+fn kept_call_ids(prev: &EffectRecord, call_id: Option<&str>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for c in prev.call_id.iter().chain(prev.call_ids.iter()) {
+        if Some(c.as_str()) != call_id && !out.contains(c) {
+            out.push(c.clone());
+        }
+    }
+    out
 }
 
 /// The audit entry of an approval voided by the claim of `fingerprint`.
@@ -969,6 +1099,7 @@ fn fresh(key: &str, intent: Intent, now: Millis, prev: Option<&EffectRecord>, fl
         run_id: intent.run_id,
         thread_id: intent.thread_id,
         call_id: intent.call_id,
+        call_ids: Vec::new(),
         fingerprint: intent.fingerprint,
         input: intent.input,
         state: RecordState::Claimed,
@@ -1023,6 +1154,7 @@ mod tests {
             run_id: "run-1".into(),
             thread_id: None,
             call_id: Some("call-1".into()),
+            call_ids: Vec::new(),
             fingerprint: "f1".into(),
             input: serde_json::json!({ "order": "o-1" }),
             state: RecordState::Claimed,

@@ -699,7 +699,12 @@ impl Engine {
         call: &Call<'_, T>,
         rec: &Recorded,
     ) -> (Result<T::Output, EffectError<T::Error>>, Disposition) {
-        if let Some(refused) = reuse_refused(call, rec.fingerprint(), rec.call_id(), true) {
+        // Any tool call that received the recorded result replays it (not only the last one).
+        let recorded_call = match call.call_id.as_deref() {
+            Some(id) if rec.received_by(id) => Some(id),
+            _ => rec.call_id(),
+        };
+        if let Some(refused) = reuse_refused(call, rec.fingerprint(), recorded_call, true) {
             return refused;
         }
         let Some(output) = rec.output() else {

@@ -48,6 +48,44 @@ impl Filter {
     }
 }
 
+/// What [`Store::list_report`] found: the records that pass the filter, and the rows it could
+/// not read (a record of a newer version, a corrupt row), which it skipped instead of failing
+/// the whole list.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Listing {
+    /// The records, newest first.
+    pub records: Vec<EffectRecord>,
+    /// The rows skipped, in the order met.
+    pub skipped: Vec<Skipped>,
+}
+
+/// A row a list could not read, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Skipped {
+    /// The row's key, as stored (empty if even the key could not be read).
+    pub key: String,
+    /// Why it could not be read (its version is newer, a column is corrupt).
+    pub reason: String,
+}
+
+impl Listing {
+    /// The keys of the rows skipped.
+    pub fn skipped_keys(&self) -> Vec<&str> {
+        self.skipped.iter().map(|s| s.key.as_str()).collect()
+    }
+}
+
+/// A skipped row for `error`, under `key` when the error does not name one.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn skipped(error: &StoreError, key: Option<&str>) -> Skipped {
+    let key = error.key().or(key).unwrap_or_default().to_owned();
+    tracing::warn!(key = %key, error = %error, "list skipped a record it cannot read");
+    Skipped {
+        key,
+        reason: error.to_string(),
+    }
+}
+
 /// A journal backend.
 ///
 /// Implementations must make [`Store::apply`] atomic per key across every process sharing the
@@ -91,8 +129,19 @@ pub trait Store: Send + Sync + 'static {
         self.apply(key, op).await
     }
 
-    /// The records that pass `filter`, newest first.
+    /// The records that pass `filter`, newest first. A row the backend cannot read (a newer
+    /// record version, a corrupt row) is skipped and logged, never a failure of the whole
+    /// list; [`Store::list_report`] also says which.
     async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError>;
+
+    /// The same as [`Store::list`], with the rows skipped ([`Listing::skipped`]). The default
+    /// (for backends that hold decoded records, which they can always read) skips nothing.
+    async fn list_report(&self, filter: &Filter) -> Result<Listing, StoreError> {
+        Ok(Listing {
+            records: self.list(filter).await?,
+            skipped: Vec::new(),
+        })
+    }
 
     /// Drop records whose ttl has passed at `now`, except those a person still needs (in doubt,
     /// awaiting approval) and claims, live or stale (see [`collectable`]). Returns how many
@@ -264,6 +313,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
         (**self).list(filter).await
     }
+    async fn list_report(&self, filter: &Filter) -> Result<Listing, StoreError> {
+        (**self).list_report(filter).await
+    }
     async fn gc(&self, now: Millis) -> Result<u64, StoreError> {
         (**self).gc(now).await
     }
@@ -296,6 +348,7 @@ struct Parts {
     state: RecordState,
     fingerprint: String,
     call_id: Option<String>,
+    call_ids: Vec<String>,
     output: Option<Value>,
     expires_at: Option<Millis>,
 }
@@ -314,9 +367,29 @@ impl Recorded {
             state,
             fingerprint,
             call_id,
+            call_ids: Vec::new(),
             output,
             expires_at,
         })))
+    }
+
+    /// The same, with the other tool-call ids that received the result
+    /// ([`EffectRecord::call_ids`]).
+    pub fn with_call_ids(mut self, call_ids: Vec<String>) -> Self {
+        match &mut self.0 {
+            RecordedRepr::Parts(p) => p.call_ids = call_ids,
+            RecordedRepr::Shared(rec) => std::sync::Arc::make_mut(rec).call_ids = call_ids,
+        }
+        self
+    }
+
+    /// Whether the tool call `call_id` received the recorded result: the call that recorded it,
+    /// or one that shared it or was taken over ([`EffectRecord::received_by`]).
+    pub fn received_by(&self, call_id: &str) -> bool {
+        match &self.0 {
+            RecordedRepr::Shared(rec) => rec.received_by(call_id),
+            RecordedRepr::Parts(p) => p.call_id.as_deref() == Some(call_id) || p.call_ids.iter().any(|c| c == call_id),
+        }
     }
 
     /// The record's state.
@@ -373,7 +446,7 @@ impl From<std::sync::Arc<EffectRecord>> for Recorded {
 
 impl From<EffectRecord> for Recorded {
     fn from(rec: EffectRecord) -> Self {
-        Recorded::new(rec.state, rec.fingerprint, rec.call_id, rec.output, rec.expires_at)
+        Recorded::new(rec.state, rec.fingerprint, rec.call_id, rec.output, rec.expires_at).with_call_ids(rec.call_ids)
     }
 }
 

@@ -97,10 +97,11 @@ use crate::record::{
 };
 
 /// The migrations, in order: (version, name, SQL with `{schema}` for the quoted schema name).
-const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "records, audit trail, row versions",
-    r#"
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "records, audit trail, row versions",
+        r#"
 CREATE SEQUENCE {schema}.row_version_seq;
 CREATE TABLE {schema}.records (
     key           text PRIMARY KEY,
@@ -149,7 +150,16 @@ $$;
 CREATE TRIGGER audit_append_only BEFORE UPDATE OR DELETE ON {schema}.audit
     FOR EACH ROW EXECUTE FUNCTION {schema}.audit_append_only();
 "#,
-)];
+    ),
+    (
+        2,
+        "call ids that received a result",
+        r#"
+-- The other tool-call ids that received a record's result: a JSON array, NULL when none.
+ALTER TABLE {schema}.records ADD COLUMN call_ids text;
+"#,
+    ),
+];
 
 /// `err` and its causes, each once (tokio-postgres's errors do not show their cause, e.g. the
 /// server's own message of a refused connection).
@@ -249,15 +259,15 @@ struct Sql {
 
 const CLOCK: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 const COLS: &str = "key, version, tool, class, run_id, thread_id, call_id, fingerprint, input, state, attempt, \
-     lease_until, output, reason, approval_role, decided_by, created_at, updated_at, expires_at";
+     lease_until, output, reason, approval_role, decided_by, created_at, updated_at, expires_at, call_ids";
 const VALUES: &str =
-    "$1, $2, $3, $4, $5, $6, $7, $8, $9::text::json, $10, $11, $12, $13::text::json, $14, $15, $16, $17, $18, $19";
+    "$1, $2, $3, $4, $5, $6, $7, $8, $9::text::json, $10, $11, $12, $13::text::json, $14, $15, $16, $17, $18, $19, $20";
 
 fn select_cols(alias: &str) -> String {
     format!(
         "{a}key, {a}version, {a}tool, {a}class, {a}run_id, {a}thread_id, {a}call_id, {a}fingerprint, {a}input::text, \
          {a}state, {a}attempt, {a}lease_until, {a}output::text, {a}reason, {a}approval_role, {a}decided_by, \
-         {a}created_at, {a}updated_at, {a}expires_at, {a}row_version",
+         {a}created_at, {a}updated_at, {a}expires_at, {a}call_ids, {a}row_version",
         a = alias
     )
 }
@@ -282,12 +292,12 @@ impl Sql {
                      call_id = $7, fingerprint = $8, input = $9::text::json, state = $10, attempt = $11,
                      lease_until = $12, output = $13::text::json, reason = $14, approval_role = $15,
                      decided_by = $16, created_at = $17, updated_at = $18, expires_at = $19,
-                     row_version = nextval('{s}.row_version_seq')
-                   WHERE key = $1 AND row_version = $20 AND attempt = $21
+                     call_ids = $20, row_version = nextval('{s}.row_version_seq')
+                   WHERE key = $1 AND row_version = $21 AND attempt = $22
                    RETURNING key, row_version),
                  aud AS (
                    INSERT INTO {s}.audit (key, at, actor, action, detail)
-                   SELECT key, $22, $23, $24, $25::text::json FROM upd WHERE $24::text IS NOT NULL)
+                   SELECT key, $23, $24, $25, $26::text::json FROM upd WHERE $25::text IS NOT NULL)
                  SELECT row_version FROM upd"
             ),
             gc: format!(
@@ -650,6 +660,10 @@ impl Store for PostgresStore {
     }
 
     async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
+        Ok(self.list_report(filter).await?.records)
+    }
+
+    async fn list_report(&self, filter: &Filter) -> Result<super::Listing, StoreError> {
         let client = self.client().await?;
         let mut sql = self.shared.sql.list_prefix.clone();
         let mut params: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
@@ -673,13 +687,23 @@ impl Store for PostgresStore {
         }
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect();
         let rows = client.query(&sql, &refs).await.map_err(pg)?;
-        let mut out = Vec::with_capacity(rows.len());
+        let mut listing = super::Listing {
+            records: Vec::with_capacity(rows.len()),
+            skipped: Vec::new(),
+        };
+        // A row that cannot be read (a newer record version, a corrupt column) is skipped and
+        // reported, never a failure of the whole list.
         for row in &rows {
-            if let Some(r) = PgRow::from_row(row, 0)? {
-                out.push(r.decode()?.0);
+            match PgRow::from_row(row, 0).and_then(|r| r.map(PgRow::decode).transpose()) {
+                Ok(Some((rec, _))) => listing.records.push(rec),
+                Ok(None) => {}
+                Err(e) => {
+                    let key: Option<String> = row.try_get(0).ok();
+                    listing.skipped.push(super::skipped(&e, key.as_deref()));
+                }
             }
         }
-        Ok(out)
+        Ok(listing)
     }
 
     async fn gc(&self, now: Millis) -> Result<u64, StoreError> {
@@ -789,13 +813,14 @@ fn pg(e: tokio_postgres::Error) -> StoreError {
     }
 }
 
-/// A record's columns as parameters `$1..$19`.
+/// A record's columns as parameters `$1..$20`.
 struct RecordParams<'a> {
     rec: &'a EffectRecord,
     version: i32,
     attempt: i64,
     input: String,
     output: Option<String>,
+    call_ids: Option<String>,
 }
 
 impl<'a> RecordParams<'a> {
@@ -806,6 +831,7 @@ impl<'a> RecordParams<'a> {
             attempt: i64::from(rec.attempt),
             input: rec.input.to_string(),
             output: rec.output.as_ref().map(|v| v.to_string()),
+            call_ids: super::row::call_ids_text(rec),
         }
     }
 
@@ -831,6 +857,7 @@ impl<'a> RecordParams<'a> {
             &r.created_at,
             &r.updated_at,
             &r.expires_at,
+            &self.call_ids,
         ]
     }
 }
@@ -875,7 +902,7 @@ impl PgRow {
             message: format!("a column has an unexpected type: {e}"),
         };
         let version: i32 = row.try_get(at + 1).map_err(g)?;
-        let row_version: i64 = row.try_get(at + 19).map_err(g)?;
+        let row_version: i64 = row.try_get(at + 20).map_err(g)?;
         Ok(Some(PgRow {
             row: StoredRow {
                 version: i64::from(version),
@@ -896,6 +923,7 @@ impl PgRow {
                 created_at: row.try_get(at + 16).map_err(g)?,
                 updated_at: row.try_get(at + 17).map_err(g)?,
                 expires_at: row.try_get(at + 18).map_err(g)?,
+                call_ids: row.try_get(at + 19).map_err(g)?,
                 key,
             },
             row_version,

@@ -16,6 +16,8 @@ pub(crate) struct StoredRow {
     pub run_id: String,
     pub thread_id: Option<String>,
     pub call_id: Option<String>,
+    /// The other call ids, as a JSON array (`None`: none; a journal from before schema 3).
+    pub call_ids: Option<String>,
     pub fingerprint: String,
     pub input: String,
     pub state: String,
@@ -53,6 +55,11 @@ impl StoredRow {
         let attempt =
             u32::try_from(self.attempt).map_err(|_| corrupt(format!("attempt {} is out of range", self.attempt)))?;
         let input = json("input", &self.input)?;
+        let call_ids = match &self.call_ids {
+            Some(text) => serde_json::from_str::<Vec<String>>(text)
+                .map_err(|e| corrupt(format!("its call ids are not a JSON list of strings: {e}")))?,
+            None => Vec::new(),
+        };
         let output = match &self.output {
             Some(text) => Some(json("output", text)?),
             None => None,
@@ -65,6 +72,7 @@ impl StoredRow {
             run_id: self.run_id,
             thread_id: self.thread_id,
             call_id: self.call_id,
+            call_ids,
             fingerprint: self.fingerprint,
             input,
             state,
@@ -79,4 +87,9 @@ impl StoredRow {
             expires_at: self.expires_at,
         })
     }
+}
+
+/// The stored form of [`EffectRecord::call_ids`]: `None` when there are none.
+pub(crate) fn call_ids_text(rec: &EffectRecord) -> Option<String> {
+    (!rec.call_ids.is_empty()).then(|| serde_json::Value::from(rec.call_ids.clone()).to_string())
 }

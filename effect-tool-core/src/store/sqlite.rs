@@ -64,11 +64,11 @@
 //!   exactly that claim. A row changed elsewhere (another process took the claim over, a person
 //!   resolved it) is read and decided as any other.
 //!
-//! # Schema (version 2)
+//! # Schema (version 3)
 //!
 //! Created and upgraded by versioned migrations that the store applies itself at open, in one
 //! transaction (version 2 replaced the index on every record's state by indexes on the states a
-//! person acts on). Plain columns and JSON text, never Rust-layout blobs (see
+//! person acts on; version 3 added `call_ids`, the other tool calls that received a result). Plain columns and JSON text, never Rust-layout blobs (see
 //! [`SqliteStore::schema_sql`]):
 //! `effect_tool_meta(name, value)` records `schema_version`; `effect_records` holds one row per
 //! key, its `version` column the record version ([`RECORD_VERSION`]); `effect_audit` is
@@ -90,7 +90,7 @@ use crate::error::StoreError;
 use crate::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome, RECORD_VERSION, RecordState, transition};
 
 /// The version of the SQLite schema this build writes and reads.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// How hard SQLite works to make a commit survive a power loss.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -353,9 +353,13 @@ impl Store for SqliteStore {
         self.write(key, op).await
     }
 
-    async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
+    async fn list_report(&self, filter: &Filter) -> Result<super::Listing, StoreError> {
         let filter = filter.clone();
         self.read(move |conn| list_records(conn, &filter)).await
+    }
+
+    async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
+        Ok(self.list_report(filter).await?.records)
     }
 
     async fn gc(&self, now: Millis) -> Result<u64, StoreError> {
@@ -427,8 +431,14 @@ CREATE INDEX IF NOT EXISTS effect_records_in_doubt ON effect_records (state, cre
 CREATE INDEX IF NOT EXISTS effect_records_awaiting ON effect_records (state, created_at) WHERE state = 'awaiting-approval';
 ";
 
+/// Version 3: `call_ids`, the other tool-call ids that received a record's result (a JSON
+/// array; NULL when there are none, as in every row written before).
+const SCHEMA_V3: &str = "
+ALTER TABLE effect_records ADD COLUMN call_ids TEXT;
+";
+
 /// Every schema version and the SQL that brings the previous one to it, in order.
-const MIGRATIONS: [(u32, &str); 2] = [(1, SCHEMA_V1), (2, SCHEMA_V2)];
+const MIGRATIONS: [(u32, &str); 3] = [(1, SCHEMA_V1), (2, SCHEMA_V2), (3, SCHEMA_V3)];
 
 fn backend(e: rusqlite::Error) -> StoreError {
     StoreError::Backend(format!("SQLite: {e}"))
@@ -582,7 +592,7 @@ fn migrate(conn: &Connection, path: &Path) -> Result<(), Migrate> {
 }
 
 const COLUMNS: &str = "key, version, tool, class, run_id, thread_id, call_id, fingerprint, input, state, attempt, \
-     lease_until, output, reason, approval_role, decided_by, created_at, updated_at, expires_at";
+     lease_until, output, reason, approval_role, decided_by, created_at, updated_at, expires_at, call_ids";
 
 use super::row::StoredRow as Row;
 
@@ -608,6 +618,7 @@ impl Row {
             created_at: r.get(16)?,
             updated_at: r.get(17)?,
             expires_at: r.get(18)?,
+            call_ids: r.get(19)?,
         })
     }
 }
@@ -634,7 +645,7 @@ fn read_recorded(conn: &Connection, key: &str) -> Result<Option<Recorded>, Store
     };
     let mut st = conn
         .prepare_cached(
-            "SELECT version, state, fingerprint, call_id, output, expires_at FROM effect_records WHERE key = ?1",
+            "SELECT version, state, fingerprint, call_id, output, expires_at, call_ids FROM effect_records WHERE key = ?1",
         )
         .map_err(backend)?;
     let mut rows = st.query([key]).map_err(backend)?;
@@ -665,7 +676,14 @@ fn read_recorded(conn: &Connection, key: &str) -> Result<Option<Recorded>, Store
         None => None,
     };
     let expires_at: Option<i64> = r.get(5).map_err(backend)?;
-    Ok(Some(Recorded::new(state, fingerprint, call_id, output, expires_at)))
+    let call_ids = match text(6)? {
+        Some(json) => serde_json::from_str::<Vec<String>>(json)
+            .map_err(|e| corrupt(format!("its call ids are not a JSON list of strings: {e}")))?,
+        None => Vec::new(),
+    };
+    Ok(Some(
+        Recorded::new(state, fingerprint, call_id, output, expires_at).with_call_ids(call_ids),
+    ))
 }
 
 /// How [`write_record`] finds the row it updates.
@@ -693,6 +711,7 @@ fn write_record(
     use rusqlite::ToSql;
     // Parameters are borrowed from the record (no copy of its strings); only JSON is written out.
     let output = rec.output.as_ref().map(|v| v.to_string());
+    let call_ids = super::row::call_ids_text(rec);
     let Some(old) = before else {
         let input = rec.input.to_string();
         conn.prepare_cached(&INSERT_RECORD)?.execute(params![
@@ -715,6 +734,7 @@ fn write_record(
             rec.created_at,
             rec.updated_at,
             rec.expires_at,
+            call_ids,
         ])?;
         return Ok(1);
     };
@@ -722,7 +742,7 @@ fn write_record(
     // Column i of UPDATABLE changed: bit i of `changed`, its value in `values` (in order).
     let mut changed = 0u32;
     let mut values: Vec<&dyn ToSql> = vec![&rec.key];
-    let columns: [(bool, &dyn ToSql); 18] = [
+    let columns: [(bool, &dyn ToSql); 19] = [
         (old.version != rec.version, &rec.version),
         (old.tool != rec.tool, &rec.tool),
         (old.class != rec.class, &rec.class.as_str()),
@@ -741,6 +761,7 @@ fn write_record(
         (old.created_at != rec.created_at, &rec.created_at),
         (old.updated_at != rec.updated_at, &rec.updated_at),
         (old.expires_at != rec.expires_at, &rec.expires_at),
+        (old.call_ids != rec.call_ids, &call_ids),
     ];
     for (i, (differs, value)) in columns.into_iter().enumerate() {
         if differs {
@@ -774,7 +795,7 @@ fn write_record(
 const GUARDED: u32 = 1 << 31;
 
 /// The columns an UPDATE may set, in the order of the bits of its column mask.
-const UPDATABLE: [&str; 18] = [
+const UPDATABLE: [&str; 19] = [
     "version",
     "tool",
     "class",
@@ -793,6 +814,7 @@ const UPDATABLE: [&str; 18] = [
     "created_at",
     "updated_at",
     "expires_at",
+    "call_ids",
 ];
 
 thread_local! {
@@ -824,7 +846,7 @@ fn update_sql(mask: u32) -> String {
 
 static INSERT_RECORD: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "INSERT INTO effect_records ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
+        "INSERT INTO effect_records ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"
     )
 });
 
@@ -867,16 +889,27 @@ fn list_sql(filter: &Filter) -> (String, Vec<rusqlite::types::Value>) {
     (sql, args)
 }
 
-fn list_records(conn: &Connection, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
+/// The records `filter` selects; a row that cannot be read (a column of the wrong type, JSON
+/// that does not parse, a newer record version) is skipped and reported.
+fn list_records(conn: &Connection, filter: &Filter) -> Result<super::Listing, StoreError> {
     let (sql, args) = list_sql(filter);
-    let rows = conn
-        .prepare(&sql)
-        .and_then(|mut st| {
-            st.query_map(rusqlite::params_from_iter(args), Row::from_sql)?
-                .collect::<rusqlite::Result<Vec<Row>>>()
-        })
-        .map_err(backend)?;
-    rows.into_iter().map(Row::decode).collect()
+    let mut st = conn.prepare(&sql).map_err(backend)?;
+    let mut rows = st.query(rusqlite::params_from_iter(args)).map_err(backend)?;
+    let mut listing = super::Listing::default();
+    while let Some(r) = rows.next().map_err(backend)? {
+        let key: Option<String> = r.get(0).ok();
+        let decoded = Row::from_sql(r)
+            .map_err(|e| StoreError::Corrupt {
+                key: key.clone().unwrap_or_default(),
+                message: format!("a column has an unexpected type: {e}"),
+            })
+            .and_then(Row::decode);
+        match decoded {
+            Ok(rec) => listing.records.push(rec),
+            Err(e) => listing.skipped.push(super::skipped(&e, key.as_deref())),
+        }
+    }
+    Ok(listing)
 }
 
 fn read_audit(conn: &Connection, key: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
@@ -1074,7 +1107,7 @@ mod tests {
             )
             .unwrap();
             conn.execute(
-                &format!("INSERT INTO effect_records ({COLUMNS}) VALUES ('k', 1, 'refund', 'irreversible', 'run', NULL, NULL, 'f', '{{\"n\":1}}', 'in-doubt', 1, NULL, NULL, 'crashed', NULL, NULL, 1, 2, NULL)"),
+                &format!("INSERT INTO effect_records ({}) VALUES ('k', 1, 'refund', 'irreversible', 'run', NULL, NULL, 'f', '{{\"n\":1}}', 'in-doubt', 1, NULL, NULL, 'crashed', NULL, NULL, 1, 2, NULL)", COLUMNS.trim_end_matches(", call_ids")),
                 [],
             )
             .unwrap();

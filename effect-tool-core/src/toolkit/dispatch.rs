@@ -207,6 +207,10 @@ impl ToolResult {
                 "Error: the arguments for `{name}` do not match its parameters: {}. Nothing was run. Fix the arguments and call `{name}` again.",
                 problems.join("; ")
             ),
+            ToolOutcome::Blocked(b) if b.reason == crate::error::BlockReason::IdenticalReplan => format!(
+                "Error: `{}` was not run again: a call with these identical arguments already ran in an earlier turn (key `{}`), and its result stands. It cannot be undone and has no key, so running it again could do the same thing twice. Nothing waits for a person. Do not call it again for the same purpose; if the user wants a second, separate one, call it with arguments that say how it differs.",
+                b.tool, b.key
+            ),
             ToolOutcome::Blocked(b) => format!(
                 "Error: `{}` was not run. An earlier attempt of this same action may already have taken effect (key `{}`): {}. Running it again could repeat something that cannot be undone, so a person has to check it first. Do not call it again; tell the user it waits for a person to confirm what happened.",
                 b.tool, b.key, b.reason
@@ -242,6 +246,33 @@ impl ToolResult {
             "is_error": self.is_error(),
         })
     }
+}
+
+/// For each call, the index of the first call of the turn identical to it (the same tool name
+/// and arguments that parse to the same JSON value); itself when it is the first. Arguments
+/// that do not parse group with nothing.
+fn identical_groups(calls: &[ToolCall]) -> Vec<usize> {
+    let parsed: Vec<Option<Value>> = calls
+        .iter()
+        .map(|c| {
+            let text = c.arguments.trim();
+            if text.is_empty() || text == "null" {
+                Some(json!({}))
+            } else {
+                serde_json::from_str(text).ok()
+            }
+        })
+        .collect();
+    let mut groups: Vec<usize> = (0..calls.len()).collect();
+    for i in 0..calls.len() {
+        let Some(args) = &parsed[i] else { continue };
+        if let Some(j) =
+            (0..i).find(|&j| groups[j] == j && calls[j].name == calls[i].name && parsed[j].as_ref() == Some(args))
+        {
+            groups[i] = j;
+        }
+    }
+    groups
 }
 
 fn failure_hint(e: &EffectError<String>) -> &'static str {
@@ -316,11 +347,65 @@ impl Dispatcher {
     }
 
     /// Run one turn's `calls` in `run`; the results come back in call order.
+    ///
+    /// Identical calls (the same tool, the same arguments as JSON values) are one piece of
+    /// work, whatever the tool's class: the first of them runs, and each of the others gets its
+    /// result under its own call id (disposition [`Disposition::Shared`] when it is an output).
+    /// Their call ids are kept on the record ([`crate::record::Op::Share`]), so that each of
+    /// them replays it later.
     pub async fn dispatch(&self, run: &RunContext, calls: &[ToolCall]) -> Vec<ToolResult> {
-        futures::stream::iter(calls.iter().map(|call| self.call(run, call)))
-            .buffered(self.concurrency)
+        let groups = identical_groups(calls);
+        let leaders = groups.iter().enumerate().filter(|(i, g)| **g == *i).map(|(i, _)| i);
+        let ran: Vec<(usize, ToolResult)> = futures::stream::iter(leaders.map(|i| {
+            let followers: Vec<&str> = (i + 1..calls.len())
+                .filter(|&j| groups[j] == i)
+                .map(|j| calls[j].id.as_str())
+                .collect();
+            async move { (i, self.call_shared(run, &calls[i], &followers).await) }
+        }))
+        .buffered(self.concurrency)
+        .collect()
+        .await;
+        let mut by_leader: Vec<Option<ToolResult>> = vec![None; calls.len()];
+        for (i, result) in ran {
+            by_leader[i] = Some(result);
+        }
+        calls
+            .iter()
+            .zip(&groups)
+            .enumerate()
+            .map(|(i, (call, &leader))| {
+                let Some(first) = &by_leader[leader] else {
+                    unreachable!("every group's first call ran")
+                };
+                if leader == i {
+                    return first.clone();
+                }
+                let disposition = if first.output().is_some() {
+                    Disposition::Shared
+                } else {
+                    first.disposition
+                };
+                ToolResult::new(call, first.outcome.clone(), disposition, first.key.clone())
+            })
             .collect()
-            .await
+    }
+
+    /// Run `call`, the first of identical calls whose ids are `followers`, and keep those ids
+    /// on the record of its result.
+    async fn call_shared(&self, run: &RunContext, call: &ToolCall, followers: &[&str]) -> ToolResult {
+        let result = self.call(run, call).await;
+        if let (false, Some(key), Some(_)) = (followers.is_empty(), &result.key, result.output()) {
+            let op = crate::record::Op::Share {
+                call_ids: followers.iter().map(|c| (*c).to_owned()).collect(),
+            };
+            if let Err(e) = self.engine.store().apply(key, op).await {
+                // The calls still get the result; a later replay under one of their ids may be
+                // refused as a re-plan of an unkeyed irreversible tool.
+                tracing::warn!(error = %e, key = %key, "could not keep the call ids that shared a result");
+            }
+        }
+        result
     }
 
     /// Run one call in `run`.

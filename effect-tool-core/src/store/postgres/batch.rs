@@ -265,7 +265,7 @@ fn answer_all(items: Vec<(Work, Reply)>, e: &StoreError) {
     }
 }
 
-/// The items as the statement's arrays, `$1..$25`: the record's columns in [`super::COLS`]
+/// The items as the statement's arrays, `$1..$26`: the record's columns in [`super::COLS`]
 /// order, then the update's row version and attempt, then the audit entry.
 #[derive(Default)]
 struct Columns<'a> {
@@ -288,6 +288,7 @@ struct Columns<'a> {
     created_at: Vec<i64>,
     updated_at: Vec<i64>,
     expires_at: Vec<Option<i64>>,
+    call_ids: Vec<Option<String>>,
     row_version: Vec<Option<i64>>,
     old_attempt: Vec<Option<i64>>,
     audit_at: Vec<Option<i64>>,
@@ -330,6 +331,7 @@ impl<'a> Columns<'a> {
             c.created_at.push(rec.created_at);
             c.updated_at.push(rec.updated_at);
             c.expires_at.push(rec.expires_at);
+            c.call_ids.push(p.call_ids);
             c.row_version.push(update.map(|u| u.0));
             c.old_attempt.push(update.map(|u| i64::from(u.1)));
             let audit = update.and_then(|u| u.2);
@@ -342,7 +344,7 @@ impl<'a> Columns<'a> {
         c
     }
 
-    fn refs(&self) -> [&(dyn ToSql + Sync); 25] {
+    fn refs(&self) -> [&(dyn ToSql + Sync); 26] {
         [
             &self.key,
             &self.version,
@@ -363,6 +365,7 @@ impl<'a> Columns<'a> {
             &self.created_at,
             &self.updated_at,
             &self.expires_at,
+            &self.call_ids,
             &self.row_version,
             &self.old_attempt,
             &self.audit_at,
@@ -376,9 +379,9 @@ impl<'a> Columns<'a> {
 /// The array type of each parameter of the batch statement: the record's columns in
 /// [`super::COLS`] order, then the update's row version and attempt, then the audit entry's
 /// time, actor, action and detail.
-const ARRAY_TYPES: [&str; 25] = [
+const ARRAY_TYPES: [&str; 26] = [
     "text", "int4", "text", "text", "text", "text", "text", "text", "text", "text", "int8", "int8", "text", "text",
-    "text", "text", "int8", "int8", "int8", "int8", "int8", "int8", "text", "text", "text",
+    "text", "text", "int8", "int8", "int8", "text", "int8", "int8", "int8", "text", "text", "text",
 ];
 
 /// The batch statement for schema `s` (quoted); `cols` is the record's columns, `r` the same
@@ -430,6 +433,6 @@ pub(super) fn batch_sql(s: &str, cols: &str, r: &str, clock: &str) -> String {
         params = params.join(", "),
         values = values.join(", "),
         set = set.join(", "),
-        nulls = ["NULL"; 20].join(", ")
+        nulls = vec!["NULL"; names.len() + 1].join(", ")
     )
 }
