@@ -526,7 +526,9 @@ mod tests {
         assert!(text == format!(r#"{}9007199254740992{}"#, r#"{"a":["#.repeat(half), "]}".repeat(half)));
         // The refusal names the path, all the way down.
         let err = refused.unwrap_err();
-        let CanonicalError::InexactInteger { path, .. } = &err else { panic!("{err}") };
+        let CanonicalError::InexactInteger { path, .. } = &err else {
+            panic!("{err}")
+        };
         assert_eq!(path.len(), 1 + DEPTH / 2 * (".a".len() + "[0]".len()));
         assert!(path.starts_with("$.a[0].a[0]"), "{}", &path[..20]);
         assert_eq!(checked, Err(err));
@@ -535,24 +537,55 @@ mod tests {
     #[test]
     fn integers_beyond_2_pow_53_are_refused_with_their_path() {
         let max = MAX_SAFE_INTEGER;
-        for ok in [json!(max), json!(-(max as i64)), json!(0), json!(1.5e300), json!({"a": [max]})] {
+        for ok in [
+            json!(max),
+            json!(-(max as i64)),
+            json!(0),
+            json!(1.5e300),
+            json!({"a": [max]}),
+        ] {
             assert_eq!(try_to_string(&ok).unwrap(), to_string(&ok));
             assert!(check_exact(&ok).is_ok());
         }
         let cases = [
             (json!(max + 1), "$", "9007199254740992"),
             (json!(-(max as i64) - 1), "$", "-9007199254740992"),
-            (json!({"order": 9_007_199_254_740_993u64}), "$.order", "9007199254740993"),
-            (json!({"o": [1, {"x y": u64::MAX}]}), r#"$.o[1]["x y"]"#, "18446744073709551615"),
-            (json!({"b": 1, "a": [0, 1, 2, i64::MIN]}), "$.a[3]", "-9223372036854775808"),
-            (json!({"\u{10000}": 1, "\u{e000}": [max + 2]}), "$[\"\u{e000}\"][0]", "9007199254740993"),
+            (
+                json!({"order": 9_007_199_254_740_993u64}),
+                "$.order",
+                "9007199254740993",
+            ),
+            (
+                json!({"o": [1, {"x y": u64::MAX}]}),
+                r#"$.o[1]["x y"]"#,
+                "18446744073709551615",
+            ),
+            (
+                json!({"b": 1, "a": [0, 1, 2, i64::MIN]}),
+                "$.a[3]",
+                "-9223372036854775808",
+            ),
+            (
+                json!({"\u{10000}": 1, "\u{e000}": [max + 2]}),
+                "$[\"\u{e000}\"][0]",
+                "9007199254740993",
+            ),
         ];
         for (v, path, digits) in cases {
             let err = try_to_string(&v).unwrap_err();
-            assert_eq!(err, CanonicalError::InexactInteger { path: path.into(), value: digits.into() });
+            assert_eq!(
+                err,
+                CanonicalError::InexactInteger {
+                    path: path.into(),
+                    value: digits.into()
+                }
+            );
             assert_eq!(check_exact(&v), Err(err.clone()));
             let text = err.to_string();
-            assert!(text.starts_with(&format!("`{path}` is the integer {digits}, beyond")), "{text}");
+            assert!(
+                text.starts_with(&format!("`{path}` is the integer {digits}, beyond")),
+                "{text}"
+            );
             assert!(text.contains("send it as a string"), "{text}");
         }
         // RFC 8785 itself rounds them: what other implementations compute.
@@ -566,13 +599,26 @@ mod tests {
             order: u64,
             note: &'static str,
         }
-        assert_eq!(to_canonical(&Refund { order: 7, note: "é" }).unwrap(), r#"{"note":"é","order":7}"#);
-        let err = to_canonical(&Refund { order: u64::MAX, note: "" }).unwrap_err();
-        assert!(matches!(&err, CanonicalError::InexactInteger { path, .. } if path == "$.order"), "{err}");
+        assert_eq!(
+            to_canonical(&Refund { order: 7, note: "é" }).unwrap(),
+            r#"{"note":"é","order":7}"#
+        );
+        let err = to_canonical(&Refund {
+            order: u64::MAX,
+            note: "",
+        })
+        .unwrap_err();
+        assert!(
+            matches!(&err, CanonicalError::InexactInteger { path, .. } if path == "$.order"),
+            "{err}"
+        );
         let map_with_int_keys: std::collections::HashMap<Vec<u8>, u8> = [(vec![1], 1)].into();
         let err = to_canonical(&map_with_int_keys).unwrap_err();
         assert!(matches!(err, CanonicalError::Serialize(_)), "{err}");
-        assert!(err.to_string().starts_with("the value does not serialize to JSON: "), "{err}");
+        assert!(
+            err.to_string().starts_with("the value does not serialize to JSON: "),
+            "{err}"
+        );
     }
 
     #[test]
@@ -602,7 +648,10 @@ mod tests {
 
     #[test]
     fn write_string_escapes() {
-        assert_eq!(to_string(&json!("\u{8}\u{c}\t\r\u{1f}\u{7f}/é")), "\"\\b\\f\\t\\r\\u001f\u{7f}/é\"");
+        assert_eq!(
+            to_string(&json!("\u{8}\u{c}\t\r\u{1f}\u{7f}/é")),
+            "\"\\b\\f\\t\\r\\u001f\u{7f}/é\""
+        );
         assert_eq!(to_string(&json!("\u{0}\u{10}")), "\"\\u0000\\u0010\"");
         assert_eq!(to_string(&json!([])), "[]");
         assert_eq!(to_string(&json!({})), "{}");

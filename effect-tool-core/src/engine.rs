@@ -168,6 +168,9 @@ struct Inner {
     store: Arc<dyn Store>,
     config: EngineConfig,
     inflight: Mutex<HashMap<String, Arc<Slot>, foldhash::fast::RandomState>>,
+    /// The marker secret: the application's ([`Engine::with_marker_secret`]), or the journal's
+    /// ([`Store::marker_secret`]), loaded before the first journaled call.
+    marker_secret: tokio::sync::OnceCell<Option<crate::marker::MarkerSecret>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -261,8 +264,39 @@ impl Engine {
                 store: Arc::new(store),
                 config,
                 inflight: Mutex::new(HashMap::default()),
+                marker_secret: tokio::sync::OnceCell::new(),
             }),
         }
+    }
+
+    /// Sign markers ([`EffectCtx::marker`]) with `secret` instead of the journal's own
+    /// ([`Store::marker_secret`]): for applications that keep their own secret, or a store
+    /// that keeps none. Every process that checks these markers needs the same secret.
+    ///
+    /// # Panics
+    ///
+    /// When this engine (or a clone) has already loaded its secret: set it when building the
+    /// engine, before the first call.
+    pub fn with_marker_secret(mut self, secret: crate::marker::MarkerSecret) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.marker_secret = tokio::sync::OnceCell::new_with(Some(Some(secret)));
+        } else if self.inner.marker_secret.set(Some(secret)).is_err() {
+            panic!(
+                "Engine::with_marker_secret was called after the engine had loaded its marker secret: set it when building the engine, before the first call"
+            );
+        }
+        self
+    }
+
+    /// The secret markers are signed with: the one given to [`Engine::with_marker_secret`],
+    /// else the journal's ([`Store::marker_secret`], loaded once), `None` if it keeps none.
+    /// For checking markers outside a tool ([`crate::marker::contains_marker`]).
+    pub async fn marker_secret(&self) -> Result<Option<crate::marker::MarkerSecret>, StoreError> {
+        self.inner
+            .marker_secret
+            .get_or_try_init(|| self.inner.store.marker_secret())
+            .await
+            .cloned()
     }
 
     /// The journal.
@@ -345,6 +379,7 @@ impl Engine {
             call_id: opts.call_id,
             key: None,
             attempt: 1,
+            marker_secret: None,
         };
         for exec in 1.. {
             if run.cancellation().is_cancelled() {
@@ -419,6 +454,14 @@ impl Engine {
             }
         };
         tracing::Span::current().record("key", key.as_str());
+        // Loaded before anything is claimed: the tool's context carries it (its markers).
+        if let Err(e) = self.marker_secret().await {
+            return CallReport {
+                result: Err(store_error::<T>(e)),
+                disposition: Disposition::Failed,
+                key: Some(key),
+            };
+        }
 
         let call = Call {
             tool,
@@ -685,6 +728,7 @@ impl Engine {
                 call_id: call.call_id.clone(),
                 key: Some(key.to_owned()),
                 attempt,
+                marker_secret: self.inner.marker_secret.get().cloned().flatten(),
             };
 
             // An earlier attempt's outcome is unknown: reconcile before anything else.

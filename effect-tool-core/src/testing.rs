@@ -266,6 +266,12 @@ impl EffectHarness {
             call_id: Some("effect-test-crashed".to_owned()),
             key: Some(key.clone()),
             attempt,
+            // Signed as the engine that takes over will check it.
+            marker_secret: self
+                .store
+                .marker_secret()
+                .await
+                .unwrap_or_else(|e| panic!("the testing kit could not read the journal's marker secret: {e}")),
         };
         // The effect happens; the process dies before the record: the claim stays behind.
         let crashed = tool.call(&ctx, args.clone()).await;
