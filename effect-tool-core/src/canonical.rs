@@ -626,7 +626,11 @@ mod tests {
         // U+10000 (surrogates D800 DC00) sorts before U+E000 in UTF-16, after it in UTF-8.
         let v = json!({"\u{e000}": 1, "\u{10000}": 2});
         assert_eq!(to_string(&v), "{\"\u{10000}\":2,\"\u{e000}\":1}");
-        // Above U+E000 on both sides: U+E001 (E001) after U+10000 (D800 DC00), U+FFFF last of
+        // Only names above U+E000 (the fast path's guard must not let UTF-8 order through):
+        // U+10000 (D800 DC00) before U+E001 in UTF-16, after it in UTF-8.
+        let v = json!({"\u{e001}": 1, "\u{10000}": 2});
+        assert_eq!(to_string(&v), "{\"\u{10000}\":2,\"\u{e001}\":1}");
+        // Above U+E000 on both sides, beside names below it: U+E001 (E001) after U+10000 (D800 DC00), U+FFFF last of
         // the BMP but still after the surrogates; ASCII before all of them.
         let v = json!({"\u{e001}": 1, "\u{10000}": 2, "\u{ffff}": 3, "a": 4, "\u{d7ff}": 5});
         assert_eq!(
