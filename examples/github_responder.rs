@@ -3,8 +3,10 @@
 //! Run: `cargo run --example github_responder` (no set-up, no network).
 //!
 //! The comment tool is `irreversible`: a second comment is a second comment. It embeds
-//! `ctx.marker()` (a hidden HTML comment carrying the effect key) in what it posts, and its
-//! `recover` hook searches the issue for that marker. So when the tracker's answer is lost
+//! `ctx.marker()` (a hidden HTML comment carrying the effect key, signed with the journal's
+//! secret so that nobody else can plant it) in what it posts, and its `recover` hook searches
+//! the issue for a comment by the agent's own account that carries that marker
+//! (`ctx.contains_marker`). So when the tracker's answer is lost
 //! after the comment was created, or a worker dies mid-call, the next attempt finds the comment
 //! instead of posting it again. The model's tool calls go through a `Toolkit`'s dispatcher, as
 //! in an agent loop.
@@ -18,6 +20,9 @@ use effect_tool::toolkit::ToolOutcome;
 use effect_tool::{EffectCtx, Engine, RunContext, ToolCall, ToolError, Toolkit, marker, tools};
 use serde::Serialize;
 
+/// The account the agent posts as (its token's user).
+const AGENT_ACCOUNT: &str = "effect-tool-bot";
+
 /// A local stand-in for GitHub: issues, their comments and labels.
 struct Tracker {
     issues: Mutex<BTreeMap<u64, Issue>>,
@@ -28,8 +33,14 @@ struct Tracker {
 #[derive(Clone, Serialize)]
 struct Issue {
     title: String,
-    comments: Vec<String>,
+    comments: Vec<Comment>,
     labels: Vec<String>,
+}
+
+#[derive(Clone, Serialize)]
+struct Comment {
+    author: String,
+    body: String,
 }
 
 impl Tracker {
@@ -78,7 +89,10 @@ impl Tracker {
     async fn comment_on_issue(&self, ctx: &EffectCtx, issue: u64, body: String) -> Result<String, ToolError> {
         let text = format!("{body}\n\n{}", ctx.marker());
         let count = self.issue(issue, |i| {
-            i.comments.push(text);
+            i.comments.push(Comment {
+                author: AGENT_ACCOUNT.to_owned(),
+                body: text,
+            });
             i.comments.len()
         })?;
         if self.lose_next_reply.swap(false, Ordering::SeqCst) {
@@ -88,17 +102,19 @@ impl Tracker {
         Ok(format!("comment #{count} on issue #{issue}"))
     }
 
-    /// Look for the comment this call would post: its marker carries the effect key.
+    /// Look for the comment this call would post: by the agent's account, carrying this call's
+    /// marker. The marker's MAC shows that the agent wrote it (nobody without the journal's
+    /// secret can plant it); the author shows that the agent posted it (a marker copied into
+    /// someone else's comment does not count).
     async fn find_comment(
         &self,
         ctx: &EffectCtx,
         args: &TrackerCommentOnIssueArgs,
     ) -> Result<Option<String>, ToolError> {
-        let key = ctx.effect_key().unwrap_or_default();
         self.issue(args.issue, |i| {
             i.comments
                 .iter()
-                .position(|c| marker::contains_marker(c, key))
+                .position(|c| c.author == AGENT_ACCOUNT && ctx.contains_marker(&c.body))
                 .map(|pos| format!("comment #{} on issue #{}", pos + 1, args.issue))
         })
     }
@@ -185,8 +201,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         issue.labels
     );
     for c in &issue.comments {
-        println!("---\n{c}\n---");
-        if let Some(key) = marker::parse_marker(c) {
+        println!("--- {}\n{}\n---", c.author, c.body);
+        if let Some(key) = marker::parse_marker(&c.body) {
             println!("(the hidden marker carries the effect key `{key}`)");
         }
     }

@@ -14,9 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use effect_tool::store::sqlite::SqliteStore;
-use effect_tool::{
-    CallOptions, CallReport, EffectCtx, Engine, RunContext, StoreExt, ToolError, Verdict, marker, tools,
-};
+use effect_tool::{CallOptions, CallReport, EffectCtx, Engine, RunContext, StoreExt, ToolError, Verdict, tools};
 
 /// The outside world, as seen by the tools.
 #[derive(Default)]
@@ -74,13 +72,14 @@ impl World {
         Ok(format!("comment #{} on ticket {ticket}", comments.len()))
     }
 
-    /// Did a comment with this call's marker land already?
+    /// Did a comment with this call's marker land already? (The marker is signed with the
+    /// journal's secret: one planted by someone else does not count. A real tracker would also
+    /// check that the comment's author is the agent's account.)
     async fn find_comment(&self, ctx: &EffectCtx, _args: &WorldPostCommentArgs) -> Result<Option<String>, ToolError> {
         let comments = self.comments.lock().unwrap();
-        let key = ctx.effect_key().unwrap_or_default();
         Ok(comments
             .iter()
-            .position(|c| marker::contains_marker(c, key))
+            .position(|c| ctx.contains_marker(c))
             .map(|i| format!("comment #{} (found by its marker)", i + 1)))
     }
 }

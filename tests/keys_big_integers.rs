@@ -46,9 +46,17 @@ async fn integers_past_2_pow_53_are_refused_naming_the_field_never_merged() {
     let engine = Engine::new(MemoryStore::new());
     let run = RunContext::new("run-big");
     let tool = p.refund_tool();
-    for (i, order) in [9_007_199_254_740_993u64, 9_007_199_254_740_992].into_iter().enumerate() {
+    for (i, order) in [9_007_199_254_740_993u64, 9_007_199_254_740_992]
+        .into_iter()
+        .enumerate()
+    {
         let err = engine
-            .call(&tool, &run, CallOptions::call_id(format!("c{i}")), PaymentsRefundArgs { order })
+            .call(
+                &tool,
+                &run,
+                CallOptions::call_id(format!("c{i}")),
+                PaymentsRefundArgs { order },
+            )
             .await
             .expect_err("an integer a double cannot hold is refused");
         let EffectError::InvalidArguments { tool, message } = &err else {
@@ -74,7 +82,12 @@ async fn integers_within_2_pow_53_are_keyed_as_they_are() {
     let max = 9_007_199_254_740_991u64;
     for (i, order) in [max, max - 1].into_iter().enumerate() {
         let out = engine
-            .call(&tool, &run, CallOptions::call_id(format!("c{i}")), PaymentsRefundArgs { order })
+            .call(
+                &tool,
+                &run,
+                CallOptions::call_id(format!("c{i}")),
+                PaymentsRefundArgs { order },
+            )
             .await
             .expect("refunded");
         assert_eq!(out, format!("refunded order {order}"));
@@ -94,7 +107,10 @@ async fn a_model_sending_a_big_integer_in_a_list_is_told_its_path() {
     let results = dispatcher
         .dispatch(
             &run,
-            &[ToolCall::new("call_1", "refund_batch", first), ToolCall::new("call_2", "refund_batch", second)],
+            &[
+                ToolCall::new("call_1", "refund_batch", first),
+                ToolCall::new("call_2", "refund_batch", second),
+            ],
         )
         .await;
     // The dispatcher's validation refuses them first: the schema states the range keys hold

@@ -98,13 +98,7 @@ impl Outbox {
     }
 
     async fn find_comment(&self, ctx: &EffectCtx, args: &OutboxPostCommentArgs) -> Result<Option<String>, ToolError> {
-        let key = ctx.effect_key().unwrap_or_default();
-        let found = self
-            .sent
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|c| effect_tool::marker::contains_marker(c, key));
+        let found = self.sent.lock().unwrap().iter().any(|c| ctx.contains_marker(c));
         Ok(found.then(|| format!("commented on #{}", args.issue)))
     }
 

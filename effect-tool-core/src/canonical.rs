@@ -526,7 +526,9 @@ mod tests {
         assert!(text == format!(r#"{}9007199254740992{}"#, r#"{"a":["#.repeat(half), "]}".repeat(half)));
         // The refusal names the path, all the way down.
         let err = refused.unwrap_err();
-        let CanonicalError::InexactInteger { path, .. } = &err else { panic!("{err}") };
+        let CanonicalError::InexactInteger { path, .. } = &err else {
+            panic!("{err}")
+        };
         assert_eq!(path.len(), 1 + DEPTH / 2 * (".a".len() + "[0]".len()));
         assert!(path.starts_with("$.a[0].a[0]"), "{}", &path[..20]);
         assert_eq!(checked, Err(err));
@@ -535,24 +537,55 @@ mod tests {
     #[test]
     fn integers_beyond_2_pow_53_are_refused_with_their_path() {
         let max = MAX_SAFE_INTEGER;
-        for ok in [json!(max), json!(-(max as i64)), json!(0), json!(1.5e300), json!({"a": [max]})] {
+        for ok in [
+            json!(max),
+            json!(-(max as i64)),
+            json!(0),
+            json!(1.5e300),
+            json!({"a": [max]}),
+        ] {
             assert_eq!(try_to_string(&ok).unwrap(), to_string(&ok));
             assert!(check_exact(&ok).is_ok());
         }
         let cases = [
             (json!(max + 1), "$", "9007199254740992"),
             (json!(-(max as i64) - 1), "$", "-9007199254740992"),
-            (json!({"order": 9_007_199_254_740_993u64}), "$.order", "9007199254740993"),
-            (json!({"o": [1, {"x y": u64::MAX}]}), r#"$.o[1]["x y"]"#, "18446744073709551615"),
-            (json!({"b": 1, "a": [0, 1, 2, i64::MIN]}), "$.a[3]", "-9223372036854775808"),
-            (json!({"\u{10000}": 1, "\u{e000}": [max + 2]}), "$[\"\u{e000}\"][0]", "9007199254740993"),
+            (
+                json!({"order": 9_007_199_254_740_993u64}),
+                "$.order",
+                "9007199254740993",
+            ),
+            (
+                json!({"o": [1, {"x y": u64::MAX}]}),
+                r#"$.o[1]["x y"]"#,
+                "18446744073709551615",
+            ),
+            (
+                json!({"b": 1, "a": [0, 1, 2, i64::MIN]}),
+                "$.a[3]",
+                "-9223372036854775808",
+            ),
+            (
+                json!({"\u{10000}": 1, "\u{e000}": [max + 2]}),
+                "$[\"\u{e000}\"][0]",
+                "9007199254740993",
+            ),
         ];
         for (v, path, digits) in cases {
             let err = try_to_string(&v).unwrap_err();
-            assert_eq!(err, CanonicalError::InexactInteger { path: path.into(), value: digits.into() });
+            assert_eq!(
+                err,
+                CanonicalError::InexactInteger {
+                    path: path.into(),
+                    value: digits.into()
+                }
+            );
             assert_eq!(check_exact(&v), Err(err.clone()));
             let text = err.to_string();
-            assert!(text.starts_with(&format!("`{path}` is the integer {digits}, beyond")), "{text}");
+            assert!(
+                text.starts_with(&format!("`{path}` is the integer {digits}, beyond")),
+                "{text}"
+            );
             assert!(text.contains("send it as a string"), "{text}");
         }
         // RFC 8785 itself rounds them: what other implementations compute.
@@ -566,13 +599,26 @@ mod tests {
             order: u64,
             note: &'static str,
         }
-        assert_eq!(to_canonical(&Refund { order: 7, note: "é" }).unwrap(), r#"{"note":"é","order":7}"#);
-        let err = to_canonical(&Refund { order: u64::MAX, note: "" }).unwrap_err();
-        assert!(matches!(&err, CanonicalError::InexactInteger { path, .. } if path == "$.order"), "{err}");
+        assert_eq!(
+            to_canonical(&Refund { order: 7, note: "é" }).unwrap(),
+            r#"{"note":"é","order":7}"#
+        );
+        let err = to_canonical(&Refund {
+            order: u64::MAX,
+            note: "",
+        })
+        .unwrap_err();
+        assert!(
+            matches!(&err, CanonicalError::InexactInteger { path, .. } if path == "$.order"),
+            "{err}"
+        );
         let map_with_int_keys: std::collections::HashMap<Vec<u8>, u8> = [(vec![1], 1)].into();
         let err = to_canonical(&map_with_int_keys).unwrap_err();
         assert!(matches!(err, CanonicalError::Serialize(_)), "{err}");
-        assert!(err.to_string().starts_with("the value does not serialize to JSON: "), "{err}");
+        assert!(
+            err.to_string().starts_with("the value does not serialize to JSON: "),
+            "{err}"
+        );
     }
 
     #[test]
@@ -580,7 +626,11 @@ mod tests {
         // U+10000 (surrogates D800 DC00) sorts before U+E000 in UTF-16, after it in UTF-8.
         let v = json!({"\u{e000}": 1, "\u{10000}": 2});
         assert_eq!(to_string(&v), "{\"\u{10000}\":2,\"\u{e000}\":1}");
-        // Above U+E000 on both sides: U+E001 (E001) after U+10000 (D800 DC00), U+FFFF last of
+        // Only names above U+E000 (the fast path's guard must not let UTF-8 order through):
+        // U+10000 (D800 DC00) before U+E001 in UTF-16, after it in UTF-8.
+        let v = json!({"\u{e001}": 1, "\u{10000}": 2});
+        assert_eq!(to_string(&v), "{\"\u{10000}\":2,\"\u{e001}\":1}");
+        // Above U+E000 on both sides, beside names below it: U+E001 (E001) after U+10000 (D800 DC00), U+FFFF last of
         // the BMP but still after the surrogates; ASCII before all of them.
         let v = json!({"\u{e001}": 1, "\u{10000}": 2, "\u{ffff}": 3, "a": 4, "\u{d7ff}": 5});
         assert_eq!(
@@ -602,7 +652,10 @@ mod tests {
 
     #[test]
     fn write_string_escapes() {
-        assert_eq!(to_string(&json!("\u{8}\u{c}\t\r\u{1f}\u{7f}/é")), "\"\\b\\f\\t\\r\\u001f\u{7f}/é\"");
+        assert_eq!(
+            to_string(&json!("\u{8}\u{c}\t\r\u{1f}\u{7f}/é")),
+            "\"\\b\\f\\t\\r\\u001f\u{7f}/é\""
+        );
         assert_eq!(to_string(&json!("\u{0}\u{10}")), "\"\\u0000\\u0010\"");
         assert_eq!(to_string(&json!([])), "[]");
         assert_eq!(to_string(&json!({})), "{}");

@@ -118,6 +118,8 @@ impl Engine {
             approval_ttl_ms: None,
         };
         let lease_ms = self.config().lease.as_millis() as u64;
+        // Before the claim: the compensation's context carries it (its markers).
+        let marker_secret = self.marker_secret().await.map_err(|e| e.to_string())?;
         let mut exec = 0;
         loop {
             let attempt = match store
@@ -145,7 +147,8 @@ impl Engine {
                 Some(key.clone()),
                 attempt,
                 None,
-            );
+            )
+            .signed(marker_secret.clone());
             let output = rec.output.clone().unwrap_or(serde_json::Value::Null);
             // Under the lease, renewed while it runs: a slow compensation keeps its claim, so
             // a second abandonment waits for it instead of taking it over and undoing twice.

@@ -137,6 +137,9 @@ pub struct EffectCtx {
     pub(crate) attempt: u32,
     /// The lease of the claim this call holds, on the engine's clock (`None`: not journaled).
     pub(crate) lease: Option<Arc<LeaseClock>>,
+    /// The journal's marker secret ([`marker`]'s "Signed markers"); `None` outside the engine or
+    /// for a journal that keeps none.
+    pub(crate) marker_secret: Option<marker::MarkerSecret>,
 }
 
 impl std::fmt::Debug for EffectCtx {
@@ -181,7 +184,21 @@ impl EffectCtx {
             key,
             attempt,
             lease,
+            marker_secret: None,
         }
+    }
+
+    /// The same context with markers signed by `secret`, if there is one (the engine's).
+    pub(crate) fn signed(mut self, secret: Option<marker::MarkerSecret>) -> Self {
+        self.marker_secret = secret;
+        self
+    }
+
+    /// The same context with markers signed by `secret` (see [`marker`]'s "Signed markers"):
+    /// for tests and tools called outside the engine, which otherwise write plain markers.
+    pub fn with_marker_secret(mut self, secret: marker::MarkerSecret) -> Self {
+        self.marker_secret = Some(secret);
+        self
     }
 
     /// The run id.
@@ -301,11 +318,39 @@ impl EffectCtx {
     }
 
     /// A hidden HTML comment carrying this call's effect key, to embed in what the tool creates
-    /// (a comment, a PR description) so that `recover` can find it: see [`marker::marker`].
+    /// (a comment, a PR description) so that `recover` can find it with
+    /// [`EffectCtx::contains_marker`].
+    ///
+    /// Signed with the journal's marker secret ([`marker::signed_marker`]), so that nobody
+    /// without the secret can plant it; a plain [`marker::marker`] when there is no secret (a
+    /// detached context, or a store that keeps none: see [`crate::Store::marker_secret`]).
     pub fn marker(&self) -> String {
+        let key = self.marker_key();
+        match &self.marker_secret {
+            Some(secret) => marker::signed_marker(&key, secret),
+            None => marker::marker(&key),
+        }
+    }
+
+    /// Whether `text` carries this call's marker, as [`EffectCtx::marker`] writes it: signed
+    /// with the journal's secret for this call's key. A planted plain marker, or one with a
+    /// wrong MAC, does not count. It proves who *wrote* the marker, not who posted the text:
+    /// where the author is known (a comment's user), check it too.
+    ///
+    /// Without a secret (see [`EffectCtx::marker`]) only the plain marker is looked for, which
+    /// anyone could have written.
+    pub fn contains_marker(&self, text: &str) -> bool {
+        let key = self.marker_key();
+        match &self.marker_secret {
+            Some(secret) => marker::contains_marker(text, &key, secret),
+            None => marker::contains_plain_marker(text, &key),
+        }
+    }
+
+    fn marker_key(&self) -> std::borrow::Cow<'_, str> {
         match &self.key {
-            Some(key) => marker::marker(key),
-            None => marker::marker(&self.idempotency_key()),
+            Some(key) => std::borrow::Cow::Borrowed(key),
+            None => std::borrow::Cow::Owned(self.idempotency_key()),
         }
     }
 

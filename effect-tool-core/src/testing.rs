@@ -268,6 +268,13 @@ impl EffectHarness {
             Some(key.clone()),
             attempt,
             None,
+        )
+        // Signed as the engine that takes over will check it.
+        .signed(
+            self.store
+                .marker_secret()
+                .await
+                .unwrap_or_else(|e| panic!("the testing kit could not read the journal's marker secret: {e}")),
         );
         // The effect happens; the process dies before the record: the claim stays behind.
         let crashed = tool.call(&ctx, args.clone()).await;

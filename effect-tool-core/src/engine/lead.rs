@@ -266,7 +266,8 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             Some(key),
             attempt,
             Some(lease.clone()),
-        );
+        )
+        .signed(self.inner.marker_secret.get().cloned().flatten());
         Step::Go(Held {
             attempt,
             previous,

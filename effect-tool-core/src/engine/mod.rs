@@ -208,6 +208,9 @@ struct Inner {
     /// Calls in flight (counted for the shutdown), and their last one's signal.
     active: AtomicUsize,
     idle: Notify,
+    /// The marker secret: the application's ([`Engine::with_marker_secret`]), or the journal's
+    /// ([`Store::marker_secret`]), loaded before the first journaled call.
+    marker_secret: tokio::sync::OnceCell<Option<crate::marker::MarkerSecret>>,
 }
 
 /// One call in flight, counted while it lives.
@@ -344,8 +347,39 @@ impl Engine {
                 abort: CancellationToken::new(),
                 active: AtomicUsize::new(0),
                 idle: Notify::new(),
+                marker_secret: tokio::sync::OnceCell::new(),
             }),
         }
+    }
+
+    /// Sign markers ([`EffectCtx::marker`]) with `secret` instead of the journal's own
+    /// ([`Store::marker_secret`]): for applications that keep their own secret, or a store
+    /// that keeps none. Every process that checks these markers needs the same secret.
+    ///
+    /// # Panics
+    ///
+    /// When this engine (or a clone) has already loaded its secret: set it when building the
+    /// engine, before the first call.
+    pub fn with_marker_secret(mut self, secret: crate::marker::MarkerSecret) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.marker_secret = tokio::sync::OnceCell::new_with(Some(Some(secret)));
+        } else if self.inner.marker_secret.set(Some(secret)).is_err() {
+            panic!(
+                "Engine::with_marker_secret was called after the engine had loaded its marker secret: set it when building the engine, before the first call"
+            );
+        }
+        self
+    }
+
+    /// The secret markers are signed with: the one given to [`Engine::with_marker_secret`],
+    /// else the journal's ([`Store::marker_secret`], loaded once), `None` if it keeps none.
+    /// For checking markers outside a tool ([`crate::marker::contains_marker`]).
+    pub async fn marker_secret(&self) -> Result<Option<crate::marker::MarkerSecret>, StoreError> {
+        self.inner
+            .marker_secret
+            .get_or_try_init(|| self.inner.store.marker_secret())
+            .await
+            .cloned()
     }
 
     /// The journal.
@@ -545,6 +579,14 @@ impl Engine {
             }
         };
         tracing::Span::current().record("key", key.as_str());
+        // Loaded before anything is claimed: the tool's context carries it (its markers).
+        if let Err(e) = self.marker_secret().await {
+            return CallReport {
+                result: Err(store_error::<T>(e)),
+                disposition: Disposition::Failed,
+                key: Some(key),
+            };
+        }
 
         let call = Call {
             tool,

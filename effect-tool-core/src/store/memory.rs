@@ -13,6 +13,8 @@ use crate::record::{AuditEntry, Current, EffectRecord, Millis, Op, OpOutcome, tr
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     inner: Mutex<Inner>,
+    /// This journal's marker secret, random, made on first use.
+    marker_secret: std::sync::OnceLock<crate::marker::MarkerSecret>,
 }
 
 #[derive(Debug, Default)]
@@ -71,6 +73,15 @@ impl MemoryStore {
 
 #[async_trait]
 impl Store for MemoryStore {
+    async fn marker_secret(&self) -> Result<Option<crate::marker::MarkerSecret>, StoreError> {
+        if let Some(secret) = self.marker_secret.get() {
+            return Ok(Some(secret.clone()));
+        }
+        let fresh = crate::marker::MarkerSecret::random()
+            .map_err(|e| StoreError::Backend(format!("cannot create the journal's marker secret: {e}")))?;
+        Ok(Some(self.marker_secret.get_or_init(|| fresh).clone()))
+    }
+
     async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
         Ok(self.lock().records.get(key).map(|r| EffectRecord::clone(r)))
     }

@@ -155,6 +155,18 @@ pub trait Store: Send + Sync + 'static {
     fn now(&self) -> Millis {
         crate::record::now_millis()
     }
+
+    /// The secret this journal signs markers with (see [`crate::marker`]'s "Signed markers"):
+    /// created once (random, 32 bytes) and kept, so that every process on the journal shares
+    /// it and it survives restarts. The engine loads it once, before its first journaled call.
+    ///
+    /// The built-in stores keep one (memory: per store; SQLite and PostgreSQL: a row of their
+    /// meta table, created on first use). The default, `None`, keeps none: markers are then
+    /// plain, which anyone can forge, unless the engine is given a secret
+    /// ([`crate::Engine::with_marker_secret`]).
+    async fn marker_secret(&self) -> Result<Option<crate::marker::MarkerSecret>, StoreError> {
+        Ok(None)
+    }
 }
 
 /// The named operations of the journal, built on [`Store::apply`].
@@ -327,6 +339,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     fn claim_answers_replays(&self) -> bool {
         (**self).claim_answers_replays()
+    }
+    async fn marker_secret(&self) -> Result<Option<crate::marker::MarkerSecret>, StoreError> {
+        (**self).marker_secret().await
     }
 }
 

@@ -747,6 +747,62 @@ impl Store for PostgresStore {
     fn now(&self) -> Millis {
         now_millis() + self.shared.clock_offset.load(Ordering::Relaxed)
     }
+
+    /// The `marker_secret` row of the schema's `settings` table, both created on first use
+    /// under the schema's migration lock (the first process wins; every process then reads the
+    /// same one).
+    async fn marker_secret(&self) -> Result<Option<crate::marker::MarkerSecret>, StoreError> {
+        let name = &self.shared.options.schema;
+        let s = quoted_schema(name)?;
+        let mut client = self.client().await?;
+        let select = format!("SELECT value FROM {s}.settings WHERE name = 'marker_secret'");
+        // Read-only first: once it exists, no DDL or write privileges are needed.
+        let has_table = client
+            .query_opt(
+                "SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'settings'",
+                &[name],
+            )
+            .await
+            .map_err(pg)?
+            .is_some();
+        let mut stored: Option<String> = None;
+        if has_table {
+            stored = client.query_opt(&select, &[]).await.map_err(pg)?.map(|r| r.get(0));
+        }
+        if stored.is_none() {
+            let fresh = crate::marker::MarkerSecret::random()
+                .map_err(|e| StoreError::Backend(format!("cannot create the journal's marker secret: {e}")))?;
+            let tx = client.transaction().await.map_err(pg)?;
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(hashtext('effect-tool:' || $1::text))",
+                &[name],
+            )
+            .await
+            .map_err(pg)?;
+            tx.batch_execute(&format!(
+                "CREATE TABLE IF NOT EXISTS {s}.settings (name text PRIMARY KEY, value text NOT NULL)"
+            ))
+            .await
+            .map_err(pg)?;
+            tx.execute(
+                &format!(
+                    "INSERT INTO {s}.settings (name, value) VALUES ('marker_secret', $1) ON CONFLICT (name) DO NOTHING"
+                ),
+                &[&fresh.to_hex()],
+            )
+            .await
+            .map_err(pg)?;
+            stored = tx.query_opt(&select, &[]).await.map_err(pg)?.map(|r| r.get(0));
+            tx.commit().await.map_err(pg)?;
+        }
+        crate::marker::MarkerSecret::from_hex(stored.as_deref().unwrap_or_default())
+            .map(Some)
+            .ok_or_else(|| {
+                StoreError::Backend(format!(
+                    "PostgreSQL schema `{name}`: its marker secret (row `marker_secret` of `settings`) is not 64 hex digits: it was not written by effect-tool; delete the row to make a new one (markers already posted will then no longer verify)"
+                ))
+            })
+    }
 }
 
 fn migrations_table(s: &str) -> String {

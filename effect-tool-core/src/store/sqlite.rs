@@ -373,6 +373,39 @@ impl Store for SqliteStore {
         let key = key.map(str::to_owned);
         self.read(move |conn| read_audit(conn, key.as_deref())).await
     }
+
+    /// The `marker_secret` row of `effect_tool_meta`, created on first use (the first writer
+    /// wins; every process then reads the same one).
+    async fn marker_secret(&self) -> Result<Option<crate::marker::MarkerSecret>, StoreError> {
+        let path = self.shared.path.clone();
+        self.read(move |conn| {
+            let read = |conn: &Connection| -> Result<Option<String>, StoreError> {
+                conn.query_row("SELECT value FROM effect_tool_meta WHERE name = 'marker_secret'", [], |r| r.get(0))
+                    .optional()
+                    .map_err(backend)
+            };
+            let stored = match read(conn)? {
+                Some(stored) => stored,
+                None => {
+                    let fresh = crate::marker::MarkerSecret::random()
+                        .map_err(|e| StoreError::Backend(format!("cannot create the journal's marker secret: {e}")))?;
+                    conn.execute(
+                        "INSERT INTO effect_tool_meta (name, value) VALUES ('marker_secret', ?1) ON CONFLICT (name) DO NOTHING",
+                        [fresh.to_hex()],
+                    )
+                    .map_err(backend)?;
+                    read(conn)?.unwrap_or_default()
+                }
+            };
+            crate::marker::MarkerSecret::from_hex(&stored).map(Some).ok_or_else(|| {
+                StoreError::Backend(format!(
+                    "SQLite journal {}: its marker secret (row `marker_secret` of `effect_tool_meta`) is not 64 hex digits: it was not written by effect-tool; delete the row to make a new one (markers already posted will then no longer verify)",
+                    path.display()
+                ))
+            })
+        })
+        .await
+    }
 }
 
 const SCHEMA_V1: &str = "

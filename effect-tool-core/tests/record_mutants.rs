@@ -1,0 +1,303 @@
+//! The record state machine's arithmetic and messages, stated exactly (issue 20): the lease a
+//! claim and a renewal write, the staleness boundary, why a resolution or an amendment is
+//! refused and what the person is told to do, and the record version check.
+
+use effect_tool_core::EffectClass;
+use effect_tool_core::StoreError;
+use effect_tool_core::record::{
+    Current, EffectRecord, Intent, Millis, Op, OpOutcome, RECORD_VERSION, RecordState, Verdict, transition,
+};
+use serde_json::json;
+
+const NOW: Millis = 1_700_000_000_000;
+
+fn intent() -> Intent {
+    Intent {
+        tool: "post_comment".into(),
+        class: EffectClass::Irreversible,
+        run_id: "r".into(),
+        thread_id: None,
+        call_id: Some("c1".into()),
+        fingerprint: "f".into(),
+        input: json!({"body": "hi"}),
+        ttl_ms: None,
+        approval: None,
+    }
+}
+
+fn claim(lease_ms: u64) -> Op {
+    Op::Claim {
+        intent: intent(),
+        lease_ms,
+        takeover_in_doubt: false,
+    }
+}
+
+/// Apply `op` at `now` and return the record it wrote.
+fn step(rec: Option<&EffectRecord>, op: Op, now: Millis) -> EffectRecord {
+    let name = op.name();
+    let t = match rec {
+        Some(r) => transition("k", Some(r), op, now),
+        None => transition("k", Current::Absent, op, now),
+    }
+    .unwrap_or_else(|e| panic!("{name} refused: {e}"));
+    EffectRecord::clone(&t.write.unwrap_or_else(|| panic!("{name} wrote nothing")))
+}
+
+/// Apply `op` and return the refusal's text.
+fn refused(rec: &EffectRecord, op: Op, now: Millis) -> String {
+    match transition("k", Some(rec), op, now) {
+        Ok(t) => panic!("accepted: {:?}", t.outcome),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn resolve(verdict: Verdict) -> Op {
+    Op::Resolve {
+        by: "dana".into(),
+        verdict,
+    }
+}
+
+fn amend(verdict: Verdict) -> Op {
+    Op::Amend {
+        by: "dana".into(),
+        verdict,
+    }
+}
+
+fn applied() -> Verdict {
+    Verdict::Applied { output: json!("ok") }
+}
+
+#[test]
+fn a_claim_holds_its_lease_from_now() {
+    let rec = step(None, claim(30_000), NOW);
+    assert_eq!(rec.state, RecordState::Claimed);
+    assert_eq!(rec.lease_until, Some(NOW + 30_000));
+    assert_eq!((rec.attempt, rec.created_at, rec.updated_at), (1, NOW, NOW));
+}
+
+#[test]
+fn a_renewal_extends_the_lease_from_the_renewal_not_the_claim() {
+    let rec = step(None, claim(100), NOW);
+    let later = NOW + 5_000;
+    let renewed = step(
+        Some(&rec),
+        Op::Renew {
+            attempt: 1,
+            lease_ms: 30_000,
+        },
+        later,
+    );
+    // Exactly now + lease: a renewed claim whose holder then crashes goes stale 30 s later.
+    assert_eq!(renewed.lease_until, Some(later + 30_000));
+    assert_eq!(renewed.updated_at, later);
+    assert_eq!(renewed.created_at, NOW);
+    assert!(!renewed.is_stale(later + 29_999));
+    assert!(renewed.is_stale(later + 30_000), "stale when the lease ends");
+    assert!(renewed.is_stale(later + 30_001));
+    // Another attempt cannot renew it.
+    let text = refused(
+        &renewed,
+        Op::Renew {
+            attempt: 2,
+            lease_ms: 30_000,
+        },
+        later,
+    );
+    assert!(text.contains("attempt 2"), "{text}");
+}
+
+#[test]
+fn a_renewal_of_a_record_that_is_not_claimed_is_fenced() {
+    let rec = step(None, claim(100), NOW);
+    let done = step(
+        Some(&rec),
+        Op::Complete {
+            attempt: 1,
+            output: json!("x"),
+        },
+        NOW + 1,
+    );
+    assert_eq!(done.state, RecordState::Completed);
+    assert_eq!(done.lease_until, None);
+    let err = transition(
+        "k",
+        Some(&done),
+        Op::Renew {
+            attempt: 1,
+            lease_ms: 100,
+        },
+        NOW + 2,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, effect_tool_core::record::Rejected::Fenced { .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn resolving_a_live_claim_says_to_wait_and_a_stale_one_is_resolvable() {
+    let rec = step(None, claim(1_000), NOW);
+    let text = refused(&rec, resolve(applied()), NOW + 999);
+    assert!(
+        text.contains("an attempt holds a live claim; wait for it to finish or for its lease to expire"),
+        "{text}"
+    );
+    // An amendment of a live claim says the same: nothing can be decided while it runs.
+    let text = refused(&rec, amend(applied()), NOW + 999);
+    assert!(text.contains("holds a live claim"), "{text}");
+    let resolved = step(Some(&rec), resolve(applied()), NOW + 1_000);
+    assert_eq!(resolved.state, RecordState::Completed);
+    assert_eq!(resolved.resolved_by(), Some("dana"));
+}
+
+#[test]
+fn resolution_refusals_say_why_and_what_to_do() {
+    let claimed = step(None, claim(1_000), NOW);
+    let by_tool = step(
+        Some(&claimed),
+        Op::Complete {
+            attempt: 1,
+            output: json!("x"),
+        },
+        NOW + 1,
+    );
+    let text = refused(&by_tool, resolve(applied()), NOW + 2);
+    assert!(
+        text.contains("the tool recorded its output itself, and a person cannot overwrite it; only records in doubt (or stale claims) can be resolved"),
+        "{text}"
+    );
+    let released = step(
+        Some(&claimed),
+        Op::Release {
+            attempt: 1,
+            reason: None,
+        },
+        NOW + 1,
+    );
+    let text = refused(&released, resolve(applied()), NOW + 2);
+    assert!(
+        text.ends_with(": only records in doubt (or stale claims) can be resolved"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("live claim") && !text.contains("output itself"),
+        "{text}"
+    );
+
+    // Resolved by a person: resolving again says to amend, with the commands.
+    let in_doubt = step(
+        Some(&claimed),
+        Op::MarkInDoubt {
+            attempt: 1,
+            reason: "timed out".into(),
+        },
+        NOW + 1,
+    );
+    for (verdict, word) in [(applied(), "applied"), (Verdict::NotApplied, "not applied")] {
+        let resolved = step(Some(&in_doubt), resolve(verdict), NOW + 2);
+        let text = refused(&resolved, resolve(applied()), NOW + 3);
+        assert!(
+            text.contains(&format!(
+                ": dana resolved it as {word}; to correct that resolution, amend it: "
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains("effect-tool resolve k --applied --output '<json>' --amend"),
+            "{text}"
+        );
+        assert!(text.contains("effect-tool resolve k --not-applied --amend"), "{text}");
+        // And the amendment is accepted.
+        let amended = step(Some(&resolved), amend(Verdict::NotApplied), NOW + 4);
+        assert_eq!(amended.state, RecordState::Released);
+    }
+}
+
+#[test]
+fn amendment_refusals_say_why_and_what_to_do() {
+    let claimed = step(None, claim(1_000), NOW);
+    let in_doubt = step(
+        Some(&claimed),
+        Op::MarkInDoubt {
+            attempt: 1,
+            reason: "timed out".into(),
+        },
+        NOW + 1,
+    );
+    let text = refused(&in_doubt, amend(applied()), NOW + 2);
+    assert!(
+        text.contains(": nothing to amend, no person has resolved it yet; resolve it without amending: "),
+        "{text}"
+    );
+    assert!(text.contains("effect-tool resolve k --not-applied`"), "{text}");
+    assert!(!text.contains("--amend"), "{text}");
+    // A stale claim: the same (it is resolvable, not amendable).
+    let text = refused(&claimed, amend(applied()), NOW + 1_000);
+    assert!(
+        text.contains(": nothing to amend, no person has resolved it yet"),
+        "{text}"
+    );
+    let by_tool = step(
+        Some(&claimed),
+        Op::Complete {
+            attempt: 1,
+            output: json!("x"),
+        },
+        NOW + 1,
+    );
+    let text = refused(&by_tool, amend(applied()), NOW + 2);
+    assert!(
+        text.contains(": the tool recorded its output itself, and a person cannot overwrite it; only a person's resolution can be amended"),
+        "{text}"
+    );
+    let released = step(
+        Some(&claimed),
+        Op::Release {
+            attempt: 1,
+            reason: None,
+        },
+        NOW + 1,
+    );
+    let text = refused(&released, amend(applied()), NOW + 2);
+    assert!(text.contains(": only a person's resolution (completed as applied or released as not applied, and not claimed by a call since) can be amended"), "{text}");
+}
+
+#[test]
+fn check_version_accepts_this_version_only() {
+    let rec = step(None, claim(1_000), NOW);
+    assert_eq!(rec.version, RECORD_VERSION);
+    assert!(rec.check_version().is_ok());
+    let newer = EffectRecord {
+        version: RECORD_VERSION + 1,
+        ..rec
+    };
+    match newer.check_version() {
+        Err(StoreError::UnsupportedVersion { key, found, supported }) => {
+            assert_eq!(
+                (key.as_str(), found, supported),
+                ("k", RECORD_VERSION + 1, RECORD_VERSION)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_claim_on_a_completed_record_is_answered_from_it() {
+    let rec = step(None, claim(1_000), NOW);
+    let done = step(
+        Some(&rec),
+        Op::Complete {
+            attempt: 1,
+            output: json!("x"),
+        },
+        NOW + 1,
+    );
+    let t = transition("k", Some(&done), claim(1_000), NOW + 2).unwrap();
+    assert!(t.write.is_none());
+    assert!(matches!(t.outcome, OpOutcome::Recorded(r) if r.output == Some(json!("x"))));
+}

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Mutation testing of the decision core (issue 20): the files that decide whether a call may
+# run again. Slow (each mutant is a build and a test run); not part of CI. See TESTING.md.
+#
+#   scripts/mutants.sh                   every decision-core file, core and root tests
+#   scripts/mutants.sh --core-only       only effect-tool-core's own tests (much faster)
+#   scripts/mutants.sh --in-diff [BASE]  only mutants on lines changed since BASE (default
+#                                        HEAD, i.e. uncommitted changes): the before-commit routine
+#   scripts/mutants.sh --file policy.rs  one file (repeatable; a name under effect-tool-core/src)
+#   scripts/mutants.sh ... -- ARGS       extra arguments for cargo-mutants (e.g. --list)
+#
+# Environment: JOBS (parallel mutants, default 1 on a shared machine), MUTANTS_TARGET_DIR
+# (a build directory kept between runs, default target/mutants, so dependencies build once).
+# Needs `cargo install cargo-mutants --locked`. Equivalent mutants are excluded, with their
+# reasons, in mutants.toml.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+core=(policy.rs record.rs key.rs canonical.rs marker.rs outcome.rs engine.rs compensation.rs)
+files=()
+tests=(--test-package effect-tool-core --test-package effect-tool)
+diff_base=""
+extra=()
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --core-only) tests=(--test-package effect-tool-core); shift ;;
+        --in-diff)
+            shift
+            diff_base="HEAD"
+            if [[ $# -gt 0 && "$1" != --* ]]; then diff_base="$1"; shift; fi
+            ;;
+        --file) files+=("$2"); shift 2 ;;
+        --) shift; extra=("$@"); break ;;
+        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        *) echo "scripts/mutants.sh: unknown argument \`$1\` (see --help)" >&2; exit 2 ;;
+    esac
+done
+[[ ${#files[@]} -eq 0 ]] && files=("${core[@]}")
+
+if ! cargo mutants --version >/dev/null 2>&1; then
+    echo "cargo-mutants is not installed: run \`cargo install cargo-mutants --locked\`" >&2
+    exit 2
+fi
+
+args=(--config mutants.toml -p effect-tool-core "${tests[@]}" --jobs "${JOBS:-1}"
+      --features effect-tool-core/testing,effect-tool-core/sqlite --output target/mutants-out)
+for f in "${files[@]}"; do
+    args+=(--file "effect-tool-core/src/$f")
+done
+
+if [[ -n "$diff_base" ]]; then
+    mkdir -p target
+    diff_file=target/mutants.diff
+    git diff "$diff_base" -- $(printf 'effect-tool-core/src/%s ' "${files[@]}") > "$diff_file"
+    if [[ ! -s "$diff_file" ]]; then
+        echo "no changes to the decision core since $diff_base: no mutants to test"
+        exit 0
+    fi
+    args+=(--in-diff "$diff_file")
+fi
+
+export CARGO_TARGET_DIR="${MUTANTS_TARGET_DIR:-$PWD/target/mutants}"
+export CARGO_PROFILE_DEV_DEBUG=0 CARGO_TERM_COLOR=never
+exec cargo mutants "${args[@]}" "${extra[@]}"
