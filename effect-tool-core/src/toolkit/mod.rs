@@ -41,7 +41,8 @@ use crate::engine::Engine;
 use crate::tool::{Tool, ToolMeta};
 
 pub use dispatch::{
-    DEFAULT_CONCURRENCY, Dispatcher, Rejection, ToolCall, ToolOutcome, ToolResult, anthropic_tool_results_message,
+    DEFAULT_CONCURRENCY, DEFAULT_MAX_ARGUMENT_BYTES, Dispatcher, Rejection, ToolCall, ToolOutcome, ToolResult,
+    anthropic_tool_results_message,
 };
 pub use export::{ExportReport, mcp_annotations};
 
