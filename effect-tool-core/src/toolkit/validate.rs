@@ -674,9 +674,9 @@ fn normalize_at(root: &Value, schema: &Value, value: &mut Value, depth: usize) {
         && let Some(f) = n.as_f64()
         && f.fract() == 0.0
     {
-        if f >= 0.0 && f < 18_446_744_073_709_551_616.0 {
+        if (0.0..18_446_744_073_709_551_616.0).contains(&f) {
             *value = Value::from(f as u64);
-        } else if f < 0.0 && f >= -9_223_372_036_854_775_808.0 {
+        } else if (-9_223_372_036_854_775_808.0..0.0).contains(&f) {
             *value = Value::from(f as i64);
         }
         return;
@@ -728,9 +728,8 @@ fn normalize_at(root: &Value, schema: &Value, value: &mut Value, depth: usize) {
         Value::Array(items) => {
             let prefix = s.get("prefixItems").and_then(Value::as_array);
             for (i, item) in items.iter_mut().enumerate() {
-                match prefix.and_then(|p| p.get(i)).or_else(|| s.get("items")) {
-                    Some(sub) => normalize_at(root, sub, item, depth + 1),
-                    None => {}
+                if let Some(sub) = prefix.and_then(|p| p.get(i)).or_else(|| s.get("items")) {
+                    normalize_at(root, sub, item, depth + 1);
                 }
             }
         }
