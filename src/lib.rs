@@ -73,6 +73,8 @@
 //! ```
 
 #![warn(missing_docs)]
+// docs.rs (`--cfg docsrs`, nightly): each feature-gated item says which feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use effect_tool_core::*;
 pub use effect_tool_macros::{tool, toolkit, tools, unique_tool_names};

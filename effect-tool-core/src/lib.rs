@@ -22,6 +22,8 @@
 //! `testing` and `conformance` (the testing kit and the backends' conformance suite).
 
 #![warn(missing_docs)]
+// docs.rs (`--cfg docsrs`, nightly): each feature-gated item says which feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod canonical;
 pub mod class;

@@ -97,6 +97,9 @@ pub enum Disposition {
     AwaitingApproval,
     /// The call failed (see the error).
     Failed,
+    /// The call was refused before anything ran or was journaled: malformed or too large
+    /// arguments, an unknown tool, arguments that do not fit the schema. The model can fix it.
+    Rejected,
 }
 
 impl Disposition {
@@ -110,6 +113,7 @@ impl Disposition {
             Disposition::Blocked => "blocked",
             Disposition::AwaitingApproval => "awaiting-approval",
             Disposition::Failed => "failed",
+            Disposition::Rejected => "rejected",
         }
     }
 }

@@ -14,6 +14,11 @@ use crate::error::{ApprovalPending, EffectError, SideEffectRetryBlocked};
 /// How many calls of one turn run at once unless [`Dispatcher::with_concurrency`] says otherwise.
 pub const DEFAULT_CONCURRENCY: usize = 8;
 
+/// The largest arguments a call may carry unless [`Dispatcher::with_max_argument_bytes`] says
+/// otherwise: 1 MiB of JSON text. Larger arguments are refused as
+/// [`Rejection::ArgumentsTooLarge`] before they are parsed, and nothing is journaled.
+pub const DEFAULT_MAX_ARGUMENT_BYTES: usize = 1 << 20;
+
 /// One tool call as a model wrote it: its id, the tool's name, and the arguments as raw JSON
 /// text (possibly malformed or truncated: the dispatcher checks).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -95,6 +100,44 @@ pub enum Rejection {
         /// What is wrong, one entry a field (`` `amount_cents`: expected integer, got string ``).
         problems: Vec<String>,
     },
+    /// The arguments are larger than the dispatcher takes ([`Dispatcher::with_max_argument_bytes`]).
+    ArgumentsTooLarge {
+        /// Their size, in bytes of JSON text.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+}
+
+impl Rejection {
+    /// A word for the kind of rejection (`malformed`, `unknown-tool`, `invalid`, `too-large`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Rejection::MalformedArguments { .. } => "malformed",
+            Rejection::UnknownTool { .. } => "unknown-tool",
+            Rejection::InvalidArguments { .. } => "invalid",
+            Rejection::ArgumentsTooLarge { .. } => "too-large",
+        }
+    }
+
+    /// The fields the rejection is about (`amount_cents`, `lines[2].sku`, `arguments` for the
+    /// whole): what is logged, never the values sent.
+    pub fn fields(&self) -> Vec<String> {
+        match self {
+            Rejection::InvalidArguments { problems } => {
+                let mut fields: Vec<String> = problems
+                    .iter()
+                    .map(|p| match p.split_once(": ") {
+                        Some((field, _)) => field.trim_matches('`').to_owned(),
+                        None => "arguments".to_owned(),
+                    })
+                    .collect();
+                fields.dedup();
+                fields
+            }
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// What came of one tool call.
@@ -130,7 +173,8 @@ pub struct ToolResult {
     pub name: String,
     /// What came of it.
     pub outcome: ToolOutcome,
-    /// What the engine did (`Failed` when the call was rejected or panicked).
+    /// What the engine did (`Rejected` when the call was refused before anything ran, `Failed`
+    /// when it panicked).
     pub disposition: Disposition,
     /// The effect key, when the call reached the journal.
     pub key: Option<String>,
@@ -206,6 +250,9 @@ impl ToolResult {
             ToolOutcome::Rejected(Rejection::InvalidArguments { problems }) => format!(
                 "Error: the arguments for `{name}` do not match its parameters: {}. Nothing was run. Fix the arguments and call `{name}` again.",
                 problems.join("; ")
+            ),
+            ToolOutcome::Rejected(Rejection::ArgumentsTooLarge { size, limit }) => format!(
+                "Error: the arguments for `{name}` are {size} bytes, more than the {limit} bytes a call may carry. Nothing was run. Call `{name}` again with smaller arguments (split the work into several calls)."
             ),
             ToolOutcome::Blocked(b) if b.reason == crate::error::BlockReason::IdenticalReplan => format!(
                 "Error: `{}` was not run again: a call with these identical arguments already ran in an earlier turn (key `{}`), and its result stands. It cannot be undone and has no key, so running it again could do the same thing twice. Nothing waits for a person. Do not call it again for the same purpose; if the user wants a second, separate one, call it with arguments that say how it differs.",
@@ -313,6 +360,7 @@ pub struct Dispatcher {
     toolkit: Toolkit,
     engine: Engine,
     concurrency: usize,
+    max_argument_bytes: usize,
 }
 
 impl Dispatcher {
@@ -322,7 +370,21 @@ impl Dispatcher {
             toolkit,
             engine,
             concurrency: DEFAULT_CONCURRENCY,
+            max_argument_bytes: DEFAULT_MAX_ARGUMENT_BYTES,
         }
+    }
+
+    /// Refuse calls whose arguments are longer than `bytes` of JSON text (default
+    /// [`DEFAULT_MAX_ARGUMENT_BYTES`]) as [`Rejection::ArgumentsTooLarge`], before parsing and
+    /// before anything is journaled.
+    pub fn with_max_argument_bytes(mut self, bytes: usize) -> Self {
+        self.max_argument_bytes = bytes;
+        self
+    }
+
+    /// The argument size limit, in bytes.
+    pub fn max_argument_bytes(&self) -> usize {
+        self.max_argument_bytes
     }
 
     /// Run at most `n` calls of a turn at once (at least 1).
@@ -413,10 +475,18 @@ impl Dispatcher {
         let (tool, args) = match self.prepare(call) {
             Ok(prepared) => prepared,
             Err(rejection) => {
-                tracing::info!(tool = %call.name, call_id = %call.id, ?rejection, "tool call rejected");
-                return ToolResult::new(call, ToolOutcome::Rejected(rejection), Disposition::Failed, None);
+                // The kind and the fields, never the values: a field may be a secret.
+                tracing::info!(
+                    tool = %call.name,
+                    call_id = %call.id,
+                    reason = rejection.kind(),
+                    fields = ?rejection.fields(),
+                    "tool call rejected"
+                );
+                return ToolResult::new(call, ToolOutcome::Rejected(rejection), Disposition::Rejected, None);
             }
         };
+        let secret_values = self.secret_values(&call.name, &args);
         let opts = CallOptions::call_id(call.id.clone());
         let run_call = tool.call_json(&self.engine, run, opts, args);
         let report = match AssertUnwindSafe(run_call).catch_unwind().await {
@@ -432,12 +502,45 @@ impl Dispatcher {
             Err(EffectError::Blocked(b)) => ToolOutcome::Blocked(b),
             Err(EffectError::ApprovalPending(a)) => ToolOutcome::AwaitingApproval(a),
             Err(EffectError::Panicked { message, .. }) => ToolOutcome::Panicked { message },
-            Err(EffectError::InvalidArguments { message, .. }) => ToolOutcome::Rejected(Rejection::InvalidArguments {
-                problems: vec![message],
-            }),
+            Err(EffectError::InvalidArguments { message, .. }) => {
+                // serde's own message: it may quote a value, so secret values are cut out.
+                let mut message = message;
+                for v in &secret_values {
+                    message = message.replace(v.as_str(), "<secret>");
+                }
+                let rejection = Rejection::InvalidArguments {
+                    problems: vec![format!("arguments: {message}")],
+                };
+                tracing::info!(tool = %call.name, call_id = %call.id, reason = rejection.kind(), "tool call rejected by decoding");
+                return ToolResult::new(
+                    call,
+                    ToolOutcome::Rejected(rejection),
+                    Disposition::Rejected,
+                    report.key,
+                );
+            }
             Err(e) => ToolOutcome::Failed(e),
         };
         ToolResult::new(call, outcome, report.disposition, report.key)
+    }
+
+    /// The values of `name`'s secret fields in `args`, as text (to cut out of decoder messages).
+    fn secret_values(&self, name: &str, args: &Value) -> Vec<String> {
+        let Some(meta) = self.toolkit.meta(name) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for field in meta.secrets {
+            if let Some(v) = args.get(*field) {
+                out.push(v.to_string());
+                if let Value::String(text) = v
+                    && !text.is_empty()
+                {
+                    out.push(text.clone());
+                }
+            }
+        }
+        out
     }
 
     fn prepare(&self, call: &ToolCall) -> Result<(&std::sync::Arc<dyn crate::DynTool>, Value), Rejection> {
@@ -451,10 +554,16 @@ impl Dispatcher {
                 available: names.into_iter().map(str::to_owned).collect(),
             });
         };
+        if call.arguments.len() > self.max_argument_bytes {
+            return Err(Rejection::ArgumentsTooLarge {
+                size: call.arguments.len(),
+                limit: self.max_argument_bytes,
+            });
+        }
         let text = call.arguments.trim();
         // No arguments at all (`""`, or `null` from some providers for tools without
         // parameters) count as an empty object.
-        let args: Value = if text.is_empty() || text == "null" {
+        let mut args: Value = if text.is_empty() || text == "null" {
             json!({})
         } else {
             serde_json::from_str(text).map_err(|e| Rejection::MalformedArguments {
@@ -466,7 +575,9 @@ impl Dispatcher {
             })?
         };
         if let Some(schema) = self.toolkit.input_schema(&call.name) {
-            let problems = validate::violations(schema, &args);
+            validate::normalize(schema, &mut args);
+            let secrets = self.toolkit.meta(&call.name).map_or(&[][..], |m| m.secrets);
+            let problems = validate::violations(schema, &args, secrets);
             if !problems.is_empty() {
                 return Err(Rejection::InvalidArguments { problems });
             }

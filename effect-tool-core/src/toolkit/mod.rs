@@ -41,7 +41,8 @@ use crate::engine::Engine;
 use crate::tool::{Tool, ToolMeta};
 
 pub use dispatch::{
-    DEFAULT_CONCURRENCY, Dispatcher, Rejection, ToolCall, ToolOutcome, ToolResult, anthropic_tool_results_message,
+    DEFAULT_CONCURRENCY, DEFAULT_MAX_ARGUMENT_BYTES, Dispatcher, Rejection, ToolCall, ToolOutcome, ToolResult,
+    anthropic_tool_results_message,
 };
 pub use export::{ExportReport, mcp_annotations};
 
@@ -267,8 +268,8 @@ impl Toolkit {
     }
 
     /// What exporting each tool for `dialect` changed: whether it is strict and why not (OpenAI),
-    /// and what the dialect cannot express. For [`Dialect::OpenAi`] and
-    /// [`Dialect::OpenAiStrict`] alike the report is of what [`Toolkit::openai_tools`] sends.
+    /// and what the dialect cannot express. For [`Dialect::OpenAi`](crate::schema::Dialect::OpenAi) and
+    /// [`Dialect::OpenAiStrict`](crate::schema::Dialect::OpenAiStrict) alike the report is of what [`Toolkit::openai_tools`] sends.
     pub fn export_report(&self, dialect: crate::schema::Dialect) -> Vec<ExportReport> {
         self.definitions().map(|d| d.report(dialect)).collect()
     }

@@ -3,22 +3,25 @@
 //!
 //! The validator covers the keywords schemars emits for argument types (`type`, `properties`,
 //! `required`, `additionalProperties`, `items`, `prefixItems`, `enum`, `const`, `anyOf`, `oneOf`,
-//! `allOf`, `$ref` into `$defs`/`definitions`, numeric bounds, string and array lengths, and the
+//! `allOf`, `$ref` into `$defs`/`definitions`, numeric bounds, string and array lengths, the
+//! string `format`s `date-time`, `date`, `time`, `uuid`, `email`, `uri`, `ipv4`, `ipv6`, and the
 //! integer `format`s such as `uint8`). Keywords it does not know are ignored: serde's decoding,
-//! which runs next, is the final word. Its job is an error message that names the field.
+//! which runs next, is the final word. Its job is an error message the model can act on: the
+//! field's path (`payment.card.last4`, `lines[2].sku`), what was expected (a type, a range, an
+//! enum's tags, the missing fields of the chosen variant), and what was sent, never the value of
+//! a secret field.
+//!
+//! [`normalize`] runs first: it makes the model's arguments what serde reads, where the schema
+//! says what was meant (an integral float for an integer field, `null` for a field that has a
+//! default, a map written as a list of `{"key", "value"}` entries).
 
 use serde_json::{Map, Value};
 
 /// The first few violations of `schema` by `value`, each as `` `path`: what is wrong ``.
-/// Empty when the value fits (as far as the supported keywords tell).
-pub(crate) fn violations(schema: &Value, value: &Value) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut v = Validator {
-        root: schema,
-        out: &mut out,
-        depth: 0,
-    };
-    v.check(schema, value, "");
+/// Empty when the value fits (as far as the supported keywords tell). The values of the
+/// top-level fields named in `secrets` are never printed.
+pub(crate) fn violations(schema: &Value, value: &Value, secrets: &[&str]) -> Vec<String> {
+    let mut out = violations_at(schema, schema, value, "", secrets);
     out.truncate(MAX_REPORTED);
     out
 }
@@ -30,9 +33,33 @@ struct Validator<'a> {
     root: &'a Value,
     out: &'a mut Vec<String>,
     depth: usize,
+    secrets: &'a [&'a str],
 }
 
 impl Validator<'_> {
+    /// Whether `path` is inside a secret top-level field.
+    fn secret(&self, path: &str) -> bool {
+        !path.is_empty() && self.secrets.contains(&top_field(path))
+    }
+
+    /// What was sent, for the message: its kind and (unless secret) its value.
+    fn describe(&self, value: &Value, path: &str) -> String {
+        if self.secret(path) {
+            format!("{} (a secret field: its value is not shown)", kind(value))
+        } else {
+            describe(value)
+        }
+    }
+
+    /// The value itself, unless secret.
+    fn shown(&self, value: &Value, path: &str) -> String {
+        if self.secret(path) {
+            "the value (a secret field: not shown)".to_owned()
+        } else {
+            value.to_string()
+        }
+    }
+
     fn fail(&mut self, path: &str, message: String) {
         let at = if path.is_empty() {
             "arguments".to_owned()
@@ -73,7 +100,7 @@ impl Validator<'_> {
             if !allowed.is_empty() && !allowed.iter().any(|t| has_type(value, t)) {
                 self.fail(
                     path,
-                    format!("expected {}, got {}", allowed.join(" or "), describe(value)),
+                    format!("expected {}, got {}", allowed.join(" or "), self.describe(value, path)),
                 );
                 return;
             }
@@ -84,14 +111,18 @@ impl Validator<'_> {
             let list: Vec<String> = options.iter().map(Value::to_string).collect();
             self.fail(
                 path,
-                format!("expected one of {}, got {}", list.join(", "), describe(value)),
+                format!(
+                    "expected one of {}, got {}",
+                    list.join(", "),
+                    self.describe(value, path)
+                ),
             );
             return;
         }
         if let Some(c) = s.get("const")
             && c != value
         {
-            self.fail(path, format!("expected {c}, got {}", describe(value)));
+            self.fail(path, format!("expected {c}, got {}", self.describe(value, path)));
             return;
         }
         if let Some(Value::Array(all)) = s.get("allOf") {
@@ -114,9 +145,20 @@ impl Validator<'_> {
     }
 
     fn check_alternatives(&mut self, options: &[Value], value: &Value, path: &str) {
+        if options.is_empty() {
+            return;
+        }
+        let root = self.root;
+        let resolved: Vec<&Value> = options.iter().map(|o| deref(root, o)).collect();
+        if let Some(tag) = common_tag(&resolved) {
+            return self.check_tagged(&resolved, &tag, value, path);
+        }
+        if let Some(handled) = self.check_external(&resolved, value, path) {
+            return handled;
+        }
         let mut best: Option<Vec<String>> = None;
         for option in options {
-            let found = violations_at(self.root, option, value, path);
+            let found = violations_at(self.root, option, value, path, self.secrets);
             if found.is_empty() {
                 return;
             }
@@ -124,23 +166,119 @@ impl Validator<'_> {
                 best = Some(found);
             }
         }
-        if options.is_empty() {
-            return;
-        }
-        let consts: Option<Vec<String>> = options.iter().map(|o| o.get("const").map(Value::to_string)).collect();
+        let consts: Option<Vec<String>> = resolved.iter().map(|o| single_value(o).map(Value::to_string)).collect();
         match best {
             Some(found) if options.len() == 1 || is_nullable_pair(options) => self.out.extend(found),
             _ => match consts {
                 Some(list) => self.fail(
                     path,
-                    format!("expected one of {}, got {}", list.join(", "), describe(value)),
+                    format!(
+                        "expected one of {}, got {}",
+                        list.join(", "),
+                        self.describe(value, path)
+                    ),
                 ),
-                None => self.fail(
-                    path,
-                    format!("{} does not match any of the allowed shapes", describe(value)),
-                ),
+                None => {
+                    let kinds: Vec<String> = resolved.iter().map(|o| shape(o)).collect();
+                    let mut message = format!(
+                        "expected one of: {}; got {}",
+                        kinds.join(", "),
+                        self.describe(value, path)
+                    );
+                    if let Some(closest) = best.and_then(|b| b.into_iter().next()) {
+                        message.push_str(&format!(" (closest: {closest})"));
+                    }
+                    self.fail(path, message)
+                }
             },
         }
+    }
+
+    /// An internally or adjacently tagged enum: every variant is an object whose `tag` property
+    /// takes one value.
+    fn check_tagged(&mut self, options: &[&Value], tag: &str, value: &Value, path: &str) {
+        let tags: Vec<&Value> = options
+            .iter()
+            .filter_map(|o| single_value(&o["properties"][tag]))
+            .collect();
+        let list: Vec<String> = tags.iter().map(|t| t.to_string()).collect();
+        let Value::Object(obj) = value else {
+            self.fail(
+                path,
+                format!(
+                    "expected an object with `{tag}` one of {}, got {}",
+                    list.join(", "),
+                    self.describe(value, path)
+                ),
+            );
+            return;
+        };
+        let Some(sent) = obj.get(tag) else {
+            self.fail(path, format!("missing the tag `{tag}` (one of {})", list.join(", ")));
+            return;
+        };
+        match options
+            .iter()
+            .position(|o| single_value(&o["properties"][tag]) == Some(sent))
+        {
+            Some(i) => {
+                let found = violations_at(self.root, options[i], value, path, self.secrets);
+                let variant = sent.to_string();
+                self.out
+                    .extend(found.into_iter().map(|m| format!("{m} (variant {variant})")));
+            }
+            None => {
+                let at = join(path, tag);
+                self.fail(
+                    &at,
+                    format!("expected one of {}, got {}", list.join(", "), self.describe(sent, &at)),
+                );
+            }
+        }
+    }
+
+    /// An externally tagged enum (serde's default): unit variants as strings, the others as
+    /// objects with the variant's name as their one key. `None` when `options` are not that.
+    fn check_external(&mut self, options: &[&Value], value: &Value, path: &str) -> Option<()> {
+        let mut units: Vec<&Value> = Vec::new();
+        let mut keyed: Vec<(&str, &Value)> = Vec::new();
+        for o in options {
+            if let Some(Value::Array(values)) = o.get("enum")
+                && values.iter().all(Value::is_string)
+            {
+                units.extend(values.iter());
+                continue;
+            }
+            let props = o.get("properties")?.as_object()?;
+            let required = o.get("required")?.as_array()?;
+            if props.len() != 1 || required.len() != 1 {
+                return None;
+            }
+            let (name, _) = props.iter().next()?;
+            keyed.push((name.as_str(), o));
+        }
+        if keyed.is_empty() {
+            return None;
+        }
+        let mut expected: Vec<String> = units.iter().map(|u| u.to_string()).collect();
+        let names: Vec<String> = keyed.iter().map(|(n, _)| format!("`{n}`")).collect();
+        expected.push(format!("an object with one key of {}", names.join(", ")));
+        if let Value::Object(obj) = value
+            && obj.len() == 1
+            && let Some((_, schema)) = keyed.iter().find(|(n, _)| obj.contains_key(*n))
+        {
+            let found = violations_at(self.root, schema, value, path, self.secrets);
+            self.out.extend(found);
+            return Some(());
+        }
+        if units.contains(&value) {
+            return Some(());
+        }
+        self.fail(
+            path,
+            format!("expected {}, got {}", expected.join(" or "), self.describe(value, path)),
+        );
+        Some(())
     }
 
     fn check_properties(&mut self, s: &Map<String, Value>, obj: &Map<String, Value>, path: &str) {
@@ -178,7 +316,7 @@ impl Validator<'_> {
     fn check_items(&mut self, s: &Map<String, Value>, items: &[Value], path: &str) {
         let prefix = s.get("prefixItems").and_then(Value::as_array);
         for (i, item) in items.iter().enumerate() {
-            let child = join(path, &i.to_string());
+            let child = index(path, i);
             match prefix.and_then(|p| p.get(i)) {
                 Some(sub) => self.check(sub, item, &child),
                 None => {
@@ -202,29 +340,30 @@ impl Validator<'_> {
 
     fn check_number(&mut self, s: &Map<String, Value>, value: &Value, path: &str) {
         let Some(n) = value.as_f64() else { return };
+        let shown = self.shown(value, path);
         let bound = |k: &str| s.get(k).and_then(Value::as_f64);
         if let Some(min) = bound("minimum")
             && n < min
         {
-            self.fail(path, format!("{value} is below the minimum {}", fmt_num(min)));
+            self.fail(path, format!("{shown} is below the minimum {}", fmt_num(min)));
             return;
         }
         if let Some(max) = bound("maximum")
             && n > max
         {
-            self.fail(path, format!("{value} is above the maximum {}", fmt_num(max)));
+            self.fail(path, format!("{shown} is above the maximum {}", fmt_num(max)));
             return;
         }
         if let Some(min) = bound("exclusiveMinimum")
             && n <= min
         {
-            self.fail(path, format!("{value} must be greater than {}", fmt_num(min)));
+            self.fail(path, format!("{shown} must be greater than {}", fmt_num(min)));
             return;
         }
         if let Some(max) = bound("exclusiveMaximum")
             && n >= max
         {
-            self.fail(path, format!("{value} must be less than {}", fmt_num(max)));
+            self.fail(path, format!("{shown} must be less than {}", fmt_num(max)));
             return;
         }
         if let Some(Value::String(format)) = s.get("format")
@@ -236,12 +375,19 @@ impl Validator<'_> {
                 _ => false,
             };
             if !fits {
-                self.fail(path, format!("{value} does not fit in {format} ({lo}..={hi})"));
+                self.fail(path, format!("{shown} does not fit in {format} ({lo}..={hi})"));
             }
         }
     }
 
     fn check_string(&mut self, s: &Map<String, Value>, text: &str, path: &str) {
+        if let Some(Value::String(format)) = s.get("format")
+            && let Some(expected) = format_problem(format, text)
+        {
+            let sent = self.describe(&Value::String(text.to_owned()), path);
+            self.fail(path, format!("expected {expected}, got {sent}"));
+            return;
+        }
         let len = text.chars().count() as u64;
         if let Some(min) = s.get("minLength").and_then(Value::as_u64)
             && len < min
@@ -256,15 +402,153 @@ impl Validator<'_> {
     }
 }
 
-fn violations_at(root: &Value, schema: &Value, value: &Value, path: &str) -> Vec<String> {
+fn violations_at(root: &Value, schema: &Value, value: &Value, path: &str, secrets: &[&str]) -> Vec<String> {
     let mut out = Vec::new();
     let mut v = Validator {
         root,
         out: &mut out,
         depth: 0,
+        secrets,
     };
     v.check(schema, value, path);
     out
+}
+
+/// `schema`, or what its `$ref` points to.
+fn deref<'s>(root: &'s Value, schema: &'s Value) -> &'s Value {
+    match schema.get("$ref").and_then(Value::as_str) {
+        Some(r) => resolve(root, r).unwrap_or(schema),
+        None => schema,
+    }
+}
+
+/// The one value a schema allows (`enum: [x]` or `const: x`).
+fn single_value(schema: &Value) -> Option<&Value> {
+    if let Some(c) = schema.get("const") {
+        return Some(c);
+    }
+    match schema.get("enum") {
+        Some(Value::Array(values)) if values.len() == 1 => values.first(),
+        _ => None,
+    }
+}
+
+/// The property every option tags itself with (one value each, required), if there is one.
+fn common_tag(options: &[&Value]) -> Option<String> {
+    if options.len() < 2 {
+        return None;
+    }
+    let first = options[0].get("properties")?.as_object()?;
+    first
+        .keys()
+        .find(|name| {
+            options.iter().all(|o| {
+                single_value(&o["properties"][name.as_str()]).is_some()
+                    && o.get("required")
+                        .and_then(Value::as_array)
+                        .is_some_and(|r| r.iter().any(|x| x == name.as_str()))
+            })
+        })
+        .cloned()
+}
+
+/// A short description of what a schema takes, for "expected one of".
+fn shape(schema: &Value) -> String {
+    if let Some(v) = single_value(schema) {
+        return v.to_string();
+    }
+    match schema.get("type") {
+        Some(Value::String(t)) => t.clone(),
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" or "),
+        _ if schema.get("enum").is_some() => "one of the listed values".to_owned(),
+        _ => "a value of another shape".to_owned(),
+    }
+}
+
+/// What a string of `format` must look like, if `text` is not that.
+fn format_problem(format: &str, text: &str) -> Option<&'static str> {
+    let ok = match format {
+        "date-time" => is_date_time(text),
+        "date" => is_date(text),
+        "time" => is_time(text),
+        "uuid" => is_uuid(text),
+        "email" => text
+            .split_once('@')
+            .is_some_and(|(a, b)| !a.is_empty() && b.contains('.') && !b.starts_with('.')),
+        "uri" => text.split_once(':').is_some_and(|(scheme, rest)| {
+            !rest.is_empty()
+                && scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+                && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+        }),
+        "ipv4" => text.parse::<std::net::Ipv4Addr>().is_ok(),
+        "ipv6" => text.parse::<std::net::Ipv6Addr>().is_ok(),
+        _ => true,
+    };
+    if ok {
+        return None;
+    }
+    Some(match format {
+        "date-time" => "an RFC 3339 date-time such as \"2026-12-01T10:00:00Z\"",
+        "date" => "a date such as \"2026-12-01\"",
+        "time" => "a time such as \"10:00:00\"",
+        "uuid" => "a UUID such as \"67e55044-10b1-426f-9247-bb680e5fe0c8\"",
+        "email" => "an email address",
+        "uri" => "an absolute URI such as \"https://example.com/\"",
+        "ipv4" => "an IPv4 address",
+        _ => "an IPv6 address",
+    })
+}
+
+fn digits(s: &str, n: usize) -> bool {
+    s.len() == n && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn is_date(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    parts.len() == 3
+        && digits(parts[0], 4)
+        && digits(parts[1], 2)
+        && digits(parts[2], 2)
+        && (1..=12).contains(&parts[1].parse::<u8>().unwrap_or(0))
+        && (1..=31).contains(&parts[2].parse::<u8>().unwrap_or(0))
+}
+
+fn is_time(s: &str) -> bool {
+    let (clock, zone) = match s.find(['Z', 'z', '+']).or_else(|| s.rfind('-')) {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, ""),
+    };
+    let clock = clock.split('.').collect::<Vec<_>>();
+    let hms: Vec<&str> = clock[0].split(':').collect();
+    let fraction_ok =
+        clock.len() == 1 || (clock.len() == 2 && !clock[1].is_empty() && clock[1].bytes().all(|b| b.is_ascii_digit()));
+    let zone_ok = zone.is_empty()
+        || zone.eq_ignore_ascii_case("z")
+        || (zone.len() == 6 && digits(&zone[1..3], 2) && &zone[3..4] == ":" && digits(&zone[4..6], 2));
+    hms.len() == 3
+        && hms.iter().all(|p| digits(p, 2))
+        && hms[0].parse::<u8>().unwrap_or(99) < 24
+        && hms[1].parse::<u8>().unwrap_or(99) < 60
+        && hms[2].parse::<u8>().unwrap_or(99) <= 60
+        && fraction_ok
+        && zone_ok
+}
+
+fn is_date_time(s: &str) -> bool {
+    match s.find(['T', 't', ' ']) {
+        Some(i) => {
+            let time = &s[i + 1..];
+            let zoned = time.ends_with(['Z', 'z']) || time.len() > 6 && time[time.len() - 6..].starts_with(['+', '-']);
+            is_date(&s[..i]) && zoned && is_time(time)
+        }
+        None => false,
+    }
+}
+
+fn is_uuid(s: &str) -> bool {
+    let groups: Vec<&str> = s.split('-').collect();
+    let hex = |g: &str, n: usize| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit());
+    (groups.len() == 5 && [8, 4, 4, 4, 12].iter().zip(&groups).all(|(n, g)| hex(g, *n))) || hex(s, 32)
 }
 
 /// `[{...}, {"type": "null"}]`: report the non-null branch's errors as they are.
@@ -290,6 +574,17 @@ fn has_type(value: &Value, t: &str) -> bool {
         "number" => value.is_number(),
         "integer" => value.is_i64() || value.is_u64() || value.as_f64().is_some_and(|f| f.fract() == 0.0),
         _ => true,
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 
@@ -335,6 +630,142 @@ fn join(path: &str, segment: &str) -> String {
     } else {
         format!("{path}.{segment}")
     }
+}
+
+fn index(path: &str, i: usize) -> String {
+    if path.is_empty() {
+        format!("[{i}]")
+    } else {
+        format!("{path}[{i}]")
+    }
+}
+
+/// The top-level field a path starts with.
+fn top_field(path: &str) -> &str {
+    let end = path.find(['.', '[']).unwrap_or(path.len());
+    &path[..end]
+}
+
+/// Make the model's arguments what serde reads, where `schema` says what was meant:
+///
+/// - an integral float (`10.0`) for an integer field becomes the integer (JSON Schema counts it
+///   as an integer; serde does not);
+/// - `null` for an optional field that does not take `null` (a `#[serde(default)]` field: OpenAI's
+///   strict mode makes the model send every field) is read as "left out", so the default applies;
+/// - a map sent as a list of `{"key", "value"}` entries (how Gemini's `parameters` export
+///   writes maps) becomes the object.
+///
+/// Anything else is left as it is, for [`violations`] to report.
+pub(crate) fn normalize(schema: &Value, value: &mut Value) {
+    normalize_at(schema, schema, value, 0);
+}
+
+fn normalize_at(root: &Value, schema: &Value, value: &mut Value, depth: usize) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    let schema = deref(root, schema);
+    let Value::Object(s) = schema else { return };
+    if let Value::Number(n) = value
+        && !n.is_i64()
+        && !n.is_u64()
+        && type_includes(s, "integer")
+        && !type_includes(s, "number")
+        && let Some(f) = n.as_f64()
+        && f.fract() == 0.0
+    {
+        if (0.0..18_446_744_073_709_551_616.0).contains(&f) {
+            *value = Value::from(f as u64);
+        } else if (-9_223_372_036_854_775_808.0..0.0).contains(&f) {
+            *value = Value::from(f as i64);
+        }
+        return;
+    }
+    let is_map = !s.contains_key("properties") && s.get("additionalProperties").is_some_and(Value::is_object);
+    if is_map
+        && let Value::Array(entries) = value
+        && entries.iter().all(|e| {
+            e.as_object()
+                .is_some_and(|o| o.len() == 2 && o.get("key").is_some_and(Value::is_string) && o.contains_key("value"))
+        })
+    {
+        let mut map = Map::new();
+        for e in entries.drain(..) {
+            if let Value::Object(mut o) = e
+                && let (Some(Value::String(k)), Some(v)) = (o.remove("key"), o.remove("value"))
+            {
+                map.insert(k, v);
+            }
+        }
+        *value = Value::Object(map);
+    }
+    match value {
+        Value::Object(obj) => {
+            let props = s.get("properties").and_then(Value::as_object);
+            let required: Vec<&str> = s
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            if let Some(props) = props {
+                obj.retain(|name, v| {
+                    !(v.is_null()
+                        && !required.contains(&name.as_str())
+                        && props.get(name).is_some_and(|p| !accepts_null(root, p)))
+                });
+            }
+            for (name, v) in obj.iter_mut() {
+                match props.and_then(|p| p.get(name)) {
+                    Some(sub) => normalize_at(root, sub, v, depth + 1),
+                    None => {
+                        if let Some(sub @ Value::Object(_)) = s.get("additionalProperties") {
+                            normalize_at(root, sub, v, depth + 1);
+                        }
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            let prefix = s.get("prefixItems").and_then(Value::as_array);
+            for (i, item) in items.iter_mut().enumerate() {
+                if let Some(sub) = prefix.and_then(|p| p.get(i)).or_else(|| s.get("items")) {
+                    normalize_at(root, sub, item, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
+    for key in ["anyOf", "oneOf"] {
+        let Some(Value::Array(options)) = s.get(key) else {
+            continue;
+        };
+        // The branch the value is meant for: the first one it fits once normalized.
+        for option in options {
+            let mut candidate = value.clone();
+            normalize_at(root, option, &mut candidate, depth + 1);
+            if violations_at(root, option, &candidate, "", &[]).is_empty() {
+                *value = candidate;
+                return;
+            }
+        }
+    }
+    if let Some(Value::Array(all)) = s.get("allOf") {
+        for sub in all {
+            normalize_at(root, sub, value, depth + 1);
+        }
+    }
+}
+
+fn type_includes(s: &Map<String, Value>, ty: &str) -> bool {
+    match s.get("type") {
+        Some(Value::String(t)) => t == ty,
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == ty),
+        _ => false,
+    }
+}
+
+fn accepts_null(root: &Value, schema: &Value) -> bool {
+    violations_at(root, schema, &Value::Null, "", &[]).is_empty()
 }
 
 /// Up to three of `candidates` close to `name` (edit distance, case and `-`/`_` ignored, or one
@@ -395,18 +826,18 @@ mod tests {
     #[test]
     fn accepts_valid_arguments() {
         let ok = json!({"order_id": "o1", "amount_cents": 5, "note": null, "line": {"sku": "a"}, "mode": "fast"});
-        assert!(violations(&schema(), &ok).is_empty());
+        assert!(violations(&schema(), &ok, &[]).is_empty());
     }
 
     #[test]
     fn names_the_field() {
         let bad = json!({"order_id": "o1", "amount_cents": "five"});
         assert_eq!(
-            violations(&schema(), &bad),
+            violations(&schema(), &bad, &[]),
             vec!["`amount_cents`: expected integer, got string \"five\""]
         );
         let bad = json!({"amount_cents": -1, "line": {}, "mode": "medium", "ordr_id": 1});
-        let found = violations(&schema(), &bad);
+        let found = violations(&schema(), &bad, &[]);
         assert!(
             found.contains(&"arguments: missing required field `order_id`".to_owned()),
             "{found:?}"
@@ -436,9 +867,9 @@ mod tests {
     #[test]
     fn documented_enums_list_their_values() {
         let s = json!({"oneOf": [{"const": "fast", "description": "Fast."}, {"const": "slow"}]});
-        assert!(violations(&s, &json!("slow")).is_empty());
+        assert!(violations(&s, &json!("slow"), &[]).is_empty());
         assert_eq!(
-            violations(&s, &json!("medium")),
+            violations(&s, &json!("medium"), &[]),
             vec!["arguments: expected one of \"fast\", \"slow\", got string \"medium\""]
         );
     }
@@ -446,9 +877,9 @@ mod tests {
     #[test]
     fn integer_formats_bound_values() {
         let s = json!({"type": "integer", "format": "uint8"});
-        assert!(violations(&s, &json!(255)).is_empty());
+        assert!(violations(&s, &json!(255), &[]).is_empty());
         assert_eq!(
-            violations(&s, &json!(256)),
+            violations(&s, &json!(256), &[]),
             vec!["arguments: 256 does not fit in uint8 (0..=255)"]
         );
     }
