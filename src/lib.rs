@@ -99,8 +99,26 @@ pub mod __private {
     pub use ::serde_json;
 
     pub use effect_tool_core::{
-        EffectClass, EffectCtx, KeyRule, RetryPolicy, Tool, ToolMeta, Toolkit, Window, class, context, policy, tool,
+        EffectClass, EffectCtx, Injected, KeyRule, RetryPolicy, RunContext, Tool, ToolMeta, Toolkit, Window, class,
+        context, policy, tool,
     };
+
+    /// The value of type `T` a `#[secret]` argument takes from the run. The engine checks
+    /// before a call that the run holds every such value (`EffectError::MissingValue`); only a
+    /// tool called by hand, outside the engine, on a run without it gets here without one.
+    #[inline]
+    pub fn injected<'a, T: ::core::marker::Send + ::core::marker::Sync + 'static>(
+        ctx: &'a EffectCtx,
+        type_name: &str,
+    ) -> &'a T {
+        match ctx.value::<T>() {
+            ::core::option::Option::Some(value) => value,
+            ::core::option::Option::None => ::core::panic!(
+                "tool `{}` takes a `{type_name}` from the run, and the run holds none: give it with `RunContext::with_value(...)` (the engine checks this before a call; a tool called by hand does not)",
+                ctx.tool()
+            ),
+        }
+    }
 
     /// The `Ok` and `Err` types of a tool function's return type (works through aliases such as
     /// `io::Result<T>`).

@@ -20,6 +20,8 @@ fn ui() {
         "duration",
         "hooks",
         "name",
+        "serde",
+        "protected",
     ] {
         t.compile_fail(format!("tests/ui/{topic}/*.rs"));
     }

@@ -311,6 +311,14 @@ impl Engine {
             decision = tracing::field::Empty,
         );
         let work = async move {
+            // A value the tool takes from the run is missing: nothing runs, nothing is claimed.
+            if let Err(err) = crate::tool::check_values::<T>(run) {
+                return CallReport {
+                    result: Err(err),
+                    disposition: Disposition::Failed,
+                    key: None,
+                };
+            }
             let report = if T::CLASS == EffectClass::Pure {
                 self.call_pure(tool, run, opts, args).await
             } else {
@@ -590,7 +598,7 @@ impl Engine {
             let input = match first_input.take() {
                 Some(input) => input,
                 None => match serde_json::to_value(&args) {
-                    Ok(v) => key::redact(v, T::SECRETS),
+                    Ok(v) => key::redact(v, T::SENSITIVE),
                     Err(e) => {
                         let message = format!("arguments do not serialize: {e}");
                         return (
@@ -1143,6 +1151,10 @@ fn to_shared<E: std::fmt::Display>(e: &EffectError<E>) -> EffectError<String> {
         InvalidArguments { tool, message } => InvalidArguments {
             tool: tool.clone(),
             message: message.clone(),
+        },
+        MissingValue { tool, type_name } => MissingValue {
+            tool: tool.clone(),
+            type_name: type_name.clone(),
         },
         InputMismatch {
             tool,

@@ -248,6 +248,17 @@ pub enum EffectError<E = crate::outcome::ToolError> {
         /// The store's error.
         source: StoreError,
     },
+    /// The tool takes a value from the run (a `#[secret]` argument) that the run does not hold;
+    /// nothing ran.
+    #[error(
+        "tool `{tool}` takes a `{type_name}` from the run, and this run holds none, so nothing ran: the application gives it with `RunContext::with_value(...)` on the run of the call (for `abandon_run`, on the run passed to it)"
+    )]
+    MissingValue {
+        /// The tool.
+        tool: String,
+        /// The type of the missing value.
+        type_name: String,
+    },
     /// The output could not be encoded or a recorded output could not be decoded.
     #[error("tool `{tool}` (key `{key}`): {message}")]
     Codec {
@@ -320,6 +331,7 @@ impl<E> EffectError<E> {
             },
             Store { tool, source } => Store { tool, source },
             Codec { tool, key, message } => Codec { tool, key, message },
+            MissingValue { tool, type_name } => MissingValue { tool, type_name },
         }
     }
 
@@ -349,7 +361,7 @@ impl<E> EffectError<E> {
             ApprovalPending(a) => Some(&a.key),
             Denied { key, .. } | InputMismatch { key, .. } | Compensated { key, .. } | Codec { key, .. } => Some(key),
             Store { source, .. } => source.key(),
-            InvalidArguments { .. } => None,
+            InvalidArguments { .. } | MissingValue { .. } => None,
         }
     }
 }

@@ -31,7 +31,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     out
 }
 
-/// `args` with the secret top-level fields removed: what may be stored, logged and hashed.
+/// `args` with the sensitive top-level fields (by serialized name) removed: what may be stored,
+/// logged and hashed.
 pub fn redact(mut args: Value, secrets: &[&str]) -> Value {
     if !secrets.is_empty()
         && let Value::Object(map) = &mut args
@@ -41,6 +42,26 @@ pub fn redact(mut args: Value, secrets: &[&str]) -> Value {
         }
     }
     args
+}
+
+/// `message` (an error text about `args`, such as serde's "invalid type: string \"4111...\"")
+/// with the values of the sensitive fields of `args` replaced by `[sensitive]`.
+pub fn scrub(message: String, args: &Value, sensitive: &[&str]) -> String {
+    let Value::Object(map) = args else { return message };
+    let mut out = message;
+    for name in sensitive {
+        let Some(value) = map.get(*name) else { continue };
+        let mut forms = vec![value.to_string()];
+        if let Value::String(s) = value {
+            forms.push(s.clone());
+        }
+        for form in forms {
+            if !form.is_empty() && form != "null" {
+                out = out.replace(&form, "[sensitive]");
+            }
+        }
+    }
+    out
 }
 
 /// The fingerprint of an input: SHA-256 hex of its canonical JSON (secrets already removed).
@@ -191,7 +212,7 @@ pub struct CallIdentity {
 /// The identity of a call of `tool` with `args` in `run`: exactly what the engine computes, for
 /// tools, tests and operators that need the key before (or without) calling.
 pub fn identify<T: crate::Tool>(tool: &T, run: &RunContext, args: &T::Args) -> Result<CallIdentity, serde_json::Error> {
-    let input = redact(serde_json::to_value(args)?, T::SECRETS);
+    let input = redact(serde_json::to_value(args)?, T::SENSITIVE);
     let custom = tool.key(args);
     let keyed = custom.is_some() || T::KEY_RULE != KeyRule::Default;
     let CallKey { key, fingerprint } = call_key(T::KEY_RULE, T::WINDOW, run, T::NAME, &input, custom);

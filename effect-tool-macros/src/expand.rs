@@ -229,14 +229,27 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
         let d = duration(timeout.value);
         items.push(quote!(const TIMEOUT: #p::Option<#p::Duration> = #p::Some(#d);));
     }
-    let secrets: Vec<String> = func
+    let sensitive: Vec<String> = func
         .args
         .iter()
-        .filter(|a| a.secret.is_some())
+        .filter(|a| a.sensitive.is_some())
         .map(|a| a.serde.name.clone())
         .collect();
-    if !secrets.is_empty() {
-        items.push(quote!(const SECRETS: &'static [&'static str] = &[#(#secrets),*];));
+    if !sensitive.is_empty() {
+        items.push(quote!(const SENSITIVE: &'static [&'static str] = &[#(#sensitive),*];));
+    }
+    if !func.injected.is_empty() {
+        let entries = func.injected.iter().map(|inj| {
+            let ty = replace_self(inj.value_ty.to_token_stream());
+            let name = inj.value_ty.to_token_stream().to_string().replace(' ', "");
+            quote! {
+                #p::Injected {
+                    type_name: #name,
+                    present: #p::RunContext::has_value::<#ty>,
+                }
+            }
+        });
+        items.push(quote!(const INJECTED: &'static [#p::Injected] = &[#(#entries),*];));
     }
     if let Some(approval) = &attrs.approval {
         let role = &approval.value;
@@ -318,6 +331,19 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
         Param::Arg(i) => {
             let ident = &func.args[*i].ident;
             quote!(__args.#ident)
+        }
+        Param::Injected(i) => {
+            let inj = &func.injected[*i];
+            let ty = replace_self(inj.value_ty.to_token_stream());
+            let name = inj.value_ty.to_token_stream().to_string().replace(' ', "");
+            let span = inj.ty.span();
+            let ps = respan(&p, span);
+            let value = quote_spanned!(span=> #ps::injected::<#ty>(__ctx, #name));
+            if inj.by_ref {
+                value
+            } else {
+                quote_spanned!(span=> #ps::Clone::clone(#value))
+            }
         }
     });
     let fn_ident = &func.ident;
