@@ -40,7 +40,10 @@ async fn send_email(
 #[tokio::test]
 async fn an_application_value_is_taken_from_the_run_and_never_reaches_the_model_or_the_journal() {
     let schema = <SendEmail as Tool>::input_schema().to_string();
-    assert!(!schema.contains("smtp"), "the application's value is in the schema: {schema}");
+    assert!(
+        !schema.contains("smtp"),
+        "the application's value is in the schema: {schema}"
+    );
 
     let engine = Engine::new(MemoryStore::new());
     let run = RunContext::new("run-mail").with_value(SmtpPassword(PASSWORD.into()));
@@ -56,9 +59,16 @@ async fn an_application_value_is_taken_from_the_run_and_never_reaches_the_model_
             }],
         )
         .await;
-    assert_eq!(out[0].output().and_then(|v| v.as_str()), Some("sent to ada@example.com"), "{out:?}");
+    assert_eq!(
+        out[0].output().and_then(|v| v.as_str()),
+        Some("sent to ada@example.com"),
+        "{out:?}"
+    );
     assert_eq!(MAILS.effects(), 1);
-    assert!(LOGINS.lock().unwrap().iter().any(|p| p == PASSWORD), "the tool got the password");
+    assert!(
+        LOGINS.lock().unwrap().iter().any(|p| p == PASSWORD),
+        "the tool got the password"
+    );
     let records = engine.store().list(&Filter::default()).await.unwrap();
     let stored = format!("{records:?} {:?}", engine.store().audit(None).await.unwrap());
     assert!(!stored.contains(PASSWORD), "the password reached the journal: {stored}");
@@ -103,20 +113,29 @@ async fn pay(
     card_number: String,
 ) -> Result<String, ToolError> {
     PAYMENTS.apply(&ctx.idempotency_key());
-    Ok(format!("paid {order} with a card ending {}", &card_number[card_number.len() - 4..]))
+    Ok(format!(
+        "paid {order} with a card ending {}",
+        &card_number[card_number.len() - 4..]
+    ))
 }
 
 #[tokio::test]
 async fn a_renamed_sensitive_value_is_in_the_schema_and_nowhere_it_would_be_kept() {
     let schema = <Pay as Tool>::input_schema();
-    assert!(schema["properties"].get("cardNumber").is_some(), "the model must be able to send it: {schema}");
+    assert!(
+        schema["properties"].get("cardNumber").is_some(),
+        "the model must be able to send it: {schema}"
+    );
     assert_eq!(Pay::SENSITIVE, ["cardNumber"]);
 
     let engine = Engine::new(MemoryStore::new());
     let run = RunContext::new("run-pay");
     let args = |card: &str| serde_json::json!({"order": "o-1", "cardNumber": card});
     let out = DynTool::call_json(&Pay, &engine, &run, CallOptions::call_id("c1"), args(CARD)).await;
-    assert_eq!(out.result.as_ref().ok().and_then(|v| v.as_str()), Some("paid o-1 with a card ending 1111"));
+    assert_eq!(
+        out.result.as_ref().ok().and_then(|v| v.as_str()),
+        Some("paid o-1 with a card ending 1111")
+    );
     let records = engine.store().list(&Filter::default()).await.unwrap();
     let stored = format!("{records:?} {:?}", engine.store().audit(None).await.unwrap());
     assert!(!stored.contains(CARD), "the card number reached the journal: {stored}");
@@ -198,8 +217,14 @@ async fn a_compensable_tool_with_protected_values_is_compensated_by_abandon_run(
     let report = kit.abandon_run(&engine, &run).await.unwrap();
     assert_eq!(report.compensated.len(), 1, "{report:?}");
     assert!(report.is_complete(), "{report:?}");
-    assert_eq!(*RELEASED.lock().unwrap(), [("hold-101".to_owned(), "booking-token".to_owned())]);
-    let again = kit.abandon_run(&engine, &run.clone().with_value(token())).await.unwrap();
+    assert_eq!(
+        *RELEASED.lock().unwrap(),
+        [("hold-101".to_owned(), "booking-token".to_owned())]
+    );
+    let again = kit
+        .abandon_run(&engine, &run.clone().with_value(token()))
+        .await
+        .unwrap();
     assert_eq!(again.already_compensated.len(), 1, "{again:?}");
     assert_eq!(RELEASED.lock().unwrap().len(), 1, "released once");
 }

@@ -22,6 +22,7 @@ fn ui() {
         "name",
         "serde",
         "protected",
+        "description",
     ] {
         t.compile_fail(format!("tests/ui/{topic}/*.rs"));
     }

@@ -74,7 +74,10 @@ impl std::fmt::Debug for RunContext {
             .field("thread_id", &self.0.thread_id)
             .field("agent", &self.0.agent)
             .field("cancelled", &self.0.cancellation.is_cancelled())
-            .field("values", &self.0.values.values().map(|(name, _)| *name).collect::<Vec<_>>())
+            .field(
+                "values",
+                &self.0.values.values().map(|(name, _)| *name).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }

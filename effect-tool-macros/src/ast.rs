@@ -415,8 +415,8 @@ fn is_macro_attr(a: &Attribute) -> bool {
 /// A standard type that names no particular value (`String`, `u64`, `Vec<..>`, ...), as written.
 fn common_type(ty: &Type) -> Option<String> {
     const COMMON: &[&str] = &[
-        "String", "str", "bool", "char", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64",
-        "i128", "isize", "f32", "f64", "Vec", "Option", "HashMap", "BTreeMap", "Value",
+        "String", "str", "bool", "char", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128",
+        "isize", "f32", "f64", "Vec", "Option", "HashMap", "BTreeMap", "Value",
     ];
     match ty {
         Type::Path(p) if p.qself.is_none() => {

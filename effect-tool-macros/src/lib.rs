@@ -89,6 +89,7 @@ use syn::spanned::Spanned;
 /// | `timeout = "30s"` | longest execution; past it the outcome is unknown |
 /// | `retry(max_attempts = 5, base_delay = "100ms", max_delay = "10s")` | retry limits within what the class allows |
 /// | `name = "..."` | the name the model sees (default: the function's name) |
+/// | `description = "..."` | what the model reads (default: the doc comment; one of the two is required) |
 /// | `strict_input` | fail when a key is recorded under different arguments |
 /// | `open_world = true \| false` | the MCP `openWorldHint` |
 /// | `crate = "path"` | where effect-tool is, for crates that re-export it |
@@ -166,8 +167,9 @@ pub fn tool(args: TokenStream, input: TokenStream) -> TokenStream {
     };
     let cx = ctxt::Ctxt::new();
     let attrs = attr::ToolAttrs::parse(&cx, args.into());
-    let func = ast::ToolFn::parse(&cx, item.attrs.clone(), item.vis.clone(), &item.sig, ast::Mode::Free);
+    let mut func = ast::ToolFn::parse(&cx, item.attrs.clone(), item.vis.clone(), &item.sig, ast::Mode::Free);
     valid::check(&cx, &attrs, &func);
+    expand::allow_key_only(&mut func, &attrs);
     let block = item.body;
     let original = expand::original(&func, &block);
     let out = match cx.check() {

@@ -11,6 +11,7 @@ pub const WHEN: &str = "when";
 pub const TIMEOUT: &str = "timeout";
 pub const RETRY: &str = "retry";
 pub const NAME: &str = "name";
+pub const DESCRIPTION: &str = "description";
 pub const STRICT_INPUT: &str = "strict_input";
 pub const OPEN_WORLD: &str = "open_world";
 pub const CRATE: &str = "crate";
@@ -28,6 +29,7 @@ pub const KEYS: &[&str] = &[
     TIMEOUT,
     RETRY,
     NAME,
+    DESCRIPTION,
     STRICT_INPUT,
     OPEN_WORLD,
     CRATE,

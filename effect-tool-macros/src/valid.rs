@@ -26,6 +26,14 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
         }
     };
 
+    if func.docs.trim().is_empty() && attrs.description.is_none() && !attrs.rejected.contains(&symbol::DESCRIPTION) {
+        cx.error(
+            func.ident.span(),
+            format!("tool `{}` has no description: the model reads it to decide when to call the tool", func.ident),
+            "write a doc comment on the function, e.g. `/// Refund part of an order.`, or give it as `#[tool(description = \"...\")]`",
+        );
+    }
+
     if let Some(Class::Pure) = class {
         let pure_help = |key: &str| {
             format!(
@@ -209,7 +217,7 @@ fn key_field_serde(cx: &Ctxt, name: &str, arg: &crate::ast::Arg) {
 }
 
 /// Every `.name` in `tokens` where `name` is one of `names` (field reads of secret arguments).
-fn field_reads(tokens: proc_macro2::TokenStream, names: &[String]) -> Vec<(String, Span)> {
+pub fn field_reads(tokens: proc_macro2::TokenStream, names: &[String]) -> Vec<(String, Span)> {
     use proc_macro2::TokenTree;
     let mut found = Vec::new();
     if names.is_empty() {
