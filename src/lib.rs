@@ -101,8 +101,26 @@ pub mod __private {
     pub use ::serde_json;
 
     pub use effect_tool_core::{
-        EffectClass, EffectCtx, KeyRule, RetryPolicy, Tool, ToolMeta, Toolkit, Window, class, context, policy, tool,
+        EffectClass, EffectCtx, Injected, KeyRule, RetryPolicy, RunContext, Tool, ToolMeta, Toolkit, Window, class,
+        context, policy, tool,
     };
+
+    /// The value of type `T` a `#[secret]` argument takes from the run. The engine checks
+    /// before a call that the run holds every such value (`EffectError::MissingValue`); only a
+    /// tool called by hand, outside the engine, on a run without it gets here without one.
+    #[inline]
+    pub fn injected<'a, T: ::core::marker::Send + ::core::marker::Sync + 'static>(
+        ctx: &'a EffectCtx,
+        type_name: &str,
+    ) -> &'a T {
+        match ctx.value::<T>() {
+            ::core::option::Option::Some(value) => value,
+            ::core::option::Option::None => ::core::panic!(
+                "tool `{}` takes a `{type_name}` from the run, and the run holds none: give it with `RunContext::with_value(...)` (the engine checks this before a call; a tool called by hand does not)",
+                ctx.tool()
+            ),
+        }
+    }
 
     /// The `Ok` and `Err` types of a tool function's return type (works through aliases such as
     /// `io::Result<T>`).
@@ -144,6 +162,119 @@ pub mod __private {
 
     /// Checked at the span of each argument's type, so the error points at the type.
     pub const fn assert_tool_arg<T: ToolArg + ?Sized>() {}
+
+    /// Every output of a tool is recorded in the journal and replayed: it encodes and decodes.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` cannot be a tool's output: it is recorded in the journal and replayed, so it needs `serde::Serialize` and `serde::Deserialize`",
+        label = "this output type has no JSON form",
+        note = "derive them on your type: `#[derive(serde::Serialize, serde::Deserialize)]`, or return a type that has them (String, u64, Vec<T>, ...)"
+    )]
+    pub trait ToolOutput {}
+
+    impl<T> ToolOutput for T where T: ::serde::Serialize + ::serde::de::DeserializeOwned {}
+
+    /// Checked at the span of the output type, so the error points at the type.
+    pub const fn assert_tool_output<T: ToolOutput + ?Sized>() {}
+
+    /// A `recover = path` function: `async fn(&EffectCtx, &Args) -> Result<Option<Output>, Error>`.
+    #[diagnostic::on_unimplemented(
+        message = "`recover = ...` names a function that is not a recover hook of this tool",
+        label = "expected `async fn(ctx: &EffectCtx, args: &{A}) -> Result<Option<{O}>, {E}>`",
+        note = "a recover hook asks the remote system whether the effect already happened; define it as `async fn check(ctx: &EffectCtx, args: &{A}) -> Result<Option<{O}>, {E}>` (`Some(output)`: it did, and that output is recorded)"
+    )]
+    pub trait RecoverHook<'a, A: 'a, O, E> {
+        /// What the hook returns.
+        type Future: Future<Output = ::core::result::Result<::core::option::Option<O>, E>> + 'a;
+        /// Call it.
+        fn call_hook(self, ctx: &'a EffectCtx, args: &'a A) -> Self::Future;
+    }
+
+    impl<'a, A: 'a, O, E, F, Fut> RecoverHook<'a, A, O, E> for F
+    where
+        F: ::core::ops::FnOnce(&'a EffectCtx, &'a A) -> Fut,
+        Fut: Future<Output = ::core::result::Result<::core::option::Option<O>, E>> + 'a,
+    {
+        type Future = Fut;
+        #[inline]
+        fn call_hook(self, ctx: &'a EffectCtx, args: &'a A) -> Fut {
+            self(ctx, args)
+        }
+    }
+
+    /// A `recover = name` method of the `#[tools]` block: `async fn(&self, &EffectCtx, &Args) -> Result<Option<Output>, Error>`.
+    #[diagnostic::on_unimplemented(
+        message = "`recover = ...` names a method that is not a recover hook of this tool",
+        label = "expected `async fn(&self, ctx: &EffectCtx, args: &{A}) -> Result<Option<{O}>, {E}>`",
+        note = "a recover hook asks the remote system whether the effect already happened; define it as `async fn check(&self, ctx: &EffectCtx, args: &{A}) -> Result<Option<{O}>, {E}>` (`Some(output)`: it did)"
+    )]
+    pub trait RecoverMethod<'a, S: 'a, A: 'a, O, E> {
+        /// What the hook returns.
+        type Future: Future<Output = ::core::result::Result<::core::option::Option<O>, E>> + 'a;
+        /// Call it.
+        fn call_hook(self, this: &'a S, ctx: &'a EffectCtx, args: &'a A) -> Self::Future;
+    }
+
+    impl<'a, S: 'a, A: 'a, O, E, F, Fut> RecoverMethod<'a, S, A, O, E> for F
+    where
+        F: ::core::ops::FnOnce(&'a S, &'a EffectCtx, &'a A) -> Fut,
+        Fut: Future<Output = ::core::result::Result<::core::option::Option<O>, E>> + 'a,
+    {
+        type Future = Fut;
+        #[inline]
+        fn call_hook(self, this: &'a S, ctx: &'a EffectCtx, args: &'a A) -> Fut {
+            self(this, ctx, args)
+        }
+    }
+
+    /// A `compensate = path` function: `async fn(&EffectCtx, &Args, &Output) -> Result<(), Error>`.
+    #[diagnostic::on_unimplemented(
+        message = "`compensate = ...` names a function that is not a compensation of this tool",
+        label = "expected `async fn(ctx: &EffectCtx, args: &{A}, output: &{O}) -> Result<(), {E}>`",
+        note = "a compensation undoes a completed effect; define it as `async fn undo(ctx: &EffectCtx, args: &{A}, output: &{O}) -> Result<(), {E}>`"
+    )]
+    pub trait CompensateHook<'a, A: 'a, O: 'a, E> {
+        /// What the hook returns.
+        type Future: Future<Output = ::core::result::Result<(), E>> + 'a;
+        /// Call it.
+        fn call_hook(self, ctx: &'a EffectCtx, args: &'a A, output: &'a O) -> Self::Future;
+    }
+
+    impl<'a, A: 'a, O: 'a, E, F, Fut> CompensateHook<'a, A, O, E> for F
+    where
+        F: ::core::ops::FnOnce(&'a EffectCtx, &'a A, &'a O) -> Fut,
+        Fut: Future<Output = ::core::result::Result<(), E>> + 'a,
+    {
+        type Future = Fut;
+        #[inline]
+        fn call_hook(self, ctx: &'a EffectCtx, args: &'a A, output: &'a O) -> Fut {
+            self(ctx, args, output)
+        }
+    }
+
+    /// A `compensate = name` method of the `#[tools]` block: `async fn(&self, &EffectCtx, &Args, &Output) -> Result<(), Error>`.
+    #[diagnostic::on_unimplemented(
+        message = "`compensate = ...` names a method that is not a compensation of this tool",
+        label = "expected `async fn(&self, ctx: &EffectCtx, args: &{A}, output: &{O}) -> Result<(), {E}>`",
+        note = "a compensation undoes a completed effect; define it as `async fn undo(&self, ctx: &EffectCtx, args: &{A}, output: &{O}) -> Result<(), {E}>`"
+    )]
+    pub trait CompensateMethod<'a, S: 'a, A: 'a, O: 'a, E> {
+        /// What the hook returns.
+        type Future: Future<Output = ::core::result::Result<(), E>> + 'a;
+        /// Call it.
+        fn call_hook(self, this: &'a S, ctx: &'a EffectCtx, args: &'a A, output: &'a O) -> Self::Future;
+    }
+
+    impl<'a, S: 'a, A: 'a, O: 'a, E, F, Fut> CompensateMethod<'a, S, A, O, E> for F
+    where
+        F: ::core::ops::FnOnce(&'a S, &'a EffectCtx, &'a A, &'a O) -> Fut,
+        Fut: Future<Output = ::core::result::Result<(), E>> + 'a,
+    {
+        type Future = Fut;
+        #[inline]
+        fn call_hook(self, this: &'a S, ctx: &'a EffectCtx, args: &'a A, output: &'a O) -> Fut {
+            self(this, ctx, args, output)
+        }
+    }
 
     /// Turns the value of a `key = |a| ...` closure into the effect key.
     #[inline]

@@ -37,13 +37,19 @@ async fn a_renamed_key_field_keys_on_its_value() {
     let run = RunContext::new("run-ship");
     let kit = toolkit![Ship];
     let dispatcher = kit.dispatcher(engine.clone());
-    let a = dispatcher.dispatch(&run, &[call("c1", "ship", r#"{"sku": "A"}"#)]).await;
-    let b = dispatcher.dispatch(&run, &[call("c2", "ship", r#"{"sku": "B"}"#)]).await;
+    let a = dispatcher
+        .dispatch(&run, &[call("c1", "ship", r#"{"sku": "A"}"#)])
+        .await;
+    let b = dispatcher
+        .dispatch(&run, &[call("c2", "ship", r#"{"sku": "B"}"#)])
+        .await;
     assert_eq!(a[0].output().and_then(|v| v.as_str()), Some("shipped A"));
     assert_eq!(b[0].output().and_then(|v| v.as_str()), Some("shipped B"));
     assert_eq!(SHIPPED.effects(), 2, "shipping A then B ships both");
     // The same item again, under another call id: the same effect, not a second shipment.
-    let again = dispatcher.dispatch(&run, &[call("c3", "ship", r#"{"sku": "A"}"#)]).await;
+    let again = dispatcher
+        .dispatch(&run, &[call("c3", "ship", r#"{"sku": "A"}"#)])
+        .await;
     assert_eq!(again[0].output().and_then(|v| v.as_str()), Some("shipped A"));
     assert_eq!(SHIPPED.requests(), 2, "a repeated shipment of A is replayed");
 }
@@ -152,12 +158,26 @@ async fn a_flattened_argument_takes_its_fields_at_the_top_level() {
     let kit = toolkit![PrintLabel];
     let dispatcher = kit.dispatcher(engine.clone());
     let one = dispatcher
-        .dispatch(&run, &[call("c1", "print_label", r#"{"street": "Main 1", "city": "Oslo"}"#)])
+        .dispatch(
+            &run,
+            &[call("c1", "print_label", r#"{"street": "Main 1", "city": "Oslo"}"#)],
+        )
         .await;
-    assert_eq!(one[0].output().and_then(|v| v.as_str()), Some("Main 1, Oslo"), "{one:?}");
+    assert_eq!(
+        one[0].output().and_then(|v| v.as_str()),
+        Some("Main 1, Oslo"),
+        "{one:?}"
+    );
     let two = dispatcher
-        .dispatch(&run, &[call("c2", "print_label", r#"{"street": "Main 2", "city": "Oslo"}"#)])
+        .dispatch(
+            &run,
+            &[call("c2", "print_label", r#"{"street": "Main 2", "city": "Oslo"}"#)],
+        )
         .await;
-    assert_eq!(two[0].output().and_then(|v| v.as_str()), Some("Main 2, Oslo"), "{two:?}");
+    assert_eq!(
+        two[0].output().and_then(|v| v.as_str()),
+        Some("Main 2, Oslo"),
+        "{two:?}"
+    );
     assert_eq!(LABELS.effects(), 2, "two addresses, two labels");
 }

@@ -23,7 +23,7 @@ impl Tool for SendWire {
     const NAME: &'static str = "send_wire";
     const CLASS: EffectClass = EffectClass::Irreversible;
     const APPROVAL: Option<&'static str> = Some("finance");
-    const SECRETS: &'static [&'static str] = &[];
+    const SENSITIVE: &'static [&'static str] = &[];
 
     fn needs_approval(&self, args: &(String, u64)) -> bool {
         args.1 >= 1000

@@ -65,7 +65,7 @@ static EMAILS: AtomicUsize = AtomicUsize::new(0);
 async fn send_email(
     to: String,
     subject: String,
-    #[secret] api_token: String,
+    #[sensitive] api_token: String,
     ctx: &EffectCtx,
 ) -> Result<u64, ToolError> {
     let _ = (api_token, ctx, to, subject);
@@ -115,7 +115,7 @@ fn constants_say_what_was_declared() {
     assert_eq!(meta.approval, Some("support-lead"));
     assert_eq!(meta.approval_when, Some(r#"|a| a.to.ends_with("@vip.example")"#));
     assert_eq!(meta.timeout, Some(Duration::from_secs(30)));
-    assert_eq!(meta.secrets, &["api_token"]);
+    assert_eq!(meta.sensitive, &["api_token"]);
     assert_eq!(meta.open_world, Some(true));
     assert!(meta.has_recover);
     assert!(!meta.has_compensate);

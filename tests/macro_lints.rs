@@ -81,11 +81,21 @@ pub async fn release_seat(_ctx: &EffectCtx, _args: &HoldSeatArgs, _hold: &String
     Ok(())
 }
 
+/// The SMTP password the application holds (given to the run, never to the model).
+#[derive(Clone)]
+pub struct SmtpPassword(pub String);
+
 /// Send an email.
 #[tool(effect = "irreversible", key(to), timeout = "30s", retry(max_attempts = 1))]
-pub async fn send_email(to: String, #[secret] password: String, ctx: &EffectCtx) -> Result<u64, ToolError> {
+pub async fn send_email(
+    to: String,
+    #[sensitive] card: String,
+    #[secret] password: SmtpPassword,
+    #[secret] relay: &SmtpPassword,
+    ctx: &EffectCtx,
+) -> Result<u64, ToolError> {
     tokio::task::yield_now().await;
-    Ok(u64::from(ctx.attempt()) + (to.len() + password.len()) as u64)
+    Ok(u64::from(ctx.attempt()) + (to.len() + card.len() + password.0.len() + relay.0.len()) as u64)
 }
 
 /// A ledger whose tools share a counter.

@@ -1,7 +1,7 @@
 //! The manifest of a toolkit as a committed snapshot: the test to copy into your own crate.
 //!
 //! Every tool's name, class, key rule (as written), window, ttl, timeout, approval, hooks,
-//! secrets and retry limits, one line per tool, sorted. Change a declaration and this test fails
+//! sensitive fields and retry limits, one line per tool, sorted. Change a declaration and this test fails
 //! with the one line that changed; re-bless with `UPDATE_SNAPSHOTS=1 cargo test --test
 //! macro_manifest` and the diff of `tests/snapshots/tools.manifest` shows the reviewer exactly
 //! what running that tool twice now does. (`effect-tool manifest FILE --check COMMITTED` does the
@@ -53,7 +53,7 @@ async fn release_seat(_ctx: &EffectCtx, _args: &HoldSeatArgs, _hold: &String) ->
     retry(max_attempts = 2, base_delay = "500ms"),
     open_world = true
 )]
-async fn send_email(to: String, subject: String, #[secret] smtp_password: String) -> Result<(), ToolError> {
+async fn send_email(to: String, subject: String, #[sensitive] smtp_password: String) -> Result<(), ToolError> {
     let _ = (to, subject, smtp_password);
     Ok(())
 }
@@ -119,7 +119,7 @@ fn a_changed_declaration_is_a_one_line_diff() {
         retry(max_attempts = 2, base_delay = "500ms"),
         open_world = true
     )]
-    async fn send_email(to: String, subject: String, #[secret] smtp_password: String) -> Result<(), ToolError> {
+    async fn send_email(to: String, subject: String, #[sensitive] smtp_password: String) -> Result<(), ToolError> {
         let _ = (to, subject, smtp_password);
         Ok(())
     }

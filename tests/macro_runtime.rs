@@ -14,7 +14,7 @@ static SENT: AtomicUsize = AtomicUsize::new(0);
 
 /// Send a message with an API token.
 #[tool(effect = "irreversible", key(to))]
-async fn send_message(to: String, body: String, #[secret] api_token: String) -> Result<String, ToolError> {
+async fn send_message(to: String, body: String, #[sensitive] api_token: String) -> Result<String, ToolError> {
     SENT.fetch_add(1, Ordering::SeqCst);
     Ok(format!(
         "sent to {to}: {} chars, token of {} chars",

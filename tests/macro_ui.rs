@@ -20,6 +20,9 @@ fn ui() {
         "duration",
         "hooks",
         "name",
+        "serde",
+        "protected",
+        "description",
     ] {
         t.compile_fail(format!("tests/ui/{topic}/*.rs"));
     }

@@ -477,7 +477,7 @@ impl Tool for ChargeCard {
     type Error = ToolError;
     const NAME: &'static str = "charge_card";
     const CLASS: EffectClass = EffectClass::Idempotent;
-    const SECRETS: &'static [&'static str] = &["card_number"];
+    const SENSITIVE: &'static [&'static str] = &["card_number"];
 
     async fn call(&self, _ctx: &EffectCtx, args: ChargeArgs) -> Result<String, ToolError> {
         self.seen.lock().unwrap().push(args.card_number);

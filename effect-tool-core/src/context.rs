@@ -1,6 +1,8 @@
 //! The contexts around a call: the [`RunContext`] a caller provides and the [`EffectCtx`] a tool
 //! receives.
 
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
@@ -24,13 +26,31 @@ pub struct ProgressEvent {
     pub value: serde_json::Value,
 }
 
-/// What the caller knows about the run a call belongs to: run id, thread id, agent, cancellation.
+/// What the caller knows about the run a call belongs to: run id, thread id, agent,
+/// cancellation, and the values the application holds for its tools.
 ///
 /// ```
 /// use effect_tool_core::RunContext;
-/// let run = RunContext::new("run-42").with_thread("thread-7").with_agent("support-bot");
+///
+/// #[derive(Clone)]
+/// struct SmtpPassword(String);
+///
+/// let run = RunContext::new("run-42")
+///     .with_thread("thread-7")
+///     .with_agent("support-bot")
+///     .with_value(SmtpPassword("hunter2".into()));
 /// assert_eq!(run.run_id(), "run-42");
+/// assert!(run.value::<SmtpPassword>().is_some());
+/// // Values never print: only their types do.
+/// assert!(!format!("{run:?}").contains("hunter2"));
 /// ```
+///
+/// **Values the application holds** (API tokens, passwords, clients) are given to the run with
+/// [`RunContext::with_value`], one per type, and reach the tools that take them as `#[secret]`
+/// arguments (or read them with [`EffectCtx::value`]). They live in this process only: never in
+/// a schema, never sent to the model, never written to the journal, the logs or a key. A tool
+/// whose value is missing does not run (`EffectError::MissingValue`); to compensate a run
+/// (`abandon_run`), give the values to the run passed to it again.
 #[derive(Clone)]
 pub struct RunContext(
     // Shared: the engine hands a copy to every execution, which then costs a reference count
@@ -45,6 +65,8 @@ struct RunParts {
     agent: Option<String>,
     cancellation: CancellationToken,
     progress: Option<ProgressSink>,
+    /// The application's values, by type; the name is the type's, for `Debug`.
+    values: HashMap<TypeId, (&'static str, Arc<dyn Any + Send + Sync>)>,
 }
 
 impl std::fmt::Debug for RunContext {
@@ -54,6 +76,10 @@ impl std::fmt::Debug for RunContext {
             .field("thread_id", &self.0.thread_id)
             .field("agent", &self.0.agent)
             .field("cancelled", &self.0.cancellation.is_cancelled())
+            .field(
+                "values",
+                &self.0.values.values().map(|(name, _)| *name).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -67,6 +93,7 @@ impl RunContext {
             agent: None,
             cancellation: CancellationToken::new(),
             progress: None,
+            values: HashMap::new(),
         }))
     }
 
@@ -76,7 +103,8 @@ impl RunContext {
         self
     }
 
-    /// The agent running it (kept in records for operators).
+    /// The agent running it, for the tools ([`EffectCtx::agent`]) and the `effect_tool.call`
+    /// traces; records keep the run and thread ids, not the agent.
     pub fn with_agent(mut self, agent: impl Into<String>) -> Self {
         Arc::make_mut(&mut self.0).agent = Some(agent.into());
         self
@@ -92,6 +120,32 @@ impl RunContext {
     pub fn with_progress(mut self, sink: ProgressSink) -> Self {
         Arc::make_mut(&mut self.0).progress = Some(sink);
         self
+    }
+
+    /// Give the run's tools a value the application holds (a token, a password, a client): a
+    /// `#[secret] name: T` argument receives it, and [`EffectCtx::value`] reads it. One value per
+    /// type (a second one of the same type replaces the first), so give each its own type: a
+    /// newtype such as `struct SmtpPassword(String)`, not a bare `String`. It stays in this
+    /// process: never in a schema, the model's context, the journal, the logs or a key.
+    pub fn with_value<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        Arc::make_mut(&mut self.0)
+            .values
+            .insert(TypeId::of::<T>(), (std::any::type_name::<T>(), Arc::new(value)));
+        self
+    }
+
+    /// The value of type `T` given with [`RunContext::with_value`], if any.
+    pub fn value<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        self.0
+            .values
+            .get(&TypeId::of::<T>())
+            .and_then(|(_, v)| v.downcast_ref::<T>())
+    }
+
+    /// Whether the run holds a value of type `T` (what the engine checks before a tool that
+    /// takes one runs).
+    pub fn has_value<T: Send + Sync + 'static>(&self) -> bool {
+        self.0.values.contains_key(&TypeId::of::<T>())
     }
 
     /// The run id.
@@ -121,6 +175,15 @@ impl RunContext {
 
     pub(crate) fn progress_sink(&self) -> Option<&ProgressSink> {
         self.0.progress.as_ref()
+    }
+}
+
+impl EffectCtx {
+    /// The value of type `T` the application gave the run ([`RunContext::with_value`]), if
+    /// any: what a `#[secret]` argument receives, for hooks (`recover`, `compensate`) that need
+    /// it too.
+    pub fn value<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        self.run.value::<T>()
     }
 }
 

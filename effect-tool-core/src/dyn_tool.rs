@@ -53,12 +53,13 @@ impl<T: Tool> DynTool for T {
         args: Value,
     ) -> BoxFuture<'a, CallReport<Value, String>> {
         Box::pin(async move {
-            let args: T::Args = match serde_json::from_value(args) {
+            let args: T::Args = match serde_json::from_value(args.clone()) {
                 Ok(a) => a,
                 Err(e) => {
+                    // serde quotes the value it could not decode: never a sensitive one.
                     let err = EffectError::InvalidArguments {
                         tool: T::NAME.to_owned(),
-                        message: e.to_string(),
+                        message: crate::key::scrub(e.to_string(), &args, T::SENSITIVE),
                     };
                     return CallReport {
                         result: Err(err),
@@ -97,13 +98,22 @@ impl<T: Tool> DynTool for T {
                 key: key.to_owned(),
                 message,
             };
-            let args: T::Args = serde_json::from_value(args)
-                .map_err(|e| {
-                    codec(format!(
-                        "the recorded arguments do not decode as this tool's argument type: {e}. The type changed since the call was recorded, so this compensation cannot run: undo the effect by hand, then record it with `effect-tool abandon {} --mark-compensated`",
-                        crate::shell::quote(ctx.run_id())
-                    ))
-                })?;
+            // The values the tool takes from the run: the application gives them again.
+            crate::tool::check_values::<T>(&ctx.run).map_err(|e| e.map_tool_error(|e| e.to_string()))?;
+            let args: T::Args = serde_json::from_value(args).map_err(|e| {
+                let sensitive = if T::SENSITIVE.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " The journal does not keep the sensitive fields ({}): each needs a default (`#[serde(default)]` or an `Option`) for the compensation to decode without it.",
+                        T::SENSITIVE.join(", ")
+                    )
+                };
+                codec(format!(
+                    "the recorded arguments do not decode as this tool's argument type: {e}.{sensitive} This compensation cannot run as recorded: undo the effect by hand, then record it with `effect-tool abandon {} --mark-compensated`",
+                    crate::shell::quote(ctx.run_id())
+                ))
+            })?;
             let output: T::Output =
                 serde_json::from_value(output).map_err(|e| codec(crate::engine::output_mismatch(key, &e)))?;
             self.compensate(ctx, &args, &output)

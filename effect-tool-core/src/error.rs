@@ -329,6 +329,17 @@ pub enum EffectError<E = crate::outcome::ToolError> {
         /// The effect key, if the call got that far.
         key: Option<String>,
     },
+    /// The tool takes a value from the run (a `#[secret]` argument) that the run does not hold;
+    /// nothing ran.
+    #[error(
+        "tool `{tool}` takes a `{type_name}` from the run, and this run holds none, so nothing ran: the application gives it with `RunContext::with_value(...)` on the run of the call (for `abandon_run`, on the run passed to it)"
+    )]
+    MissingValue {
+        /// The tool.
+        tool: String,
+        /// The type of the missing value.
+        type_name: String,
+    },
     /// The output could not be encoded or a recorded output could not be decoded.
     #[error("tool `{tool}` (key `{key}`): {message}")]
     Codec {
@@ -417,6 +428,7 @@ impl<E> EffectError<E> {
                 recorded,
             },
             ShuttingDown { tool, key } => ShuttingDown { tool, key },
+            MissingValue { tool, type_name } => MissingValue { tool, type_name },
         }
     }
 
@@ -450,7 +462,7 @@ impl<E> EffectError<E> {
             ApprovalPending(a) => Some(&a.key),
             Denied { key, .. } | InputMismatch { key, .. } | Compensated { key, .. } | Codec { key, .. } => Some(key),
             Store { source, .. } => source.key(),
-            InvalidArguments { .. } => None,
+            InvalidArguments { .. } | MissingValue { .. } => None,
         }
     }
 }

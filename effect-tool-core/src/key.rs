@@ -31,7 +31,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     out
 }
 
-/// `args` with the secret top-level fields removed: what may be stored, logged and hashed.
+/// `args` with the sensitive top-level fields (by serialized name) removed: what may be stored,
+/// logged and hashed.
 pub fn redact(mut args: Value, secrets: &[&str]) -> Value {
     if !secrets.is_empty()
         && let Value::Object(map) = &mut args
@@ -41,6 +42,26 @@ pub fn redact(mut args: Value, secrets: &[&str]) -> Value {
         }
     }
     args
+}
+
+/// `message` (an error text about `args`, such as serde's "invalid type: string \"4111...\"")
+/// with the values of the sensitive fields of `args` replaced by `[sensitive]`.
+pub fn scrub(message: String, args: &Value, sensitive: &[&str]) -> String {
+    let Value::Object(map) = args else { return message };
+    let mut out = message;
+    for name in sensitive {
+        let Some(value) = map.get(*name) else { continue };
+        let mut forms = vec![value.to_string()];
+        if let Value::String(s) = value {
+            forms.push(s.clone());
+        }
+        for form in forms {
+            if !form.is_empty() && form != "null" {
+                out = out.replace(&form, "[sensitive]");
+            }
+        }
+    }
+    out
 }
 
 /// The fingerprint of an input: SHA-256 hex of its canonical JSON (secrets already removed).
@@ -194,7 +215,7 @@ pub struct CallIdentity {
 /// Fails when `args` do not serialize, or hold an integer beyond ±(2^53 − 1) (see
 /// [`canonical`]'s "Integers" section): the error names its path and says to send it as a string.
 pub fn identify<T: crate::Tool>(tool: &T, run: &RunContext, args: &T::Args) -> Result<CallIdentity, serde_json::Error> {
-    let input = redact(serde_json::to_value(args)?, T::SECRETS);
+    let input = redact(serde_json::to_value(args)?, T::SENSITIVE);
     // An integer RFC 8785 would round into another one's key is refused, not merged.
     canonical::check_exact(&input).map_err(<serde_json::Error as serde::ser::Error>::custom)?;
     let custom = tool.key(args);

@@ -64,7 +64,7 @@ pub use outcome::{ClassifyError, Failure, Outcome, ToolError};
 pub use policy::{Decision, RetryPolicy};
 pub use record::{EffectRecord, RecordState, Verdict};
 pub use store::{Filter, MemoryStore, Store, StoreExt};
-pub use tool::{KeyRule, Tool, ToolMeta};
+pub use tool::{Injected, KeyRule, Tool, ToolMeta, check_values, missing_value};
 pub use toolkit::{Dispatcher, ToolCall, ToolOutcome, ToolResult, Toolkit};
 
 pub use tokio_util::sync::CancellationToken;

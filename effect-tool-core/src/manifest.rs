@@ -18,7 +18,7 @@
 //!     window: Window::CrossRun,
 //!     ttl: Some(Duration::from_secs(24 * 3600)),
 //!     timeout: None,
-//!     secrets: &[],
+//!     sensitive: &[],
 //!     has_recover: true,
 //!     has_compensate: false,
 //!     approval: None,
@@ -30,7 +30,7 @@
 //! assert_eq!(
 //!     text.lines().nth(1).unwrap(),
 //!     "issue_refund class=idempotent key=custom(|a| format!(\"refund:{}\", a.order_id)) window=cross-run ttl=1d \
-//!      timeout=- approval=- recover=yes compensate=no secrets=- retry=3x100ms..10s",
+//!      timeout=- approval=- recover=yes compensate=no sensitive=- retry=3x100ms..10s",
 //! );
 //! ```
 
@@ -45,7 +45,7 @@ pub const HEADER: &str = "# effect-tool manifest v1: one line per tool, sorted b
 
 /// The manifest of `tools`: [`HEADER`], then one line per tool, sorted by name:
 ///
-/// `<name> class=<class> key=<rule> window=<window> ttl=<ttl|-> timeout=<timeout|-> approval=<role|-> recover=<yes|no> compensate=<yes|no> secrets=<a,b|-> retry=<attempts>x<base>..<max>`
+/// `<name> class=<class> key=<rule> window=<window> ttl=<ttl|-> timeout=<timeout|-> approval=<role|-> recover=<yes|no> compensate=<yes|no> sensitive=<a,b|-> retry=<attempts>x<base>..<max>`
 ///
 /// A conditional approval reads `approval=<role> when(<condition as written>)`.
 /// The key rule is written as in the source (`default`, `fields(order_id, amount_cents)` or
@@ -90,7 +90,7 @@ pub fn line(meta: &ToolMeta) -> String {
     let yes = |b: bool| if b { "yes" } else { "no" };
     let _ = write!(
         s,
-        "{} class={} key={} window={} ttl={} timeout={} approval={} recover={} compensate={} secrets={} retry={}x{}..{}",
+        "{} class={} key={} window={} ttl={} timeout={} approval={} recover={} compensate={} sensitive={} retry={}x{}..{}",
         meta.name,
         meta.class,
         single_line(&meta.key_rule.to_string()),
@@ -104,10 +104,10 @@ pub fn line(meta: &ToolMeta) -> String {
         },
         yes(meta.has_recover),
         yes(meta.has_compensate),
-        if meta.secrets.is_empty() {
+        if meta.sensitive.is_empty() {
             "-".to_owned()
         } else {
-            meta.secrets.join(",")
+            meta.sensitive.join(",")
         },
         meta.retry.max_attempts,
         format_duration(meta.retry.base_delay),
@@ -151,7 +151,7 @@ mod tests {
             window: Window::Run,
             ttl: None,
             timeout: None,
-            secrets: &[],
+            sensitive: &[],
             has_recover: false,
             has_compensate: false,
             approval: None,
@@ -166,7 +166,7 @@ mod tests {
         let a = meta("send_email", EffectClass::Irreversible);
         let b = ToolMeta {
             key_rule: KeyRule::Fields(&["order_id", "amount_cents"]),
-            secrets: &["token"],
+            sensitive: &["token"],
             approval: Some("finance"),
             approval_when: Some("|a| a.amount_cents > 10_000"),
             timeout: Some(Duration::from_millis(1500)),
@@ -180,7 +180,7 @@ mod tests {
         assert_eq!(
             lines[1],
             "issue_refund class=idempotent key=fields(order_id, amount_cents) window=run ttl=- timeout=1500ms \
-             approval=finance when(|a| a.amount_cents > 10_000) recover=no compensate=no secrets=token retry=3x100ms..10s"
+             approval=finance when(|a| a.amount_cents > 10_000) recover=no compensate=no sensitive=token retry=3x100ms..10s"
         );
         assert!(lines[2].starts_with("send_email class=irreversible "));
         assert!(text.ends_with('\n'));

@@ -8,14 +8,14 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::class::{EffectClass, Window};
-use crate::context::EffectCtx;
+use crate::context::{EffectCtx, RunContext};
 use crate::outcome::ClassifyError;
 use crate::policy::RetryPolicy;
 
 /// How a tool's effect key is made, as written in the declaration (for manifests).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyRule {
-    /// `<scope>:<tool>:<sha256 hex of the canonical JSON input>` (secrets left out).
+    /// `<scope>:<tool>:<sha256 hex of the canonical JSON input>` (sensitive fields left out).
     Default,
     /// The named argument fields, canonicalized and hashed.
     Fields(&'static [&'static str]),
@@ -30,6 +30,38 @@ impl std::fmt::Display for KeyRule {
             KeyRule::Fields(fields) => write!(f, "fields({})", fields.join(", ")),
             KeyRule::Custom(src) => write!(f, "custom({src})"),
         }
+    }
+}
+
+/// A value a tool takes from the run (a `#[secret]` argument): the application gives it with
+/// [`RunContext::with_value`]; it is never in the schema and never reaches the model.
+#[derive(Clone, Copy)]
+pub struct Injected {
+    /// The type's name as written in the declaration, for the error when it is missing.
+    pub type_name: &'static str,
+    /// Whether a run holds it (`RunContext::has_value::<T>`).
+    pub present: fn(&RunContext) -> bool,
+}
+
+impl std::fmt::Debug for Injected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.type_name)
+    }
+}
+
+/// The first value `T` takes from the run that `run` does not hold (its type's name).
+pub fn missing_value<T: Tool>(run: &RunContext) -> Option<&'static str> {
+    T::INJECTED.iter().find(|i| !(i.present)(run)).map(|i| i.type_name)
+}
+
+/// [`missing_value`] as the error a call returns before anything runs.
+pub fn check_values<T: Tool>(run: &RunContext) -> Result<(), crate::EffectError<T::Error>> {
+    match missing_value::<T>(run) {
+        None => Ok(()),
+        Some(type_name) => Err(crate::EffectError::MissingValue {
+            tool: T::NAME.to_owned(),
+            type_name: type_name.to_owned(),
+        }),
     }
 }
 
@@ -81,8 +113,13 @@ pub trait Tool: Send + Sync + 'static {
     const TTL: Option<Duration> = None;
     /// The longest an execution may take; when it passes, the outcome is unknown.
     const TIMEOUT: Option<Duration> = None;
-    /// Top-level argument fields that are never stored, logged or hashed into a default key.
-    const SECRETS: &'static [&'static str] = &[];
+    /// The serialized names of the sensitive argument fields (`#[sensitive]`): the model
+    /// supplies them (they are in the schema), and they are never stored, logged, hashed into a
+    /// key or quoted in an error text.
+    const SENSITIVE: &'static [&'static str] = &[];
+    /// The values the tool takes from the run (`#[secret]` arguments): checked before anything
+    /// runs, never in the schema.
+    const INJECTED: &'static [Injected] = &[];
     /// Whether [`Tool::recover`] is implemented (it asks the remote system whether the effect
     /// already exists).
     const HAS_RECOVER: bool = false;
@@ -161,8 +198,8 @@ pub struct ToolMeta {
     pub ttl: Option<Duration>,
     /// The execution timeout.
     pub timeout: Option<Duration>,
-    /// Secret argument fields.
-    pub secrets: &'static [&'static str],
+    /// The serialized names of the sensitive argument fields.
+    pub sensitive: &'static [&'static str],
     /// Whether a `recover` hook is declared.
     pub has_recover: bool,
     /// Whether a `compensate` hook is declared.
@@ -188,7 +225,7 @@ impl ToolMeta {
             window: T::WINDOW,
             ttl: T::TTL,
             timeout: T::TIMEOUT,
-            secrets: T::SECRETS,
+            sensitive: T::SENSITIVE,
             has_recover: T::HAS_RECOVER,
             has_compensate: T::HAS_COMPENSATE,
             approval: T::APPROVAL,

@@ -7,7 +7,7 @@ use syn::spanned::Spanned;
 use syn::{Attribute, FnArg, Ident, Pat, ReturnType, Signature, Type, Visibility};
 
 use crate::ctxt::Ctxt;
-use crate::symbol::{EFFECT_CTX, SECRET};
+use crate::symbol::{EFFECT_CTX, SECRET, SENSITIVE};
 
 /// Where the function lives.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -26,8 +26,8 @@ pub struct Arg {
     pub docs: Vec<Attribute>,
     /// `#[serde(...)]` and `#[schemars(...)]`, copied onto the args field.
     pub pass: Vec<Attribute>,
-    /// `#[secret]`, with its span.
-    pub secret: Option<Span>,
+    /// `#[sensitive]`, with its span: the model supplies it, the journal never keeps it.
+    pub sensitive: Option<Span>,
     /// What the argument's `#[serde(...)]` attributes change about its JSON form.
     pub serde: SerdeArg,
 }
@@ -111,10 +111,22 @@ fn skip_rest(meta: &syn::meta::ParseNestedMeta) -> syn::Result<()> {
     Ok(())
 }
 
+/// A value the tool takes from the run (`#[secret] name: T`): not an argument of the schema.
+pub struct InjectedArg {
+    pub ident: Ident,
+    /// The type as written (`T` or `&T`).
+    pub ty: Type,
+    /// `T` itself (without the `&`).
+    pub value_ty: Type,
+    /// Whether the function takes it by reference (`&T`) rather than a clone (`T`).
+    pub by_ref: bool,
+}
+
 /// A parameter of the function, in order: what the generated `call` passes.
 pub enum Param {
     Ctx,
     Arg(usize),
+    Injected(usize),
 }
 
 /// A function read without its body: attributes, visibility and signature are parsed, the body
@@ -154,6 +166,8 @@ pub struct ToolFn {
     /// The doc comment, lines joined: the tool's description.
     pub docs: String,
     pub args: Vec<Arg>,
+    /// The `#[secret]` parameters, taken from the run.
+    pub injected: Vec<InjectedArg>,
     pub params: Vec<Param>,
     /// The return type (its `Ok` and `Err` become the tool's output and error).
     pub ret: Option<Type>,
@@ -222,6 +236,7 @@ impl ToolFn {
         };
 
         let mut args = Vec::new();
+        let mut injected = Vec::new();
         let mut params = Vec::new();
         let mut has_ctx = false;
         for input in out_sig.inputs.iter_mut() {
@@ -243,6 +258,11 @@ impl ToolFn {
                 .iter()
                 .find(|a| a.path().is_ident(SECRET))
                 .map(|a| a.span());
+            let sensitive = pat_ty
+                .attrs
+                .iter()
+                .find(|a| a.path().is_ident(SENSITIVE))
+                .map(|a| a.span());
             if is_ctx(&pat_ty.ty) {
                 check_ctx(cx, &pat_ty.ty);
                 if let Some(span) = secret {
@@ -250,6 +270,13 @@ impl ToolFn {
                         span,
                         "`#[secret]` cannot mark the context: it is never stored, logged or part of the schema",
                         "remove `#[secret]` from the context parameter; mark the secret arguments instead",
+                    );
+                }
+                if let Some(span) = sensitive {
+                    cx.error(
+                        span,
+                        "`#[sensitive]` cannot mark the context: it is never stored, logged or part of the schema",
+                        "remove `#[sensitive]` from the context parameter",
                     );
                 }
                 if has_ctx {
@@ -275,6 +302,52 @@ impl ToolFn {
                     continue;
                 }
             };
+            if secret.is_some() {
+                if let Some(both) = sensitive {
+                    cx.error(
+                        both,
+                        format!("`{ident}` is both `#[secret]` (the application gives it) and `#[sensitive]` (the model gives it)"),
+                        "keep `#[secret]` if the application holds the value (it never reaches the model), or `#[sensitive]` if the model supplies it",
+                    );
+                }
+                if let Some(attr) = pat_ty
+                    .attrs
+                    .iter()
+                    .find(|a| a.path().is_ident("serde") || a.path().is_ident("schemars"))
+                {
+                    cx.error_spanned(
+                        attr,
+                        format!("`{ident}` is `#[secret]`: it is taken from the run, never serialized and not in the schema, so `#[{}]` has nothing to do", attr.path().get_ident().map(ToString::to_string).unwrap_or_default()),
+                        "remove the attribute",
+                    );
+                }
+                let (value_ty, by_ref) = match &*pat_ty.ty {
+                    Type::Reference(r) if r.mutability.is_none() => ((*r.elem).clone(), true),
+                    other => (other.clone(), false),
+                };
+                if let Some(common) = common_type(&value_ty) {
+                    cx.error_spanned(
+                        &pat_ty.ty,
+                        format!(
+                            "`#[secret] {ident}` is taken from the run by its type, and `{common}` says nothing about what it is: any `{common}` given to the run would match"
+                        ),
+                        format!(
+                            "give it a type of its own, e.g. `pub struct {}({common});`, and give the run that: `RunContext::new(..).with_value({}(...))`; if the model supplies the value, mark it `#[sensitive]` instead",
+                            pascal_case(&ident.to_string()),
+                            pascal_case(&ident.to_string())
+                        ),
+                    );
+                }
+                pat_ty.attrs.retain(|a| !is_macro_attr(a));
+                params.push(Param::Injected(injected.len()));
+                injected.push(InjectedArg {
+                    ident,
+                    ty: (*pat_ty.ty).clone(),
+                    value_ty,
+                    by_ref,
+                });
+                continue;
+            }
             if let Some(r) = find_reference(&pat_ty.ty) {
                 cx.error_spanned(
                     r,
@@ -311,7 +384,7 @@ impl ToolFn {
                 ty: (*pat_ty.ty).clone(),
                 docs,
                 pass,
-                secret,
+                sensitive,
                 serde,
             });
         }
@@ -323,6 +396,7 @@ impl ToolFn {
             ident: sig.ident.clone(),
             sig: out_sig,
             args,
+            injected,
             params,
             ret,
             // A signature with any problem: only the function and the errors are emitted.
@@ -331,10 +405,28 @@ impl ToolFn {
     }
 }
 
-/// Attributes the macro consumes from an argument: docs, `#[secret]`, serde and schemars.
+/// Attributes the macro consumes from an argument: docs, `#[secret]`, `#[sensitive]`, serde
+/// and schemars.
 fn is_macro_attr(a: &Attribute) -> bool {
     let p = a.path();
-    p.is_ident("doc") || p.is_ident(SECRET) || p.is_ident("serde") || p.is_ident("schemars")
+    p.is_ident("doc") || p.is_ident(SECRET) || p.is_ident(SENSITIVE) || p.is_ident("serde") || p.is_ident("schemars")
+}
+
+/// A standard type that names no particular value (`String`, `u64`, `Vec<..>`, ...), as written.
+fn common_type(ty: &Type) -> Option<String> {
+    const COMMON: &[&str] = &[
+        "String", "str", "bool", "char", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128",
+        "isize", "f32", "f64", "Vec", "Option", "HashMap", "BTreeMap", "Value",
+    ];
+    match ty {
+        Type::Path(p) if p.qself.is_none() => {
+            let last = p.path.segments.last()?;
+            let name = last.ident.to_string();
+            COMMON.contains(&name.as_str()).then_some(name)
+        }
+        Type::Paren(p) => common_type(&p.elem),
+        _ => None,
+    }
 }
 
 /// Whether `ty` is the context, in any of its forms (`&EffectCtx`, `EffectCtx`, `&mut ...`).

@@ -73,6 +73,7 @@ pub struct ToolAttrs {
     pub timeout: Option<Set<u64>>,
     pub retry: Option<Set<Retry>>,
     pub name: Option<Set<String>>,
+    pub description: Option<Set<String>>,
     pub strict_input: Option<Set<()>>,
     pub open_world: Option<Set<bool>>,
     pub krate: Option<Set<Path>>,
@@ -110,7 +111,10 @@ impl ToolAttrs {
         let key_span = ident.span();
         match key.as_str() {
             EFFECT => {
-                let lit: LitStr = meta.value()?.parse()?;
+                let Some(lit) = string_value(cx, meta.value()?, EFFECT)? else {
+                    self.rejected.push(EFFECT);
+                    return Ok(());
+                };
                 let value = lit.value();
                 let class = match value.as_str() {
                     "pure" => Some(Class::Pure),
@@ -172,7 +176,10 @@ impl ToolAttrs {
                 }
             }
             WINDOW => {
-                let lit: LitStr = meta.value()?.parse()?;
+                let Some(lit) = string_value(cx, meta.value()?, WINDOW)? else {
+                    self.rejected.push(WINDOW);
+                    return Ok(());
+                };
                 let value = lit.value();
                 match WINDOWS.iter().find(|w| **w == value) {
                     Some(w) => set(cx, &mut self.window, key_span, lit.span(), *w, WINDOW),
@@ -186,13 +193,19 @@ impl ToolAttrs {
                 }
             }
             TTL => {
-                let lit: LitStr = meta.value()?.parse()?;
+                let Some(lit) = string_value(cx, meta.value()?, TTL)? else {
+                    self.rejected.push(TTL);
+                    return Ok(());
+                };
                 if let Some(ms) = duration(cx, &lit, TTL) {
                     set(cx, &mut self.ttl, key_span, lit.span(), ms, TTL);
                 }
             }
             TIMEOUT => {
-                let lit: LitStr = meta.value()?.parse()?;
+                let Some(lit) = string_value(cx, meta.value()?, TIMEOUT)? else {
+                    self.rejected.push(TIMEOUT);
+                    return Ok(());
+                };
                 if let Some(ms) = duration(cx, &lit, TIMEOUT) {
                     set(cx, &mut self.timeout, key_span, lit.span(), ms, TIMEOUT);
                 }
@@ -229,7 +242,10 @@ impl ToolAttrs {
                 );
             }
             APPROVAL => {
-                let lit: LitStr = meta.value()?.parse()?;
+                let Some(lit) = string_value(cx, meta.value()?, APPROVAL)? else {
+                    self.rejected.push(APPROVAL);
+                    return Ok(());
+                };
                 if lit.value().trim().is_empty() {
                     cx.error(
                         lit.span(),
@@ -290,7 +306,10 @@ impl ToolAttrs {
                             }
                         }
                         BASE_DELAY | MAX_DELAY => {
-                            let lit: LitStr = inner.value()?.parse()?;
+                            let key = if name == BASE_DELAY { BASE_DELAY } else { MAX_DELAY };
+                            let Some(lit) = string_value(cx, inner.value()?, key)? else {
+                                return Ok(());
+                            };
                             if let Some(ms) = duration(cx, &lit, &name) {
                                 if name == BASE_DELAY {
                                     retry.base_delay_span = Some(lit.span());
@@ -316,7 +335,10 @@ impl ToolAttrs {
                 set(cx, &mut self.retry, key_span, span, retry, RETRY);
             }
             NAME => {
-                let lit: LitStr = meta.value()?.parse()?;
+                let Some(lit) = string_value(cx, meta.value()?, NAME)? else {
+                    self.rejected.push(NAME);
+                    return Ok(());
+                };
                 let value = lit.value();
                 let valid = !value.is_empty()
                     && value.len() <= 64
@@ -330,6 +352,29 @@ impl ToolAttrs {
                             "`{value}` cannot be a tool name: providers accept 1 to 64 of a-z, A-Z, 0-9, `_` and `-`"
                         ),
                         "write a name such as `name = \"issue_refund\"`",
+                    );
+                }
+            }
+            DESCRIPTION => {
+                let Some(lit) = string_value(cx, meta.value()?, DESCRIPTION)? else {
+                    self.rejected.push(DESCRIPTION);
+                    return Ok(());
+                };
+                if lit.value().trim().is_empty() {
+                    self.rejected.push(DESCRIPTION);
+                    cx.error(
+                        lit.span(),
+                        "`description` is empty: the model reads it to decide when to call the tool",
+                        "say what the tool does, e.g. `description = \"Refund part of an order.\"`",
+                    );
+                } else {
+                    set(
+                        cx,
+                        &mut self.description,
+                        key_span,
+                        lit.span(),
+                        lit.value().trim().to_owned(),
+                        DESCRIPTION,
                     );
                 }
             }
@@ -349,7 +394,10 @@ impl ToolAttrs {
                 set(cx, &mut self.open_world, key_span, lit.span(), lit.value, OPEN_WORLD);
             }
             CRATE => {
-                let lit: LitStr = meta.value()?.parse()?;
+                let Some(lit) = string_value(cx, meta.value()?, CRATE)? else {
+                    self.rejected.push(CRATE);
+                    return Ok(());
+                };
                 match lit.parse::<Path>() {
                     Ok(path) => set(cx, &mut self.krate, key_span, lit.span(), path, CRATE),
                     Err(_) => cx.error(
@@ -378,6 +426,43 @@ impl ToolAttrs {
         }
         Ok(())
     }
+}
+
+/// The string literal after `key =`. Anything else (`timeout = 30`, `effect = idempotent`) is
+/// reported with the quoted form to write, and `None` is returned (parsing goes on).
+fn string_value(cx: &Ctxt, input: ParseStream, key: &'static str) -> syn::Result<Option<LitStr>> {
+    let expr: Expr = input.parse()?;
+    if let Expr::Lit(syn::ExprLit {
+        lit: syn::Lit::Str(lit),
+        ..
+    }) = &expr
+    {
+        return Ok(Some(lit.clone()));
+    }
+    let written = quote::ToTokens::to_token_stream(&expr).to_string().replace(' ', "");
+    let quoted = match key {
+        EFFECT => symbol::nearest(&written, CLASSES).unwrap_or("idempotent").to_owned(),
+        WINDOW => symbol::nearest(&written, WINDOWS).unwrap_or("run").to_owned(),
+        TTL | TIMEOUT | BASE_DELAY | MAX_DELAY => match &expr {
+            Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(n), ..
+            }) if n.suffix().is_empty() => format!("{}s", n.base10_digits()),
+            _ if parse_duration(&written).is_ok() => written,
+            _ => if key == TTL { "24h" } else { "30s" }.to_owned(),
+        },
+        _ => written,
+    };
+    let note = match key {
+        TTL | TIMEOUT | BASE_DELAY | MAX_DELAY => " (a number and a unit: ms, s, m, h, d)",
+        EFFECT => " (one of `pure`, `idempotent`, `compensable`, `irreversible`)",
+        _ => "",
+    };
+    cx.error_spanned(
+        &expr,
+        format!("`{key}` takes a string literal"),
+        format!("write it quoted: `{key} = \"{quoted}\"`{note}"),
+    );
+    Ok(None)
 }
 
 /// Store a value, reporting a duplicate key at its second occurrence.

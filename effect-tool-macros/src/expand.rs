@@ -79,6 +79,29 @@ pub fn original(func: &ToolFn, block: &TokenStream) -> TokenStream {
     }
 }
 
+/// Mark the parameters the key reads with `#[allow(unused_variables)]`: an argument used only by
+/// `key(...)` or the key closure is not unused, and rustc's advice (a `_` prefix) would rename the
+/// field the model sees.
+pub fn allow_key_only(func: &mut ToolFn, attrs: &ToolAttrs) {
+    let Some(key) = &attrs.key else { return };
+    let names: Vec<String> = func.args.iter().map(|a| unraw(&a.ident)).collect();
+    let used: Vec<String> = match &key.value {
+        KeySpec::Fields(fields) => fields.iter().map(unraw).collect(),
+        KeySpec::Closure(closure) => crate::valid::field_reads(closure.body.to_token_stream(), &names)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect(),
+    };
+    for input in func.sig.inputs.iter_mut() {
+        if let syn::FnArg::Typed(pt) = input
+            && let Pat::Ident(pi) = &*pt.pat
+            && used.contains(&unraw(&pi.ident))
+        {
+            pt.attrs.push(syn::parse_quote!(#[allow(unused_variables)]));
+        }
+    }
+}
+
 /// The args struct, the tool type and its impl (not the function itself).
 pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
     let p = private(attrs);
@@ -178,7 +201,7 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
         Some(Class::Compensable) => quote!(Compensable),
         Some(Class::Irreversible) => quote!(Irreversible),
     };
-    let description = &func.docs;
+    let description = attrs.description.as_ref().map_or(&func.docs, |d| &d.value);
     let mut items = Vec::new();
 
     if let Some(key) = &attrs.key {
@@ -229,14 +252,27 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
         let d = duration(timeout.value);
         items.push(quote!(const TIMEOUT: #p::Option<#p::Duration> = #p::Some(#d);));
     }
-    let secrets: Vec<String> = func
+    let sensitive: Vec<String> = func
         .args
         .iter()
-        .filter(|a| a.secret.is_some())
+        .filter(|a| a.sensitive.is_some())
         .map(|a| a.serde.name.clone())
         .collect();
-    if !secrets.is_empty() {
-        items.push(quote!(const SECRETS: &'static [&'static str] = &[#(#secrets),*];));
+    if !sensitive.is_empty() {
+        items.push(quote!(const SENSITIVE: &'static [&'static str] = &[#(#sensitive),*];));
+    }
+    if !func.injected.is_empty() {
+        let entries = func.injected.iter().map(|inj| {
+            let ty = replace_self(inj.value_ty.to_token_stream());
+            let name = inj.value_ty.to_token_stream().to_string().replace(' ', "");
+            quote! {
+                #p::Injected {
+                    type_name: #name,
+                    present: #p::RunContext::has_value::<#ty>,
+                }
+            }
+        });
+        items.push(quote!(const INJECTED: &'static [#p::Injected] = &[#(#entries),*];));
     }
     if let Some(approval) = &attrs.approval {
         let role = &approval.value;
@@ -286,7 +322,7 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
         items.push(quote!(const RETRY: #p::RetryPolicy = #p::RetryPolicy { #(#fields)* #rest };));
     }
     if let Some(recover) = &attrs.recover {
-        let call = hook_call(&recover.value, target, quote!(__ctx, __args));
+        let call = hook_call(&p, &recover.value, target, "recover", quote!(__ctx, __args));
         items.push(quote! {
             const HAS_RECOVER: bool = true;
             async fn recover(
@@ -299,7 +335,13 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
         });
     }
     if let Some(compensate) = &attrs.compensate {
-        let call = hook_call(&compensate.value, target, quote!(__ctx, __args, __output));
+        let call = hook_call(
+            &p,
+            &compensate.value,
+            target,
+            "compensate",
+            quote!(__ctx, __args, __output),
+        );
         items.push(quote! {
             const HAS_COMPENSATE: bool = true;
             async fn compensate(
@@ -318,6 +360,19 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
         Param::Arg(i) => {
             let ident = &func.args[*i].ident;
             quote!(__args.#ident)
+        }
+        Param::Injected(i) => {
+            let inj = &func.injected[*i];
+            let ty = replace_self(inj.value_ty.to_token_stream());
+            let name = inj.value_ty.to_token_stream().to_string().replace(' ', "");
+            let span = inj.ty.span();
+            let ps = respan(&p, span);
+            let value = quote_spanned!(span=> #ps::injected::<#ty>(__ctx, #name));
+            if inj.by_ref {
+                value
+            } else {
+                quote_spanned!(span=> #ps::Clone::clone(#value))
+            }
         }
     });
     let fn_ident = &func.ident;
@@ -339,10 +394,13 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
         quote_spanned!(arg.ty.span()=> #ps::assert_tool_arg::<#ty>();)
     });
 
+    let out_ps = respan(&p, ok_span);
+    let output_check = quote_spanned!(ok_span=> #out_ps::assert_tool_output::<#output_ty>(););
     quote! {
         // First, so a missing serde/schemars impl is reported with its explanation first.
         const _: () = {
             #(#arg_checks)*
+            #output_check
         };
 
         #args_struct
@@ -389,14 +447,33 @@ fn result_args(ret: &Type) -> Option<(Span, Span)> {
 }
 
 /// `recover = path` / `compensate = path`: a method of the impl block when the path is the
-/// name of one of its `&self` methods, else a function called with the same arguments.
-fn hook_call(path: &Path, target: &Target, args: TokenStream) -> TokenStream {
-    if let (Target::Method { methods, .. }, Some(ident)) = (target, path.get_ident())
+/// name of one of its `&self` methods, else a function called with the same arguments. The call
+/// goes through a hook trait of `__private` whose `on_unimplemented` prints the signature
+/// expected, so a hook of the wrong shape is reported as such (not as rustc's raw mismatch).
+fn hook_call(p: &TokenStream, path: &Path, target: &Target, hook: &str, args: TokenStream) -> TokenStream {
+    let span = path.span();
+    let ps = respan(p, span);
+    let (free, method, generics) = if hook == "recover" {
+        (
+            quote_spanned!(span=> RecoverHook),
+            quote_spanned!(span=> RecoverMethod),
+            quote_spanned!(span=> Self::Args, Self::Output, Self::Error),
+        )
+    } else {
+        (
+            quote_spanned!(span=> CompensateHook),
+            quote_spanned!(span=> CompensateMethod),
+            quote_spanned!(span=> Self::Args, Self::Output, Self::Error),
+        )
+    };
+    if let (Target::Method { methods, self_ty, .. }, Some(ident)) = (target, path.get_ident())
         && methods.contains(ident)
     {
-        return quote_spanned!(path.span()=> self.__inner.#ident(#args).await);
+        return quote_spanned!(span=>
+            #ps::#method::<#self_ty, #generics>::call_hook(<#self_ty>::#ident, &*self.__inner, #args).await
+        );
     }
-    quote_spanned!(path.span()=> #path(#args).await)
+    quote_spanned!(span=> #ps::#free::<#generics>::call_hook(#path, #args).await)
 }
 
 /// `|a| expr` → `|a: &Args| expr`, so rustc checks the closure against the args struct and

@@ -89,6 +89,7 @@ use syn::spanned::Spanned;
 /// | `timeout = "30s"` | longest execution; past it the outcome is unknown |
 /// | `retry(max_attempts = 5, base_delay = "100ms", max_delay = "10s")` | retry limits within what the class allows |
 /// | `name = "..."` | the name the model sees (default: the function's name) |
+/// | `description = "..."` | what the model reads (default: the doc comment; one of the two is required) |
 /// | `strict_input` | fail when a key is recorded under different arguments |
 /// | `open_world = true \| false` | the MCP `openWorldHint` |
 /// | `crate = "path"` | where effect-tool is, for crates that re-export it |
@@ -97,11 +98,36 @@ use syn::spanned::Spanned;
 ///
 /// # Arguments
 ///
-/// Every parameter except the context becomes a field of the argument schema. A parameter of
-/// type `&EffectCtx` (anywhere in the list, at most once) is injected by the runtime and is not
-/// part of the schema. Doc comments on parameters become the fields' descriptions;
-/// `#[serde(...)]` and `#[schemars(...)]` attributes are copied onto the field. `#[secret]`
-/// keeps a value out of the journal, the logs and the default key.
+/// Every parameter except the context and `#[secret]` ones becomes a field of the argument
+/// schema. A parameter of type `&EffectCtx` (anywhere in the list, at most once) is injected by
+/// the runtime and is not part of the schema. Doc comments on parameters become the fields'
+/// descriptions; `#[serde(...)]` and `#[schemars(...)]` attributes are copied onto the field, and
+/// keys follow them: `key(field)` reads the field under its serialized name (`rename`), as
+/// serialized (`with`, `default`); `alias` is accepted when decoding. `key(field)` on a
+/// `flatten`, `skip` or `skip_serializing_if` field does not compile (the key could not tell
+/// calls apart).
+///
+/// # Protected values: two kinds, never confused
+///
+/// | | `#[secret] smtp: SmtpPassword` | `#[sensitive] card_number: String` |
+/// |---|---|---|
+/// | who supplies it | the application | the model |
+/// | in the schema / the model's context | never | yes (the model must send it) |
+/// | the journal, `effect-tool show`, keys, fingerprints | never | never (left out by its serialized name, renames followed) |
+/// | logs and error texts | never | never (an argument error quotes it as `[sensitive]`) |
+/// | how the tool gets it | from the run, by type: `RunContext::with_value(SmtpPassword(..))` | in the arguments |
+/// | missing | `EffectError::MissingValue` before anything runs | the model's call is rejected |
+/// | `recover` | the hook reads `ctx.value::<SmtpPassword>()` | in `args` (the call's own arguments) |
+/// | `compensate` (`abandon_run`) | the run passed to `abandon_run` must hold it again; the hook reads `ctx.value::<T>()` | not in the journal: on a compensable tool it must be an `Option` (`None` in `compensate`) or `#[serde(default)]` (the default), else a compile error |
+///
+/// A `#[secret]` parameter has a type of its own (a newtype, not a bare `String`: values are
+/// found by type) and is taken by value (cloned from the run) or by reference (`&T`). Values the
+/// application holds can also live in the `#[tools]` value (`&self`). A `#[sensitive]` field
+/// cannot be part of a key, nor `flatten`ed.
+///
+/// Before this release `#[secret]` meant what `#[sensitive]` means now (the model supplied the
+/// value, and so saw it); such a declaration with a `String` no longer compiles, and the error
+/// says which to choose.
 ///
 /// # What is generated
 ///
@@ -119,8 +145,8 @@ use syn::spanned::Spanned;
 ///
 /// A declaration with no effect, an unknown class or key (with the nearest valid one
 /// suggested), a duplicate key, `compensable` without `compensate`, `pure` with a key or hooks,
-/// `when` without `approval`, a key closure that does not type-check or reads a `#[secret]`
-/// argument, a key field that is not an argument, an argument type without
+/// `when` without `approval`, a key closure that does not type-check or reads a `#[secret]` or
+/// `#[sensitive]` argument, a key field that is not an argument, an argument type without
 /// serde/schemars impls, a non-async function, a bad duration, `#[secret]` on the context or a
 /// context not taken by reference does not compile; every error of one declaration is reported
 /// in one build.
@@ -141,8 +167,9 @@ pub fn tool(args: TokenStream, input: TokenStream) -> TokenStream {
     };
     let cx = ctxt::Ctxt::new();
     let attrs = attr::ToolAttrs::parse(&cx, args.into());
-    let func = ast::ToolFn::parse(&cx, item.attrs.clone(), item.vis.clone(), &item.sig, ast::Mode::Free);
+    let mut func = ast::ToolFn::parse(&cx, item.attrs.clone(), item.vis.clone(), &item.sig, ast::Mode::Free);
     valid::check(&cx, &attrs, &func);
+    expand::allow_key_only(&mut func, &attrs);
     let block = item.body;
     let original = expand::original(&func, &block);
     let out = match cx.check() {

@@ -11,6 +11,7 @@ pub const WHEN: &str = "when";
 pub const TIMEOUT: &str = "timeout";
 pub const RETRY: &str = "retry";
 pub const NAME: &str = "name";
+pub const DESCRIPTION: &str = "description";
 pub const STRICT_INPUT: &str = "strict_input";
 pub const OPEN_WORLD: &str = "open_world";
 pub const CRATE: &str = "crate";
@@ -28,6 +29,7 @@ pub const KEYS: &[&str] = &[
     TIMEOUT,
     RETRY,
     NAME,
+    DESCRIPTION,
     STRICT_INPUT,
     OPEN_WORLD,
     CRATE,
@@ -46,8 +48,13 @@ pub const CLASSES: &[&str] = &["pure", "idempotent", "compensable", "irreversibl
 /// The key windows, as written in `window = "..."`.
 pub const WINDOWS: &[&str] = &["run", "thread", "cross-run"];
 
-/// The argument attribute that keeps a value out of the store, logs and default keys.
+/// The argument attribute of a value the application holds, taken from the run (never in the
+/// schema, never seen by the model).
 pub const SECRET: &str = "secret";
+
+/// The argument attribute of a value the model supplies that is never kept (journal, logs, keys,
+/// error texts).
+pub const SENSITIVE: &str = "sensitive";
 
 /// The context type injected into tools.
 pub const EFFECT_CTX: &str = "EffectCtx";

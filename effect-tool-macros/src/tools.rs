@@ -116,6 +116,7 @@ pub fn expand(args: TokenStream, input: TokenStream) -> TokenStream {
         );
         func.sound &= receiver_ok;
         valid::check(&mcx, &attrs, &func);
+        expand::allow_key_only(&mut func, &attrs);
         method.sig = func.sig.clone();
         if generic {
             // Already reported on the impl block; emit nothing for the method.

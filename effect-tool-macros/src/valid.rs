@@ -26,6 +26,14 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
         }
     };
 
+    if func.docs.trim().is_empty() && attrs.description.is_none() && !attrs.rejected.contains(&symbol::DESCRIPTION) {
+        cx.error(
+            func.ident.span(),
+            format!("tool `{}` has no description: the model reads it to decide when to call the tool", func.ident),
+            "write a doc comment on the function, e.g. `/// Refund part of an order.`, or give it as `#[tool(description = \"...\")]`",
+        );
+    }
+
     if let Some(Class::Pure) = class {
         let pure_help = |key: &str| {
             format!(
@@ -78,17 +86,25 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
         match &key.value {
             KeySpec::Closure(closure) => {
                 closure_arity(cx, closure, "key", "|a| format!(\"refund:{}\", a.order_id)");
-                let secrets: Vec<String> = func
+                let sensitive: Vec<String> = func
                     .args
                     .iter()
-                    .filter(|a| a.secret.is_some())
+                    .filter(|a| a.sensitive.is_some())
                     .map(|a| unraw(&a.ident))
                     .collect();
-                for (name, span) in field_reads(closure.body.to_token_stream(), &secrets) {
+                for (name, span) in field_reads(closure.body.to_token_stream(), &sensitive) {
                     cx.error(
                         span,
-                        format!("the key reads `{name}`, which is `#[secret]`: keys are stored in the journal and shown to operators"),
-                        "make the key from the arguments that identify the effect, not from secrets",
+                        format!("the key reads `{name}`, which is `#[sensitive]`: keys are stored in the journal and shown to operators"),
+                        "make the key from the arguments that identify the effect, not from sensitive ones",
+                    );
+                }
+                let injected: Vec<String> = func.injected.iter().map(|a| unraw(&a.ident)).collect();
+                for (name, span) in field_reads(closure.body.to_token_stream(), &injected) {
+                    cx.error(
+                        span,
+                        format!("the key reads `{name}`, which is `#[secret]`: it is taken from the run, it is not an argument, and keys are stored and shown to operators"),
+                        "make the key from the arguments that identify the effect",
                     );
                 }
             }
@@ -107,6 +123,14 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
                         continue;
                     }
                     seen.push(f.clone());
+                    if func.injected.iter().any(|a| unraw(&a.ident) == f) {
+                        cx.error(
+                            field.span(),
+                            format!("`{f}` is `#[secret]` and cannot be part of the key: it is taken from the run, not sent by the model, and keys are stored and shown to operators"),
+                            "key on the arguments that identify the effect",
+                        );
+                        continue;
+                    }
                     match func.args.iter().find(|a| unraw(&a.ident) == f) {
                         None => {
                             let help = match symbol::nearest(&f, &name_refs) {
@@ -116,10 +140,10 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
                             };
                             cx.error(field.span(), format!("`key` names `{f}`, which is not an argument of `{}`", func.ident), help);
                         }
-                        Some(arg) if arg.secret.is_some() => cx.error(
+                        Some(arg) if arg.sensitive.is_some() => cx.error(
                             field.span(),
-                            format!("`{f}` is `#[secret]` and cannot be part of the key: keys are stored and shown to operators"),
-                            "key on the non-secret arguments that identify the effect",
+                            format!("`{f}` is `#[sensitive]` and cannot be part of the key: keys are stored and shown to operators"),
+                            "key on the arguments that identify the effect, not on sensitive ones",
                         ),
                         Some(arg) => key_field_serde(cx, &f, arg),
                     }
@@ -128,12 +152,22 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
         }
     }
     for arg in &func.args {
-        if let (Some(_), Some(flatten)) = (arg.secret, arg.serde.flatten) {
-            let name = unraw(&arg.ident);
+        let name = unraw(&arg.ident);
+        if let (Some(_), Some(flatten)) = (arg.sensitive, arg.serde.flatten) {
             cx.error(
                 flatten,
-                format!("`{name}` is `#[secret]` and `#[serde(flatten)]`: its fields are merged into the input under their own names, so they cannot be kept out of the journal"),
-                format!("remove `#[serde(flatten)]` from `{name}`, or mark the secret fields one by one as arguments"),
+                format!("`{name}` is `#[sensitive]` and `#[serde(flatten)]`: its fields are merged into the input under their own names, so they cannot be kept out of the journal"),
+                format!("remove `#[serde(flatten)]` from `{name}`, or take the sensitive fields as arguments of their own, each `#[sensitive]`"),
+            );
+        }
+        // The journal does not keep it, and `compensate` decodes the recorded arguments.
+        if let (Some(Class::Compensable), Some(span), None) = (class, arg.sensitive, arg.serde.default)
+            && !is_option(&arg.ty)
+        {
+            cx.error(
+                span,
+                format!("`{name}` is `#[sensitive]`, so the journal does not keep it, and `compensate` of this compensable tool receives the recorded arguments: it would have no value for `{name}`"),
+                format!("say what `compensate` sees instead: `#[serde(default)] {name}` (the default value) or `{name}: Option<...>` (`None`); or, if the application holds the value, take it from the run with `#[secret]`"),
             );
         }
     }
@@ -183,7 +217,7 @@ fn key_field_serde(cx: &Ctxt, name: &str, arg: &crate::ast::Arg) {
 }
 
 /// Every `.name` in `tokens` where `name` is one of `names` (field reads of secret arguments).
-fn field_reads(tokens: proc_macro2::TokenStream, names: &[String]) -> Vec<(String, Span)> {
+pub fn field_reads(tokens: proc_macro2::TokenStream, names: &[String]) -> Vec<(String, Span)> {
     use proc_macro2::TokenTree;
     let mut found = Vec::new();
     if names.is_empty() {
@@ -232,6 +266,11 @@ fn closure_arity(cx: &Ctxt, closure: &syn::ExprClosure, key: &str, example: &str
             format!("write `{key} = {example}`"),
         );
     }
+}
+
+/// Whether a type is written `Option<..>` (serde decodes a missing field as `None`).
+fn is_option(ty: &syn::Type) -> bool {
+    matches!(ty, syn::Type::Path(p) if p.qself.is_none() && p.path.segments.last().is_some_and(|s| s.ident == "Option"))
 }
 
 pub fn unraw(ident: &syn::Ident) -> String {

@@ -282,7 +282,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             return Ok(input);
         }
         match serde_json::to_value(&self.args) {
-            Ok(v) => Ok(key::redact(v, T::SECRETS)),
+            Ok(v) => Ok(key::redact(v, T::SENSITIVE)),
             Err(e) => {
                 let err = EffectError::InvalidArguments {
                     tool: T::NAME.to_owned(),

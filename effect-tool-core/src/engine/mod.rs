@@ -482,6 +482,14 @@ impl Engine {
                     key: None,
                 };
             };
+            // A value the tool takes from the run is missing: nothing runs, nothing is claimed.
+            if let Err(err) = crate::tool::check_values::<T>(run) {
+                return CallReport {
+                    result: Err(err),
+                    disposition: Disposition::Failed,
+                    key: None,
+                };
+            }
             let report = if T::CLASS == EffectClass::Pure {
                 self.call_pure(tool, run, opts, args).await
             } else {
@@ -989,6 +997,10 @@ fn to_shared<E: std::fmt::Display>(e: &EffectError<E>) -> EffectError<String> {
         InvalidArguments { tool, message } => InvalidArguments {
             tool: tool.clone(),
             message: message.clone(),
+        },
+        MissingValue { tool, type_name } => MissingValue {
+            tool: tool.clone(),
+            type_name: type_name.clone(),
         },
         InputMismatch {
             tool,

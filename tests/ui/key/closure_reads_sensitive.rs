@@ -2,7 +2,7 @@ use effect_tool::{tool, ToolError};
 
 /// Log in.
 #[tool(effect = "idempotent", key = |a| format!("login:{}:{}", a.user, a.password))]
-async fn login(user: String, #[secret] password: String) -> Result<String, ToolError> {
+async fn login(user: String, #[sensitive] password: String) -> Result<String, ToolError> {
     Ok(format!("{user}{password}"))
 }
 

@@ -1,0 +1,8 @@
+use effect_tool::{tool, ToolError};
+
+#[tool(effect = "idempotent")]
+async fn refund(order_id: String) -> Result<String, ToolError> {
+    Ok(order_id)
+}
+
+fn main() {}
