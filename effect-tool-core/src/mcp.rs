@@ -84,10 +84,23 @@ use crate::toolkit::{Dispatcher, ToolCall, ToolOutcome, ToolResult, Toolkit};
 
 pub use rmcp;
 
+mod limits;
+pub use limits::McpLimits;
+use limits::{Busy, Gate, Gates};
+
+#[cfg(feature = "mcp-http")]
+mod auth;
 #[cfg(feature = "mcp-http")]
 mod http;
 #[cfg(feature = "mcp-http")]
-pub use http::{MCP_HTTP_PATH, McpHttpConfig, McpHttpHandle, McpHttpService};
+pub use auth::{
+    AuthError, Authenticator, BearerTokens, JwtAuthenticator, JwtError, ProtectedResource, bearer_token, jsonwebtoken,
+};
+#[cfg(feature = "mcp-http")]
+pub use http::{
+    MCP_HTTP_PATH, McpHttpConfig, McpHttpHandle, McpHttpService, McpSessionError, McpSessionManager,
+    PROTECTED_RESOURCE_PATH, SessionsFull,
+};
 
 /// The `_meta` fields the server reads the run id from, in order.
 pub const RUN_ID_META: [&str; 2] = ["effect-tool/run_id", "run_id"];
@@ -95,6 +108,47 @@ pub const RUN_ID_META: [&str; 2] = ["effect-tool/run_id", "run_id"];
 pub const THREAD_ID_META: [&str; 2] = ["effect-tool/thread_id", "thread_id"];
 /// The `_meta` fields the server reads the model's tool-call id from, in order.
 pub const CALL_ID_META: [&str; 2] = ["effect-tool/call_id", "tool_call_id"];
+
+/// Who is calling: the principal an [`Authenticator`] found for an HTTP request (feature
+/// `mcp-http`). Runs, threads and so keys are scoped to it: the run a client names in `_meta`
+/// is the run `<principal>/<run id>`, so no client can name another principal's run.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Principal {
+    id: String,
+}
+
+impl Principal {
+    /// The principal with this id (e.g. a JWT's `sub`, or the name given to a static token).
+    ///
+    /// # Panics
+    ///
+    /// If `id` is empty: an empty principal would share the scope of every other empty one.
+    pub fn new(id: impl Into<String>) -> Self {
+        let id = id.into();
+        assert!(!id.is_empty(), "a principal needs a non-empty id");
+        Principal { id }
+    }
+
+    /// The id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The prefix of this principal's runs and threads: the id with `%` and `/` escaped (so
+    /// `a/b` and `a%2Fb` stay two principals), then `/`.
+    fn scope(&self) -> String {
+        let mut s = String::with_capacity(self.id.len() + 1);
+        for c in self.id.chars() {
+            match c {
+                '%' => s.push_str("%25"),
+                '/' => s.push_str("%2F"),
+                c => s.push(c),
+            }
+        }
+        s.push('/');
+        s
+    }
+}
 
 /// The server failed to start or ended with an error.
 #[derive(Debug, thiserror::Error)]
@@ -112,6 +166,15 @@ pub enum McpServeError {
         addr: std::net::SocketAddr,
         /// Why binding failed.
         source: std::io::Error,
+    },
+    /// A non-loopback address without an authenticator (feature `mcp-http`): anyone who
+    /// reaches it could call every tool.
+    #[error(
+        "the MCP HTTP server will not listen on {addr} without authentication: every client that reaches it could call every tool; configure an authenticator (`McpHttpConfig::with_authenticator`, e.g. `BearerTokens` or `JwtAuthenticator`), bind to 127.0.0.1, or, behind something that authenticates, opt in with `McpHttpConfig::allow_unauthenticated_remote`"
+    )]
+    Unauthenticated {
+        /// The address asked for.
+        addr: std::net::SocketAddr,
     },
     /// The Streamable HTTP server stopped with an error (feature `mcp-http`).
     #[error("the MCP HTTP server stopped with an error: {0}")]
@@ -132,17 +195,40 @@ fn bind_hint(e: &std::io::Error) -> &'static str {
     }
 }
 
-/// Serves a [`Toolkit`] over MCP, every call through the engine. Cheap to clone.
+/// Serves a [`Toolkit`] over MCP, every call through the engine. Cheap to clone; a clone is the
+/// same server and the same session (see [`McpServer::new_session`]).
 #[derive(Clone)]
 pub struct McpServer {
     dispatcher: Dispatcher,
-    /// Bounds the `tools/call` requests running at once (rmcp runs each request as a task).
-    limit: Arc<tokio::sync::Semaphore>,
     tools: Arc<Vec<rmcp::model::Tool>>,
-    run_id: String,
+    run_id: Option<String>,
     thread_id: Option<String>,
+    require_run_id: bool,
     info: Implementation,
     instructions: Option<String>,
+    limits: McpLimits,
+    /// The limits every session shares (total, per principal).
+    gates: Arc<Gates>,
+    /// This session: its tag (in its default run and fallback call ids) and its limit.
+    session: Arc<Session>,
+}
+
+/// One MCP session of a server (a stdio connection, an HTTP session, or one stateless HTTP
+/// request).
+#[derive(Debug)]
+struct Session {
+    /// 128 random bits, hex: unique to the session, unguessable.
+    tag: String,
+    gate: Arc<Gate>,
+}
+
+impl Session {
+    fn new(limits: &McpLimits) -> Arc<Self> {
+        Arc::new(Session {
+            tag: format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..)),
+            gate: Gate::new(limits.per_session, limits.queue),
+        })
+    }
 }
 
 impl std::fmt::Debug for McpServer {
@@ -151,8 +237,17 @@ impl std::fmt::Debug for McpServer {
             .field("tools", &self.dispatcher.toolkit().names())
             .field("run_id", &self.run_id)
             .field("thread_id", &self.thread_id)
+            .field("require_run_id", &self.require_run_id)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
+}
+
+/// A call the server refuses before dispatching it (the `effect-tool/outcome` it reports, and
+/// the message).
+struct Refusal {
+    outcome: &'static str,
+    message: String,
 }
 
 impl McpServer {
@@ -173,21 +268,37 @@ impl McpServer {
                 })
             })
             .collect();
-        let start = crate::record::now_millis();
+        let limits = McpLimits::default();
         McpServer {
-            limit: Arc::new(tokio::sync::Semaphore::new(crate::toolkit::DEFAULT_CONCURRENCY)),
-            dispatcher: toolkit.dispatcher(engine),
+            dispatcher: toolkit.dispatcher(engine).with_concurrency(limits.total),
             tools: Arc::new(tools),
-            run_id: format!("mcp-{start}-{:08x}", fastrand::u32(..)),
+            run_id: None,
             thread_id: None,
+            require_run_id: false,
             info: Implementation::new("effect-tool", env!("CARGO_PKG_VERSION")),
             instructions: None,
+            gates: Arc::new(Gates::new(limits)),
+            session: Session::new(&limits),
+            limits,
         }
     }
 
-    /// The run calls belong to when the request's `_meta` names none.
+    /// The run of every call whose `_meta` names none, in every session (scoped by principal
+    /// over authenticated HTTP). Without it, each session has a run of its own.
+    ///
+    /// Meant for a stdio server that continues one run across restarts. Over HTTP, every
+    /// client of a principal (every client at all, without an authenticator) then shares
+    /// this run: the same call from two of them is one call.
     pub fn with_run_id(mut self, run_id: impl Into<String>) -> Self {
-        self.run_id = run_id.into();
+        self.run_id = Some(run_id.into());
+        self
+    }
+
+    /// Refuse (as a tool error) every `tools/call` whose `_meta` names no run id
+    /// (`effect-tool/run_id`), instead of running it in the session's own run. For clients
+    /// that retry from new sessions: only a named run makes their retry a replay.
+    pub fn require_run_id(mut self) -> Self {
+        self.require_run_id = true;
         self
     }
 
@@ -209,18 +320,54 @@ impl McpServer {
         self
     }
 
-    /// Run at most `n` `tools/call` requests at once (at least 1; default
-    /// [`crate::toolkit::DEFAULT_CONCURRENCY`]); the others wait their turn.
-    pub fn with_concurrency(mut self, n: usize) -> Self {
-        let n = n.max(1);
-        self.dispatcher = self.dispatcher.with_concurrency(n);
-        self.limit = Arc::new(tokio::sync::Semaphore::new(n));
+    /// Run at most `n` `tools/call` requests at once in all (at least 1; default
+    /// [`crate::toolkit::DEFAULT_CONCURRENCY`]): [`McpLimits::total`].
+    pub fn with_concurrency(self, n: usize) -> Self {
+        let limits = McpLimits {
+            total: n.max(1),
+            ..self.limits
+        };
+        self.with_limits(limits)
+    }
+
+    /// Set every limit: concurrency per session, per principal and in all, queues, argument
+    /// size, sessions (see [`McpLimits`] for each one's default).
+    pub fn with_limits(mut self, limits: McpLimits) -> Self {
+        self.dispatcher = self.dispatcher.with_concurrency(limits.total.max(1));
+        self.gates = Arc::new(Gates::new(limits));
+        self.session = Session::new(&limits);
+        self.limits = limits;
         self
     }
 
-    /// The default run id (used when a request's `_meta` names none).
-    pub fn run_id(&self) -> &str {
-        &self.run_id
+    /// The limits in force.
+    pub fn limits(&self) -> &McpLimits {
+        &self.limits
+    }
+
+    /// The run id configured with [`McpServer::with_run_id`], if any.
+    pub fn run_id(&self) -> Option<&str> {
+        self.run_id.as_deref()
+    }
+
+    /// The run of this session's calls that name none in `_meta` (before scoping by
+    /// principal): the configured run, else `mcp-session-<this session's tag>`.
+    pub fn session_run_id(&self) -> String {
+        match &self.run_id {
+            Some(run) => run.clone(),
+            None => format!("mcp-session-{}", self.session.tag),
+        }
+    }
+
+    /// The same server (tools, dispatcher, journal, shared limits) as a new session: its own
+    /// default run, fallback call ids and per-session limit. Every transport serves each
+    /// session with one (`serve_transport` on each connection, the HTTP service on each
+    /// session or stateless request).
+    pub fn new_session(&self) -> McpServer {
+        McpServer {
+            session: Session::new(&self.limits),
+            ..self.clone()
+        }
     }
 
     /// The tools as `tools/list` returns them.
@@ -238,13 +385,15 @@ impl McpServer {
         self.serve_transport(rmcp::transport::stdio()).await
     }
 
-    /// Serve on any rmcp transport (e.g. a `(reader, writer)` pair) until it closes.
+    /// Serve one session on any rmcp transport (e.g. a `(reader, writer)` pair) until it
+    /// closes.
     pub async fn serve_transport<T, E, A>(self, transport: T) -> Result<(), McpServeError>
     where
         T: rmcp::transport::IntoTransport<RoleServer, E, A>,
         E: std::error::Error + Send + Sync + 'static,
     {
         let running = self
+            .new_session()
             .serve(transport)
             .await
             .map_err(|e| McpServeError::Initialize(e.to_string()))?;
@@ -255,17 +404,39 @@ impl McpServer {
             .map_err(|e| McpServeError::Session(e.to_string()))
     }
 
-    /// The run context of a request: run, thread from `_meta` or the configuration, and the
-    /// request's cancellation.
-    fn run_for(&self, meta: &Map<String, Value>, ct: &rmcp::service::RequestContext<RoleServer>) -> RunContext {
-        let run_id = first_str(meta, &RUN_ID_META).unwrap_or(&self.run_id);
+    /// The run context of a request: run and thread from `_meta` or the configuration (or the
+    /// session), scoped by the principal, and the request's cancellation.
+    fn run_for(
+        &self,
+        meta: &Map<String, Value>,
+        principal: Option<&Principal>,
+        ct: &rmcp::service::RequestContext<RoleServer>,
+    ) -> Result<RunContext, Refusal> {
+        let client_run = first_str(meta, &RUN_ID_META);
+        if client_run.is_none() && self.require_run_id {
+            return Err(Refusal {
+                outcome: "rejected",
+                message: format!(
+                    "this server needs a run id: send it in the request's `_meta` as `{}` (the same id on every retry of the same work, a new one for new work); nothing was run",
+                    RUN_ID_META[0]
+                ),
+            });
+        }
+        let client_thread = first_str(meta, &THREAD_ID_META);
+        let run_id = scoped(principal, client_run, || self.session_run_id(), "run")?;
         let mut run = RunContext::new(run_id)
             .with_agent("mcp")
             .with_cancellation(ct.ct.clone());
-        if let Some(thread) = first_str(meta, &THREAD_ID_META).or(self.thread_id.as_deref()) {
+        if client_thread.is_some() || self.thread_id.is_some() {
+            let thread = scoped(
+                principal,
+                client_thread,
+                || self.thread_id.clone().unwrap_or_default(),
+                "thread",
+            )?;
             run = run.with_thread(thread);
         }
-        run
+        Ok(run)
     }
 
     /// Handle one `tools/call` (what the `ServerHandler` impl runs).
@@ -274,26 +445,133 @@ impl McpServer {
         request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let caller = Caller::of(context);
+        match self.call(request, context, &caller).await {
+            Ok(result) => to_call_tool_result(&result),
+            Err(refusal) => refusal_result(&refusal),
+        }
+    }
+
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        caller: &Caller,
+    ) -> Result<ToolResult, Refusal> {
         let mut meta: Map<String, Value> = context.meta.0.0.clone();
         if let Some(m) = &request.meta {
             for (k, v) in m.0.0.iter() {
                 meta.insert(k.clone(), v.clone());
             }
         }
-        let run = self.run_for(&meta, context);
-        let call_id = first_str(&meta, &CALL_ID_META)
-            .map(str::to_owned)
-            .unwrap_or_else(|| format!("mcp-{}", request_id_text(&context.id)));
         let arguments = match &request.arguments {
             Some(args) => Value::Object(args.clone()).to_string(),
             None => "{}".to_owned(),
         };
+        if arguments.len() > self.limits.max_argument_bytes {
+            return Err(Refusal {
+                outcome: "rejected",
+                message: format!(
+                    "the arguments of `{}` are {} bytes of JSON, more than the {} this server accepts; send less data (e.g. a reference instead of the content); nothing was run",
+                    request.name,
+                    arguments.len(),
+                    self.limits.max_argument_bytes
+                ),
+            });
+        }
+        let run = self.run_for(&meta, caller.principal.as_ref(), context)?;
+        let call_id = first_str(&meta, &CALL_ID_META)
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("mcp-{}-{}", self.session.tag, request_id_text(&context.id)));
         let call = ToolCall::new(call_id, request.name.as_ref(), arguments);
-        // The semaphore is never closed, so acquiring only fails if it were; run unbounded then.
-        let _permit = self.limit.acquire().await.ok();
+        // The session's limit, the principal's, then the total one; the passes are held until
+        // the call is done.
+        let session = self.session.gate.enter("this session").await.map_err(busy)?;
+        let principal_gate = self.gates.principal(&caller.limit_key);
+        let principal = principal_gate.enter(caller.scope_name()).await.map_err(busy)?;
+        let total = self.gates.total.enter("the server").await.map_err(busy)?;
         let result = self.dispatcher.call(&run, &call).await;
-        to_call_tool_result(&result)
+        drop((total, principal, session));
+        Ok(result)
     }
+}
+
+/// Who sent a request: the principal (HTTP with an authenticator), and the key its limit is
+/// counted under (the principal, else the client's address, else this process).
+struct Caller {
+    principal: Option<Principal>,
+    limit_key: String,
+}
+
+impl Caller {
+    #[cfg(feature = "mcp-http")]
+    fn of(context: &RequestContext<RoleServer>) -> Caller {
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        let principal = parts.and_then(|p| p.extensions.get::<Principal>()).cloned();
+        let limit_key = match (&principal, parts.and_then(http::client_ip)) {
+            (Some(p), _) => format!("principal:{}", p.id),
+            (None, Some(ip)) => format!("ip:{ip}"),
+            (None, None) => "local".to_owned(),
+        };
+        Caller { principal, limit_key }
+    }
+
+    #[cfg(not(feature = "mcp-http"))]
+    fn of(_context: &RequestContext<RoleServer>) -> Caller {
+        Caller {
+            principal: None,
+            limit_key: "local".to_owned(),
+        }
+    }
+
+    fn scope_name(&self) -> &'static str {
+        if self.principal.is_some() {
+            "your principal"
+        } else {
+            "your address"
+        }
+    }
+}
+
+/// The run (or thread) id a call gets: the client's, else the server's; prefixed with the
+/// principal's scope when there is a principal. Without one, a client's id may not contain
+/// `/`, the separator of principals' scopes, so that no unauthenticated client can name an
+/// authenticated principal's run in a journal they share.
+fn scoped(
+    principal: Option<&Principal>,
+    client: Option<&str>,
+    server: impl FnOnce() -> String,
+    what: &str,
+) -> Result<String, Refusal> {
+    match (principal, client) {
+        (Some(p), Some(c)) => Ok(format!("{}{c}", p.scope())),
+        (Some(p), None) => Ok(format!("{}{}", p.scope(), server())),
+        (None, Some(c)) if c.contains('/') => Err(Refusal {
+            outcome: "rejected",
+            message: format!(
+                "the {what} id {c:?} contains `/`, which this server keeps for authenticated callers' {what}s; use an id without `/`; nothing was run"
+            ),
+        }),
+        (None, Some(c)) => Ok(c.to_owned()),
+        (None, None) => Ok(server()),
+    }
+}
+
+fn busy(b: Busy) -> Refusal {
+    Refusal {
+        outcome: "busy",
+        message: format!(
+            "the server is busy: {} already runs {} calls and {} more wait; nothing was run: call again when one of the calls has finished",
+            b.scope, b.limit, b.queue
+        ),
+    }
+}
+
+fn refusal_result(refusal: &Refusal) -> CallToolResult {
+    let mut meta = Map::new();
+    meta.insert("effect-tool/outcome".into(), json!(refusal.outcome));
+    meta.insert("effect-tool/disposition".into(), json!("not-run"));
+    CallToolResult::error(vec![ContentBlock::text(refusal.message.clone())]).with_meta(Some(MetaObject(meta)))
 }
 
 fn first_str<'a>(meta: &'a Map<String, Value>, keys: &[&str]) -> Option<&'a str> {
@@ -361,5 +639,44 @@ impl rmcp::ServerHandler for McpServer {
         let name: Cow<'_, str> = request.name.clone();
         tracing::debug!(tool = %name, "MCP tools/call");
         Ok(self.handle_call(request, &context).await.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn principals_scope_runs_and_cannot_reach_each_others() {
+        let alice = Principal::new("alice");
+        let run = |p: Option<&Principal>, c: Option<&str>| scoped(p, c, || "mcp-session-x".to_owned(), "run");
+        assert_eq!(run(Some(&alice), Some("r1")).ok().unwrap(), "alice/r1");
+        assert_eq!(run(Some(&alice), None).ok().unwrap(), "alice/mcp-session-x");
+        // `a/b` naming run `c` and `a` naming run `b/c` stay two runs.
+        let ab = Principal::new("a/b");
+        assert_eq!(run(Some(&ab), Some("c")).ok().unwrap(), "a%2Fb/c");
+        assert_eq!(run(Some(&Principal::new("a")), Some("b/c")).ok().unwrap(), "a/b/c");
+        assert_eq!(
+            run(Some(&Principal::new("a%2Fb")), Some("c")).ok().unwrap(),
+            "a%252Fb/c"
+        );
+        // Without a principal, a run id cannot look like a principal's.
+        assert_eq!(run(None, Some("r1")).ok().unwrap(), "r1");
+        assert_eq!(run(None, None).ok().unwrap(), "mcp-session-x");
+        let refused = run(None, Some("alice/r1")).err().unwrap();
+        assert_eq!(refused.outcome, "rejected");
+        assert!(refused.message.contains("contains `/`"), "{}", refused.message);
+    }
+
+    #[test]
+    fn every_session_has_its_own_run_and_clones_share_theirs() {
+        let server = McpServer::new(Toolkit::new(), Engine::new(crate::MemoryStore::new()));
+        let other = server.new_session();
+        assert_ne!(server.session_run_id(), other.session_run_id());
+        assert_eq!(server.clone().session_run_id(), server.session_run_id());
+        assert!(server.session_run_id().starts_with("mcp-session-"));
+        assert_eq!(server.run_id(), None);
+        let fixed = server.with_run_id("support-bot");
+        assert_eq!(fixed.new_session().session_run_id(), "support-bot");
     }
 }
