@@ -18,7 +18,7 @@ use std::path::Path;
 
 use common::python::{client_passed, client_script, python, require_sdk};
 use effect_tool::mcp::jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, encode, get_current_timestamp};
-use effect_tool::mcp::{JwtAuthenticator, McpHttpConfig, McpHttpHandle, McpServeError, McpServer};
+use effect_tool::mcp::{JwtAuthenticator, McpHttpConfig, McpHttpHandle, McpLimits, McpServeError, McpServer};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{Engine, MemoryStore, Toolkit};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -364,4 +364,30 @@ async fn a_non_loopback_address_without_an_authenticator_is_refused_unless_opted
         .await
         .unwrap();
     opted_in.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_session_beyond_a_callers_cap_gets_429_not_a_server_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = McpLimits {
+        max_sessions_per_principal: 2,
+        ..McpLimits::default()
+    };
+    let engine = Engine::new(SqliteStore::open(dir.path().join("journal.db")).unwrap());
+    let handle = McpServer::new(example::support_desk(dir.path().join("ledger.txt")), engine)
+        .with_limits(limits)
+        .bind_http("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let addr = handle.local_addr();
+    // Each `initialize` of the 2025-06-18 protocol opens a session (an Mcp-Session-Id).
+    for n in 0..2 {
+        let (status, headers, body) = http(addr, &post(addr, "")).await;
+        assert_eq!(status, 200, "session {n}: {body}");
+        assert!(header(&headers, "mcp-session-id").is_some(), "session {n}: {headers:?}");
+    }
+    let (status, _, body) = http(addr, &post(addr, "")).await;
+    assert_eq!(status, 429, "{body}");
+    assert!(body.contains("the limit per caller"), "{body}");
+    handle.shutdown().await.unwrap();
 }

@@ -1,16 +1,16 @@
 //! An MCP server for a [`Toolkit`], on the official Rust SDK (`rmcp`). Feature `mcp`.
 //!
 //! Every `tools/call` goes through the [`Engine`] (via the toolkit's [`Dispatcher`]): a client
-//! that retries a call, or two clients that send the same call, get one effect. `tools/list`
-//! returns each tool's `inputSchema`, the annotations its effect class implies
-//! ([`crate::toolkit::mcp_annotations`]) and the declaration under `_meta`
-//! (`effect-tool/class`, `effect-tool/key`, `effect-tool/window`, `effect-tool/approval`).
+//! that retries a call in the same run gets one effect. `tools/list` returns each tool's
+//! `inputSchema`, the annotations its effect class implies
+//! ([`crate::toolkit::mcp_annotations`]) and the declaration under `_meta`:
+//! `effect-tool/class`, `effect-tool/key` (`default`, `fields(a, b)` or `custom`: never a key
+//! closure's source), `effect-tool/window`, `effect-tool/approval`.
 //!
 //! ```no_run
 //! # async fn serve(toolkit: effect_tool_core::Toolkit) -> Result<(), effect_tool_core::mcp::McpServeError> {
 //! use effect_tool_core::{Engine, MemoryStore, mcp::McpServer};
 //! McpServer::new(toolkit, Engine::new(MemoryStore::new()))
-//!     .with_run_id("support-bot")
 //!     .serve_stdio()
 //!     .await
 //! # }
@@ -19,17 +19,30 @@
 //! # Which run a call belongs to
 //!
 //! Effect keys are scoped by run (see [`crate::key`]). The server takes the run from the
-//! request's `_meta` when the client sends one, else from its configuration:
+//! request's `_meta` when the client sends one:
 //!
 //! | `_meta` field (first found wins) | meaning |
 //! |---|---|
 //! | `effect-tool/run_id`, `run_id` | the run id |
 //! | `effect-tool/thread_id`, `thread_id` | the conversation thread (for `window = "thread"`) |
-//! | `effect-tool/call_id`, `tool_call_id` | the model's tool-call id (else `mcp-<JSON-RPC id>`) |
+//! | `effect-tool/call_id`, `tool_call_id` | the model's tool-call id (else `mcp-<session tag>-<JSON-RPC id>`) |
 //!
-//! Without a run id in `_meta`, calls run in [`McpServer::with_run_id`]'s run, by default one
-//! run per server process (`mcp-<start time>-<random>`): a client that sends the same call
-//! twice to one server gets one effect.
+//! Without a run id in `_meta`, a call runs in its **session's own run**
+//! (`mcp-session-<128 random bits>`), never shared with another session: a stdio connection is
+//! one session; over HTTP, each MCP session is one, and with the sessionless protocol
+//! (`2026-07-28`) each request is one, so a retry is replayed only when it names its run.
+//! The fallback call id is unique per session too, so two clients' identical requests with
+//! the same JSON-RPC id are two calls. [`McpServer::require_run_id`] refuses calls that name
+//! no run; [`McpServer::with_run_id`] sets one run for all of them instead (for a stdio server
+//! that continues a run across restarts).
+//!
+//! Over HTTP with an `Authenticator`, runs and threads are scoped to the [`Principal`]: the
+//! run a client names is `<principal>/<run id>` in the journal (`/` and `%` in the principal
+//! escaped), so no client can replay, or pre-empt, another principal's call by naming its run,
+//! and the same principal's retry from a new session still replays. Without a principal (stdio,
+//! HTTP without an authenticator) a run or thread id containing `/` is refused, so that such a
+//! client cannot name a principal's run in a journal they share. Keys of `window = "global"`
+//! tools have no run, and are shared by every principal.
 //!
 //! # Results
 //!
@@ -38,12 +51,28 @@
 //! arguments, unknown tool, schema violation), blocked calls, calls awaiting approval and
 //! failures come back as tool results with `isError: true` and a message the model can act on
 //! ([`crate::ToolResult::content`]). Every result's `_meta` carries
-//! `effect-tool/disposition` (`executed`, `replayed`, `shared`, `blocked`, ...),
-//! `effect-tool/outcome` (`output`, `rejected`, `blocked`, `awaiting-approval`, `failed`,
-//! `panicked`) and `effect-tool/key` when the call reached the journal.
+//! `effect-tool/disposition` (`executed`, `replayed`, `shared`, `blocked`, ..., or `not-run`
+//! when the server refused the call itself), `effect-tool/outcome` (`output`, `rejected`,
+//! `blocked`, `awaiting-approval`, `failed`, `panicked`, `busy`) and `effect-tool/key` when the
+//! call reached the journal.
+//!
+//! # Limits
+//!
+//! [`McpLimits`]: `tools/call` requests running at once per session, per principal (or client
+//! address) and in all, each with a bounded queue; a call that finds a limit reached and its
+//! queue full gets a tool error at once (outcome `busy`). Arguments larger than
+//! [`McpLimits::max_argument_bytes`] (256 KiB) are refused before anything runs or is
+//! journaled. Over HTTP, sessions are capped in all and per principal, and closed after
+//! [`McpLimits::session_idle_timeout`].
 //!
 //! The client's `notifications/cancelled` cancels the call's run context, which reaches the
 //! tool ([`crate::EffectCtx::cancellation`]).
+//!
+//! # Logs
+//!
+//! rmcp logs every request and response in full, tool arguments included, at DEBUG and TRACE
+//! (target `rmcp`). Keep it at INFO in any filter that turns DEBUG on, e.g.
+//! `RUST_LOG=debug,rmcp=info`. This module logs tool names, never arguments.
 //!
 //! # Streamable HTTP
 //!
@@ -53,19 +82,29 @@
 //! - `McpServer::serve_http(addr)` listens on an address and serves `http://<addr>/mcp`;
 //!   `McpServer::bind_http(addr)` does the same but returns once bound, with an `McpHttpHandle`
 //!   that tells the bound address (bind port 0 for a free one) and shuts the server down;
-//! - `McpServer::http_service(config)` (a tower service) and `McpServer::http_router(config)` (an
-//!   axum router at `/mcp`) mount it in your own HTTP server, next to your other routes.
+//! - `McpServer::http_router(config)` (an axum router at `/mcp`, with authentication and the
+//!   protected-resource metadata) mounts it in your own HTTP server; `McpServer::http_service`
+//!   is the bare tower service, without authentication.
 //!
 //! Every HTTP session shares this server's dispatcher, engine and journal, so a client that
 //! retries a call from a new session (after a dropped connection, a restart of the client)
-//! gets the recorded result, not a second effect, provided the call belongs to the same run.
-//! Remote clients should send their run id in `_meta`: without one, the calls of every
-//! session and every client run in the server's configured run, where the same call from two
-//! clients is the same call.
+//! gets the recorded result, not a second effect, provided it names the same run.
 //!
-//! By default only loopback `Host` headers are accepted (DNS-rebinding protection): a server
-//! reached under another name needs `McpServer::bind_http_with(addr, config)` with
-//! `McpHttpConfig::default().with_allowed_hosts([...])`.
+//! # Who is calling
+//!
+//! `McpHttpConfig::with_authenticator` sets an `Authenticator`, which maps each HTTP request
+//! to a [`Principal`] or refuses it: `BearerTokens` (static tokens) or `JwtAuthenticator`
+//! (OAuth 2.1 access tokens as JWTs, checked against the issuer's configured keys, issuer,
+//! audience, expiry and scopes, as the MCP authorization spec asks of a resource server). A
+//! refused request gets `401` with `WWW-Authenticate: Bearer resource_metadata="…"`, pointing
+//! at the protected-resource metadata (RFC 9728) served at
+//! `/.well-known/oauth-protected-resource` (and `…/mcp`).
+//!
+//! Without an authenticator, `bind_http_with` refuses a non-loopback address unless
+//! `McpHttpConfig::allow_unauthenticated_remote` says so. The `Host` allowlist (loopback names
+//! by default) is DNS-rebinding protection only, not access control: any client can send
+//! `Host: localhost`. `Origin` is validated by default (loopback origins only; `403` for
+//! another): set `McpHttpConfig::with_allowed_origins` for a browser client elsewhere.
 
 use std::borrow::Cow;
 use std::sync::Arc;

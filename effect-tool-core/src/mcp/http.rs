@@ -256,12 +256,13 @@ impl McpSessionManager {
                 placeholder.is_some_and(|p| counts.owners.remove(&p).is_some())
             }
         };
-        if removed && let Some(k) = key {
-            if let Some(n) = counts.per_key.get_mut(k) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    counts.per_key.remove(k);
-                }
+        if removed
+            && let Some(k) = key
+            && let Some(n) = counts.per_key.get_mut(k)
+        {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                counts.per_key.remove(k);
             }
         }
     }
@@ -641,5 +642,38 @@ impl McpHttpHandle {
                 "the HTTP server task ended abnormally: {e}"
             )))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_caps_count_per_caller_and_in_all_and_free_a_place_on_close() {
+        let limits = McpLimits {
+            max_sessions: 3,
+            max_sessions_per_principal: 2,
+            ..McpLimits::default()
+        };
+        let m = McpSessionManager::new(&limits);
+        let (a, b, c) = (Some("principal:a".to_owned()), Some("ip:10.0.0.2".to_owned()), None);
+        for id in ["s1", "s2"] {
+            m.reserve(&a).unwrap();
+            m.claim(&SessionId::from(id), &a);
+        }
+        assert!(matches!(m.reserve(&a), Err(SessionsFull::PerPrincipal(2))));
+        m.reserve(&b).unwrap();
+        m.claim(&SessionId::from("s3"), &b);
+        assert!(matches!(m.reserve(&c), Err(SessionsFull::Total(3))));
+        assert_eq!(m.open_sessions(), 3);
+        m.release(Some(&SessionId::from("s1")), &a);
+        assert_eq!(m.open_sessions(), 2);
+        m.reserve(&a).unwrap();
+        // A reservation whose session could not be made is given back.
+        m.release(None, &a);
+        assert_eq!(m.open_sessions(), 2);
+        m.reserve(&a).unwrap();
+        assert_eq!(m.open_sessions(), 3);
     }
 }
