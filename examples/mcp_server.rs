@@ -253,7 +253,18 @@ pub fn support_desk(ledger: PathBuf) -> Toolkit {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
+    // Errors as sentences (what happened, what to do), not as `Debug` structs.
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("effect-tool MCP server: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     init_logs()?;
     let db = env_path("EFFECT_TOOL_DB", "mcp-journal.db")?;
     let ledger = env_path("EFFECT_TOOL_LEDGER", "mcp-ledger.txt")?;
