@@ -4,6 +4,8 @@
 //! ```text
 //! cargo run --example mcp_server --features mcp
 //! cargo run --example mcp_server --features mcp-http -- --http 127.0.0.1:8080
+//! EFFECT_TOOL_MCP_TOKENS=alice=$(openssl rand -hex 32) \
+//!   cargo run --example mcp_server --features mcp-http -- --http 0.0.0.0:8080
 //! ```
 //!
 //! Point an MCP client at that command (e.g. Claude Desktop's `mcpServers`, or the Python
@@ -11,17 +13,29 @@
 //! free port; the URL is printed on standard error). Each tool writes what it does to a ledger
 //! file, standing in for the outside world, so you can see that a retried call is applied once.
 //!
+//! Over HTTP, an address other than loopback needs an authenticator (tokens or JWTs below).
+//!
 //! Environment (all optional):
-//! - `EFFECT_TOOL_DB`: the SQLite journal (default: `effect-tool-mcp.db` in the temp dir);
+//! - `EFFECT_TOOL_DB`: the SQLite journal (default: `mcp-journal.db` in the per-user data
+//!   folder, `$XDG_DATA_HOME/effect-tool` or `~/.local/share/effect-tool`, made private);
 //! - `EFFECT_TOOL_LEDGER`: the file the tools append their effects to (default:
-//!   `effect-tool-mcp-ledger.txt` in the temp dir);
-//! - `EFFECT_TOOL_RUN_ID`: the run calls belong to when the client's `_meta` names none
-//!   (default: a new run per server process);
-//! - `EFFECT_TOOL_MCP_HTTP`: serve Streamable HTTP on this address, as `--http` does.
+//!   `mcp-ledger.txt` in the same folder);
+//! - `EFFECT_TOOL_RUN_ID`: the run of calls whose `_meta` names none (default: each session
+//!   has its own run);
+//! - `EFFECT_TOOL_MCP_REQUIRE_RUN_ID=1`: refuse calls whose `_meta` names no run;
+//! - `EFFECT_TOOL_MCP_HTTP`: serve Streamable HTTP on this address, as `--http` does;
+//! - `EFFECT_TOOL_MCP_TOKENS`: static bearer tokens, `principal=token` separated by commas;
+//! - `EFFECT_TOOL_MCP_JWT_ISSUER`, `EFFECT_TOOL_MCP_JWT_AUDIENCE`, `EFFECT_TOOL_MCP_JWKS` (a
+//!   JWK Set file): accept OAuth access tokens (JWTs) of this issuer for this audience;
+//! - `EFFECT_TOOL_MCP_ORIGINS`: browser origins allowed, separated by commas (default:
+//!   loopback ones only);
+//! - `EFFECT_TOOL_MCP_LOG`: write logs to this file, at TRACE for everything except rmcp,
+//!   which is kept at INFO (`trace,rmcp=info`): rmcp logs whole requests, tool arguments
+//!   included, at DEBUG and TRACE. `RUST_LOG` replaces that filter.
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use effect_tool::mcp::McpServer;
 use effect_tool::store::sqlite::SqliteStore;
@@ -178,10 +192,53 @@ impl Desk {
     }
 }
 
-fn env_path(var: &str, default_name: &str) -> PathBuf {
-    std::env::var_os(var)
+/// `$var`, else `name` in the per-user data folder.
+fn env_path(var: &str, name: &str) -> Result<PathBuf, Box<dyn std::error::Error>> {
+    if let Some(path) = std::env::var_os(var) {
+        return Ok(PathBuf::from(path));
+    }
+    Ok(data_dir()?.join(name))
+}
+
+/// `$XDG_DATA_HOME/effect-tool`, `~/.local/share/effect-tool` or `%LOCALAPPDATA%\effect-tool`,
+/// created readable by this user only: the journal holds every call's arguments and output.
+fn data_dir() -> Result<PathBuf, Box<dyn std::error::Error>> {
+    let base = std::env::var_os("XDG_DATA_HOME")
         .map(PathBuf::from)
-        .unwrap_or_else(|| std::env::temp_dir().join(default_name))
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .or_else(|| std::env::var_os("LOCALAPPDATA").map(PathBuf::from))
+        .ok_or("no per-user data folder (set HOME, XDG_DATA_HOME or EFFECT_TOOL_DB and EFFECT_TOOL_LEDGER)")?;
+    let dir = base.join("effect-tool");
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder
+        .create(&dir)
+        .map_err(|e| format!("cannot create the data folder {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Logs to the file `EFFECT_TOOL_MCP_LOG`, if set (see the module docs for the filter).
+fn init_logs() -> Result<(), Box<dyn std::error::Error>> {
+    let Some(path) = std::env::var_os("EFFECT_TOOL_MCP_LOG") else {
+        return Ok(());
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| format!("cannot open the log file {}: {e}", PathBuf::from(&path).display()))?;
+    // rmcp logs every request and response in full (tool arguments, secrets included) at
+    // DEBUG and TRACE: keep it at INFO.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("trace,rmcp=info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(Mutex::new(file))
+        .with_ansi(false)
+        .init();
+    Ok(())
 }
 
 /// The support desk's tools, writing their effects to the ledger file at `ledger`. (Also used
@@ -196,9 +253,21 @@ pub fn support_desk(ledger: PathBuf) -> Toolkit {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let db = env_path("EFFECT_TOOL_DB", "effect-tool-mcp.db");
-    let ledger = env_path("EFFECT_TOOL_LEDGER", "effect-tool-mcp-ledger.txt");
+async fn main() -> std::process::ExitCode {
+    // Errors as sentences (what happened, what to do), not as `Debug` structs.
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("effect-tool MCP server: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    init_logs()?;
+    let db = env_path("EFFECT_TOOL_DB", "mcp-journal.db")?;
+    let ledger = env_path("EFFECT_TOOL_LEDGER", "mcp-ledger.txt")?;
     // Standard output is the MCP channel: say where things are on standard error.
     eprintln!(
         "effect-tool MCP server: journal {}, ledger {}",
@@ -212,6 +281,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         McpServer::new(toolkit, engine).with_server_info("effect-tool-support-desk", env!("CARGO_PKG_VERSION"));
     if let Ok(run_id) = std::env::var("EFFECT_TOOL_RUN_ID") {
         server = server.with_run_id(run_id);
+    }
+    if std::env::var("EFFECT_TOOL_MCP_REQUIRE_RUN_ID").is_ok_and(|v| v == "1") {
+        server = server.require_run_id();
     }
     match http_addr()? {
         Some(addr) => serve_http(server, addr).await,
@@ -243,7 +315,7 @@ fn http_addr() -> Result<Option<std::net::SocketAddr>, Box<dyn std::error::Error
 
 #[cfg(feature = "mcp-http")]
 async fn serve_http(server: McpServer, addr: std::net::SocketAddr) -> Result<(), Box<dyn std::error::Error>> {
-    let handle = server.bind_http(addr).await?;
+    let handle = server.bind_http_with(addr, http_config()?).await?;
     eprintln!("effect-tool MCP server: Streamable HTTP at {}", handle.url());
     let stop = handle.shutdown_token();
     tokio::spawn(async move {
@@ -252,6 +324,44 @@ async fn serve_http(server: McpServer, addr: std::net::SocketAddr) -> Result<(),
         }
     });
     Ok(handle.wait().await?)
+}
+
+/// Who may call, from the environment (see the module docs).
+#[cfg(feature = "mcp-http")]
+fn http_config() -> Result<effect_tool::mcp::McpHttpConfig, Box<dyn std::error::Error>> {
+    use effect_tool::mcp::{BearerTokens, JwtAuthenticator, McpHttpConfig};
+    let mut config = McpHttpConfig::default();
+    if let Ok(origins) = std::env::var("EFFECT_TOOL_MCP_ORIGINS") {
+        config = config.with_allowed_origins(origins.split(',').map(str::trim).filter(|o| !o.is_empty()));
+    }
+    if let Ok(tokens) = std::env::var("EFFECT_TOOL_MCP_TOKENS") {
+        let mut auth = BearerTokens::new();
+        for entry in tokens.split(',').filter(|e| !e.trim().is_empty()) {
+            let (principal, token) = entry
+                .trim()
+                .split_once('=')
+                .ok_or("EFFECT_TOOL_MCP_TOKENS holds `principal=token` entries separated by commas")?;
+            if token.len() < 16 {
+                return Err(format!(
+                    "the token of `{principal}` is shorter than 16 bytes: use e.g. `openssl rand -hex 32`"
+                )
+                .into());
+            }
+            auth = auth.with_token(token, principal);
+        }
+        return Ok(config.with_authenticator(auth));
+    }
+    if let Ok(issuer) = std::env::var("EFFECT_TOOL_MCP_JWT_ISSUER") {
+        let audience = std::env::var("EFFECT_TOOL_MCP_JWT_AUDIENCE")
+            .map_err(|_| "EFFECT_TOOL_MCP_JWT_AUDIENCE is needed with EFFECT_TOOL_MCP_JWT_ISSUER: this server's URL, e.g. https://mcp.example.com/mcp")?;
+        let jwks_path = std::env::var("EFFECT_TOOL_MCP_JWKS").map_err(
+            |_| "EFFECT_TOOL_MCP_JWKS is needed with EFFECT_TOOL_MCP_JWT_ISSUER: a file with the issuer's JWK Set",
+        )?;
+        let jwks =
+            std::fs::read_to_string(&jwks_path).map_err(|e| format!("cannot read the JWK Set {jwks_path}: {e}"))?;
+        return Ok(config.with_authenticator(JwtAuthenticator::new(issuer, audience).with_jwks(&jwks)?));
+    }
+    Ok(config)
 }
 
 #[cfg(not(feature = "mcp-http"))]

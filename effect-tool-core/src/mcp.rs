@@ -1,16 +1,16 @@
 //! An MCP server for a [`Toolkit`], on the official Rust SDK (`rmcp`). Feature `mcp`.
 //!
 //! Every `tools/call` goes through the [`Engine`] (via the toolkit's [`Dispatcher`]): a client
-//! that retries a call, or two clients that send the same call, get one effect. `tools/list`
-//! returns each tool's `inputSchema`, the annotations its effect class implies
-//! ([`crate::toolkit::mcp_annotations`]) and the declaration under `_meta`
-//! (`effect-tool/class`, `effect-tool/key`, `effect-tool/window`, `effect-tool/approval`).
+//! that retries a call in the same run gets one effect. `tools/list` returns each tool's
+//! `inputSchema`, the annotations its effect class implies
+//! ([`crate::toolkit::mcp_annotations`]) and the declaration under `_meta`:
+//! `effect-tool/class`, `effect-tool/key` (`default`, `fields(a, b)` or `custom`: never a key
+//! closure's source), `effect-tool/window`, `effect-tool/approval`.
 //!
 //! ```no_run
 //! # async fn serve(toolkit: effect_tool_core::Toolkit) -> Result<(), effect_tool_core::mcp::McpServeError> {
 //! use effect_tool_core::{Engine, MemoryStore, mcp::McpServer};
 //! McpServer::new(toolkit, Engine::new(MemoryStore::new()))
-//!     .with_run_id("support-bot")
 //!     .serve_stdio()
 //!     .await
 //! # }
@@ -19,17 +19,30 @@
 //! # Which run a call belongs to
 //!
 //! Effect keys are scoped by run (see [`crate::key`]). The server takes the run from the
-//! request's `_meta` when the client sends one, else from its configuration:
+//! request's `_meta` when the client sends one:
 //!
 //! | `_meta` field (first found wins) | meaning |
 //! |---|---|
 //! | `effect-tool/run_id`, `run_id` | the run id |
 //! | `effect-tool/thread_id`, `thread_id` | the conversation thread (for `window = "thread"`) |
-//! | `effect-tool/call_id`, `tool_call_id` | the model's tool-call id (else `mcp-<JSON-RPC id>`) |
+//! | `effect-tool/call_id`, `tool_call_id` | the model's tool-call id (else `mcp-<session tag>-<JSON-RPC id>`) |
 //!
-//! Without a run id in `_meta`, calls run in [`McpServer::with_run_id`]'s run, by default one
-//! run per server process (`mcp-<start time>-<random>`): a client that sends the same call
-//! twice to one server gets one effect.
+//! Without a run id in `_meta`, a call runs in its **session's own run**
+//! (`mcp-session-<128 random bits>`), never shared with another session: a stdio connection is
+//! one session; over HTTP, each MCP session is one, and with the sessionless protocol
+//! (`2026-07-28`) each request is one, so a retry is replayed only when it names its run.
+//! The fallback call id is unique per session too, so two clients' identical requests with
+//! the same JSON-RPC id are two calls. [`McpServer::require_run_id`] refuses calls that name
+//! no run; [`McpServer::with_run_id`] sets one run for all of them instead (for a stdio server
+//! that continues a run across restarts).
+//!
+//! Over HTTP with an `Authenticator`, runs and threads are scoped to the [`Principal`]: the
+//! run a client names is `<principal>/<run id>` in the journal (`/` and `%` in the principal
+//! escaped), so no client can replay, or pre-empt, another principal's call by naming its run,
+//! and the same principal's retry from a new session still replays. Without a principal (stdio,
+//! HTTP without an authenticator) a run or thread id containing `/` is refused, so that such a
+//! client cannot name a principal's run in a journal they share. Keys of `window = "global"`
+//! tools have no run, and are shared by every principal.
 //!
 //! # Results
 //!
@@ -38,12 +51,28 @@
 //! arguments, unknown tool, schema violation), blocked calls, calls awaiting approval and
 //! failures come back as tool results with `isError: true` and a message the model can act on
 //! ([`crate::ToolResult::content`]). Every result's `_meta` carries
-//! `effect-tool/disposition` (`executed`, `replayed`, `shared`, `blocked`, ...),
-//! `effect-tool/outcome` (`output`, `rejected`, `blocked`, `awaiting-approval`, `failed`,
-//! `panicked`) and `effect-tool/key` when the call reached the journal.
+//! `effect-tool/disposition` (`executed`, `replayed`, `shared`, `blocked`, ..., or `not-run`
+//! when the server refused the call itself), `effect-tool/outcome` (`output`, `rejected`,
+//! `blocked`, `awaiting-approval`, `failed`, `panicked`, `busy`) and `effect-tool/key` when the
+//! call reached the journal.
+//!
+//! # Limits
+//!
+//! [`McpLimits`]: `tools/call` requests running at once per session, per principal (or client
+//! address) and in all, each with a bounded queue; a call that finds a limit reached and its
+//! queue full gets a tool error at once (outcome `busy`). Arguments larger than
+//! [`McpLimits::max_argument_bytes`] (256 KiB) are refused before anything runs or is
+//! journaled. Over HTTP, sessions are capped in all and per principal, and closed after
+//! [`McpLimits::session_idle_timeout`].
 //!
 //! The client's `notifications/cancelled` cancels the call's run context, which reaches the
 //! tool ([`crate::EffectCtx::cancellation`]).
+//!
+//! # Logs
+//!
+//! rmcp logs every request and response in full, tool arguments included, at DEBUG and TRACE
+//! (target `rmcp`). Keep it at INFO in any filter that turns DEBUG on, e.g.
+//! `RUST_LOG=debug,rmcp=info`. This module logs tool names, never arguments.
 //!
 //! # Streamable HTTP
 //!
@@ -53,19 +82,29 @@
 //! - `McpServer::serve_http(addr)` listens on an address and serves `http://<addr>/mcp`;
 //!   `McpServer::bind_http(addr)` does the same but returns once bound, with an `McpHttpHandle`
 //!   that tells the bound address (bind port 0 for a free one) and shuts the server down;
-//! - `McpServer::http_service(config)` (a tower service) and `McpServer::http_router(config)` (an
-//!   axum router at `/mcp`) mount it in your own HTTP server, next to your other routes.
+//! - `McpServer::http_router(config)` (an axum router at `/mcp`, with authentication and the
+//!   protected-resource metadata) mounts it in your own HTTP server; `McpServer::http_service`
+//!   is the bare tower service, without authentication.
 //!
 //! Every HTTP session shares this server's dispatcher, engine and journal, so a client that
 //! retries a call from a new session (after a dropped connection, a restart of the client)
-//! gets the recorded result, not a second effect, provided the call belongs to the same run.
-//! Remote clients should send their run id in `_meta`: without one, the calls of every
-//! session and every client run in the server's configured run, where the same call from two
-//! clients is the same call.
+//! gets the recorded result, not a second effect, provided it names the same run.
 //!
-//! By default only loopback `Host` headers are accepted (DNS-rebinding protection): a server
-//! reached under another name needs `McpServer::bind_http_with(addr, config)` with
-//! `McpHttpConfig::default().with_allowed_hosts([...])`.
+//! # Who is calling
+//!
+//! `McpHttpConfig::with_authenticator` sets an `Authenticator`, which maps each HTTP request
+//! to a [`Principal`] or refuses it: `BearerTokens` (static tokens) or `JwtAuthenticator`
+//! (OAuth 2.1 access tokens as JWTs, checked against the issuer's configured keys, issuer,
+//! audience, expiry and scopes, as the MCP authorization spec asks of a resource server). A
+//! refused request gets `401` with `WWW-Authenticate: Bearer resource_metadata="…"`, pointing
+//! at the protected-resource metadata (RFC 9728) served at
+//! `/.well-known/oauth-protected-resource` (and `…/mcp`).
+//!
+//! Without an authenticator, `bind_http_with` refuses a non-loopback address unless
+//! `McpHttpConfig::allow_unauthenticated_remote` says so. The `Host` allowlist (loopback names
+//! by default) is DNS-rebinding protection only, not access control: any client can send
+//! `Host: localhost`. `Origin` is validated by default (loopback origins only; `403` for
+//! another): set `McpHttpConfig::with_allowed_origins` for a browser client elsewhere.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -84,10 +123,23 @@ use crate::toolkit::{Dispatcher, ToolCall, ToolOutcome, ToolResult, Toolkit};
 
 pub use rmcp;
 
+mod limits;
+pub use limits::McpLimits;
+use limits::{Busy, Gate, Gates};
+
+#[cfg(feature = "mcp-http")]
+mod auth;
 #[cfg(feature = "mcp-http")]
 mod http;
 #[cfg(feature = "mcp-http")]
-pub use http::{MCP_HTTP_PATH, McpHttpConfig, McpHttpHandle, McpHttpService};
+pub use auth::{
+    AuthError, Authenticator, BearerTokens, JwtAuthenticator, JwtError, ProtectedResource, bearer_token, jsonwebtoken,
+};
+#[cfg(feature = "mcp-http")]
+pub use http::{
+    MCP_HTTP_PATH, McpHttpConfig, McpHttpHandle, McpHttpService, McpSessionError, McpSessionManager,
+    PROTECTED_RESOURCE_PATH, SessionsFull,
+};
 
 /// The `_meta` fields the server reads the run id from, in order.
 pub const RUN_ID_META: [&str; 2] = ["effect-tool/run_id", "run_id"];
@@ -95,6 +147,47 @@ pub const RUN_ID_META: [&str; 2] = ["effect-tool/run_id", "run_id"];
 pub const THREAD_ID_META: [&str; 2] = ["effect-tool/thread_id", "thread_id"];
 /// The `_meta` fields the server reads the model's tool-call id from, in order.
 pub const CALL_ID_META: [&str; 2] = ["effect-tool/call_id", "tool_call_id"];
+
+/// Who is calling: the principal an [`Authenticator`] found for an HTTP request (feature
+/// `mcp-http`). Runs, threads and so keys are scoped to it: the run a client names in `_meta`
+/// is the run `<principal>/<run id>`, so no client can name another principal's run.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Principal {
+    id: String,
+}
+
+impl Principal {
+    /// The principal with this id (e.g. a JWT's `sub`, or the name given to a static token).
+    ///
+    /// # Panics
+    ///
+    /// If `id` is empty: an empty principal would share the scope of every other empty one.
+    pub fn new(id: impl Into<String>) -> Self {
+        let id = id.into();
+        assert!(!id.is_empty(), "a principal needs a non-empty id");
+        Principal { id }
+    }
+
+    /// The id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The prefix of this principal's runs and threads: the id with `%` and `/` escaped (so
+    /// `a/b` and `a%2Fb` stay two principals), then `/`.
+    fn scope(&self) -> String {
+        let mut s = String::with_capacity(self.id.len() + 1);
+        for c in self.id.chars() {
+            match c {
+                '%' => s.push_str("%25"),
+                '/' => s.push_str("%2F"),
+                c => s.push(c),
+            }
+        }
+        s.push('/');
+        s
+    }
+}
 
 /// The server failed to start or ended with an error.
 #[derive(Debug, thiserror::Error)]
@@ -112,6 +205,15 @@ pub enum McpServeError {
         addr: std::net::SocketAddr,
         /// Why binding failed.
         source: std::io::Error,
+    },
+    /// A non-loopback address without an authenticator (feature `mcp-http`): anyone who
+    /// reaches it could call every tool.
+    #[error(
+        "the MCP HTTP server will not listen on {addr} without authentication: every client that reaches it could call every tool; configure an authenticator (`McpHttpConfig::with_authenticator`, e.g. `BearerTokens` or `JwtAuthenticator`), bind to 127.0.0.1, or, behind something that authenticates, opt in with `McpHttpConfig::allow_unauthenticated_remote`"
+    )]
+    Unauthenticated {
+        /// The address asked for.
+        addr: std::net::SocketAddr,
     },
     /// The Streamable HTTP server stopped with an error (feature `mcp-http`).
     #[error("the MCP HTTP server stopped with an error: {0}")]
@@ -132,17 +234,40 @@ fn bind_hint(e: &std::io::Error) -> &'static str {
     }
 }
 
-/// Serves a [`Toolkit`] over MCP, every call through the engine. Cheap to clone.
+/// Serves a [`Toolkit`] over MCP, every call through the engine. Cheap to clone; a clone is the
+/// same server and the same session (see [`McpServer::new_session`]).
 #[derive(Clone)]
 pub struct McpServer {
     dispatcher: Dispatcher,
-    /// Bounds the `tools/call` requests running at once (rmcp runs each request as a task).
-    limit: Arc<tokio::sync::Semaphore>,
     tools: Arc<Vec<rmcp::model::Tool>>,
-    run_id: String,
+    run_id: Option<String>,
     thread_id: Option<String>,
+    require_run_id: bool,
     info: Implementation,
     instructions: Option<String>,
+    limits: McpLimits,
+    /// The limits every session shares (total, per principal).
+    gates: Arc<Gates>,
+    /// This session: its tag (in its default run and fallback call ids) and its limit.
+    session: Arc<Session>,
+}
+
+/// One MCP session of a server (a stdio connection, an HTTP session, or one stateless HTTP
+/// request).
+#[derive(Debug)]
+struct Session {
+    /// 128 random bits, hex: unique to the session, unguessable.
+    tag: String,
+    gate: Arc<Gate>,
+}
+
+impl Session {
+    fn new(limits: &McpLimits) -> Arc<Self> {
+        Arc::new(Session {
+            tag: format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..)),
+            gate: Gate::new(limits.per_session, limits.queue),
+        })
+    }
 }
 
 impl std::fmt::Debug for McpServer {
@@ -151,8 +276,17 @@ impl std::fmt::Debug for McpServer {
             .field("tools", &self.dispatcher.toolkit().names())
             .field("run_id", &self.run_id)
             .field("thread_id", &self.thread_id)
+            .field("require_run_id", &self.require_run_id)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
+}
+
+/// A call the server refuses before dispatching it (the `effect-tool/outcome` it reports, and
+/// the message).
+struct Refusal {
+    outcome: &'static str,
+    message: String,
 }
 
 impl McpServer {
@@ -173,21 +307,37 @@ impl McpServer {
                 })
             })
             .collect();
-        let start = crate::record::now_millis();
+        let limits = McpLimits::default();
         McpServer {
-            limit: Arc::new(tokio::sync::Semaphore::new(crate::toolkit::DEFAULT_CONCURRENCY)),
-            dispatcher: toolkit.dispatcher(engine),
+            dispatcher: toolkit.dispatcher(engine).with_concurrency(limits.total),
             tools: Arc::new(tools),
-            run_id: format!("mcp-{start}-{:08x}", fastrand::u32(..)),
+            run_id: None,
             thread_id: None,
+            require_run_id: false,
             info: Implementation::new("effect-tool", env!("CARGO_PKG_VERSION")),
             instructions: None,
+            gates: Arc::new(Gates::new(limits)),
+            session: Session::new(&limits),
+            limits,
         }
     }
 
-    /// The run calls belong to when the request's `_meta` names none.
+    /// The run of every call whose `_meta` names none, in every session (scoped by principal
+    /// over authenticated HTTP). Without it, each session has a run of its own.
+    ///
+    /// Meant for a stdio server that continues one run across restarts. Over HTTP, every
+    /// client of a principal (every client at all, without an authenticator) then shares
+    /// this run: the same call from two of them is one call.
     pub fn with_run_id(mut self, run_id: impl Into<String>) -> Self {
-        self.run_id = run_id.into();
+        self.run_id = Some(run_id.into());
+        self
+    }
+
+    /// Refuse (as a tool error) every `tools/call` whose `_meta` names no run id
+    /// (`effect-tool/run_id`), instead of running it in the session's own run. For clients
+    /// that retry from new sessions: only a named run makes their retry a replay.
+    pub fn require_run_id(mut self) -> Self {
+        self.require_run_id = true;
         self
     }
 
@@ -209,18 +359,54 @@ impl McpServer {
         self
     }
 
-    /// Run at most `n` `tools/call` requests at once (at least 1; default
-    /// [`crate::toolkit::DEFAULT_CONCURRENCY`]); the others wait their turn.
-    pub fn with_concurrency(mut self, n: usize) -> Self {
-        let n = n.max(1);
-        self.dispatcher = self.dispatcher.with_concurrency(n);
-        self.limit = Arc::new(tokio::sync::Semaphore::new(n));
+    /// Run at most `n` `tools/call` requests at once in all (at least 1; default
+    /// [`crate::toolkit::DEFAULT_CONCURRENCY`]): [`McpLimits::total`].
+    pub fn with_concurrency(self, n: usize) -> Self {
+        let limits = McpLimits {
+            total: n.max(1),
+            ..self.limits
+        };
+        self.with_limits(limits)
+    }
+
+    /// Set every limit: concurrency per session, per principal and in all, queues, argument
+    /// size, sessions (see [`McpLimits`] for each one's default).
+    pub fn with_limits(mut self, limits: McpLimits) -> Self {
+        self.dispatcher = self.dispatcher.with_concurrency(limits.total.max(1));
+        self.gates = Arc::new(Gates::new(limits));
+        self.session = Session::new(&limits);
+        self.limits = limits;
         self
     }
 
-    /// The default run id (used when a request's `_meta` names none).
-    pub fn run_id(&self) -> &str {
-        &self.run_id
+    /// The limits in force.
+    pub fn limits(&self) -> &McpLimits {
+        &self.limits
+    }
+
+    /// The run id configured with [`McpServer::with_run_id`], if any.
+    pub fn run_id(&self) -> Option<&str> {
+        self.run_id.as_deref()
+    }
+
+    /// The run of this session's calls that name none in `_meta` (before scoping by
+    /// principal): the configured run, else `mcp-session-<this session's tag>`.
+    pub fn session_run_id(&self) -> String {
+        match &self.run_id {
+            Some(run) => run.clone(),
+            None => format!("mcp-session-{}", self.session.tag),
+        }
+    }
+
+    /// The same server (tools, dispatcher, journal, shared limits) as a new session: its own
+    /// default run, fallback call ids and per-session limit. Every transport serves each
+    /// session with one (`serve_transport` on each connection, the HTTP service on each
+    /// session or stateless request).
+    pub fn new_session(&self) -> McpServer {
+        McpServer {
+            session: Session::new(&self.limits),
+            ..self.clone()
+        }
     }
 
     /// The tools as `tools/list` returns them.
@@ -238,13 +424,15 @@ impl McpServer {
         self.serve_transport(rmcp::transport::stdio()).await
     }
 
-    /// Serve on any rmcp transport (e.g. a `(reader, writer)` pair) until it closes.
+    /// Serve one session on any rmcp transport (e.g. a `(reader, writer)` pair) until it
+    /// closes.
     pub async fn serve_transport<T, E, A>(self, transport: T) -> Result<(), McpServeError>
     where
         T: rmcp::transport::IntoTransport<RoleServer, E, A>,
         E: std::error::Error + Send + Sync + 'static,
     {
         let running = self
+            .new_session()
             .serve(transport)
             .await
             .map_err(|e| McpServeError::Initialize(e.to_string()))?;
@@ -255,17 +443,39 @@ impl McpServer {
             .map_err(|e| McpServeError::Session(e.to_string()))
     }
 
-    /// The run context of a request: run, thread from `_meta` or the configuration, and the
-    /// request's cancellation.
-    fn run_for(&self, meta: &Map<String, Value>, ct: &rmcp::service::RequestContext<RoleServer>) -> RunContext {
-        let run_id = first_str(meta, &RUN_ID_META).unwrap_or(&self.run_id);
+    /// The run context of a request: run and thread from `_meta` or the configuration (or the
+    /// session), scoped by the principal, and the request's cancellation.
+    fn run_for(
+        &self,
+        meta: &Map<String, Value>,
+        principal: Option<&Principal>,
+        ct: &rmcp::service::RequestContext<RoleServer>,
+    ) -> Result<RunContext, Refusal> {
+        let client_run = first_str(meta, &RUN_ID_META);
+        if client_run.is_none() && self.require_run_id {
+            return Err(Refusal {
+                outcome: "rejected",
+                message: format!(
+                    "this server needs a run id: send it in the request's `_meta` as `{}` (the same id on every retry of the same work, a new one for new work); nothing was run",
+                    RUN_ID_META[0]
+                ),
+            });
+        }
+        let client_thread = first_str(meta, &THREAD_ID_META);
+        let run_id = scoped(principal, client_run, || self.session_run_id(), "run")?;
         let mut run = RunContext::new(run_id)
             .with_agent("mcp")
             .with_cancellation(ct.ct.clone());
-        if let Some(thread) = first_str(meta, &THREAD_ID_META).or(self.thread_id.as_deref()) {
+        if client_thread.is_some() || self.thread_id.is_some() {
+            let thread = scoped(
+                principal,
+                client_thread,
+                || self.thread_id.clone().unwrap_or_default(),
+                "thread",
+            )?;
             run = run.with_thread(thread);
         }
-        run
+        Ok(run)
     }
 
     /// Handle one `tools/call` (what the `ServerHandler` impl runs).
@@ -274,26 +484,133 @@ impl McpServer {
         request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let caller = Caller::of(context);
+        match self.call(request, context, &caller).await {
+            Ok(result) => to_call_tool_result(&result),
+            Err(refusal) => refusal_result(&refusal),
+        }
+    }
+
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        caller: &Caller,
+    ) -> Result<ToolResult, Refusal> {
         let mut meta: Map<String, Value> = context.meta.0.0.clone();
         if let Some(m) = &request.meta {
             for (k, v) in m.0.0.iter() {
                 meta.insert(k.clone(), v.clone());
             }
         }
-        let run = self.run_for(&meta, context);
-        let call_id = first_str(&meta, &CALL_ID_META)
-            .map(str::to_owned)
-            .unwrap_or_else(|| format!("mcp-{}", request_id_text(&context.id)));
         let arguments = match &request.arguments {
             Some(args) => Value::Object(args.clone()).to_string(),
             None => "{}".to_owned(),
         };
+        if arguments.len() > self.limits.max_argument_bytes {
+            return Err(Refusal {
+                outcome: "rejected",
+                message: format!(
+                    "the arguments of `{}` are {} bytes of JSON, more than the {} this server accepts; send less data (e.g. a reference instead of the content); nothing was run",
+                    request.name,
+                    arguments.len(),
+                    self.limits.max_argument_bytes
+                ),
+            });
+        }
+        let run = self.run_for(&meta, caller.principal.as_ref(), context)?;
+        let call_id = first_str(&meta, &CALL_ID_META)
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("mcp-{}-{}", self.session.tag, request_id_text(&context.id)));
         let call = ToolCall::new(call_id, request.name.as_ref(), arguments);
-        // The semaphore is never closed, so acquiring only fails if it were; run unbounded then.
-        let _permit = self.limit.acquire().await.ok();
+        // The session's limit, the principal's, then the total one; the passes are held until
+        // the call is done.
+        let session = self.session.gate.enter("this session").await.map_err(busy)?;
+        let principal_gate = self.gates.principal(&caller.limit_key);
+        let principal = principal_gate.enter(caller.scope_name()).await.map_err(busy)?;
+        let total = self.gates.total.enter("the server").await.map_err(busy)?;
         let result = self.dispatcher.call(&run, &call).await;
-        to_call_tool_result(&result)
+        drop((total, principal, session));
+        Ok(result)
     }
+}
+
+/// Who sent a request: the principal (HTTP with an authenticator), and the key its limit is
+/// counted under (the principal, else the client's address, else this process).
+struct Caller {
+    principal: Option<Principal>,
+    limit_key: String,
+}
+
+impl Caller {
+    #[cfg(feature = "mcp-http")]
+    fn of(context: &RequestContext<RoleServer>) -> Caller {
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        let principal = parts.and_then(|p| p.extensions.get::<Principal>()).cloned();
+        let limit_key = match (&principal, parts.and_then(http::client_ip)) {
+            (Some(p), _) => format!("principal:{}", p.id),
+            (None, Some(ip)) => format!("ip:{ip}"),
+            (None, None) => "local".to_owned(),
+        };
+        Caller { principal, limit_key }
+    }
+
+    #[cfg(not(feature = "mcp-http"))]
+    fn of(_context: &RequestContext<RoleServer>) -> Caller {
+        Caller {
+            principal: None,
+            limit_key: "local".to_owned(),
+        }
+    }
+
+    fn scope_name(&self) -> &'static str {
+        if self.principal.is_some() {
+            "your principal"
+        } else {
+            "your address"
+        }
+    }
+}
+
+/// The run (or thread) id a call gets: the client's, else the server's; prefixed with the
+/// principal's scope when there is a principal. Without one, a client's id may not contain
+/// `/`, the separator of principals' scopes, so that no unauthenticated client can name an
+/// authenticated principal's run in a journal they share.
+fn scoped(
+    principal: Option<&Principal>,
+    client: Option<&str>,
+    server: impl FnOnce() -> String,
+    what: &str,
+) -> Result<String, Refusal> {
+    match (principal, client) {
+        (Some(p), Some(c)) => Ok(format!("{}{c}", p.scope())),
+        (Some(p), None) => Ok(format!("{}{}", p.scope(), server())),
+        (None, Some(c)) if c.contains('/') => Err(Refusal {
+            outcome: "rejected",
+            message: format!(
+                "the {what} id {c:?} contains `/`, which this server keeps for authenticated callers' {what}s; use an id without `/`; nothing was run"
+            ),
+        }),
+        (None, Some(c)) => Ok(c.to_owned()),
+        (None, None) => Ok(server()),
+    }
+}
+
+fn busy(b: Busy) -> Refusal {
+    Refusal {
+        outcome: "busy",
+        message: format!(
+            "the server is busy: {} already runs {} calls and {} more wait; nothing was run: call again when one of the calls has finished",
+            b.scope, b.limit, b.queue
+        ),
+    }
+}
+
+fn refusal_result(refusal: &Refusal) -> CallToolResult {
+    let mut meta = Map::new();
+    meta.insert("effect-tool/outcome".into(), json!(refusal.outcome));
+    meta.insert("effect-tool/disposition".into(), json!("not-run"));
+    CallToolResult::error(vec![ContentBlock::text(refusal.message.clone())]).with_meta(Some(MetaObject(meta)))
 }
 
 fn first_str<'a>(meta: &'a Map<String, Value>, keys: &[&str]) -> Option<&'a str> {
@@ -361,5 +678,44 @@ impl rmcp::ServerHandler for McpServer {
         let name: Cow<'_, str> = request.name.clone();
         tracing::debug!(tool = %name, "MCP tools/call");
         Ok(self.handle_call(request, &context).await.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn principals_scope_runs_and_cannot_reach_each_others() {
+        let alice = Principal::new("alice");
+        let run = |p: Option<&Principal>, c: Option<&str>| scoped(p, c, || "mcp-session-x".to_owned(), "run");
+        assert_eq!(run(Some(&alice), Some("r1")).ok().unwrap(), "alice/r1");
+        assert_eq!(run(Some(&alice), None).ok().unwrap(), "alice/mcp-session-x");
+        // `a/b` naming run `c` and `a` naming run `b/c` stay two runs.
+        let ab = Principal::new("a/b");
+        assert_eq!(run(Some(&ab), Some("c")).ok().unwrap(), "a%2Fb/c");
+        assert_eq!(run(Some(&Principal::new("a")), Some("b/c")).ok().unwrap(), "a/b/c");
+        assert_eq!(
+            run(Some(&Principal::new("a%2Fb")), Some("c")).ok().unwrap(),
+            "a%252Fb/c"
+        );
+        // Without a principal, a run id cannot look like a principal's.
+        assert_eq!(run(None, Some("r1")).ok().unwrap(), "r1");
+        assert_eq!(run(None, None).ok().unwrap(), "mcp-session-x");
+        let refused = run(None, Some("alice/r1")).err().unwrap();
+        assert_eq!(refused.outcome, "rejected");
+        assert!(refused.message.contains("contains `/`"), "{}", refused.message);
+    }
+
+    #[test]
+    fn every_session_has_its_own_run_and_clones_share_theirs() {
+        let server = McpServer::new(Toolkit::new(), Engine::new(crate::MemoryStore::new()));
+        let other = server.new_session();
+        assert_ne!(server.session_run_id(), other.session_run_id());
+        assert_eq!(server.clone().session_run_id(), server.session_run_id());
+        assert!(server.session_run_id().starts_with("mcp-session-"));
+        assert_eq!(server.run_id(), None);
+        let fixed = server.with_run_id("support-bot");
+        assert_eq!(fixed.new_session().session_run_id(), "support-bot");
     }
 }

@@ -67,6 +67,11 @@ async def check_tools(session):
         check("$schema" not in schema, f"{name}: inputSchema carries $schema")
         check(tools[name].description, f"{name}: no description")
 
+    # The key rule is published as its kind, never as the closure's source.
+    keys = {name: (tools[name].meta or {}).get("effect-tool/key") for name in tools}
+    check(keys["issue_refund"] == "custom", f"issue_refund: _meta key {keys['issue_refund']!r}, expected 'custom'")
+    check(keys["email_customer"] == "default", f"email_customer: _meta key {keys['email_customer']!r}")
+
     refund = tools["issue_refund"].input_schema
     check(sorted(refund["required"]) == ["amount_cents", "order_id"], f"refund required: {refund['required']}")
     check(refund["properties"]["amount_cents"]["type"] == "integer", f"amount_cents: {refund['properties']}")

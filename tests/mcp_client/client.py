@@ -6,7 +6,9 @@ the same idempotent call twice must leave exactly one effect in the ledger file 
 
 Usage: python3 client.py <server command...>
 Environment: EFFECT_TOOL_LEDGER (the ledger file the server's tools append to) and
-EFFECT_TOOL_DB (the server's SQLite journal) are passed through to the server.
+EFFECT_TOOL_DB (the server's SQLite journal) are passed through to the server (as is every
+other variable, e.g. EFFECT_TOOL_MCP_LOG). With EFFECT_TOOL_SECRET_PROBE set, one more email
+carries that value in its arguments (for the test that greps the server's logs for it).
 Exits 0 and prints "N passed, 0 failed" when every check holds; exits 1 on the first failure.
 """
 
@@ -78,6 +80,14 @@ async def main():
             await check_tools(session)
             await check_idempotent_call_twice(session)
             await check_rejected_and_blocked(session)
+            probe = os.environ.get("EFFECT_TOOL_SECRET_PROBE")
+            if probe:
+                sent = await session.call_tool(
+                    "email_customer", {"to": "bob@example.com", "body": f"Your one-time code is {probe}."}
+                )
+                check(not sent.is_error, f"probe email failed: {text_of(sent)}")
+                check(probe not in text_of(sent), "the tool's answer repeats the argument")
+                print("ok: sent an email whose arguments hold the probe value")
     print(f"{checks.CHECKS} passed, 0 failed")
     return 0
 

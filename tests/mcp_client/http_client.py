@@ -4,7 +4,9 @@ Talks to `examples/mcp_server.rs --http ADDR` with the official Python `mcp` SDK
 HTTP client: lists the tools (schemas and annotations, the same checks as client.py, in checks.py), calls an
 idempotent tool, then calls it again from a NEW HTTP session and expects the recorded result
 without a second effect in the ledger file the server's tools append to. A call with bad
-arguments must come back as a tool error (isError) and run nothing.
+arguments, or with arguments larger than the server's limit, must come back as a tool error
+(isError) and run nothing. A call without a run id runs in its session's own run, so from a
+new session it is a new call.
 
 Usage: python3 http_client.py <MCP endpoint URL, e.g. http://127.0.0.1:8080/mcp>
 Environment: EFFECT_TOOL_LEDGER, the ledger file the server's tools append to (read only).
@@ -22,7 +24,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 REFUND = {"order_id": "A-1001", "amount_cents": 1500}
 RUN = {"effect-tool/run_id": "http-run-1"}
-# No run in _meta: the call runs in the server's configured run, shared by every session.
+# No run in _meta: the call runs in its session's own run (never shared with another session).
 UNSCOPED_REFUND = {"order_id": "A-1002", "amount_cents": 700}
 
 
@@ -68,6 +70,13 @@ async def first_session(url):
         check(len(ledger_lines("refund")) == 1, "a rejected call must not run")
         print("ok: bad arguments come back as isError; nothing ran")
 
+        huge = await session.call_tool("email_customer", {"to": "ann@example.com", "body": "x" * 300_000}, meta=RUN)
+        check(huge.is_error, "arguments over the size limit must be a tool error")
+        check(meta_of(huge).get("effect-tool/outcome") == "rejected", f"outcome: {meta_of(huge)}")
+        check("more than the" in text_of(huge) and "nothing was run" in text_of(huge), f"message: {text_of(huge)}")
+        check(ledger_lines("email") == [], "an oversized call must not run")
+        print("ok: arguments over the size limit come back as isError; nothing ran")
+
         unscoped = await session.call_tool("issue_refund", UNSCOPED_REFUND)
         check(not unscoped.is_error, f"refund without _meta failed: {text_of(unscoped)}")
         check(meta_of(unscoped).get("effect-tool/disposition") == "executed", f"unscoped: {meta_of(unscoped)}")
@@ -84,11 +93,11 @@ async def second_session(url, refund, unscoped_refund):
         print("ok: issue_refund retried from a new session: recorded result, no second refund")
 
         unscoped = await session.call_tool("issue_refund", UNSCOPED_REFUND)
-        check(not unscoped.is_error, f"retried refund without _meta failed: {text_of(unscoped)}")
-        check(meta_of(unscoped).get("effect-tool/disposition") == "replayed", f"unscoped: {meta_of(unscoped)}")
-        check(unscoped.structured_content == unscoped_refund, f"unscoped retry: {unscoped.structured_content}")
-        check(len(ledger_lines("refund")) == 2, f"expected two refunds in all, found {ledger_lines('refund')}")
-        print("ok: without _meta, sessions share the server's run: replayed from a new session")
+        check(not unscoped.is_error, f"refund without _meta failed: {text_of(unscoped)}")
+        check(meta_of(unscoped).get("effect-tool/disposition") == "executed", f"unscoped: {meta_of(unscoped)}")
+        check(unscoped.structured_content != unscoped_refund, f"a new session's run got the other one's refund")
+        check(len(ledger_lines("refund")) == 3, f"expected three refunds in all, found {ledger_lines('refund')}")
+        print("ok: without _meta, each session has its own run: a new session's call is a new call")
 
 
 async def main():

@@ -530,7 +530,7 @@ impl Dispatcher {
             return Vec::new();
         };
         let mut out = Vec::new();
-        for field in meta.secrets {
+        for field in meta.sensitive {
             if let Some(v) = args.get(*field) {
                 out.push(v.to_string());
                 if let Value::String(text) = v
@@ -576,7 +576,7 @@ impl Dispatcher {
         };
         if let Some(schema) = self.toolkit.input_schema(&call.name) {
             validate::normalize(schema, &mut args);
-            let secrets = self.toolkit.meta(&call.name).map_or(&[][..], |m| m.secrets);
+            let secrets = self.toolkit.meta(&call.name).map_or(&[][..], |m| m.sensitive);
             let problems = validate::violations(schema, &args, secrets);
             if !problems.is_empty() {
                 return Err(Rejection::InvalidArguments { problems });

@@ -200,7 +200,13 @@ impl Definition<'_> {
 pub(crate) fn mcp_meta(meta: &ToolMeta) -> Value {
     let mut m = Map::new();
     m.insert("effect-tool/class".into(), json!(meta.class.as_str()));
-    m.insert("effect-tool/key".into(), json!(meta.key_rule.to_string()));
+    // Whether the key is custom, never a closure's source (which may name internals).
+    let key = match meta.key_rule {
+        crate::tool::KeyRule::Default => "default".to_owned(),
+        crate::tool::KeyRule::Fields(_) => meta.key_rule.to_string(),
+        crate::tool::KeyRule::Custom(_) => "custom".to_owned(),
+    };
+    m.insert("effect-tool/key".into(), json!(key));
     m.insert("effect-tool/window".into(), json!(meta.window.as_str()));
     if let Some(role) = meta.approval {
         m.insert("effect-tool/approval".into(), json!(role));
