@@ -267,7 +267,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             attempt,
             Some(lease.clone()),
         )
-        .signed(self.inner.marker_secret.get().cloned().flatten());
+        .signed(self.engine.inner.marker_secret.get().cloned().flatten());
         Step::Go(Held {
             attempt,
             previous,
