@@ -41,11 +41,6 @@ impl EffectClass {
             EffectClass::Irreversible => "irreversible",
         }
     }
-
-    /// Whether calls of this class go through the journal.
-    pub const fn is_journaled(self) -> bool {
-        !matches!(self, EffectClass::Pure)
-    }
 }
 
 impl fmt::Display for EffectClass {

@@ -171,18 +171,17 @@ pub enum Outcome {
     Failed(Failure),
     /// The tool failed and did not say how.
     Unclassified,
-    /// The call was cancelled while the tool was running.
-    Cancelled,
 }
 
 impl Outcome {
-    /// The failure kind this outcome counts as, with unclassified and cancelled failures read
-    /// in the safe direction (unknown).
+    /// The failure kind this outcome counts as, with unclassified failures read in the safe
+    /// direction (unknown). (A cancelled execution never reaches the policy: the engine records
+    /// it in doubt itself.)
     pub fn effective_failure(self) -> Option<Failure> {
         match self {
             Outcome::Success => None,
             Outcome::Failed(f) => Some(f),
-            Outcome::Unclassified | Outcome::Cancelled => Some(Failure::Unknown),
+            Outcome::Unclassified => Some(Failure::Unknown),
         }
     }
 }

@@ -149,13 +149,12 @@ mod tests {
     use Decision::*;
     use EffectClass::*;
 
-    const OUTCOMES: [Outcome; 6] = [
+    const OUTCOMES: [Outcome; 5] = [
         Outcome::Success,
         Outcome::Failed(Failure::Definitive),
         Outcome::Failed(Failure::Transient { retry_after: None }),
         Outcome::Failed(Failure::Unknown),
         Outcome::Unclassified,
-        Outcome::Cancelled,
     ];
 
     fn input(class: EffectClass, outcome: Outcome, attempt: u32, has_recover: bool) -> PolicyInput {
@@ -226,7 +225,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(rows, 4 * 6 * 4 * 2);
+        assert_eq!(rows, 4 * 5 * 4 * 2);
     }
 
     #[test]
