@@ -117,7 +117,7 @@ async fn a_model_sending_a_big_integer_in_a_list_is_told_its_path() {
     // exactly (`maximum` 2^53 - 1), and the message names the element and that bound.
     for r in &results {
         assert!(r.is_error(), "refused: {}", r.content());
-        assert!(r.content().contains("`orders.1`"), "{}", r.content());
+        assert!(r.content().contains("`orders[1]`"), "{}", r.content());
         assert!(r.content().contains("9007199254740991"), "{}", r.content());
     }
     assert_eq!(ledger.requests(), 0, "nothing ran");

@@ -123,7 +123,7 @@ async fn ship(
 
 /// Log in to the billing system.
 #[tool(effect = "pure")]
-async fn login(user: String, #[secret] pin: u32) -> Result<(), ToolError> {
+async fn login(user: String, #[sensitive] pin: u32) -> Result<(), ToolError> {
     RAN.fetch_add(1, Ordering::SeqCst);
     let _ = (user, pin);
     Ok(())

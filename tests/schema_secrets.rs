@@ -1,7 +1,7 @@
 //! Secret values never reach a log or the model: a TRACE subscriber captures everything
-//! effect-tool logs while the `Dispatcher` refuses calls whose secret fields are of the wrong
+//! effect-tool logs while the `Dispatcher` refuses calls whose sensitive fields are of the wrong
 //! type (and one that decodes wrong), and the capture, the model-facing texts and the results'
-//! debug output are searched for the secret values.
+//! debug output are searched for the sensitive values.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -32,7 +32,7 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Capture {
 
 /// Log in to the billing system.
 #[tool(effect = "idempotent", key(user))]
-async fn login(user: String, #[secret] pin: u32, #[secret] token: String) -> Result<String, ToolError> {
+async fn login(user: String, #[sensitive] pin: u32, #[sensitive] token: String) -> Result<String, ToolError> {
     let _ = (pin, token);
     Ok(format!("welcome {user}"))
 }

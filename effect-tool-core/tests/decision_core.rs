@@ -101,10 +101,9 @@ fn failures_round_trip_as_json_with_retry_after_in_milliseconds() {
 }
 
 #[test]
-fn outcomes_count_unclassified_and_cancelled_as_unknown() {
+fn outcomes_count_unclassified_as_unknown() {
     assert_eq!(Outcome::Success.effective_failure(), None);
     assert_eq!(Outcome::Unclassified.effective_failure(), Some(Failure::Unknown));
-    assert_eq!(Outcome::Cancelled.effective_failure(), Some(Failure::Unknown));
     assert_eq!(
         Outcome::Failed(Failure::Definitive).effective_failure(),
         Some(Failure::Definitive)
@@ -185,7 +184,6 @@ fn abandoned_runs_decide_every_outcome() {
         ("transient", Outcome::Failed(Failure::TRANSIENT)),
         ("unknown", Outcome::Failed(Failure::Unknown)),
         ("unknown", Outcome::Unclassified),
-        ("unknown", Outcome::Cancelled),
     ];
     for class in EffectClass::ALL {
         for (o, outcome) in outcomes {

@@ -22,6 +22,7 @@ fn intent() -> Intent {
         input: json!({"body": "hi"}),
         ttl_ms: None,
         approval: None,
+        approval_ttl_ms: None,
     }
 }
 
