@@ -412,7 +412,8 @@ impl Dispatcher {
     ///
     /// Identical calls (the same tool, the same arguments as JSON values) are one piece of
     /// work, whatever the tool's class: the first of them runs, and each of the others gets its
-    /// result under its own call id (disposition [`Disposition::Shared`] when it is an output).
+    /// result under its own call id (disposition [`Disposition::Shared`] when the first call made
+    /// it, [`Disposition::Replayed`] when it replayed it).
     /// Their call ids are kept on the record ([`crate::record::Op::Share`]), so that each of
     /// them replays it later.
     pub async fn dispatch(&self, run: &RunContext, calls: &[ToolCall]) -> Vec<ToolResult> {
@@ -443,7 +444,9 @@ impl Dispatcher {
                 if leader == i {
                     return first.clone();
                 }
-                let disposition = if first.output().is_some() {
+                // A result the first call replayed is a replay for the others too; one it made
+                // (executed, reconciled) is shared with them.
+                let disposition = if first.output().is_some() && first.disposition != Disposition::Replayed {
                     Disposition::Shared
                 } else {
                     first.disposition
