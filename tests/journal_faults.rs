@@ -301,3 +301,74 @@ async fn a_corrupt_journal_fails_and_work_resumes_from_a_restored_copy() {
     let engine = engine(store.clone());
     runs_once(&store, &engine, &tool, "alice", &down).await;
 }
+
+/// A tool whose effect coincides with the disk filling up: it fills the file system, applies
+/// its effect and returns an output too large for the space left, so the completion's write
+/// fails after the effect.
+#[derive(Clone)]
+struct FillsTheDisk {
+    down: Arc<Downstream>,
+    filler: PathBuf,
+}
+
+impl Tool for FillsTheDisk {
+    type Args = String;
+    type Output = String;
+    type Error = ToolError;
+    const NAME: &'static str = "fills_the_disk";
+    const CLASS: EffectClass = EffectClass::Irreversible;
+
+    async fn call(&self, ctx: &EffectCtx, to: String) -> Result<String, ToolError> {
+        fill(&self.filler);
+        self.down.apply(&ctx.idempotency_key());
+        Ok(format!("{to}{}", "y".repeat(256 * 1024)))
+    }
+}
+
+#[tokio::test]
+async fn a_completion_that_meets_a_full_disk_is_retried_until_space_is_freed() {
+    let Some(fs) = Tmpfs::mount("journal-full-after", "1m") else {
+        return;
+    };
+    let store = SqliteStore::open(fs.path("j.db")).expect("opening the journal");
+    let down = Arc::new(Downstream::default());
+    let filler = fs.path("filler");
+    let tool = FillsTheDisk {
+        down: down.clone(),
+        filler: filler.clone(),
+    };
+    let config = effect_tool::EngineConfig {
+        store_retry: std::time::Duration::from_secs(60),
+        ..common::short()
+    };
+    let engine = Engine::with_config(store.clone(), config);
+    // The operator frees the space once the effect has happened (the completion's first write
+    // has then failed, or is about to): the call must wait for it, not give up nor repeat.
+    let freer = {
+        let down = down.clone();
+        std::thread::spawn(move || {
+            while down.requests() == 0 {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            std::fs::remove_file(&filler).expect("freeing the space");
+        })
+    };
+    let run = common::run("r");
+    let out = engine
+        .call(&tool, &run, Default::default(), "bob".to_owned())
+        .await;
+    freer.join().unwrap();
+    let out = out.expect("the completion is retried until it is recorded");
+    assert!(out.starts_with("bob"));
+    assert_eq!(down.requests(), 1, "the effect happened once");
+    let key = common::key_of(&tool, &run, &"bob".to_owned());
+    let rec = store.get(&key).await.unwrap().expect("recorded");
+    assert_eq!(rec.state, RecordState::Completed, "{:?}", rec.state);
+    // Called again, it replays the record.
+    engine
+        .call(&tool, &run, Default::default(), "bob".to_owned())
+        .await
+        .expect("replayed");
+    assert_eq!(down.requests(), 1, "a replay does not repeat the effect");
+}
