@@ -355,9 +355,7 @@ async fn a_completion_that_meets_a_full_disk_is_retried_until_space_is_freed() {
         })
     };
     let run = common::run("r");
-    let out = engine
-        .call(&tool, &run, Default::default(), "bob".to_owned())
-        .await;
+    let out = engine.call(&tool, &run, Default::default(), "bob".to_owned()).await;
     freer.join().unwrap();
     let out = out.expect("the completion is retried until it is recorded");
     assert!(out.starts_with("bob"));
