@@ -474,7 +474,53 @@ ALTER TABLE effect_records ADD COLUMN call_ids TEXT;
 const MIGRATIONS: [(u32, &str); 3] = [(1, SCHEMA_V1), (2, SCHEMA_V2), (3, SCHEMA_V3)];
 
 fn backend(e: rusqlite::Error) -> StoreError {
-    StoreError::Backend(format!("SQLite: {e}"))
+    match fault_advice(&e, None) {
+        Some(advice) => StoreError::Backend(format!("SQLite: {e}: {advice}")),
+        None => StoreError::Backend(format!("SQLite: {e}")),
+    }
+}
+
+/// What happened and what to do, for a failure of the disk or the journal file itself (full,
+/// read-only, damaged, failing I/O), by SQLite's result code; `None` for any other failure.
+/// `path` names the journal where the caller knows it. For a file SQLite cannot open, the
+/// file is probed to tell a read-only file system or a denied permission from other causes.
+fn fault_advice(e: &rusqlite::Error, path: Option<&Path>) -> Option<String> {
+    let journal = match path {
+        Some(p) => format!("the SQLite journal {}", p.display()),
+        None => "the SQLite journal".to_owned(),
+    };
+    let read_only = || {
+        format!(
+            "{journal} is read-only (its file system is mounted read-only, or the file, its -wal and -shm files or its folder are not writable): remount it read-write or fix the permissions, then call again"
+        )
+    };
+    match e.sqlite_error_code()? {
+        ErrorCode::DiskFull => Some(format!(
+            "the disk holding {journal} is full: free space on it (nothing was written), then call again"
+        )),
+        ErrorCode::ReadOnly => Some(read_only()),
+        ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase => Some(format!(
+            "{journal} is damaged (truncated, corrupt, or not a journal): stop every process using it, restore it from a backup (or move it and its -wal file aside to start an empty journal, losing its records), then call again"
+        )),
+        ErrorCode::SystemIoFailure => Some(format!(
+            "reading or writing {journal} failed with an I/O error: check the disk and the kernel log, then call again"
+        )),
+        ErrorCode::CannotOpen => {
+            let probe = path.map(|p| std::fs::OpenOptions::new().read(true).write(true).open(p));
+            match probe {
+                // EROFS: a read-only file system.
+                Some(Err(io)) if io.raw_os_error() == Some(30) => Some(read_only()),
+                Some(Err(io)) if io.kind() == std::io::ErrorKind::PermissionDenied => Some(read_only()),
+                Some(Ok(_)) => Some(format!(
+                    "{journal} exists but SQLite cannot open it or its -wal/-shm files: check that its folder is writable and not full, then call again"
+                )),
+                _ => Some(format!(
+                    "{journal} cannot be opened: check that its folder exists, is writable and is on a local file system, then call again"
+                )),
+            }
+        }
+        _ => None,
+    }
 }
 
 fn is_busy(e: &rusqlite::Error) -> bool {
@@ -516,7 +562,10 @@ fn open_connection(path: &Path, options: &SqliteOptions, writer: bool) -> Result
                 options.busy_timeout
             ))
         } else {
-            StoreError::Backend(format!("cannot open the SQLite journal {}: {e}", path.display()))
+            match fault_advice(&e, Some(path)) {
+                Some(advice) => StoreError::Backend(format!("cannot open the SQLite journal: {e}: {advice}")),
+                None => StoreError::Backend(format!("cannot open the SQLite journal {}: {e}", path.display())),
+            }
         }
     };
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE

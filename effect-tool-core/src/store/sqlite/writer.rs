@@ -29,7 +29,7 @@ use std::sync::Arc;
 use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::oneshot;
 
-use super::{Held, Shared, apply_in_tx, gc_in_tx, is_busy};
+use super::{Held, Shared, apply_in_tx, fault_advice, gc_in_tx, is_busy};
 use crate::error::StoreError;
 use crate::record::{Millis, Op, OpOutcome};
 
@@ -93,6 +93,8 @@ impl Work {
                 "SQLite journal {path} stayed locked by another process for more than {:?}: {e}; nothing was written, retry, or raise SqliteOptions::busy_timeout",
                 shared.options.busy_timeout
             ))
+        } else if let Some(advice) = fault_advice(e, Some(&shared.path)) {
+            StoreError::Backend(format!("SQLite: {e}: {advice}"))
         } else {
             StoreError::Backend(format!("SQLite journal {path}: {e}; nothing was written"))
         };
