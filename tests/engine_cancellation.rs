@@ -16,7 +16,7 @@ use std::time::Duration;
 use common::journal::{Fault, Faulty, Then, until_stale};
 use common::ledger::Downstream;
 use common::script::{Script, Step, scripted};
-use common::{key_of, short};
+use common::{key_of, short, short_engine};
 use effect_tool::record::Op;
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{
@@ -84,7 +84,7 @@ async fn state(engine: &Engine, key: &str) -> Option<RecordState> {
 async fn cancelled_before_the_call_nothing_is_claimed_or_run() {
     let down = Arc::new(Downstream::default());
     let script = Script::new(&down, &[Step::Ok]);
-    let engine = Engine::with_config(MemoryStore::new(), short());
+    let engine = short_engine(MemoryStore::new());
     let run = RunContext::new("r1");
     run.cancel();
     let err = engine
@@ -133,7 +133,7 @@ async fn cancelled_during_the_claim_the_tool_is_not_started() {
         let down = Arc::new(Downstream::default());
         let script = Script::new(&down, &[Step::Ok]);
         let store = hooked(Arc::new(MemoryStore::new()));
-        let engine = Engine::with_config(store.clone(), short());
+        let engine = short_engine(store.clone());
         let run = RunContext::new("r1");
         store.cancel_on("claim", &run);
         let (err, key) = match class {
@@ -189,7 +189,7 @@ async fn cancelled_while_taking_over_an_unknown_outcome_keeps_it_in_doubt() {
     let script = Script::new(&down, &[Step::ApplyThenHang, Step::Ok]);
     let tool = Sync(script.clone());
     let store = hooked(Arc::new(MemoryStore::new()));
-    let engine = Engine::with_config(store.clone(), short());
+    let engine = short_engine(store.clone());
     let run = RunContext::new("r1");
     let key = key_of(&tool, &run, &"a".into());
     // A first attempt applies and is then lost (its task dropped): a crash after the effect.
@@ -234,8 +234,8 @@ async fn cancelled_while_waiting_for_another_process_leaves_its_claim_alone() {
     let tool = Charge(script.clone());
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let (a, b) = (
-        Engine::with_config(store.clone(), short()),
-        Engine::with_config(store.clone(), short()),
+        short_engine(store.clone()),
+        short_engine(store.clone()),
     );
     let run_a = RunContext::new("r1");
     let holder = {
@@ -277,7 +277,7 @@ async fn cancelled_during_recover_the_tool_is_not_started() {
     let down = Arc::new(Downstream::default());
     let script = Script::new(&down, &[Step::Ok]);
     let tool = Post(script.clone());
-    let engine = Engine::with_config(MemoryStore::new(), short());
+    let engine = short_engine(MemoryStore::new());
     let run = RunContext::new("r1");
     let key = key_of(&tool, &run, &"a".into());
     // A crashed claim: the next call reconciles through recover.
@@ -346,7 +346,7 @@ async fn cancelled_during_execution_every_class() {
             .await;
         (key, next)
     }
-    let engine = Engine::with_config(MemoryStore::new(), short());
+    let engine = short_engine(MemoryStore::new());
 
     // The effect landed before the cancellation (the worst case).
     let down = Arc::new(Downstream::default());
@@ -386,7 +386,7 @@ async fn cancelled_during_execution_every_class() {
     // The effect had not landed: recover finds nothing and the next call applies it once.
     let down = Arc::new(Downstream::default());
     let s = Script::new(&down, &[Step::HoldThenOk, Step::Ok]);
-    let fresh = Engine::with_config(MemoryStore::new(), short());
+    let fresh = short_engine(MemoryStore::new());
     let (_, next) = case(Post(s.clone()), s.clone(), &fresh).await;
     assert!(next.unwrap().starts_with("done"));
     assert_eq!(down.requests(), 1);
@@ -408,7 +408,7 @@ async fn cancelled_during_the_backoff_stops_without_waiting_it_out() {
         &[Step::Fail(ToolError::transient("busy").retry_after(day)), Step::Ok],
     );
     let tool = Charge(script.clone());
-    let engine = Engine::with_config(MemoryStore::new(), short());
+    let engine = short_engine(MemoryStore::new());
     let run = RunContext::new("r1");
     let key = key_of(&tool, &run, &"a".into());
     let task = {
@@ -441,7 +441,7 @@ async fn cancelled_during_the_record_the_call_still_succeeds() {
     let script = Script::new(&down, &[Step::Ok]);
     let tool = Charge(script.clone());
     let store = hooked(Arc::new(MemoryStore::new()));
-    let engine = Engine::with_config(store.clone(), short());
+    let engine = short_engine(store.clone());
     let run = RunContext::new("r1");
     store.cancel_on("complete", &run);
     let out = engine.call(&tool, &run, CallOptions::default(), "a".into()).await;
@@ -459,7 +459,7 @@ async fn dropped_during_the_record(first: Arc<Hooked>, second: impl Fn() -> Arc<
     let down = Arc::new(Downstream::default());
     let script = Script::new(&down, &[Step::Ok]);
     let tool = Charge(script.clone());
-    let engine = Engine::with_config(first.clone(), short());
+    let engine = short_engine(first.clone());
     first.hang_complete.store(true, Ordering::SeqCst);
     let run = RunContext::new("r1");
     let task = {
@@ -471,7 +471,7 @@ async fn dropped_during_the_record(first: Arc<Hooked>, second: impl Fn() -> Arc<
     assert!(task.await.unwrap_err().is_cancelled());
     let key = key_of(&tool, &run, &"a".into());
 
-    let next = Engine::with_config(second(), short());
+    let next = short_engine(second());
     let rec = next.store().get(&key).await.unwrap().unwrap();
     assert_eq!((rec.state, rec.attempt), (RecordState::Claimed, 1));
     // Until its lease ends, the next call waits for it; then it is an unknown outcome.
@@ -514,7 +514,7 @@ async fn cancelled_during_execution_is_durably_in_doubt_on_sqlite() {
     let tool = Charge(script.clone());
     let run = RunContext::new("r1");
     let key = {
-        let engine = Engine::with_config(SqliteStore::open(&path).unwrap(), short());
+        let engine = short_engine(SqliteStore::open(&path).unwrap());
         let task = {
             let (engine, tool, run) = (engine.clone(), tool.clone(), run.clone());
             tokio::spawn(async move { engine.call(&tool, &run, CallOptions::default(), "a".into()).await })
@@ -523,7 +523,7 @@ async fn cancelled_during_execution_is_durably_in_doubt_on_sqlite() {
         run.cancel();
         task.await.unwrap().unwrap_err().key().unwrap().to_owned()
     };
-    let engine = Engine::with_config(SqliteStore::open(&path).unwrap(), short());
+    let engine = short_engine(SqliteStore::open(&path).unwrap());
     let rec = engine.store().get(&key).await.unwrap().unwrap();
     assert_eq!(rec.state, RecordState::InDoubt);
     assert!(rec.reason.unwrap_or_default().contains("cancelled"));
@@ -559,7 +559,7 @@ async fn a_dropped_leader_hands_over_to_a_follower() {
         tool: T,
         script: Arc<Script>,
     ) -> Vec<Result<String, EffectError<ToolError>>> {
-        let engine = Engine::with_config(MemoryStore::new(), short());
+        let engine = short_engine(MemoryStore::new());
         let run = RunContext::new("r1");
         let leader = {
             let (engine, tool, run) = (engine.clone(), tool.clone(), run.clone());
@@ -617,7 +617,7 @@ async fn a_follower_dropped_while_waiting_does_not_disturb_the_leader() {
     let down = Arc::new(Downstream::default());
     let script = Script::new(&down, &[Step::HoldThenOk]);
     let tool = Charge(script.clone());
-    let engine = Engine::with_config(MemoryStore::new(), short());
+    let engine = short_engine(MemoryStore::new());
     let run = RunContext::new("r1");
     let leader = {
         let (engine, tool, run) = (engine.clone(), tool.clone(), run.clone());

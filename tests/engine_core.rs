@@ -733,11 +733,11 @@ async fn a_record_failure_after_the_effect_still_returns_and_the_next_attempt_re
         failing_on(|op| matches!(op, Op::Complete { .. })),
         EngineConfig {
             lease: Duration::from_millis(30),
-            // The journal keeps failing: retried briefly, then the call returns.
-            store_retry: Duration::from_millis(50),
             ..EngineConfig::default()
         },
-    );
+    )
+    // The journal keeps failing: retried briefly, then the call returns.
+    .with_store_retry(Duration::from_millis(50));
     engine
         .call(&tool, &run("r1"), CallOptions::default(), args("ann", 1))
         .await

@@ -34,7 +34,6 @@ fn config() -> EngineConfig {
         // enough that the other worker takes over within a test.
         lease: Duration::from_millis(800),
         poll_interval: Duration::from_millis(10),
-        ..EngineConfig::default()
     }
 }
 

@@ -92,7 +92,6 @@ async fn shutdown_drains_finishes_in_time_releases_unstarted_and_cancels_the_res
         EngineConfig {
             lease: Duration::from_secs(5),
             poll_interval: Duration::from_millis(5),
-            ..EngineConfig::default()
         },
     );
     let tool = Gated::default();

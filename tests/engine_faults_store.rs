@@ -175,9 +175,9 @@ async fn a_postgres_outage_after_the_effect_is_retried_until_recorded() {
         EngineConfig {
             lease: Duration::from_secs(2),
             poll_interval: Duration::from_millis(10),
-            store_retry: Duration::from_secs(60),
         },
-    );
+    )
+    .with_store_retry(Duration::from_secs(60));
     let down = Arc::new(Downstream::default());
     let tool = Transfer::new(&down);
     let run = RunContext::new(format!("pg-outage-{}", std::process::id()));

@@ -332,12 +332,16 @@ const MATRIX: &[Row] = &[
     row(C::IrreversibleRecover, A::Ok, X::RecordFails, "ok:executed:1", "ok:reconciled:found", S::Completed, 1, 1),
 ];
 
+/// An engine on `store` with the matrix's lease; the rows whose record write fails keep failing:
+/// retried briefly, then as before.
+fn engine(store: impl Store + 'static) -> Engine {
+    Engine::with_config(store, config()).with_store_retry(Duration::from_millis(50))
+}
+
 fn config() -> EngineConfig {
     EngineConfig {
         lease: Duration::from_millis(40),
         poll_interval: Duration::from_millis(2),
-        // The rows whose record write fails keep failing: retried briefly, then as before.
-        store_retry: Duration::from_millis(50),
     }
 }
 
@@ -353,7 +357,7 @@ async fn run_row(row: &Row, journal: &(dyn Fn() -> Arc<dyn Store> + Send + Sync)
         journal(),
         FailWhen::new(records, "disk full", row.crash == Crash::RecordFails),
     );
-    let first = Engine::with_config(first_store, config());
+    let first = engine(first_store);
     let call1 = match row.crash {
         Crash::None | Crash::RecordFails => {
             let report = tool
@@ -376,7 +380,7 @@ async fn run_row(row: &Row, journal: &(dyn Fn() -> Arc<dyn Store> + Send + Sync)
     };
     drop(first);
     // The same tool call again (the model's retry, or the next process after a crash).
-    let second = Engine::with_config(journal(), config());
+    let second = engine(journal());
     let report = tool
         .call_json(&second, &run, CallOptions::call_id("c1"), args.clone())
         .await;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::journal::{FailWhen, Faulty, crashed_claim, until_stale};
 use common::ledger::Downstream;
 use common::script::{Script, Step, scripted};
-use common::{key_of, run, short};
+use common::{key_of, run, short, short_engine};
 use effect_tool::record::{Intent, Op, OpOutcome};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{
@@ -221,7 +221,7 @@ async fn two_engines_reconcile_one_crashed_claim(a: Arc<dyn Store>, b: Arc<dyn S
     let down = Arc::new(Downstream::default());
     let script = Script::new(&down, &[Step::Ok]);
     let tool = Post(script.clone());
-    let (ea, eb) = (Engine::with_config(a, short()), Engine::with_config(b, short()));
+    let (ea, eb) = (short_engine(a), short_engine(b));
     let key = crashed_claim(&ea, &tool, &run("r1"), &"ann".to_owned()).await;
     let barrier = Arc::new(tokio::sync::Barrier::new(2));
     let call = |engine: Engine| {
@@ -324,7 +324,7 @@ async fn a_slow_recover_keeps_its_claim(a: Arc<dyn Store>, b: Arc<dyn Store>) {
     let script = Script::new(&down, &[Step::Ok]);
     script.held_recovers.store(1, Ordering::SeqCst);
     let tool = Post(script.clone());
-    let (ea, eb) = (Engine::with_config(a, short()), Engine::with_config(b, short()));
+    let (ea, eb) = (short_engine(a), short_engine(b));
     crashed_claim(&ea, &tool, &run("r1"), &"ann".to_owned()).await;
     let ta = {
         let (ea, tool) = (ea.clone(), tool.clone());
@@ -366,8 +366,8 @@ async fn a_claim_lost_during_recover_is_not_run_on() {
     let mem: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let flaky = flaky_renew(mem.clone());
     flaky.fail.store(true, Ordering::SeqCst);
-    let ea = Engine::with_config(flaky.clone(), short());
-    let eb = Engine::with_config(mem.clone(), short());
+    let ea = short_engine(flaky.clone());
+    let eb = short_engine(mem.clone());
     let key = crashed_claim(&ea, &tool, &run("r1"), &"ann".to_owned()).await;
     let ta = {
         let (ea, tool) = (ea.clone(), tool.clone());
@@ -405,7 +405,7 @@ async fn a_live_claim_cannot_be_resolved_and_a_stale_one_fences_its_late_writer(
     let tool = Charge(script.clone());
     let mem: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let flaky = flaky_renew(mem.clone());
-    let engine = Engine::with_config(flaky.clone(), short());
+    let engine = short_engine(flaky.clone());
     let task = {
         let (engine, tool) = (engine.clone(), tool.clone());
         tokio::spawn(async move {
@@ -472,7 +472,7 @@ async fn resolve_racing_a_takeover(a: Arc<dyn Store>, b: Arc<dyn Store>) {
         let down = Arc::new(Downstream::default());
         let script = Script::new(&down, &[Step::Ok]);
         let tool = Sync(script.clone());
-        let engine = Engine::with_config(a.clone(), short());
+        let engine = short_engine(a.clone());
         let r = run(&format!("race-{round}"));
         let key = crashed_claim(&engine, &tool, &r, &"ann".to_owned()).await;
         // attempt 2 takes over and leaves the record in doubt (an unknown outcome, nothing applied).
@@ -548,7 +548,7 @@ async fn resolve_racing_a_takeover_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn approve_and_deny_at_once_exactly_one_verdict_counts() {
     let down = Arc::new(Downstream::default());
-    let engine = Engine::with_config(MemoryStore::new(), short());
+    let engine = short_engine(MemoryStore::new());
     for round in 0..20 {
         let script = Script::new(&down, &[Step::Ok]);
         let tool = Wire(script.clone());
@@ -782,7 +782,7 @@ async fn thousand_followers_and_a_failing_leader(step: Step, check: fn(&EffectEr
     let down = Arc::new(Downstream::default());
     let script = Script::new(&down, &[step]);
     let tool = Charge(script.clone());
-    let engine = Engine::with_config(MemoryStore::new(), short());
+    let engine = short_engine(MemoryStore::new());
     let joined = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for _ in 0..1000 {
@@ -837,7 +837,7 @@ async fn thousand_followers_and_a_leader_with_an_unknown_outcome() {
     let down = Arc::new(Downstream::default());
     let script = Script::new(&down, &[Step::Fail(ToolError::unknown("reset after sending"))]);
     let tool = Charge(script.clone());
-    let engine = Engine::with_config(MemoryStore::new(), short());
+    let engine = short_engine(MemoryStore::new());
     let mut tasks = Vec::new();
     for _ in 0..1000 {
         let (engine, tool) = (engine.clone(), tool.clone());
@@ -870,7 +870,7 @@ async fn a_follower_in_another_run_takes_over_from_a_cancelled_leader() {
         tool: T,
         script: Arc<Script>,
     ) -> Result<String, EffectError<ToolError>> {
-        let engine = Engine::with_config(MemoryStore::new(), short());
+        let engine = short_engine(MemoryStore::new());
         let r1 = run("r1").with_thread("t");
         let r2 = run("r2").with_thread("t");
         let leader = {
@@ -1037,7 +1037,7 @@ impl Tool for Book {
 async fn abandon_twice_concurrently(a: Arc<dyn Store>, b: Arc<dyn Store>) {
     let hotel = Arc::new(Hotel::default());
     let tool = Arc::new(Book(hotel.clone()));
-    let (ea, eb) = (Engine::with_config(a, short()), Engine::with_config(b, short()));
+    let (ea, eb) = (short_engine(a), short_engine(b));
     let r = run("trip");
     for room in ["1", "2", "3", "4"] {
         ea.call(&*tool, &r, CallOptions::default(), room.into()).await.unwrap();
@@ -1090,7 +1090,7 @@ async fn abandon_twice_concurrently_sqlite() {
 async fn a_slow_compensation_is_not_run_twice() {
     let hotel = Arc::new(Hotel::default());
     let tool = Arc::new(Book(hotel.clone()));
-    let engine = Engine::with_config(MemoryStore::new(), short());
+    let engine = short_engine(MemoryStore::new());
     let r = run("trip");
     engine
         .call(&*tool, &r, CallOptions::default(), "1".into())
@@ -1124,7 +1124,7 @@ async fn a_slow_compensation_is_not_run_twice() {
 async fn compensation_racing_a_new_call_of_the_same_key() {
     let hotel = Arc::new(Hotel::default());
     let tool = Arc::new(Book(hotel.clone()));
-    let engine = Engine::with_config(MemoryStore::new(), short());
+    let engine = short_engine(MemoryStore::new());
     let r = run("trip");
     let booking = engine
         .call(&*tool, &r, CallOptions::default(), "1".into())
@@ -1184,7 +1184,7 @@ async fn a_follower_with_another_input_under_a_strict_custom_key_is_told() {
     let down = Arc::new(Downstream::default());
     let script = Script::new(&down, &[Step::HoldThenOk]);
     let tool = Invoice(script.clone());
-    let engine = Engine::with_config(MemoryStore::new(), short());
+    let engine = short_engine(MemoryStore::new());
     let leader = {
         let (engine, tool) = (engine.clone(), tool.clone());
         tokio::spawn(async move {
@@ -1260,7 +1260,7 @@ async fn abandon_reports_effects_still_running_or_in_doubt() {
     let script = Script::new(&down, &[Step::HoldThenOk]);
     let undone = Arc::new(AtomicUsize::new(0));
     let tool = Arc::new(Reserve(script.clone(), undone.clone()));
-    let engine = Engine::with_config(MemoryStore::new(), short());
+    let engine = short_engine(MemoryStore::new());
     let r = run("trip");
     let running = {
         let (engine, tool, r) = (engine.clone(), tool.clone(), r.clone());
@@ -1304,7 +1304,7 @@ async fn a_panicking_compensation_is_reported_and_retried() {
     }
     let (tries, undone) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let tool = Arc::new(Flaky(tries.clone(), undone.clone()));
-    let engine = Engine::with_config(MemoryStore::new(), short());
+    let engine = short_engine(MemoryStore::new());
     let r = run("trip");
     engine
         .call(&*tool, &r, CallOptions::default(), "7".into())
@@ -1350,7 +1350,7 @@ async fn every_effect_error_names_its_tool_and_key_and_the_next_step() {
             unreachable!()
         }
     }
-    let engine = Engine::with_config(MemoryStore::new(), short());
+    let engine = short_engine(MemoryStore::new());
     let down = Arc::new(Downstream::default());
     let mut errors: Vec<(String, EffectError<ToolError>, Option<&str>)> = Vec::new();
 

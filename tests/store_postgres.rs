@@ -574,7 +574,6 @@ mod postgres_group_commit {
             let config = EngineConfig {
                 lease: Duration::from_secs(30),
                 poll_interval: Duration::from_millis(2),
-                ..EngineConfig::default()
             };
             let engine = Engine::with_config(h.store(), config);
             let run = RunContext::new("group-commit");

@@ -507,7 +507,6 @@ pub mod crash {
         EngineConfig {
             lease: Duration::from_millis(400),
             poll_interval: Duration::from_millis(20),
-            ..EngineConfig::default()
         }
     }
 
@@ -1656,7 +1655,6 @@ pub mod cases {
         let config = EngineConfig {
             lease: Duration::from_secs(30),
             poll_interval: Duration::from_millis(5),
-            ..EngineConfig::default()
         };
         let e1 = Engine::with_config(h.store(), config);
         let e2 = Engine::with_config(h.store(), config);

@@ -20,8 +20,13 @@ pub fn short() -> EngineConfig {
     EngineConfig {
         lease: Duration::from_millis(60),
         poll_interval: Duration::from_millis(2),
-        store_retry: Duration::from_millis(100),
     }
+}
+
+/// An engine on `store` with the [`short`] lease, whose journal writes that must not be dropped
+/// are retried for 100 ms only (tests whose journal keeps failing then go on at once).
+pub fn short_engine(store: impl effect_tool::Store + 'static) -> effect_tool::Engine {
+    effect_tool::Engine::with_config(store, short()).with_store_retry(Duration::from_millis(100))
 }
 
 /// The run `id` (no thread).

@@ -358,12 +358,12 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
     }
 
     /// Look for a claim this call wrote though its answer was lost, with backoff, for at most
-    /// [`super::EngineConfig::store_retry`]; release it if found. A claim counts as this
+    /// [`super::Engine::with_store_retry`]; release it if found. A claim counts as this
     /// call's when it is live, under the same run, tool-call id and input, and was written
     /// after this call's claim was sent (on the journal's clock).
     async fn release_hidden_claim(&self, error: &StoreError, sent_at: crate::record::Millis) {
         let call = self.call;
-        let window = self.engine.inner.config.store_retry;
+        let window = self.engine.inner.store_retry();
         let started = Instant::now();
         let mut backoff = Duration::from_millis(20);
         loop {
@@ -664,7 +664,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
     }
 
     /// Stage 6: record the output under the claim. A write the journal fails is retried with
-    /// backoff, the lease renewed meanwhile, for at most [`super::EngineConfig::store_retry`]
+    /// backoff, the lease renewed meanwhile, for at most [`super::Engine::with_store_retry`]
     /// (then the call still succeeds: the effect happened, and the claim left behind makes the
     /// next attempt reconcile). A write the journal refuses because another attempt owns the
     /// key ends the call with [`EffectError::ClaimLost`].
@@ -694,7 +694,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
 
     /// The record write failed with `error`: retry a backend failure with backoff (20 ms,
     /// doubling to 1 s) while renewing the lease, until it is written, refused, or
-    /// [`super::EngineConfig::store_retry`] has passed (or the shutdown deadline).
+    /// [`super::Engine::with_store_retry`] has passed (or the shutdown deadline).
     async fn retry_record(
         &self,
         held: &Held,
@@ -704,7 +704,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
     ) -> Settled<T::Output, T::Error> {
         let (key, attempt) = (self.key(), held.attempt);
         let retried = async {
-            let window = self.engine.inner.config.store_retry;
+            let window = self.engine.inner.store_retry();
             let started = Instant::now();
             let mut backoff = Duration::from_millis(20);
             let mut error = error;

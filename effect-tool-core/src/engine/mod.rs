@@ -11,7 +11,7 @@
 //! 5. Approval required → the call parks ([`ApprovalPending`]) until a person approves.
 //! 6. Claim, execute, record (the stages of `engine/lead.rs`); the [`crate::policy`] decides what a
 //!    failure leads to. A record write the journal fails is retried for a while
-//!    ([`EngineConfig::store_retry`]).
+//!    ([`Engine::with_store_retry`]).
 //! 7. Fencing: only the attempt holding the claim can complete it. The engine also keeps each
 //!    claim's lease on its own monotonic clock (`engine/lease.rs`): a tool is not started, and its
 //!    future is not polled further, once its lease has lapsed, so a paused process does not
@@ -51,20 +51,17 @@ pub struct EngineConfig {
     pub lease: Duration,
     /// How often a call waiting for another process's claim looks at the journal again.
     pub poll_interval: Duration,
-    /// How long the engine keeps retrying (with backoff) a journal write it must not drop:
-    /// the record of an effect that happened (the claim's lease renewed meanwhile; the call
-    /// returns once the result is recorded or this time has passed), and the release of a
-    /// claim whose answer was lost before its tool ran. A journal outage shorter than this
-    /// costs no person step. Default 30 s.
-    pub store_retry: Duration,
 }
+
+/// How long the engine retries a journal write it must not drop, unless
+/// [`Engine::with_store_retry`] says otherwise.
+pub const DEFAULT_STORE_RETRY: Duration = Duration::from_secs(30);
 
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
             lease: Duration::from_secs(30),
             poll_interval: Duration::from_millis(25),
-            store_retry: Duration::from_secs(30),
         }
     }
 }
@@ -215,6 +212,8 @@ struct Inner {
     /// The marker secret: the application's ([`Engine::with_marker_secret`]), or the journal's
     /// ([`Store::marker_secret`]), loaded before the first journaled call.
     marker_secret: tokio::sync::OnceCell<Option<crate::marker::MarkerSecret>>,
+    /// [`Engine::with_store_retry`], in milliseconds.
+    store_retry_ms: std::sync::atomic::AtomicU64,
 }
 
 /// One call in flight, counted while it lives.
@@ -229,6 +228,11 @@ impl Drop for Active<'_> {
 }
 
 impl Inner {
+    /// How long a journal write the engine must not drop is retried.
+    fn store_retry(&self) -> Duration {
+        Duration::from_millis(self.store_retry_ms.load(Ordering::Relaxed))
+    }
+
     /// Count a new call in, unless the engine is shutting down.
     fn enter(&self) -> Option<Active<'_>> {
         self.active.fetch_add(1, Ordering::SeqCst);
@@ -352,8 +356,26 @@ impl Engine {
                 active: AtomicUsize::new(0),
                 idle: Notify::new(),
                 marker_secret: tokio::sync::OnceCell::new(),
+                store_retry_ms: std::sync::atomic::AtomicU64::new(DEFAULT_STORE_RETRY.as_millis() as u64),
             }),
         }
+    }
+
+    /// Keep retrying (with backoff) a journal write the engine must not drop for at most
+    /// `window` (default [`DEFAULT_STORE_RETRY`], 30 s): the record of an effect that happened
+    /// (the claim's lease renewed meanwhile; the call returns once the result is recorded or
+    /// this time has passed), and the release of a claim whose answer was lost before its tool
+    /// ran. A journal outage shorter than this costs no person step. Applies to every clone of
+    /// the engine.
+    pub fn with_store_retry(self, window: Duration) -> Self {
+        let ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
+        self.inner.store_retry_ms.store(ms, Ordering::Relaxed);
+        self
+    }
+
+    /// The window of [`Engine::with_store_retry`].
+    pub fn store_retry(&self) -> Duration {
+        self.inner.store_retry()
     }
 
     /// Sign markers ([`EffectCtx::marker`]) with `secret` instead of the journal's own
@@ -403,7 +425,7 @@ impl Engine {
     /// next call reconciles it or a person resolves it).
     ///
     /// Returns once no call is in flight (after the deadline, at most
-    /// [`EngineConfig::store_retry`] more for the cancelled calls' journal writes). Applies to
+    /// [`Engine::with_store_retry`] more for the cancelled calls' journal writes). Applies to
     /// every clone of this engine; it cannot be undone (make a new engine).
     pub async fn shutdown(&self, deadline: Duration) -> ShutdownReport {
         let inner = &self.inner;
@@ -421,7 +443,7 @@ impl Engine {
             );
             inner.abort.cancel();
             inner
-                .wait_idle(tokio::time::Instant::now() + inner.config.store_retry)
+                .wait_idle(tokio::time::Instant::now() + inner.store_retry())
                 .await;
         }
         ShutdownReport {
