@@ -199,6 +199,7 @@ pub fn intent(run: &str, tool: &str, class: EffectClass, input: Value, approval:
         ttl_ms: None,
         approval: approval.map(str::to_owned),
         approval_ttl_ms: None,
+        holder: None,
     }
 }
 
