@@ -1221,6 +1221,7 @@ mod tests {
             created_at: NOW - 100,
             updated_at: NOW - 50,
             expires_at: None,
+            holder: None,
         };
         let mut out = Vec::new();
         for state in RecordState::ALL {

@@ -1152,7 +1152,7 @@ mod tests {
             )
             .unwrap();
             conn.execute(
-                &format!("INSERT INTO effect_records ({}) VALUES ('k', 1, 'refund', 'irreversible', 'run', NULL, NULL, 'f', '{{\"n\":1}}', 'in-doubt', 1, NULL, NULL, 'crashed', NULL, NULL, 1, 2, NULL)", COLUMNS.trim_end_matches(", call_ids")),
+                &format!("INSERT INTO effect_records ({}) VALUES ('k', 1, 'refund', 'irreversible', 'run', NULL, NULL, 'f', '{{\"n\":1}}', 'in-doubt', 1, NULL, NULL, 'crashed', NULL, NULL, 1, 2, NULL)", COLUMNS.trim_end_matches(", call_ids, holder")),
                 [],
             )
             .unwrap();
