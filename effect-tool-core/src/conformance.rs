@@ -855,7 +855,10 @@ pub mod cases {
             host: "host-1".to_owned(),
             pid: 4242,
         };
-        let by = |run: &str, holder: Option<Holder>| Intent { holder, ..intent(run) };
+        let by = |run: &str, holder: Option<Holder>| Intent {
+            holder: holder.map(Box::new),
+            ..intent(run)
+        };
         let k = key("worker-takeover");
         let first = holder(Some("w1"), "aaaa");
         assert_eq!(
@@ -863,7 +866,7 @@ pub mod cases {
             (1, None)
         );
         let rec = s.get(&k).await.unwrap().expect("claimed record");
-        assert_eq!(rec.holder.as_ref(), Some(&first), "the holder round-trips");
+        assert_eq!(rec.holder.as_deref(), Some(&first), "the holder round-trips");
         // The same instance, another worker, a holder without a worker, or no holder: the
         // live lease is waited out.
         for (what, other) in [
@@ -873,7 +876,7 @@ pub mod cases {
             ("no holder", None),
         ] {
             match s.claim(&k, by("r2", other), 30_000, true).await.unwrap() {
-                OpOutcome::InFlight(r) => assert_eq!((r.attempt, r.holder.as_ref()), (1, Some(&first)), "{what}"),
+                OpOutcome::InFlight(r) => assert_eq!((r.attempt, r.holder.as_deref()), (1, Some(&first)), "{what}"),
                 other => panic!("{what}: a live claim is in flight, got {other:?}"),
             }
         }
@@ -887,13 +890,13 @@ pub mod cases {
                 before,
             } => {
                 assert_eq!((attempt, previous), (2, Some(RecordState::Claimed)));
-                assert_eq!(before.and_then(|b| b.holder), Some(first.clone()));
+                assert_eq!(before.and_then(|b| b.holder).map(|h| *h), Some(first.clone()));
             }
             other => panic!("the same worker takes its previous claim over, got {other:?}"),
         }
         let rec = s.get(&k).await.unwrap().unwrap();
         assert_eq!((rec.state, rec.attempt), (RecordState::Claimed, 2));
-        assert_eq!(rec.holder.as_ref(), Some(&next), "the new holder is recorded");
+        assert_eq!(rec.holder.as_deref(), Some(&next), "the new holder is recorded");
         assert!(
             rec.lease_until.is_some_and(|l| l > s.now() + 20_000),
             "a fresh lease: {rec:?}"

@@ -168,7 +168,7 @@ pub struct EffectRecord {
     /// Who made the latest claim (`None`: a claim made before holders were recorded, or by a
     /// caller that does not say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub holder: Option<Holder>,
+    pub holder: Option<Box<Holder>>,
 }
 
 /// Who holds a claim: the engine instance that made it, where it runs, and the stable worker
@@ -284,9 +284,10 @@ pub struct Intent {
     #[serde(default)]
     pub approval_ttl_ms: Option<u64>,
     /// Who makes the claim (recorded on the record as [`EffectRecord::holder`]). A live claim
-    /// of the same worker by another instance counts as stale ([`Holder::succeeds`]).
+    /// of the same worker by another instance counts as stale ([`Holder::succeeds`]). Boxed:
+    /// it keeps [`Op`] small.
     #[serde(default)]
-    pub holder: Option<Holder>,
+    pub holder: Option<Box<Holder>>,
 }
 
 /// How long an approval stays valid when the intent does not say: 24 hours.
