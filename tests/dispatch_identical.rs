@@ -222,6 +222,7 @@ async fn the_call_id_that_applied_the_effect_replays_after_a_takeover() {
         ttl_ms: None,
         approval: None,
         approval_ttl_ms: None,
+        holder: None,
     };
     let claimed = engine.store().claim(&id.key, intent, 0, false).await.unwrap();
     assert!(matches!(claimed, OpOutcome::Claimed { .. }), "{claimed:?}");

@@ -293,6 +293,7 @@ async fn cancelled_during_recover_the_tool_is_not_started() {
         ttl_ms: None,
         approval: None,
         approval_ttl_ms: None,
+        holder: None,
     };
     engine.store().claim(&key, intent, 0, false).await.unwrap();
     *script.cancel_in_recover.lock().unwrap() = Some(run.clone());

@@ -447,6 +447,7 @@ async fn fencing_rejects_a_late_writer() {
             ttl_ms: None,
             approval: None,
             approval_ttl_ms: None,
+            holder: None,
         },
         None => unreachable!(),
     };

@@ -225,6 +225,7 @@ fn booking(run: &str, input: serde_json::Value) -> effect_tool::record::Intent {
         ttl_ms: None,
         approval: None,
         approval_ttl_ms: None,
+        holder: None,
     }
 }
 

@@ -72,6 +72,7 @@ fn intent_for(tool: &str, class: EffectClass, ttl_ms: Option<u64>) -> Intent {
         ttl_ms,
         approval: None,
         approval_ttl_ms: None,
+        holder: None,
     }
 }
 

@@ -114,6 +114,7 @@ mod postgres_migrations {
                 ttl_ms: None,
                 approval: None,
                 approval_ttl_ms: None,
+                holder: None,
             };
             store.claim("k", intent, 30_000, false).await.unwrap();
             assert!(store.get("k").await.unwrap().is_some());
@@ -182,6 +183,7 @@ mod postgres_migrations {
                 ttl_ms: None,
                 approval: None,
                 approval_ttl_ms: None,
+                holder: None,
             };
             intent.approval = Some("ops".into());
             store.claim("k", intent, 30_000, false).await.unwrap();

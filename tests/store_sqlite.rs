@@ -267,9 +267,9 @@ mod sqlite_specifics {
                     |r| r.get(0),
                 )
                 .unwrap();
-            assert_eq!(schema, "3");
+            assert_eq!(schema, "4");
             let user_version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-            assert_eq!(user_version, 3);
+            assert_eq!(user_version, 4);
             let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
             assert_eq!(mode, "wal");
         });

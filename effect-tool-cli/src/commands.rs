@@ -243,6 +243,9 @@ async fn show(store: &dyn Store, key: &str, json: bool, io: &mut Io<'_>) -> Resu
     if let Some(l) = rec.lease_until.filter(|_| rec.state == RecordState::Claimed) {
         field("lease until", &time(l));
     }
+    if let Some(h) = &rec.holder {
+        field("claimed by", &h.to_string());
+    }
     if let Some(role) = &rec.approval_role {
         field("approval", &format!("by role `{role}`"));
     }
@@ -625,6 +628,7 @@ async fn mark_compensated_by_hand(store: &dyn Store, rec: &EffectRecord, by: &st
         ttl_ms: None,
         approval: None,
         approval_ttl_ms: None,
+        holder: None,
     };
     match store.claim(&key, intent, LEASE_MS, false).await? {
         OpOutcome::Claimed { attempt, .. } => {

@@ -145,6 +145,8 @@ async fn show(j: &Journal) {
         "state:       in-doubt".to_owned(),
         "reason:      timed out after sending the request".to_owned(),
         format!("run:         {run}"),
+        // Who held the claim.
+        "claimed by:  worker w1, instance 0123abcd on host-1 (pid 42)".to_owned(),
         "input (secrets removed):".to_owned(),
         r#""to": "a@b.c""#.to_owned(),
         // The engine's decision, with its attempt and cause.

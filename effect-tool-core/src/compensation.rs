@@ -116,6 +116,7 @@ impl Engine {
             ttl_ms: None,
             approval: None,
             approval_ttl_ms: None,
+            holder: Some(Box::new(self.holder().clone())),
         };
         let lease_ms = self.config().lease.as_millis() as u64;
         // Before the claim: the compensation's context carries it (its markers).

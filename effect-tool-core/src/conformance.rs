@@ -129,7 +129,7 @@ macro_rules! conformance_tests {
             $crate::__conformance_cases!($harness;
                 claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
                 amend_corrects_a_resolution, approve_and_deny, approval_binds_its_input, shared_results_keep_their_call_ids, engine_decisions_are_audited, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
-                audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored);
+                audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored, worker_takes_over_its_previous_incarnation);
         }
     };
     ($prefix:ident, $harness:ty, durable) => {
@@ -139,7 +139,7 @@ macro_rules! conformance_tests {
             $crate::__conformance_cases!($harness;
                 claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
                 amend_corrects_a_resolution, approve_and_deny, approval_binds_its_input, shared_results_keep_their_call_ids, engine_decisions_are_audited, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
-                audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored,
+                audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored, worker_takes_over_its_previous_incarnation,
                 future_version_refused, fencing_across_handles);
             #[test]
             fn processes_race_same_keys() {
@@ -754,6 +754,7 @@ pub mod cases {
             ttl_ms: None,
             approval: None,
             approval_ttl_ms: None,
+            holder: None,
         }
     }
 
@@ -837,6 +838,94 @@ pub mod cases {
         assert!(matches!(
             s.complete(&key("missing"), 1, json!(1)).await,
             Err(StoreError::Rejected(Rejected::NotFound { .. }))
+        ));
+    }
+
+    /// Who holds a claim is stored with it; a live claim of the same worker by another engine
+    /// instance (its previous incarnation) is taken over at once, as a stale claim; the same
+    /// instance, another worker or no worker identity finds it in flight until the lease ends.
+    pub async fn worker_takes_over_its_previous_incarnation<H: Harness>() {
+        use crate::record::Holder;
+        let h = H::fresh().await;
+        let s = h.store();
+        let holder = |worker: Option<&str>, instance: &str| Holder {
+            worker: worker.map(str::to_owned),
+            instance: instance.to_owned(),
+            host: "host-1".to_owned(),
+            pid: 4242,
+        };
+        let by = |run: &str, holder: Option<Holder>| Intent {
+            holder: holder.map(Box::new),
+            ..intent(run)
+        };
+        let k = key("worker-takeover");
+        let first = holder(Some("w1"), "aaaa");
+        assert_eq!(
+            claimed(s.claim(&k, by("r1", Some(first.clone())), 30_000, false).await.unwrap()),
+            (1, None)
+        );
+        let rec = s.get(&k).await.unwrap().expect("claimed record");
+        assert_eq!(rec.holder.as_deref(), Some(&first), "the holder round-trips");
+        // The same instance, another worker, a holder without a worker, or no holder: the
+        // live lease is waited out.
+        for (what, other) in [
+            ("the same instance", Some(holder(Some("w1"), "aaaa"))),
+            ("another worker", Some(holder(Some("w2"), "bbbb"))),
+            ("no worker identity", Some(holder(None, "cccc"))),
+            ("no holder", None),
+        ] {
+            match s.claim(&k, by("r2", other), 30_000, true).await.unwrap() {
+                OpOutcome::InFlight(r) => assert_eq!((r.attempt, r.holder.as_deref()), (1, Some(&first)), "{what}"),
+                other => panic!("{what}: a live claim is in flight, got {other:?}"),
+            }
+        }
+        // The same worker, another instance: its previous incarnation's claim is taken over
+        // now, as a stale claim (its outcome unknown), long before the lease ends.
+        let next = holder(Some("w1"), "dddd");
+        match s.claim(&k, by("r3", Some(next.clone())), 30_000, false).await.unwrap() {
+            OpOutcome::Claimed {
+                attempt,
+                previous,
+                before,
+            } => {
+                assert_eq!((attempt, previous), (2, Some(RecordState::Claimed)));
+                assert_eq!(before.and_then(|b| b.holder).map(|h| *h), Some(first.clone()));
+            }
+            other => panic!("the same worker takes its previous claim over, got {other:?}"),
+        }
+        let rec = s.get(&k).await.unwrap().unwrap();
+        assert_eq!((rec.state, rec.attempt), (RecordState::Claimed, 2));
+        assert_eq!(rec.holder.as_deref(), Some(&next), "the new holder is recorded");
+        assert!(
+            rec.lease_until.is_some_and(|l| l > s.now() + 20_000),
+            "a fresh lease: {rec:?}"
+        );
+        // The takeover is audited with the holder it replaced.
+        let audit = s.audit(Some(&k)).await.unwrap();
+        let takeover = audit
+            .iter()
+            .find(|e| e.action == "takeover")
+            .expect("the takeover is audited");
+        assert_eq!(
+            takeover
+                .detail
+                .as_ref()
+                .and_then(|d| d.get("took_over_holder"))
+                .cloned(),
+            Some(serde_json::to_value(&first).unwrap())
+        );
+        // The old instance is fenced.
+        assert!(matches!(
+            s.complete(&k, 1, json!(1)).await,
+            Err(StoreError::Rejected(Rejected::Fenced { .. }))
+        ));
+        s.complete(&k, 2, json!({"ok": true})).await.unwrap();
+        // A completed record is replayed, whoever asks.
+        assert!(matches!(
+            s.claim(&k, by("r4", Some(holder(Some("w1"), "eeee"))), 30_000, false)
+                .await
+                .unwrap(),
+            OpOutcome::Recorded(_)
         ));
     }
 
@@ -1191,6 +1280,7 @@ pub mod cases {
         tokio::time::sleep(Duration::from_millis(5)).await;
         let stale = Intent {
             approval_ttl_ms: Some(1),
+            holder: None,
             ..other.clone()
         };
         assert!(matches!(

@@ -165,6 +165,45 @@ pub struct EffectRecord {
     pub updated_at: Millis,
     /// When garbage collection may drop it (ttl), unless a person still needs it.
     pub expires_at: Option<Millis>,
+    /// Who made the latest claim (`None`: a claim made before holders were recorded, or by a
+    /// caller that does not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<Box<Holder>>,
+}
+
+/// Who holds a claim: the engine instance that made it, where it runs, and the stable worker
+/// identity it was given, if any ([`Intent::holder`], [`EffectRecord::holder`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    /// The stable worker identity the engine was started with (e.g. a pod or host name that a
+    /// restart keeps), if any. A claim of the same worker by another instance is the worker's
+    /// previous incarnation's, and is taken over at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
+    /// The engine instance (random per engine, 128 bits in hex).
+    pub instance: String,
+    /// The host name.
+    pub host: String,
+    /// The process id.
+    pub pid: u32,
+}
+
+impl Holder {
+    /// Whether `self` is a later incarnation of the worker that made the claim `held`: both
+    /// have the same worker identity and different instances. Such a claim's holder is gone
+    /// (one worker identity runs one engine at a time), so its lease need not be waited out.
+    pub fn succeeds(&self, held: &Holder) -> bool {
+        self.worker.is_some() && self.worker == held.worker && self.instance != held.instance
+    }
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(w) = &self.worker {
+            write!(f, "worker {w}, ")?;
+        }
+        write!(f, "instance {} on {} (pid {})", self.instance, self.host, self.pid)
+    }
 }
 
 impl EffectRecord {
@@ -244,6 +283,11 @@ pub struct Intent {
     /// new one.
     #[serde(default)]
     pub approval_ttl_ms: Option<u64>,
+    /// Who makes the claim (recorded on the record as [`EffectRecord::holder`]). A live claim
+    /// of the same worker by another instance counts as stale ([`Holder::succeeds`]). Boxed:
+    /// it keeps [`Op`] small.
+    #[serde(default)]
+    pub holder: Option<Box<Holder>>,
 }
 
 /// How long an approval stays valid when the intent does not say: 24 hours.
@@ -577,6 +621,7 @@ impl EffectRecord {
             created_at: 0,
             updated_at: 0,
             expires_at: None,
+            holder: None,
         }
     }
 }
@@ -682,7 +727,9 @@ fn decide<'o>(
                     // A denial, like an approval, is for the input it was shown: another input
                     // under the same key asks anew.
                     S::Denied if rec.fingerprint != intent.fingerprint => (true, None),
-                    S::Claimed if rec.is_stale(now) => (true, Some(S::Claimed)),
+                    // A stale claim, or one of this worker's previous incarnation (its holder is
+                    // gone: no need to wait out its lease).
+                    S::Claimed if rec.is_stale(now) || succeeds(intent, rec) => (true, Some(S::Claimed)),
                     S::InDoubt if takeover_in_doubt => (true, Some(S::InDoubt)),
                     S::Completed => return unchanged(OpOutcome::Recorded(rec.clone())),
                     S::Claimed => return unchanged(OpOutcome::InFlight(rec.clone())),
@@ -773,6 +820,7 @@ fn decide<'o>(
                         "took_over_since": p.updated_at,
                         "took_over_lease_until": p.lease_until,
                         "took_over_reason": p.reason,
+                        "took_over_holder": p.holder,
                         "run_id": rec.run_id,
                         "call_id": rec.call_id,
                     }),
@@ -1112,7 +1160,13 @@ fn fresh(key: &str, intent: Intent, now: Millis, prev: Option<&EffectRecord>, fl
         created_at: prev.map_or(now, |p| p.created_at),
         updated_at: now,
         expires_at: intent.ttl_ms.map(|t| now + t as i64),
+        holder: intent.holder,
     }
+}
+
+/// Whether the claim `intent` is made by a later incarnation of the worker holding `rec`.
+fn succeeds(intent: &Intent, rec: &EffectRecord) -> bool {
+    matches!((&intent.holder, &rec.holder), (Some(new), Some(held)) if new.succeeds(held))
 }
 
 /// The current time in milliseconds since the Unix epoch.
@@ -1141,6 +1195,7 @@ mod tests {
             ttl_ms: Some(60_000),
             approval: approval.map(str::to_owned),
             approval_ttl_ms: None,
+            holder: None,
         }
     }
 
@@ -1167,6 +1222,7 @@ mod tests {
             created_at: NOW - 100,
             updated_at: NOW - 50,
             expires_at: None,
+            holder: None,
         };
         let mut out = Vec::new();
         for state in RecordState::ALL {

@@ -250,6 +250,7 @@ impl EffectHarness {
             // The crashed attempt is past any approval: it was running.
             approval: None,
             approval_ttl_ms: None,
+            holder: None,
         };
         let lease_ms = self.lease.as_millis().max(1) as u64;
         let attempt = match self.store.claim(&key, intent, lease_ms, false).await {

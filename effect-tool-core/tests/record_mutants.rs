@@ -23,6 +23,7 @@ fn intent() -> Intent {
         ttl_ms: None,
         approval: None,
         approval_ttl_ms: None,
+        holder: None,
     }
 }
 

@@ -128,6 +128,7 @@ pub async fn crashed_claim<T: Tool>(engine: &Engine, tool: &T, run: &RunContext,
         ttl_ms: None,
         approval: None,
         approval_ttl_ms: None,
+        holder: None,
     };
     let claimed = engine.store().claim(&id.key, intent, 0, false).await.unwrap();
     assert!(matches!(claimed, OpOutcome::Claimed { attempt: 1, .. }), "{claimed:?}");

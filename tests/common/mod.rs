@@ -63,5 +63,6 @@ pub fn intent(run_id: &str) -> effect_tool::record::Intent {
         ttl_ms: None,
         approval: None,
         approval_ttl_ms: None,
+        holder: None,
     }
 }

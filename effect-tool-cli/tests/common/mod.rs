@@ -199,6 +199,12 @@ pub fn intent(run: &str, tool: &str, class: EffectClass, input: Value, approval:
         ttl_ms: None,
         approval: approval.map(str::to_owned),
         approval_ttl_ms: None,
+        holder: Some(Box::new(effect_tool_core::record::Holder {
+            worker: Some("w1".to_owned()),
+            instance: "0123abcd".to_owned(),
+            host: "host-1".to_owned(),
+            pid: 42,
+        })),
     }
 }
 

@@ -203,6 +203,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             ttl_ms: T::TTL.map(|d| d.as_millis() as u64),
             approval: self.approval.map(str::to_owned),
             approval_ttl_ms: None,
+            holder: Some(Box::new(self.engine.inner.holder.clone())),
         }
     }
 

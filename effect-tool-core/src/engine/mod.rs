@@ -214,6 +214,8 @@ struct Inner {
     marker_secret: tokio::sync::OnceCell<Option<crate::marker::MarkerSecret>>,
     /// [`Engine::with_store_retry`], in milliseconds.
     store_retry_ms: std::sync::atomic::AtomicU64,
+    /// Who this engine's claims say holds them ([`Engine::with_worker`], [`Engine::holder`]).
+    holder: crate::record::Holder,
 }
 
 /// One call in flight, counted while it lives.
@@ -338,6 +340,33 @@ impl Lost {
     }
 }
 
+/// A new engine instance's holder: a random 128-bit instance id, the host and the pid.
+fn new_holder() -> crate::record::Holder {
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_err() {
+        // No OS randomness: the time and a per-process counter still tell instances apart.
+        static COUNT: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNT.fetch_add(1, Ordering::Relaxed) as u64;
+        let t = crate::record::now_millis() as u64;
+        bytes[..8].copy_from_slice(&t.to_le_bytes());
+        bytes[8..].copy_from_slice(&(n ^ (u64::from(std::process::id()) << 32)).to_le_bytes());
+    }
+    let instance = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned());
+    crate::record::Holder {
+        worker: None,
+        instance,
+        host,
+        pid: std::process::id(),
+    }
+}
+
 impl Engine {
     /// An engine over `store` with default settings.
     pub fn new(store: impl Store) -> Self {
@@ -357,6 +386,7 @@ impl Engine {
                 idle: Notify::new(),
                 marker_secret: tokio::sync::OnceCell::new(),
                 store_retry_ms: std::sync::atomic::AtomicU64::new(DEFAULT_STORE_RETRY.as_millis() as u64),
+                holder: new_holder(),
             }),
         }
     }
@@ -376,6 +406,35 @@ impl Engine {
     /// The window of [`Engine::with_store_retry`].
     pub fn store_retry(&self) -> Duration {
         self.inner.store_retry()
+    }
+
+    /// Give this engine a stable worker identity (e.g. a pod, host or service-instance name
+    /// that a restart keeps). Its claims record it ([`crate::record::Holder`]), and a claim
+    /// this worker's previous incarnation left (the same worker, another engine instance) is
+    /// taken over at once instead of after its lease: its `recover` and block rules apply to
+    /// it as to any stale claim. Engines with another or no worker identity still wait for
+    /// the lease.
+    ///
+    /// Give each identity to one running engine at a time: two live engines with the same
+    /// worker identity take each other's claims over, as two attempts of a stale claim.
+    ///
+    /// # Panics
+    ///
+    /// When the engine has been cloned already: set it when building the engine.
+    pub fn with_worker(mut self, worker: impl Into<String>) -> Self {
+        let Some(inner) = Arc::get_mut(&mut self.inner) else {
+            panic!(
+                "Engine::with_worker was called on an engine that has been cloned: set the worker identity when building the engine, before cloning it"
+            );
+        };
+        inner.holder.worker = Some(worker.into());
+        self
+    }
+
+    /// Who this engine's claims say holds them: its worker identity ([`Engine::with_worker`]),
+    /// its instance id (random per engine), host and process id.
+    pub fn holder(&self) -> &crate::record::Holder {
+        &self.inner.holder
     }
 
     /// Sign markers ([`EffectCtx::marker`]) with `secret` instead of the journal's own

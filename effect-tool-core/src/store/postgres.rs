@@ -159,6 +159,14 @@ CREATE TRIGGER audit_append_only BEFORE UPDATE OR DELETE ON {schema}.audit
 ALTER TABLE {schema}.records ADD COLUMN call_ids text;
 "#,
     ),
+    (
+        3,
+        "who holds a claim",
+        r#"
+-- Who made the latest claim: a JSON object (worker, instance, host, pid), NULL when unknown.
+ALTER TABLE {schema}.records ADD COLUMN holder text;
+"#,
+    ),
 ];
 
 /// `err` and its causes, each once (tokio-postgres's errors do not show their cause, e.g. the
@@ -259,15 +267,14 @@ struct Sql {
 
 const CLOCK: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 const COLS: &str = "key, version, tool, class, run_id, thread_id, call_id, fingerprint, input, state, attempt, \
-     lease_until, output, reason, approval_role, decided_by, created_at, updated_at, expires_at, call_ids";
-const VALUES: &str =
-    "$1, $2, $3, $4, $5, $6, $7, $8, $9::text::json, $10, $11, $12, $13::text::json, $14, $15, $16, $17, $18, $19, $20";
+     lease_until, output, reason, approval_role, decided_by, created_at, updated_at, expires_at, call_ids, holder";
+const VALUES: &str = "$1, $2, $3, $4, $5, $6, $7, $8, $9::text::json, $10, $11, $12, $13::text::json, $14, $15, $16, $17, $18, $19, $20, $21";
 
 fn select_cols(alias: &str) -> String {
     format!(
         "{a}key, {a}version, {a}tool, {a}class, {a}run_id, {a}thread_id, {a}call_id, {a}fingerprint, {a}input::text, \
          {a}state, {a}attempt, {a}lease_until, {a}output::text, {a}reason, {a}approval_role, {a}decided_by, \
-         {a}created_at, {a}updated_at, {a}expires_at, {a}call_ids, {a}row_version",
+         {a}created_at, {a}updated_at, {a}expires_at, {a}call_ids, {a}holder, {a}row_version",
         a = alias
     )
 }
@@ -292,12 +299,12 @@ impl Sql {
                      call_id = $7, fingerprint = $8, input = $9::text::json, state = $10, attempt = $11,
                      lease_until = $12, output = $13::text::json, reason = $14, approval_role = $15,
                      decided_by = $16, created_at = $17, updated_at = $18, expires_at = $19,
-                     call_ids = $20, row_version = nextval('{s}.row_version_seq')
-                   WHERE key = $1 AND row_version = $21 AND attempt = $22
+                     call_ids = $20, holder = $21, row_version = nextval('{s}.row_version_seq')
+                   WHERE key = $1 AND row_version = $22 AND attempt = $23
                    RETURNING key, row_version),
                  aud AS (
                    INSERT INTO {s}.audit (key, at, actor, action, detail)
-                   SELECT key, $23, $24, $25, $26::text::json FROM upd WHERE $25::text IS NOT NULL)
+                   SELECT key, $24, $25, $26, $27::text::json FROM upd WHERE $26::text IS NOT NULL)
                  SELECT row_version FROM upd"
             ),
             gc: format!(
@@ -869,7 +876,7 @@ fn pg(e: tokio_postgres::Error) -> StoreError {
     }
 }
 
-/// A record's columns as parameters `$1..$20`.
+/// A record's columns as parameters `$1..$21`.
 struct RecordParams<'a> {
     rec: &'a EffectRecord,
     version: i32,
@@ -877,6 +884,7 @@ struct RecordParams<'a> {
     input: String,
     output: Option<String>,
     call_ids: Option<String>,
+    holder: Option<String>,
 }
 
 impl<'a> RecordParams<'a> {
@@ -888,6 +896,7 @@ impl<'a> RecordParams<'a> {
             input: rec.input.to_string(),
             output: rec.output.as_ref().map(|v| v.to_string()),
             call_ids: super::row::call_ids_text(rec),
+            holder: super::row::holder_text(rec),
         }
     }
 
@@ -914,6 +923,7 @@ impl<'a> RecordParams<'a> {
             &r.updated_at,
             &r.expires_at,
             &self.call_ids,
+            &self.holder,
         ]
     }
 }
@@ -958,7 +968,7 @@ impl PgRow {
             message: format!("a column has an unexpected type: {e}"),
         };
         let version: i32 = row.try_get(at + 1).map_err(g)?;
-        let row_version: i64 = row.try_get(at + 20).map_err(g)?;
+        let row_version: i64 = row.try_get(at + 21).map_err(g)?;
         Ok(Some(PgRow {
             row: StoredRow {
                 version: i64::from(version),
@@ -980,6 +990,7 @@ impl PgRow {
                 updated_at: row.try_get(at + 17).map_err(g)?,
                 expires_at: row.try_get(at + 18).map_err(g)?,
                 call_ids: row.try_get(at + 19).map_err(g)?,
+                holder: row.try_get(at + 20).map_err(g)?,
                 key,
             },
             row_version,

@@ -30,6 +30,9 @@ pub(crate) struct StoredRow {
     pub created_at: i64,
     pub updated_at: i64,
     pub expires_at: Option<i64>,
+    /// Who made the latest claim, as JSON (`None`: not recorded; a journal from before SQLite
+    /// schema 4 / PostgreSQL migration 3).
+    pub holder: Option<String>,
 }
 
 impl StoredRow {
@@ -60,6 +63,13 @@ impl StoredRow {
                 .map_err(|e| corrupt(format!("its call ids are not a JSON list of strings: {e}")))?,
             None => Vec::new(),
         };
+        let holder = match &self.holder {
+            Some(text) => Some(
+                serde_json::from_str(text)
+                    .map_err(|e| corrupt(format!("its holder is not a valid holder JSON object: {e}")))?,
+            ),
+            None => None,
+        };
         let output = match &self.output {
             Some(text) => Some(json("output", text)?),
             None => None,
@@ -85,6 +95,7 @@ impl StoredRow {
             created_at: self.created_at,
             updated_at: self.updated_at,
             expires_at: self.expires_at,
+            holder,
         })
     }
 }
@@ -92,4 +103,9 @@ impl StoredRow {
 /// The stored form of [`EffectRecord::call_ids`]: `None` when there are none.
 pub(crate) fn call_ids_text(rec: &EffectRecord) -> Option<String> {
     (!rec.call_ids.is_empty()).then(|| serde_json::Value::from(rec.call_ids.clone()).to_string())
+}
+
+/// The stored form of [`EffectRecord::holder`]: JSON, `None` when there is none.
+pub(crate) fn holder_text(rec: &EffectRecord) -> Option<String> {
+    rec.holder.as_ref().and_then(|h| serde_json::to_string(h).ok())
 }

@@ -64,11 +64,12 @@
 //!   exactly that claim. A row changed elsewhere (another process took the claim over, a person
 //!   resolved it) is read and decided as any other.
 //!
-//! # Schema (version 3)
+//! # Schema (version 4)
 //!
 //! Created and upgraded by versioned migrations that the store applies itself at open, in one
 //! transaction (version 2 replaced the index on every record's state by indexes on the states a
-//! person acts on; version 3 added `call_ids`, the other tool calls that received a result). Plain columns and JSON text, never Rust-layout blobs (see
+//! person acts on; version 3 added `call_ids`, the other tool calls that received a result; version 4 added
+//! `holder`, who made the latest claim). Plain columns and JSON text, never Rust-layout blobs (see
 //! [`SqliteStore::schema_sql`]):
 //! `effect_tool_meta(name, value)` records `schema_version`; `effect_records` holds one row per
 //! key, its `version` column the record version ([`RECORD_VERSION`]); `effect_audit` is
@@ -90,7 +91,7 @@ use crate::error::StoreError;
 use crate::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome, RECORD_VERSION, RecordState, transition};
 
 /// The version of the SQLite schema this build writes and reads.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// How hard SQLite works to make a commit survive a power loss.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -470,8 +471,14 @@ const SCHEMA_V3: &str = "
 ALTER TABLE effect_records ADD COLUMN call_ids TEXT;
 ";
 
+/// Version 4: `holder`, who made the latest claim (a JSON object: worker, instance, host,
+/// pid; NULL in every row written before).
+const SCHEMA_V4: &str = "
+ALTER TABLE effect_records ADD COLUMN holder TEXT;
+";
+
 /// Every schema version and the SQL that brings the previous one to it, in order.
-const MIGRATIONS: [(u32, &str); 3] = [(1, SCHEMA_V1), (2, SCHEMA_V2), (3, SCHEMA_V3)];
+const MIGRATIONS: [(u32, &str); 4] = [(1, SCHEMA_V1), (2, SCHEMA_V2), (3, SCHEMA_V3), (4, SCHEMA_V4)];
 
 fn backend(e: rusqlite::Error) -> StoreError {
     match fault_advice(&e, None) {
@@ -674,7 +681,7 @@ fn migrate(conn: &Connection, path: &Path) -> Result<(), Migrate> {
 }
 
 const COLUMNS: &str = "key, version, tool, class, run_id, thread_id, call_id, fingerprint, input, state, attempt, \
-     lease_until, output, reason, approval_role, decided_by, created_at, updated_at, expires_at, call_ids";
+     lease_until, output, reason, approval_role, decided_by, created_at, updated_at, expires_at, call_ids, holder";
 
 use super::row::StoredRow as Row;
 
@@ -701,6 +708,7 @@ impl Row {
             updated_at: r.get(17)?,
             expires_at: r.get(18)?,
             call_ids: r.get(19)?,
+            holder: r.get(20)?,
         })
     }
 }
@@ -794,6 +802,7 @@ fn write_record(
     // Parameters are borrowed from the record (no copy of its strings); only JSON is written out.
     let output = rec.output.as_ref().map(|v| v.to_string());
     let call_ids = super::row::call_ids_text(rec);
+    let holder = super::row::holder_text(rec);
     let Some(old) = before else {
         let input = rec.input.to_string();
         conn.prepare_cached(&INSERT_RECORD)?.execute(params![
@@ -817,6 +826,7 @@ fn write_record(
             rec.updated_at,
             rec.expires_at,
             call_ids,
+            holder,
         ])?;
         return Ok(1);
     };
@@ -824,7 +834,7 @@ fn write_record(
     // Column i of UPDATABLE changed: bit i of `changed`, its value in `values` (in order).
     let mut changed = 0u32;
     let mut values: Vec<&dyn ToSql> = vec![&rec.key];
-    let columns: [(bool, &dyn ToSql); 19] = [
+    let columns: [(bool, &dyn ToSql); 20] = [
         (old.version != rec.version, &rec.version),
         (old.tool != rec.tool, &rec.tool),
         (old.class != rec.class, &rec.class.as_str()),
@@ -844,6 +854,7 @@ fn write_record(
         (old.updated_at != rec.updated_at, &rec.updated_at),
         (old.expires_at != rec.expires_at, &rec.expires_at),
         (old.call_ids != rec.call_ids, &call_ids),
+        (old.holder != rec.holder, &holder),
     ];
     for (i, (differs, value)) in columns.into_iter().enumerate() {
         if differs {
@@ -877,7 +888,7 @@ fn write_record(
 const GUARDED: u32 = 1 << 31;
 
 /// The columns an UPDATE may set, in the order of the bits of its column mask.
-const UPDATABLE: [&str; 19] = [
+const UPDATABLE: [&str; 20] = [
     "version",
     "tool",
     "class",
@@ -897,6 +908,7 @@ const UPDATABLE: [&str; 19] = [
     "updated_at",
     "expires_at",
     "call_ids",
+    "holder",
 ];
 
 thread_local! {
@@ -928,7 +940,7 @@ fn update_sql(mask: u32) -> String {
 
 static INSERT_RECORD: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "INSERT INTO effect_records ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"
+        "INSERT INTO effect_records ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
     )
 });
 
@@ -1189,7 +1201,7 @@ mod tests {
             )
             .unwrap();
             conn.execute(
-                &format!("INSERT INTO effect_records ({}) VALUES ('k', 1, 'refund', 'irreversible', 'run', NULL, NULL, 'f', '{{\"n\":1}}', 'in-doubt', 1, NULL, NULL, 'crashed', NULL, NULL, 1, 2, NULL)", COLUMNS.trim_end_matches(", call_ids")),
+                &format!("INSERT INTO effect_records ({}) VALUES ('k', 1, 'refund', 'irreversible', 'run', NULL, NULL, 'f', '{{\"n\":1}}', 'in-doubt', 1, NULL, NULL, 'crashed', NULL, NULL, 1, 2, NULL)", COLUMNS.trim_end_matches(", call_ids, holder")),
                 [],
             )
             .unwrap();
@@ -1225,6 +1237,7 @@ mod tests {
             ttl_ms: None,
             approval: None,
             approval_ttl_ms: None,
+            holder: None,
         };
         assert!(matches!(
             store.claim("k2", intent, 60_000, false).await.unwrap(),

@@ -289,6 +289,7 @@ struct Columns<'a> {
     updated_at: Vec<i64>,
     expires_at: Vec<Option<i64>>,
     call_ids: Vec<Option<String>>,
+    holder: Vec<Option<String>>,
     row_version: Vec<Option<i64>>,
     old_attempt: Vec<Option<i64>>,
     audit_at: Vec<Option<i64>>,
@@ -332,6 +333,7 @@ impl<'a> Columns<'a> {
             c.updated_at.push(rec.updated_at);
             c.expires_at.push(rec.expires_at);
             c.call_ids.push(p.call_ids);
+            c.holder.push(p.holder);
             c.row_version.push(update.map(|u| u.0));
             c.old_attempt.push(update.map(|u| i64::from(u.1)));
             let audit = update.and_then(|u| u.2);
@@ -344,7 +346,7 @@ impl<'a> Columns<'a> {
         c
     }
 
-    fn refs(&self) -> [&(dyn ToSql + Sync); 26] {
+    fn refs(&self) -> [&(dyn ToSql + Sync); 27] {
         [
             &self.key,
             &self.version,
@@ -366,6 +368,7 @@ impl<'a> Columns<'a> {
             &self.updated_at,
             &self.expires_at,
             &self.call_ids,
+            &self.holder,
             &self.row_version,
             &self.old_attempt,
             &self.audit_at,
@@ -379,9 +382,9 @@ impl<'a> Columns<'a> {
 /// The array type of each parameter of the batch statement: the record's columns in
 /// [`super::COLS`] order, then the update's row version and attempt, then the audit entry's
 /// time, actor, action and detail.
-const ARRAY_TYPES: [&str; 26] = [
+const ARRAY_TYPES: [&str; 27] = [
     "text", "int4", "text", "text", "text", "text", "text", "text", "text", "text", "int8", "int8", "text", "text",
-    "text", "text", "int8", "int8", "int8", "text", "int8", "int8", "int8", "text", "text", "text",
+    "text", "text", "int8", "int8", "int8", "text", "text", "int8", "int8", "int8", "text", "text", "text",
 ];
 
 /// The batch statement for schema `s` (quoted); `cols` is the record's columns, `r` the same

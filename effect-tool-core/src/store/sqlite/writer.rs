@@ -520,6 +520,7 @@ mod tests {
             ttl_ms: None,
             approval: None,
             approval_ttl_ms: None,
+            holder: None,
         }
     }
 
