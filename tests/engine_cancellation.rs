@@ -233,10 +233,7 @@ async fn cancelled_while_waiting_for_another_process_leaves_its_claim_alone() {
     let script = Script::new(&down, &[Step::HoldThenOk]);
     let tool = Charge(script.clone());
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let (a, b) = (
-        short_engine(store.clone()),
-        short_engine(store.clone()),
-    );
+    let (a, b) = (short_engine(store.clone()), short_engine(store.clone()));
     let run_a = RunContext::new("r1");
     let holder = {
         let (a, tool, run_a) = (a.clone(), tool.clone(), run_a.clone());

@@ -118,7 +118,6 @@ fn worker() {
         let config = EngineConfig {
             lease: LEASE,
             poll_interval: Duration::from_millis(10),
-            ..EngineConfig::default()
         };
         let engine = Engine::with_config(store, config).with_worker("w1");
         let run = RunContext::new(RUN);

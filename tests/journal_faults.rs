@@ -337,7 +337,8 @@ async fn a_completion_that_meets_a_full_disk_is_retried_until_space_is_freed() {
         down: down.clone(),
         filler: filler.clone(),
     };
-    let engine = Engine::with_config(store.clone(), common::short()).with_store_retry(std::time::Duration::from_secs(60));
+    let engine =
+        Engine::with_config(store.clone(), common::short()).with_store_retry(std::time::Duration::from_secs(60));
     // The operator frees the space once the effect has happened (the completion's first write
     // has then failed, or is about to): the call must wait for it, not give up nor repeat.
     let freer = {

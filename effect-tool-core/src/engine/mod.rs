@@ -501,9 +501,7 @@ impl Engine {
                 "shutdown deadline passed: cancelling the tools still running"
             );
             inner.abort.cancel();
-            inner
-                .wait_idle(tokio::time::Instant::now() + inner.store_retry())
-                .await;
+            inner.wait_idle(tokio::time::Instant::now() + inner.store_retry()).await;
         }
         ShutdownReport {
             drained,
