@@ -42,3 +42,16 @@ fn ui() {
 fn ui_trait_bounds() {
     trybuild::TestCases::new().compile_fail("tests/ui/trait-bounds/*.rs");
 }
+
+/// Hooks of the wrong shape (`recover`, `compensate`, a `#[tools]` method hook): rustc's
+/// expected/found signatures name the argument, output and error types by their shortest
+/// visible path (`String` or `std::string::String`), which depends on the crates linked, so
+/// these `.stderr` files too are blessed with the default features and checked with them.
+#[test]
+#[cfg_attr(
+    any(feature = "postgres", feature = "mcp", feature = "rig", feature = "testing"),
+    ignore = "the .stderr files of tests/ui/hook-signatures are blessed with the default features: run `cargo test --test macro_ui`"
+)]
+fn ui_hook_signatures() {
+    trybuild::TestCases::new().compile_fail("tests/ui/hook-signatures/*.rs");
+}
