@@ -13,10 +13,13 @@
 //!
 //! Run: `cargo test -p effect-tool --test engine_faults_pause`
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use common::worker::wait_for;
 use effect_tool::conformance::{ScratchDir, ledger_append, ledger_lines};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{
@@ -130,13 +133,7 @@ fn spawn_worker(journal: &Path, dir: &Path, role: &str) -> Child {
         dir: dir.to_owned(),
         role: role.to_owned(),
     };
-    Command::new(std::env::current_exe().expect("the test binary"))
-        .args(["--ignored", "--exact", "worker", "--nocapture", "--test-threads=1"])
-        .env(WORKER_JOB, serde_json::to_string(&job).expect("the job as JSON"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawning a worker")
+    common::worker::spawn(WORKER_JOB, &serde_json::to_string(&job).expect("the job as JSON"))
 }
 
 fn signal(child: &Child, sig: &str) {
@@ -145,20 +142,6 @@ fn signal(child: &Child, sig: &str) {
         .status()
         .expect("running kill");
     assert!(status.success(), "kill {sig} {} failed", child.id());
-}
-
-/// Wait (up to a minute: machines are noisy) until `what` holds, failing if a worker died.
-fn wait_for(what: &str, workers: &mut [&mut Child], mut done: impl FnMut() -> bool) {
-    let until = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        for w in workers.iter_mut() {
-            if let Ok(Some(status)) = w.try_wait() {
-                panic!("a worker exited ({status}) while waiting for {what}");
-            }
-        }
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 fn read_result(dir: &Path, role: &str, round: usize) -> Option<String> {

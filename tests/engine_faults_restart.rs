@@ -15,10 +15,13 @@
 //!
 //! Run: `cargo test -p effect-tool --test engine_faults_restart -- --nocapture`
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
+use common::worker::wait_for;
 use effect_tool::conformance::{ScratchDir, ledger_append, ledger_lines};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{
@@ -152,26 +155,7 @@ fn spawn_worker(journal: &Path, dir: &Path, tool: &str, arg: &str, first: bool) 
         arg: arg.to_owned(),
         first,
     };
-    Command::new(std::env::current_exe().expect("the test binary"))
-        .args(["--ignored", "--exact", "worker", "--nocapture", "--test-threads=1"])
-        .env(WORKER_JOB, serde_json::to_string(&job).expect("the job as JSON"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawning a worker")
-}
-
-/// Wait (up to two minutes: machines are noisy) until `done` holds, failing if the worker died.
-fn wait_for(what: &str, worker: &mut Child, mut done: impl FnMut() -> bool) {
-    let until = Instant::now() + Duration::from_secs(120);
-    while !done() {
-        if let Ok(Some(status)) = worker.try_wait() {
-            assert!(done(), "the worker exited ({status}) while waiting for {what}");
-            return;
-        }
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    common::worker::spawn(WORKER_JOB, &serde_json::to_string(&job).expect("the job as JSON"))
 }
 
 /// Run `tool(arg)` as worker `w1`, SIGKILL it after the effect, restart `w1` on the same key;
@@ -184,7 +168,7 @@ fn kill_and_restart(name: &str, tool: &str) -> (Vec<String>, String, Duration, P
     let arg = format!("{name}-{}", std::process::id());
 
     let mut first = spawn_worker(&journal, &dir, tool, &arg, true);
-    wait_for("the first worker's effect", &mut first, || {
+    wait_for("the first worker's effect", &mut [&mut first], || {
         ledger_lines(&dir.join("events")).iter().any(|l| l == "applied")
     });
     first.kill().expect("SIGKILL of the first worker");
@@ -194,7 +178,7 @@ fn kill_and_restart(name: &str, tool: &str) -> (Vec<String>, String, Duration, P
     assert!(!dir.join("result").exists(), "the first worker's call never returned");
 
     let mut second = spawn_worker(&journal, &dir, tool, &arg, false);
-    wait_for("the restarted worker's result", &mut second, || {
+    wait_for("the restarted worker's result", &mut [&mut second], || {
         dir.join("result").exists()
     });
     let recovered = killed.elapsed();

@@ -12,10 +12,11 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::journal::crashed_claim;
 use common::ledger::Downstream;
+use common::worker::wait_for;
 use effect_tool::conformance::{ScratchDir, ledger_append, ledger_lines};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{
@@ -274,17 +275,6 @@ fn worker() {
     });
 }
 
-fn wait_for(child: &mut std::process::Child, what: &str, done: impl Fn() -> bool) {
-    let until = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("the worker exited ({status}) while waiting for {what}");
-        }
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 fn events(dir: &Path) -> Vec<String> {
     ledger_lines(&dir.join("events"))
 }
@@ -293,14 +283,8 @@ fn events(dir: &Path) -> Vec<String> {
 fn sigterm_lets_the_running_call_finish_and_record() {
     let scratch = ScratchDir::new("engine-faults-shutdown");
     let dir = scratch.path().to_owned();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "worker", "--nocapture", "--test-threads=1"])
-        .env(WORKER_JOB, &dir)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("spawning the worker");
-    wait_for(&mut child, "the tool to start", || {
+    let mut child = common::worker::spawn(WORKER_JOB, &dir.to_string_lossy());
+    wait_for("the tool to start", &mut [&mut child], || {
         events(&dir).contains(&"started".to_owned())
     });
     let status = std::process::Command::new("kill")
@@ -308,7 +292,7 @@ fn sigterm_lets_the_running_call_finish_and_record() {
         .status()
         .unwrap();
     assert!(status.success());
-    wait_for(&mut child, "the worker to drain", || {
+    wait_for("the worker to drain", &mut [&mut child], || {
         events(&dir).contains(&"draining".to_owned())
     });
     std::fs::write(dir.join("go"), "").unwrap();

@@ -9,6 +9,7 @@ pub mod journal;
 pub mod ledger;
 pub mod python;
 pub mod script;
+pub mod worker;
 
 use std::time::Duration;
 
