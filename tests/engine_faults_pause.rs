@@ -212,6 +212,17 @@ fn a_paused_worker_does_not_post_after_its_lease_lapsed() {
         if rec.state != RecordState::Completed {
             problems.push(format!("{topic}: the record is {}", rec.state));
         }
+        // The paused attempt's lost claim is in the audit trail, with the attempt that owns
+        // the key now.
+        let trail = rt.block_on(store.audit(Some(&key))).unwrap();
+        let lost: Vec<_> = trail
+            .iter()
+            .filter(|e| e.actor == effect_tool::record::ENGINE_ACTOR && e.action == "claim-lost")
+            .filter_map(|e| e.detail.clone())
+            .collect();
+        if lost != [serde_json::json!({ "attempt": 1, "current": 2, "finished": false })] {
+            problems.push(format!("{topic}: the lost claims audited: {lost:?}"));
+        }
     }
     assert!(problems.is_empty(), "{problems:#?}\nledger: {ledger:#?}");
 }

@@ -14,12 +14,12 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::ledger::Downstream;
+use common::own_postgres::OwnPostgres;
 use effect_tool::record::{AuditEntry, Op, OpOutcome};
 use effect_tool::{
     CallOptions, Disposition, EffectClass, EffectCtx, EffectError, EffectRecord, Engine, EngineConfig, Filter,
@@ -74,99 +74,11 @@ impl Tool for Transfer {
 const PG_DIR: &str = "/tmp/engine-pg";
 const PG_PORT: &str = "55432";
 
-/// The test's own PostgreSQL server; stopped (and its data folder removed) when dropped.
-struct OwnPostgres {
-    url: String,
-}
-
-impl OwnPostgres {
-    fn script() -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".ci/postgres.sh")
-    }
-
-    fn start() -> Self {
-        let out = std::process::Command::new("bash")
-            .arg(Self::script())
-            .arg("start")
-            .env("EFFECT_TOOL_PG_DIR", PG_DIR)
-            .env("EFFECT_TOOL_PG_PORT", PG_PORT)
-            .output()
-            .expect("running .ci/postgres.sh start");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "could not start PostgreSQL: {}{}",
-            stdout,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let url = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("export EFFECT_TOOL_PG_URL="))
-            .expect("the script prints the URL")
-            .trim()
-            .to_owned();
-        OwnPostgres { url }
-    }
-
-    fn pg_ctl(args: &[&str]) {
-        let bin = std::fs::read_dir("/usr/lib/postgresql")
-            .ok()
-            .and_then(|dirs| dirs.filter_map(|d| d.ok()).map(|d| d.path().join("bin/pg_ctl")).max())
-            .filter(|p| p.exists())
-            .unwrap_or_else(|| PathBuf::from("pg_ctl"));
-        let data = format!("{PG_DIR}/data");
-        let mut cmd = if is_root() {
-            let mut c = std::process::Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(&bin);
-            c
-        } else {
-            std::process::Command::new(&bin)
-        };
-        let status = cmd
-            .args(["-D", &data])
-            .args(args)
-            .stdout(std::process::Stdio::null())
-            .status()
-            .expect("running pg_ctl");
-        assert!(status.success(), "pg_ctl {args:?} failed");
-    }
-
-    /// Stop the server at once, as a crash does (no checkpoint, connections cut).
-    fn kill() {
-        OwnPostgres::pg_ctl(&["-m", "immediate", "-w", "stop"]);
-    }
-
-    /// Start it again with the settings `.ci/postgres.sh` gave it.
-    fn revive() {
-        let opts = format!("-c listen_addresses=127.0.0.1 -p {PG_PORT} -k {PG_DIR}/sock -c max_connections=400");
-        let log = format!("{PG_DIR}/server.log");
-        OwnPostgres::pg_ctl(&["-l", &log, "-w", "-t", "60", "-o", &opts, "start"]);
-    }
-}
-
-fn is_root() -> bool {
-    std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
-impl Drop for OwnPostgres {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("bash")
-            .arg(OwnPostgres::script())
-            .arg("stop")
-            .env("EFFECT_TOOL_PG_DIR", PG_DIR)
-            .env("EFFECT_TOOL_PG_PORT", PG_PORT)
-            .output();
-    }
-}
-
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_postgres_outage_after_the_effect_is_retried_until_recorded() {
     use effect_tool::store::postgres::PostgresStore;
-    let pg = OwnPostgres::start();
+    let pg = OwnPostgres::start(PG_DIR, PG_PORT);
     let store = PostgresStore::connect(&pg.url)
         .await
         .expect("connecting to the test's server");
@@ -189,13 +101,13 @@ async fn a_postgres_outage_after_the_effect_is_retried_until_recorded() {
         };
         tool.started.notified().await;
         // The server dies while the tool runs; the effect happens while it is down.
-        tokio::task::spawn_blocking(OwnPostgres::kill).await.unwrap();
+        tokio::task::block_in_place(|| pg.kill());
         tool.go.add_permits(1);
         while down.requests() <= round {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
-        tokio::task::spawn_blocking(OwnPostgres::revive).await.unwrap();
+        tokio::task::block_in_place(|| pg.revive());
 
         let report = call.await.unwrap();
         assert_eq!(

@@ -775,3 +775,39 @@ fn postgres_lists_skip_rows_they_cannot_read_and_report_them() {
         assert!(report.compensated.is_empty());
     });
 }
+
+/// `gc` deletes in chunks (each its own statement under the statement timeout): a collection
+/// larger than one chunk drops every expired record, and keeps the unexpired ones and the
+/// claims a chunk boundary falls near.
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_gc_collects_more_than_one_chunk() {
+    use effect_tool_core::conformance::{Harness, PostgresHarness, run};
+    use effect_tool_core::{Filter, Store};
+    run::<PostgresHarness, _, _>("gc_collects_more_than_one_chunk", || async {
+        let h = PostgresHarness::fresh().await;
+        let store = h.store();
+        let locator = h.locator().unwrap();
+        let (schema, url) = locator.split_once(' ').unwrap();
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(conn);
+        // 25,000 completed records expired at 1,000; 10 completed records expiring at 10^12;
+        // 10 claims expired at 1,000 (claims are never collected).
+        client
+            .batch_execute(&format!(
+                "INSERT INTO \"{schema}\".records (key, version, tool, class, run_id, fingerprint, input, state, attempt, created_at, updated_at, expires_at)
+                   SELECT 'old-' || i, 1, 't', 'idempotent', 'r', 'f', '{{}}', 'completed', 1, 0, 0, 1000 FROM generate_series(1, 25000) i;
+                 INSERT INTO \"{schema}\".records (key, version, tool, class, run_id, fingerprint, input, state, attempt, created_at, updated_at, expires_at)
+                   SELECT 'new-' || i, 1, 't', 'idempotent', 'r', 'f', '{{}}', 'completed', 1, 0, 0, 1000000000000 FROM generate_series(1, 10) i;
+                 INSERT INTO \"{schema}\".records (key, version, tool, class, run_id, fingerprint, input, state, attempt, created_at, updated_at, expires_at, lease_until)
+                   SELECT 'claim-' || i, 1, 't', 'idempotent', 'r', 'f', '{{}}', 'claimed', 1, 0, 0, 1000, 1000 FROM generate_series(1, 10) i;"
+            ))
+            .await
+            .unwrap();
+        assert_eq!(store.gc(2_000).await.expect("gc"), 25_000);
+        let left = store.list(&Filter::all()).await.unwrap();
+        assert_eq!(left.len(), 20, "the unexpired records and the claims stay");
+        assert!(left.iter().all(|r| !r.key.starts_with("old-")));
+        assert_eq!(store.gc(2_000).await.expect("gc again"), 0);
+    });
+}

@@ -339,6 +339,16 @@ fn audit_line(a: &AuditEntry) -> String {
             "attempt {} recorded a result for the outcome it took over",
             text_of(d, "attempt")
         ),
+        ("claim-lost", Some(d)) => format!(
+            "attempt {} lost its claim to attempt {}: {}",
+            text_of(d, "attempt"),
+            text_of(d, "current"),
+            if d.get("finished").and_then(Value::as_bool) == Some(true) {
+                "its tool had returned, and its result was not recorded"
+            } else {
+                "its tool was stopped before it finished"
+            }
+        ),
         ("deny", Some(d)) => match d.get("reason").and_then(Value::as_str) {
             Some(r) => format!("reason: {r}"),
             None => "no reason given".to_owned(),

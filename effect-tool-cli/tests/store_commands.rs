@@ -136,6 +136,11 @@ async fn show(j: &Journal) {
     let key = j.key("send_email:aa");
     j.in_doubt(&key, &run, "send_email", json!({"to": "a@b.c", "subject": "Invoice"}))
         .await;
+    // An attempt of another process that lost its claim (audited on its own).
+    j.store
+        .append_audit(effect_tool_core::record::claim_lost_entry(&key, 1, Some(2), true, 0))
+        .await
+        .unwrap();
 
     let out = j.cli(&["show", &key]);
     let text = out.ok();
@@ -151,6 +156,8 @@ async fn show(j: &Journal) {
         r#""to": "a@b.c""#.to_owned(),
         // The engine's decision, with its attempt and cause.
         "effect-tool in-doubt    attempt 1 ended with an unknown outcome: timed out after sending the request"
+            .to_owned(),
+        "effect-tool claim-lost  attempt 1 lost its claim to attempt 2: its tool had returned, and its result was not recorded"
             .to_owned(),
         format!("effect-tool resolve {key} --applied --output '<json>'"),
         format!("effect-tool resolve {key} --not-applied"),
@@ -186,7 +193,7 @@ async fn show(j: &Journal) {
     assert!(audit_line.contains("resolve") && audit_line.contains(r#"as applied, output {"id":"msg-9"}"#));
     assert!(!text.contains("next:"), "nothing left to do: {text}");
     let json = j.cli(&["show", &key, "--json"]).json();
-    assert_eq!(json["audit"][1]["actor"], "alice");
+    assert_eq!(json["audit"][2]["actor"], "alice");
 
     // A parked call says how to approve or deny it.
     let parked = j.key("deploy:bb");

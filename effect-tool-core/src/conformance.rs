@@ -1440,6 +1440,17 @@ pub mod cases {
         let (attempt, _) = claimed(s.claim(&plain, intent("r"), 30_000, false).await.unwrap());
         s.complete(&plain, attempt, json!(1)).await.unwrap();
         assert!(s.audit(Some(&plain)).await.unwrap().is_empty());
+        // A decision that changes no record (an attempt that lost its claim) is appended on
+        // its own, after the key's other entries, and leaves the record as it was.
+        let lost = crate::record::claim_lost_entry(&k, 2, Some(3), true, s.now());
+        s.append_audit(lost.clone()).await.unwrap();
+        let trail = s.audit(Some(&k)).await.unwrap();
+        assert_eq!((trail.len(), trail.last()), (5, Some(&lost)));
+        assert_eq!(
+            lost.detail,
+            Some(json!({ "attempt": 2, "current": 3, "finished": true }))
+        );
+        assert_eq!(s.get(&k).await.unwrap().unwrap().state, RecordState::Completed);
     }
 
     /// Only the attempt holding the claim may complete, release, renew or mark it in doubt.

@@ -1083,6 +1083,20 @@ fn with_audit(t: Result<Transition, Rejected>, audit: Option<AuditEntry>) -> Res
 /// How a claim that took over an unknown outcome starts its reason (the attempt follows).
 const TAKEOVER_PREFIX: &str = "took over attempt ";
 
+/// The audit entry of an attempt that lost its claim on `key` (action `claim-lost`): its lease
+/// lapsed by the engine's clock, or the journal fenced out its completion, because attempt
+/// `current` (when known) owns the key now. `finished`: the tool had returned (its effect
+/// happened but its result is not recorded); else it was stopped before it finished. Appended
+/// with [`crate::Store::append_audit`], as it changes no record.
+pub fn claim_lost_entry(key: &str, attempt: u32, current: Option<u32>, finished: bool, now: Millis) -> AuditEntry {
+    engine_entry(
+        key,
+        "claim-lost",
+        now,
+        serde_json::json!({ "attempt": attempt, "current": current, "finished": finished }),
+    )
+}
+
 /// An audit entry of a decision the engine made (actor [`ENGINE_ACTOR`]).
 fn engine_entry(key: &str, action: &str, now: Millis, detail: Value) -> AuditEntry {
     AuditEntry {

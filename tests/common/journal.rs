@@ -67,8 +67,14 @@ impl<F: Fault> Store for Faulty<F> {
     async fn audit(&self, k: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
         self.inner.audit(k).await
     }
+    async fn append_audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
+        self.inner.append_audit(entry).await
+    }
     fn now(&self) -> i64 {
         self.inner.now()
+    }
+    async fn marker_secret(&self) -> Result<Option<effect_tool::marker::MarkerSecret>, StoreError> {
+        self.inner.marker_secret().await
     }
 }
 

@@ -7,6 +7,7 @@
 
 pub mod journal;
 pub mod ledger;
+pub mod own_postgres;
 pub mod python;
 pub mod script;
 pub mod worker;

@@ -800,6 +800,10 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             recorded = recorded.is_some(),
             "this attempt lost its claim: another attempt owns the key"
         );
+        let entry = crate::record::claim_lost_entry(self.key(), held.attempt, current, finished, self.store().now());
+        if let Err(e) = self.store().append_audit(entry).await {
+            tracing::warn!(error = %e, "could not audit the lost claim");
+        }
         let err = EffectError::ClaimLost {
             tool: T::NAME.to_owned(),
             key: self.key().to_owned(),

@@ -135,4 +135,9 @@ impl Store for MemoryStore {
             .cloned()
             .collect())
     }
+
+    async fn append_audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
+        self.lock().audit.push(entry);
+        Ok(())
+    }
 }

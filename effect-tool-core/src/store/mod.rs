@@ -151,6 +151,15 @@ pub trait Store: Send + Sync + 'static {
     /// The audit trail of `key` (or of every key), oldest first.
     async fn audit(&self, key: Option<&str>) -> Result<Vec<AuditEntry>, StoreError>;
 
+    /// Append `entry` to the audit trail on its own, with no record write: for the engine's
+    /// decisions that change no record, such as an attempt that lost its claim
+    /// ([`crate::record::claim_lost_entry`]). The built-in stores append it; the default keeps
+    /// nothing, for a backend without an audit trail of its own.
+    async fn append_audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
+        let _ = entry;
+        Ok(())
+    }
+
     /// The backend's clock, in milliseconds since the Unix epoch. Leases are computed on it.
     fn now(&self) -> Millis {
         crate::record::now_millis()
@@ -333,6 +342,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     async fn audit(&self, key: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
         (**self).audit(key).await
+    }
+    async fn append_audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
+        (**self).append_audit(entry).await
     }
     fn now(&self) -> Millis {
         (**self).now()

@@ -49,6 +49,25 @@
 //!   `version` column; a record of a newer version is refused with
 //!   [`StoreError::UnsupportedVersion`] and left untouched.
 //!
+//! # Timeouts
+//!
+//! Every wait is bounded, so a server that stops answering gives an error, never a hang:
+//! opening a connection by [`PgOptions::connect_timeout`], waiting for a pooled one by
+//! [`PgOptions::wait_timeout`], and one operation's statements by
+//! [`PgOptions::statement_timeout`] (10 s by default). The last is checked by the client, so it
+//! holds when the server cannot enforce its own `statement_timeout` (stopped, partitioned away,
+//! a dead TCP peer). An operation past it fails with [`StoreError::Backend`] whose outcome is
+//! unknown (the server may still commit what it was sent), exactly as a lost connection's; its
+//! connection is closed rather than pooled, so the next caller does not wait behind it. The
+//! engine treats that error as it treats a lost connection: a claim whose answer was lost is
+//! released once the journal answers again, and a record write is retried within
+//! [`crate::Engine::with_store_retry`]'s window. `gc` deletes in chunks of 10,000 records, each
+//! its own statement, so a large collection fits the same bound.
+//!
+//! A server-side `statement_timeout` shorter than this one (`ALTER ROLE app SET
+//! statement_timeout = '5s'`) turns a slow statement into a clean error (rolled back, outcome
+//! known) before the client gives up on it.
+//!
 //! # TLS
 //!
 //! Connections use TLS through rustls (no OpenSSL needed), with libpq's `sslmode` in the URL
@@ -81,6 +100,18 @@ use std::time::Duration;
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, Pool, QueueMode, Runtime};
 use tokio_postgres::types::ToSql;
+
+/// `$body`, a future that uses the pooled connection `$client`, bounded by
+/// [`PgOptions::statement_timeout`]: past it, the connection is closed instead of pooled (see
+/// [`PostgresStore::abandon`]) and the operation fails with an unknown outcome.
+macro_rules! bounded {
+    ($store:expr, $client:ident, $body:expr) => {
+        match tokio::time::timeout($store.shared.options.statement_timeout, $body).await {
+            Ok(result) => result,
+            Err(_) => Err($store.abandon($client)),
+        }
+    };
+}
 
 mod batch;
 mod tls;
@@ -200,6 +231,13 @@ pub struct PgOptions {
     pub connect_timeout: Duration,
     /// How long an operation waits for a free pooled connection (default 30 s).
     pub wait_timeout: Duration,
+    /// How long one operation's statements may take on their connection (default 10 s). A
+    /// server that does not answer within it (stopped, partitioned away, or stuck) gives a
+    /// [`StoreError::Backend`] whose outcome is unknown, as a lost connection's is, and the
+    /// connection is closed instead of going back to the pool. Checked by the client, so it
+    /// holds when the server cannot enforce its own `statement_timeout`. See
+    /// [Timeouts](self#timeouts).
+    pub statement_timeout: Duration,
     /// How connections are secured when the URL has no `sslmode` (the URL's wins); `None`:
     /// [`SslMode::Prefer`], libpq's default. See [TLS](self#tls).
     pub ssl_mode: Option<SslMode>,
@@ -215,6 +253,7 @@ impl Default for PgOptions {
             pool_size: 16,
             connect_timeout: Duration::from_secs(10),
             wait_timeout: Duration::from_secs(30),
+            statement_timeout: Duration::from_secs(10),
             ssl_mode: None,
             ssl_root_cert: None,
         }
@@ -253,6 +292,11 @@ struct Shared {
 
 const HELD_MAX: usize = 10_000;
 
+/// How many records one `gc` statement deletes: each chunk is its own short transaction (under
+/// [`PgOptions::statement_timeout`]), so a large collection neither holds its locks for long
+/// nor needs a longer timeout.
+const GC_CHUNK: i64 = 10_000;
+
 /// The statements, with the schema filled in.
 struct Sql {
     claim_fast: String,
@@ -262,6 +306,7 @@ struct Sql {
     update: String,
     gc: String,
     audit: String,
+    append_audit: String,
     list_prefix: String,
 }
 
@@ -308,12 +353,17 @@ impl Sql {
                  SELECT row_version FROM upd"
             ),
             gc: format!(
-                "DELETE FROM {s}.records
-                 WHERE version = $2 AND expires_at IS NOT NULL AND expires_at <= $1
-                   AND state NOT IN ('in-doubt', 'awaiting-approval', 'claimed')"
+                "DELETE FROM {s}.records WHERE key IN (
+                   SELECT key FROM {s}.records
+                   WHERE version = $2 AND expires_at IS NOT NULL AND expires_at <= $1
+                     AND state NOT IN ('in-doubt', 'awaiting-approval', 'claimed')
+                   LIMIT $3)"
             ),
             audit: format!(
                 "SELECT key, at, actor, action, detail::text FROM {s}.audit WHERE ($1::text IS NULL OR key = $1) ORDER BY id"
+            ),
+            append_audit: format!(
+                "INSERT INTO {s}.audit (key, at, actor, action, detail) VALUES ($1, $2, $3, $4, $5::text::json)"
             ),
             list_prefix: format!("SELECT {} FROM {s}.records WHERE true", select_cols("")),
         }
@@ -409,24 +459,43 @@ impl PostgresStore {
         })
     }
 
+    /// Close `client`, whose statements did not finish within [`PgOptions::statement_timeout`],
+    /// instead of pooling it (its server may never answer, and the next caller would wait
+    /// behind the abandoned statement), and say why the operation failed.
+    fn abandon(&self, client: deadpool_postgres::Object) -> StoreError {
+        drop(deadpool_postgres::Object::take(client));
+        let limit = self.shared.options.statement_timeout;
+        tracing::warn!(?limit, "PostgreSQL did not answer in time; its connection is closed");
+        StoreError::Backend(format!(
+            "PostgreSQL did not answer within {limit:?} (PgOptions::statement_timeout): the server is stopped, \
+             unreachable or overloaded, and whether this operation's writes were applied is unknown; the \
+             connection was closed"
+        ))
+    }
+
     async fn migrate(&self) -> Result<(), StoreError> {
         let name = &self.shared.options.schema;
         let s = quoted_schema(name)?;
         let mut client = self.client().await?;
+        bounded!(self, client, self.migrate_on(&mut client, name, &s))
+    }
+
+    /// The migrations not yet applied, in one transaction under the schema's advisory lock.
+    async fn migrate_on(&self, client: &mut deadpool_postgres::Object, name: &str, s: &str) -> Result<(), StoreError> {
         let latest = MIGRATIONS.last().map_or(0, |m| m.0);
         // Read-only first: a journal already at this version needs no DDL privileges.
-        if applied_version(&client, name, &s).await? == Some(latest) {
+        if applied_version(client, name, s).await? == Some(latest) {
             return Ok(());
         }
         let tx = client.transaction().await.map_err(pg)?;
         tx.execute(
             "SELECT pg_advisory_xact_lock(hashtext('effect-tool:' || $1::text))",
-            &[name],
+            &[&name],
         )
         .await
         .map_err(pg)?;
         let exists = tx
-            .query_opt("SELECT 1 FROM pg_namespace WHERE nspname = $1", &[name])
+            .query_opt("SELECT 1 FROM pg_namespace WHERE nspname = $1", &[&name])
             .await
             .map_err(pg)?
             .is_some();
@@ -457,13 +526,15 @@ impl PostgresStore {
 
     async fn sync_clock(&self) -> Result<(), StoreError> {
         let client = self.client().await?;
-        let st = client.prepare_cached(&format!("SELECT {CLOCK}")).await.map_err(pg)?;
-        for _ in 0..3 {
-            let before = now_millis();
-            let db: i64 = client.query_one(&st, &[]).await.map_err(pg)?.get(0);
-            self.observe_clock(db, before);
-        }
-        Ok(())
+        bounded!(self, client, async {
+            let st = client.prepare_cached(&format!("SELECT {CLOCK}")).await.map_err(pg)?;
+            for _ in 0..3 {
+                let before = now_millis();
+                let db: i64 = client.query_one(&st, &[]).await.map_err(pg)?.get(0);
+                self.observe_clock(db, before);
+            }
+            Ok(())
+        })
     }
 
     fn observe_clock(&self, db_now: Millis, sent_at: Millis) {
@@ -543,7 +614,11 @@ impl PostgresStore {
         let written = match self.shared.batcher.alone() {
             Some(_alone) => {
                 let client = self.client().await?;
-                self.update(&client, rec, row_version, held.attempt, audit).await?
+                bounded!(
+                    self,
+                    client,
+                    self.update(&client, rec, row_version, held.attempt, audit)
+                )?
             }
             None => match self
                 .batched(Work::Update {
@@ -601,6 +676,56 @@ impl PostgresStore {
         )))
     }
 
+    /// The stored marker secret (hex), made and stored first if there is none.
+    async fn marker_secret_on(
+        &self,
+        client: &mut deadpool_postgres::Object,
+        name: &str,
+        s: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let select = format!("SELECT value FROM {s}.settings WHERE name = 'marker_secret'");
+        // Read-only first: once it exists, no DDL or write privileges are needed.
+        let has_table = client
+            .query_opt(
+                "SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'settings'",
+                &[&name],
+            )
+            .await
+            .map_err(pg)?
+            .is_some();
+        let mut stored: Option<String> = None;
+        if has_table {
+            stored = client.query_opt(&select, &[]).await.map_err(pg)?.map(|r| r.get(0));
+        }
+        if stored.is_none() {
+            let fresh = crate::marker::MarkerSecret::random()
+                .map_err(|e| StoreError::Backend(format!("cannot create the journal's marker secret: {e}")))?;
+            let tx = client.transaction().await.map_err(pg)?;
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(hashtext('effect-tool:' || $1::text))",
+                &[&name],
+            )
+            .await
+            .map_err(pg)?;
+            tx.batch_execute(&format!(
+                "CREATE TABLE IF NOT EXISTS {s}.settings (name text PRIMARY KEY, value text NOT NULL)"
+            ))
+            .await
+            .map_err(pg)?;
+            tx.execute(
+                &format!(
+                    "INSERT INTO {s}.settings (name, value) VALUES ('marker_secret', $1) ON CONFLICT (name) DO NOTHING"
+                ),
+                &[&fresh.to_hex()],
+            )
+            .await
+            .map_err(pg)?;
+            stored = tx.query_opt(&select, &[]).await.map_err(pg)?.map(|r| r.get(0));
+            tx.commit().await.map_err(pg)?;
+        }
+        Ok(stored)
+    }
+
     /// The claim fast path: insert if new, else decide from the record found.
     async fn claim_fast(&self, key: &str, op: &Op) -> Result<Option<OpOutcome>, StoreError> {
         let now = self.now();
@@ -611,10 +736,12 @@ impl PostgresStore {
         let (db_now, inserted, before) = match self.shared.batcher.alone() {
             Some(_alone) => {
                 let client = self.client().await?;
-                let st = client.prepare_cached(&self.shared.sql.claim_fast).await.map_err(pg)?;
-                let p = RecordParams::new(fresh);
-                let sent = now_millis();
-                let row = client.query_one(&st, &p.refs()).await.map_err(pg)?;
+                let (row, sent) = bounded!(self, client, async {
+                    let st = client.prepare_cached(&self.shared.sql.claim_fast).await.map_err(pg)?;
+                    let p = RecordParams::new(fresh);
+                    let sent = now_millis();
+                    Ok((client.query_one(&st, &p.refs()).await.map_err(pg)?, sent))
+                })?;
                 let db_now: i64 = row.get(0);
                 self.observe_clock(db_now, sent);
                 (db_now, row.get::<_, Option<i64>>(1), PgRow::from_row(&row, 2)?)
@@ -646,8 +773,10 @@ impl PostgresStore {
 impl Store for PostgresStore {
     async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
         let client = self.client().await?;
-        let st = client.prepare_cached(&self.shared.sql.read).await.map_err(pg)?;
-        let row = client.query_one(&st, &[&key]).await.map_err(pg)?;
+        let row = bounded!(self, client, async {
+            let st = client.prepare_cached(&self.shared.sql.read).await.map_err(pg)?;
+            client.query_one(&st, &[&key]).await.map_err(pg)
+        })?;
         Ok(PgRow::from_row(&row, 1)?
             .map(PgRow::decode)
             .transpose()?
@@ -663,7 +792,7 @@ impl Store for PostgresStore {
             return Ok(outcome);
         }
         let client = self.client().await?;
-        self.apply_read(&client, key, &op).await
+        bounded!(self, client, self.apply_read(&client, key, &op))
     }
 
     async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
@@ -693,7 +822,7 @@ impl Store for PostgresStore {
             sql.push_str(&format!(" LIMIT ${}", params.len()));
         }
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect();
-        let rows = client.query(&sql, &refs).await.map_err(pg)?;
+        let rows = bounded!(self, client, async { client.query(&sql, &refs).await.map_err(pg) })?;
         let mut listing = super::Listing {
             records: Vec::with_capacity(rows.len()),
             skipped: Vec::new(),
@@ -714,16 +843,27 @@ impl Store for PostgresStore {
     }
 
     async fn gc(&self, now: Millis) -> Result<u64, StoreError> {
-        let client = self.client().await?;
-        let st = client.prepare_cached(&self.shared.sql.gc).await.map_err(pg)?;
         let version = RECORD_VERSION as i32;
-        client.execute(&st, &[&now, &version]).await.map_err(pg)
+        let mut dropped = 0;
+        loop {
+            let client = self.client().await?;
+            let chunk = bounded!(self, client, async {
+                let st = client.prepare_cached(&self.shared.sql.gc).await.map_err(pg)?;
+                client.execute(&st, &[&now, &version, &GC_CHUNK]).await.map_err(pg)
+            })?;
+            dropped += chunk;
+            if chunk < GC_CHUNK as u64 {
+                return Ok(dropped);
+            }
+        }
     }
 
     async fn audit(&self, key: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
         let client = self.client().await?;
-        let st = client.prepare_cached(&self.shared.sql.audit).await.map_err(pg)?;
-        let rows = client.query(&st, &[&key]).await.map_err(pg)?;
+        let rows = bounded!(self, client, async {
+            let st = client.prepare_cached(&self.shared.sql.audit).await.map_err(pg)?;
+            client.query(&st, &[&key]).await.map_err(pg)
+        })?;
         rows.iter()
             .map(|r| {
                 let key: String = r.get(0);
@@ -745,6 +885,19 @@ impl Store for PostgresStore {
             .collect()
     }
 
+    async fn append_audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        let detail = entry.detail.as_ref().map(|d| d.to_string());
+        bounded!(self, client, async {
+            let st = client.prepare_cached(&self.shared.sql.append_audit).await.map_err(pg)?;
+            client
+                .execute(&st, &[&entry.key, &entry.at, &entry.actor, &entry.action, &detail])
+                .await
+                .map_err(pg)
+        })?;
+        Ok(())
+    }
+
     /// A claim is one `INSERT … ON CONFLICT DO NOTHING` round trip that returns a recorded
     /// result too: a separate lookup first would only add a round trip to every new call.
     fn claim_answers_replays(&self) -> bool {
@@ -762,46 +915,7 @@ impl Store for PostgresStore {
         let name = &self.shared.options.schema;
         let s = quoted_schema(name)?;
         let mut client = self.client().await?;
-        let select = format!("SELECT value FROM {s}.settings WHERE name = 'marker_secret'");
-        // Read-only first: once it exists, no DDL or write privileges are needed.
-        let has_table = client
-            .query_opt(
-                "SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'settings'",
-                &[name],
-            )
-            .await
-            .map_err(pg)?
-            .is_some();
-        let mut stored: Option<String> = None;
-        if has_table {
-            stored = client.query_opt(&select, &[]).await.map_err(pg)?.map(|r| r.get(0));
-        }
-        if stored.is_none() {
-            let fresh = crate::marker::MarkerSecret::random()
-                .map_err(|e| StoreError::Backend(format!("cannot create the journal's marker secret: {e}")))?;
-            let tx = client.transaction().await.map_err(pg)?;
-            tx.execute(
-                "SELECT pg_advisory_xact_lock(hashtext('effect-tool:' || $1::text))",
-                &[name],
-            )
-            .await
-            .map_err(pg)?;
-            tx.batch_execute(&format!(
-                "CREATE TABLE IF NOT EXISTS {s}.settings (name text PRIMARY KEY, value text NOT NULL)"
-            ))
-            .await
-            .map_err(pg)?;
-            tx.execute(
-                &format!(
-                    "INSERT INTO {s}.settings (name, value) VALUES ('marker_secret', $1) ON CONFLICT (name) DO NOTHING"
-                ),
-                &[&fresh.to_hex()],
-            )
-            .await
-            .map_err(pg)?;
-            stored = tx.query_opt(&select, &[]).await.map_err(pg)?.map(|r| r.get(0));
-            tx.commit().await.map_err(pg)?;
-        }
+        let stored = bounded!(self, client, self.marker_secret_on(&mut client, name, &s))?;
         crate::marker::MarkerSecret::from_hex(stored.as_deref().unwrap_or_default())
             .map(Some)
             .ok_or_else(|| {

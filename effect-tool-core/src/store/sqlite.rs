@@ -375,6 +375,12 @@ impl Store for SqliteStore {
         self.read(move |conn| read_audit(conn, key.as_deref())).await
     }
 
+    /// One autocommitted `INSERT` on a pooled connection (it waits for the write lock as any
+    /// writer does, bounded by `busy_timeout`).
+    async fn append_audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
+        self.read(move |conn| append_audit(conn, &entry).map_err(backend)).await
+    }
+
     /// The `marker_secret` row of `effect_tool_meta`, created on first use (the first writer
     /// wins; every process then reads the same one).
     async fn marker_secret(&self) -> Result<Option<crate::marker::MarkerSecret>, StoreError> {

@@ -182,10 +182,12 @@ impl PostgresStore {
         let columns = Columns::new(sent.iter().map(|(work, _)| work));
         let result = async {
             let client = self.client().await?;
-            let st = client.prepare_cached(&self.shared.sql.batch).await.map_err(pg)?;
-            let at = now_millis();
-            let rows = client.query(&st, &columns.refs()).await;
-            Ok::<_, StoreError>((at, rows))
+            bounded!(self, client, async {
+                let st = client.prepare_cached(&self.shared.sql.batch).await.map_err(pg)?;
+                let at = now_millis();
+                let rows = client.query(&st, &columns.refs()).await;
+                Ok::<_, StoreError>((at, rows))
+            })
         }
         .await;
         let rows = match result {
