@@ -502,7 +502,7 @@ impl PostgresStore {
         if !exists {
             tx.batch_execute(&format!("CREATE SCHEMA {s}")).await.map_err(pg)?;
         }
-        tx.batch_execute(&migrations_table(&s)).await.map_err(pg)?;
+        tx.batch_execute(&migrations_table(s)).await.map_err(pg)?;
         let current: i32 = tx
             .query_one(&format!("SELECT coalesce(max(version), 0) FROM {s}.migrations"), &[])
             .await
@@ -513,7 +513,7 @@ impl PostgresStore {
         }
         for (version, mname, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
             tracing::info!(schema = %name, version, name = mname, "applying effect-tool migration");
-            tx.batch_execute(&sql.replace("{schema}", &s)).await.map_err(pg)?;
+            tx.batch_execute(&sql.replace("{schema}", s)).await.map_err(pg)?;
             tx.execute(
                 &format!("INSERT INTO {s}.migrations (version, name) VALUES ($1, $2)"),
                 &[version, mname],
