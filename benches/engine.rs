@@ -2,7 +2,10 @@
 //! no-op, record) for a ~100-byte input, beside a baseline measured in the same run:
 //! serde_json + SHA-256 of the same input (the least any keyed journal must do).
 //!
-//! Run: `cargo bench --bench engine`
+//! A second group times a model's call through the dispatcher (its arguments checked against
+//! the tool's schema) beside decoding the same arguments with serde alone.
+//!
+//! Run: `cargo bench --bench engine` (`-- dispatch` for the second group alone)
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -100,5 +103,44 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// A model's call through the dispatcher (parse, normalize, check against the schema, then the
+/// engine), beside what any dispatcher must do in the same run: decode the arguments' text into
+/// the tool's type. The call's result is recorded, so the engine's part is a replay (the hit
+/// above).
+fn dispatch(c: &mut Criterion) {
+    use effect_tool::{Dispatcher, ToolCall, Toolkit};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let text = serde_json::to_string(&input(0)).unwrap();
+    let mut group = c.benchmark_group(format!("dispatch_{}B_arguments", text.len()));
+    group.bench_function("baseline_serde_json_decode", |b| {
+        b.iter(|| serde_json::from_str::<RefundArgs>(std::hint::black_box(&text)).unwrap())
+    });
+    let schema = <Refund as Tool>::input_schema();
+    let validator = jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    group.bench_function("jsonschema_is_valid_alone", |b| {
+        b.iter(|| assert!(validator.is_valid(std::hint::black_box(&value))))
+    });
+    let dispatcher = Dispatcher::new(Toolkit::new().with(Refund), Engine::new(MemoryStore::new()));
+    let run = RunContext::new("bench-run");
+    let call = ToolCall::new("call_1", Refund::NAME, text.clone());
+    assert!(!rt.block_on(dispatcher.call(&run, &call)).is_error());
+    group.bench_function("dispatcher_call_recorded", |b| {
+        b.iter(|| rt.block_on(dispatcher.call(&run, &call)))
+    });
+    let wrong = ToolCall::new("call_2", Refund::NAME, text.replace("12345", "\"twelve\""));
+    assert!(rt.block_on(dispatcher.call(&run, &wrong)).is_error());
+    group.bench_function("dispatcher_call_rejected", |b| {
+        b.iter(|| rt.block_on(dispatcher.call(&run, &wrong)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench, dispatch);
 criterion_main!(benches);

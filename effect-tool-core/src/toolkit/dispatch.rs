@@ -577,8 +577,8 @@ impl Dispatcher {
                 },
             })?
         };
-        if let Some(schema) = self.toolkit.input_schema(&call.name) {
-            validate::normalize(schema, &mut args);
+        if let Some(schema) = self.toolkit.argument_schema(&call.name) {
+            validate::normalize(schema.schema(), &mut args);
             let secrets = self.toolkit.meta(&call.name).map_or(&[][..], |m| m.sensitive);
             let problems = validate::violations(schema, &args, secrets);
             if !problems.is_empty() {

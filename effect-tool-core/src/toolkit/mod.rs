@@ -64,7 +64,7 @@ pub struct DuplicateTool {
 struct Entry {
     tool: Arc<dyn DynTool>,
     meta: ToolMeta,
-    schema: Value,
+    schema: validate::ArgumentSchema,
     type_name: &'static str,
 }
 
@@ -107,7 +107,7 @@ impl Toolkit {
     pub fn try_add_shared<T: Tool>(&mut self, tool: Arc<T>) -> Result<&mut Self, DuplicateTool> {
         let entry = Entry {
             meta: ToolMeta::of::<T>(),
-            schema: T::input_schema(),
+            schema: validate::ArgumentSchema::new(T::input_schema()),
             type_name: std::any::type_name::<T>(),
             tool,
         };
@@ -172,6 +172,11 @@ impl Toolkit {
 
     /// The exported argument schema of the tool called `name`.
     pub fn input_schema(&self, name: &str) -> Option<&Value> {
+        self.by_name.get(name).map(|&i| self.entries[i].schema.schema())
+    }
+
+    /// The argument schema of the tool called `name`, with its compiled validator.
+    pub(crate) fn argument_schema(&self, name: &str) -> Option<&validate::ArgumentSchema> {
         self.by_name.get(name).map(|&i| &self.entries[i].schema)
     }
 
@@ -231,7 +236,7 @@ impl Toolkit {
     fn definitions(&self) -> impl Iterator<Item = export::Definition<'_>> {
         self.entries.iter().map(|e| export::Definition {
             meta: &e.meta,
-            schema: &e.schema,
+            schema: e.schema.schema(),
         })
     }
 

@@ -1,29 +1,147 @@
 //! Checking a model's arguments against a tool's exported JSON Schema before anything runs, and
 //! suggesting tool names for a name the model got wrong.
 //!
-//! The validator covers the keywords schemars emits for argument types (`type`, `properties`,
-//! `required`, `additionalProperties`, `items`, `prefixItems`, `enum`, `const`, `anyOf`, `oneOf`,
-//! `allOf`, `$ref` into `$defs`/`definitions`, numeric bounds, string and array lengths, the
-//! string `format`s `date-time`, `date`, `time`, `uuid`, `email`, `uri`, `ipv4`, `ipv6`, and the
-//! integer `format`s such as `uint8`). Keywords it does not know are ignored: serde's decoding,
-//! which runs next, is the final word. Its job is an error message the model can act on: the
-//! field's path (`payment.card.last4`, `lines[2].sku`), what was expected (a type, a range, an
-//! enum's tags, the missing fields of the chosen variant), and what was sent, never the value of
-//! a secret field.
+//! Two parts, each doing what it is good at:
+//!
+//! - **Whether the arguments fit** is decided by the [`jsonschema`] crate, compiled once per
+//!   tool ([`ArgumentSchema`]): every keyword of the schema's draft, `pattern`, `multipleOf`,
+//!   `uniqueItems` and the string `format`s included. Arguments it accepts are accepted.
+//! - **Why they do not** is said by the explainer below, which knows the shapes schemars emits
+//!   for argument types and speaks to the model: the field's path (`payment.card.last4`,
+//!   `lines[2].sku`), what was expected (a type, a range, an enum's tags, the missing fields of
+//!   the variant the model chose, a near field name), and what was sent. For what it does not
+//!   cover (a `pattern`, a `format`, a keyword it does not know), the crate's own errors are
+//!   reported, at their instance path, in the same form.
+//!
+//! Neither ever prints the value of a sensitive field. serde's decoding, which runs next, is
+//! the last word.
 //!
 //! [`normalize`] runs first: it makes the model's arguments what serde reads, where the schema
 //! says what was meant (an integral float for an integer field, `null` for a field that has a
 //! default, a map written as a list of `{"key", "value"}` entries).
 
+use std::sync::OnceLock;
+
 use serde_json::{Map, Value};
 
+/// A tool's argument schema, compiled by [`jsonschema`] on first use and kept.
+pub(crate) struct ArgumentSchema {
+    schema: Value,
+    compiled: OnceLock<Option<jsonschema::Validator>>,
+}
+
+impl ArgumentSchema {
+    /// `schema`, to be compiled when first needed.
+    pub(crate) fn new(schema: Value) -> Self {
+        ArgumentSchema {
+            schema,
+            compiled: OnceLock::new(),
+        }
+    }
+
+    /// The schema as exported.
+    pub(crate) fn schema(&self) -> &Value {
+        &self.schema
+    }
+
+    /// The compiled validator; `None` if the crate refused the schema (a hand-written schema
+    /// it cannot read: then the explainer alone decides, and the refusal is logged once).
+    fn compiled(&self) -> Option<&jsonschema::Validator> {
+        self.compiled
+            .get_or_init(|| {
+                jsonschema::options()
+                    .should_validate_formats(true)
+                    .build(&self.schema)
+                    .map_err(|e| {
+                        tracing::warn!(error = %e, "a tool's argument schema does not compile; only the explainer checks its arguments")
+                    })
+                    .ok()
+            })
+            .as_ref()
+    }
+}
+
 /// The first few violations of `schema` by `value`, each as `` `path`: what is wrong ``.
-/// Empty when the value fits (as far as the supported keywords tell). The values of the
-/// top-level fields named in `secrets` are never printed.
-pub(crate) fn violations(schema: &Value, value: &Value, secrets: &[&str]) -> Vec<String> {
-    let mut out = violations_at(schema, schema, value, "", secrets);
+/// Empty when the value fits. The values of the top-level fields named in `secrets` are never
+/// printed.
+pub(crate) fn violations(schema: &ArgumentSchema, value: &Value, secrets: &[&str]) -> Vec<String> {
+    let compiled = schema.compiled();
+    if compiled.is_some_and(|c| c.is_valid(value)) {
+        return Vec::new();
+    }
+    let mut out = violations_at(schema.schema(), schema.schema(), value, "", secrets);
+    if out.is_empty()
+        && let Some(compiled) = compiled
+    {
+        out = compiled
+            .iter_errors(value)
+            .take(MAX_REPORTED)
+            .map(|e| crate_error(&e, value, secrets))
+            .collect();
+    }
     out.truncate(MAX_REPORTED);
     out
+}
+
+/// One of the [`jsonschema`] crate's errors, in the explainer's form: the instance path as a
+/// field path, what was expected, what was sent (never a sensitive field's value).
+fn crate_error(e: &jsonschema::ValidationError<'_>, root: &Value, secrets: &[&str]) -> String {
+    use jsonschema::error::ValidationErrorKind as Kind;
+    let path = field_path(e.instance_path().as_str(), root);
+    let hidden = !path.is_empty() && secrets.contains(&top_field(&path));
+    let sent = if hidden {
+        format!("{} (a sensitive field: its value is not shown)", kind(e.instance()))
+    } else {
+        describe(e.instance())
+    };
+    let what = match e.kind() {
+        Kind::Format { format } => format!("expected {}, got {sent}", format_expected(format)),
+        Kind::Pattern { pattern } => format!("expected a string matching the pattern `{pattern}`, got {sent}"),
+        _ if hidden => e.masked_with("the value").to_string(),
+        _ => e.to_string(),
+    };
+    let at = if path.is_empty() {
+        "arguments".to_owned()
+    } else {
+        format!("`{path}`")
+    };
+    format!("{at}: {what}")
+}
+
+/// A JSON pointer into `root` (`/lines/2/sku`) as a field path (`lines[2].sku`): a segment is
+/// an index where the value it is taken from is an array.
+fn field_path(pointer: &str, root: &Value) -> String {
+    let mut path = String::new();
+    let mut at = Some(root);
+    for raw in pointer.split('/').skip(1) {
+        let segment = raw.replace("~1", "/").replace("~0", "~");
+        match (at, segment.parse::<usize>()) {
+            (Some(Value::Array(items)), Ok(i)) => {
+                path = index(&path, i);
+                at = items.get(i);
+            }
+            (current, _) => {
+                at = current.and_then(|v| v.get(&segment));
+                path = join(&path, &segment);
+            }
+        }
+    }
+    path
+}
+
+/// What a string of `format` must look like, for a model to write it.
+fn format_expected(format: &str) -> String {
+    match format {
+        "date-time" => "an RFC 3339 date-time such as \"2026-12-01T10:00:00Z\"".to_owned(),
+        "date" => "a date such as \"2026-12-01\"".to_owned(),
+        "time" => "a time such as \"10:00:00Z\"".to_owned(),
+        "uuid" => "a UUID such as \"67e55044-10b1-426f-9247-bb680e5fe0c8\"".to_owned(),
+        "email" => "an email address".to_owned(),
+        "uri" => "an absolute URI such as \"https://example.com/\"".to_owned(),
+        "ipv4" => "an IPv4 address".to_owned(),
+        "ipv6" => "an IPv6 address".to_owned(),
+        other => format!("a string of format `{other}`"),
+    }
 }
 
 const MAX_REPORTED: usize = 5;
@@ -364,30 +482,10 @@ impl Validator<'_> {
             && n >= max
         {
             self.fail(path, format!("{shown} must be less than {}", fmt_num(max)));
-            return;
-        }
-        if let Some(Value::String(format)) = s.get("format")
-            && let Some((lo, hi)) = integer_range(format)
-        {
-            let fits = match (value.as_i64(), value.as_u64()) {
-                (Some(i), _) => i128::from(i) >= lo && i128::from(i) <= hi,
-                (None, Some(u)) => i128::from(u) <= hi,
-                _ => false,
-            };
-            if !fits {
-                self.fail(path, format!("{shown} does not fit in {format} ({lo}..={hi})"));
-            }
         }
     }
 
     fn check_string(&mut self, s: &Map<String, Value>, text: &str, path: &str) {
-        if let Some(Value::String(format)) = s.get("format")
-            && let Some(expected) = format_problem(format, text)
-        {
-            let sent = self.describe(&Value::String(text.to_owned()), path);
-            self.fail(path, format!("expected {expected}, got {sent}"));
-            return;
-        }
         let len = text.chars().count() as u64;
         if let Some(min) = s.get("minLength").and_then(Value::as_u64)
             && len < min
@@ -465,92 +563,6 @@ fn shape(schema: &Value) -> String {
     }
 }
 
-/// What a string of `format` must look like, if `text` is not that.
-fn format_problem(format: &str, text: &str) -> Option<&'static str> {
-    let ok = match format {
-        "date-time" => is_date_time(text),
-        "date" => is_date(text),
-        "time" => is_time(text),
-        "uuid" => is_uuid(text),
-        "email" => text
-            .split_once('@')
-            .is_some_and(|(a, b)| !a.is_empty() && b.contains('.') && !b.starts_with('.')),
-        "uri" => text.split_once(':').is_some_and(|(scheme, rest)| {
-            !rest.is_empty()
-                && scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-                && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
-        }),
-        "ipv4" => text.parse::<std::net::Ipv4Addr>().is_ok(),
-        "ipv6" => text.parse::<std::net::Ipv6Addr>().is_ok(),
-        _ => true,
-    };
-    if ok {
-        return None;
-    }
-    Some(match format {
-        "date-time" => "an RFC 3339 date-time such as \"2026-12-01T10:00:00Z\"",
-        "date" => "a date such as \"2026-12-01\"",
-        "time" => "a time such as \"10:00:00\"",
-        "uuid" => "a UUID such as \"67e55044-10b1-426f-9247-bb680e5fe0c8\"",
-        "email" => "an email address",
-        "uri" => "an absolute URI such as \"https://example.com/\"",
-        "ipv4" => "an IPv4 address",
-        _ => "an IPv6 address",
-    })
-}
-
-fn digits(s: &str, n: usize) -> bool {
-    s.len() == n && s.bytes().all(|b| b.is_ascii_digit())
-}
-
-fn is_date(s: &str) -> bool {
-    let parts: Vec<&str> = s.split('-').collect();
-    parts.len() == 3
-        && digits(parts[0], 4)
-        && digits(parts[1], 2)
-        && digits(parts[2], 2)
-        && (1..=12).contains(&parts[1].parse::<u8>().unwrap_or(0))
-        && (1..=31).contains(&parts[2].parse::<u8>().unwrap_or(0))
-}
-
-fn is_time(s: &str) -> bool {
-    let (clock, zone) = match s.find(['Z', 'z', '+']).or_else(|| s.rfind('-')) {
-        Some(i) => (&s[..i], &s[i..]),
-        None => (s, ""),
-    };
-    let clock = clock.split('.').collect::<Vec<_>>();
-    let hms: Vec<&str> = clock[0].split(':').collect();
-    let fraction_ok =
-        clock.len() == 1 || (clock.len() == 2 && !clock[1].is_empty() && clock[1].bytes().all(|b| b.is_ascii_digit()));
-    let zone_ok = zone.is_empty()
-        || zone.eq_ignore_ascii_case("z")
-        || (zone.len() == 6 && digits(&zone[1..3], 2) && &zone[3..4] == ":" && digits(&zone[4..6], 2));
-    hms.len() == 3
-        && hms.iter().all(|p| digits(p, 2))
-        && hms[0].parse::<u8>().unwrap_or(99) < 24
-        && hms[1].parse::<u8>().unwrap_or(99) < 60
-        && hms[2].parse::<u8>().unwrap_or(99) <= 60
-        && fraction_ok
-        && zone_ok
-}
-
-fn is_date_time(s: &str) -> bool {
-    match s.find(['T', 't', ' ']) {
-        Some(i) => {
-            let time = &s[i + 1..];
-            let zoned = time.ends_with(['Z', 'z']) || time.len() > 6 && time[time.len() - 6..].starts_with(['+', '-']);
-            is_date(&s[..i]) && zoned && is_time(time)
-        }
-        None => false,
-    }
-}
-
-fn is_uuid(s: &str) -> bool {
-    let groups: Vec<&str> = s.split('-').collect();
-    let hex = |g: &str, n: usize| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit());
-    (groups.len() == 5 && [8, 4, 4, 4, 12].iter().zip(&groups).all(|(n, g)| hex(g, *n))) || hex(s, 32)
-}
-
 /// `[{...}, {"type": "null"}]`: report the non-null branch's errors as they are.
 fn is_nullable_pair(options: &[Value]) -> bool {
     options.len() == 2
@@ -608,20 +620,6 @@ fn describe(value: &Value) -> String {
 
 fn fmt_num(n: f64) -> String {
     Value::from(n).to_string().trim_end_matches(".0").to_owned()
-}
-
-fn integer_range(format: &str) -> Option<(i128, i128)> {
-    Some(match format {
-        "uint8" => (0, u8::MAX.into()),
-        "uint16" => (0, u16::MAX.into()),
-        "uint32" | "uint" => (0, u32::MAX.into()),
-        "uint64" => (0, u64::MAX.into()),
-        "int8" => (i8::MIN.into(), i8::MAX.into()),
-        "int16" => (i16::MIN.into(), i16::MAX.into()),
-        "int32" | "int" => (i32::MIN.into(), i32::MAX.into()),
-        "int64" => (i64::MIN.into(), i64::MAX.into()),
-        _ => return None,
-    })
 }
 
 fn join(path: &str, segment: &str) -> String {
@@ -807,8 +805,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn schema() -> Value {
-        json!({
+    fn schema() -> ArgumentSchema {
+        ArgumentSchema::new(json!({
             "type": "object",
             "properties": {
                 "order_id": {"type": "string", "minLength": 1},
@@ -820,7 +818,7 @@ mod tests {
             "required": ["order_id", "amount_cents"],
             "additionalProperties": false,
             "$defs": {"Line": {"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]}}
-        })
+        }))
     }
 
     #[test]
@@ -866,7 +864,7 @@ mod tests {
 
     #[test]
     fn documented_enums_list_their_values() {
-        let s = json!({"oneOf": [{"const": "fast", "description": "Fast."}, {"const": "slow"}]});
+        let s = ArgumentSchema::new(json!({"oneOf": [{"const": "fast", "description": "Fast."}, {"const": "slow"}]}));
         assert!(violations(&s, &json!("slow"), &[]).is_empty());
         assert_eq!(
             violations(&s, &json!("medium"), &[]),
@@ -875,13 +873,57 @@ mod tests {
     }
 
     #[test]
-    fn integer_formats_bound_values() {
-        let s = json!({"type": "integer", "format": "uint8"});
+    fn integer_bounds_are_checked() {
+        // schemars writes an integer type's range as `minimum`/`maximum` beside its `format`.
+        let s = ArgumentSchema::new(json!({"type": "integer", "format": "uint8", "minimum": 0, "maximum": 255}));
         assert!(violations(&s, &json!(255), &[]).is_empty());
         assert_eq!(
             violations(&s, &json!(256), &[]),
-            vec!["arguments: 256 does not fit in uint8 (0..=255)"]
+            vec!["arguments: 256 is above the maximum 255"]
         );
+    }
+
+    /// What the explainer does not cover is decided, and reported at its path, by the
+    /// `jsonschema` crate: a `pattern`, a `format`, `multipleOf`, `uniqueItems`.
+    #[test]
+    fn every_keyword_is_checked() {
+        let s = ArgumentSchema::new(json!({
+            "type": "object",
+            "properties": {
+                "sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{4}$"},
+                "lines": {"type": "array", "items": {"type": "object", "properties": {
+                    "when": {"type": "string", "format": "date"},
+                    "step": {"type": "integer", "multipleOf": 5}
+                }}},
+                "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true},
+                "pin": {"type": "string", "pattern": "^[0-9]{4}$"}
+            }
+        }));
+        let ok = json!({"sku": "ABC-0001", "lines": [{"when": "2026-12-01", "step": 10}], "tags": ["a", "b"], "pin": "1234"});
+        assert!(violations(&s, &ok, &[]).is_empty());
+        assert_eq!(
+            violations(&s, &json!({"sku": "abc-1"}), &[]),
+            vec!["`sku`: expected a string matching the pattern `^[A-Z]{3}-[0-9]{4}$`, got string \"abc-1\""]
+        );
+        assert_eq!(
+            violations(
+                &s,
+                &json!({"lines": [{"when": "2026-12-01"}, {"when": "tomorrow"}]}),
+                &[]
+            ),
+            vec!["`lines[1].when`: expected a date such as \"2026-12-01\", got string \"tomorrow\""]
+        );
+        let step = violations(&s, &json!({"lines": [{"step": 7}]}), &[]);
+        assert!(
+            step.len() == 1 && step[0].starts_with("`lines[0].step`: 7 is not a multiple of 5"),
+            "{step:?}"
+        );
+        let tags = violations(&s, &json!({"tags": ["a", "a"]}), &[]);
+        assert!(tags.len() == 1 && tags[0].starts_with("`tags`: "), "{tags:?}");
+        // A sensitive field's value is never printed, whichever part reports it.
+        let pin = violations(&s, &json!({"pin": "12x4"}), &["pin"]);
+        assert_eq!(pin.len(), 1);
+        assert!(pin[0].starts_with("`pin`: ") && !pin[0].contains("12x4"), "{pin:?}");
     }
 
     #[test]
