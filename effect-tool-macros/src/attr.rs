@@ -75,6 +75,7 @@ pub struct ToolAttrs {
     pub name: Option<Set<String>>,
     pub description: Option<Set<String>>,
     pub strict_input: Option<Set<()>>,
+    pub strict: Option<Set<()>>,
     pub open_world: Option<Set<bool>>,
     pub krate: Option<Set<Path>>,
     /// Keys written with a value that was rejected (already reported): rules about a missing
@@ -388,6 +389,17 @@ impl ToolAttrs {
                     return skip_value(&meta);
                 }
                 set(cx, &mut self.strict_input, key_span, key_span, (), STRICT_INPUT);
+            }
+            STRICT => {
+                if !meta.input.is_empty() && !meta.input.peek(Token![,]) {
+                    cx.error(
+                        key_span,
+                        "`strict` is a flag and takes no value",
+                        "write `strict` to make a schema that cannot be sent with OpenAI's `\"strict\": true` fail `cargo test`",
+                    );
+                    return skip_value(&meta);
+                }
+                set(cx, &mut self.strict, key_span, key_span, (), STRICT);
             }
             OPEN_WORLD => {
                 let lit: LitBool = meta.value()?.parse()?;

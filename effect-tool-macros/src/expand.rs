@@ -396,6 +396,7 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
 
     let out_ps = respan(&p, ok_span);
     let output_check = quote_spanned!(ok_span=> #out_ps::assert_tool_output::<#output_ty>(););
+    let strict_test = strict_test(&p, attrs, tool_ident, args_ident);
     quote! {
         // First, so a missing serde/schemars impl is reported with its explanation first.
         const _: () = {
@@ -426,6 +427,26 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
                 }
             }
         };
+
+        #strict_test
+    }
+}
+
+/// `strict`: a test (compiled only under `cfg(test)`, in the module of the declaration) that
+/// fails with the reasons when the arguments' schema cannot be sent with OpenAI's
+/// `"strict": true`, so `cargo test` says what to change.
+fn strict_test(p: &TokenStream, attrs: &ToolAttrs, tool: &Ident, args: &Ident) -> TokenStream {
+    let Some(flag) = &attrs.strict else {
+        return TokenStream::new();
+    };
+    let test = format_ident!("__effect_tool_strict_{}", tool, span = flag.key);
+    quote_spanned! {flag.key=>
+        #[cfg(test)]
+        #[test]
+        #[allow(non_snake_case)]
+        fn #test() {
+            #p::assert_strict::<#args>();
+        }
     }
 }
 

@@ -13,6 +13,7 @@ pub const RETRY: &str = "retry";
 pub const NAME: &str = "name";
 pub const DESCRIPTION: &str = "description";
 pub const STRICT_INPUT: &str = "strict_input";
+pub const STRICT: &str = "strict";
 pub const OPEN_WORLD: &str = "open_world";
 pub const CRATE: &str = "crate";
 
@@ -31,6 +32,7 @@ pub const KEYS: &[&str] = &[
     NAME,
     DESCRIPTION,
     STRICT_INPUT,
+    STRICT,
     OPEN_WORLD,
     CRATE,
 ];
