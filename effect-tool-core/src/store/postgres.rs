@@ -256,7 +256,11 @@ const HELD_MAX: usize = 10_000;
 /// The statements, with the schema filled in.
 struct Sql {
     claim_fast: String,
+    /// [`Sql::claim_fast`] committed without waiting for its WAL flush (see [`UNFLUSHED`]).
+    claim_fast_unflushed: String,
     batch: String,
+    /// [`Sql::batch`] committed without waiting for its WAL flush.
+    batch_unflushed: String,
     read: String,
     insert: String,
     update: String,
@@ -264,6 +268,13 @@ struct Sql {
     audit: String,
     list_prefix: String,
 }
+
+/// Makes the statement's transaction commit without waiting for its WAL to reach the disk
+/// (`SET LOCAL synchronous_commit = off`, as a function inside the one statement, so that the
+/// claim stays one round trip): for claims that need no flush of their own
+/// ([`Op::needs_flush`]). The record written after such a claim commits as every other write,
+/// waiting for its WAL flush, which covers the claim's commit record before it.
+const UNFLUSHED: &str = "set_config('synchronous_commit', 'off', true)";
 
 const CLOCK: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 const COLS: &str = "key, version, tool, class, run_id, thread_id, call_id, fingerprint, input, state, attempt, \
@@ -282,13 +293,18 @@ fn select_cols(alias: &str) -> String {
 impl Sql {
     fn new(s: &str) -> Sql {
         let r = select_cols("r.");
-        Sql {
-            claim_fast: format!(
+        let claim_fast = |one: &str| {
+            format!(
                 "WITH ins AS (INSERT INTO {s}.records ({COLS}) VALUES ({VALUES}) ON CONFLICT (key) DO NOTHING RETURNING row_version)
                  SELECT {CLOCK} AS db_now, (SELECT row_version FROM ins) AS inserted, {r}
-                 FROM (SELECT 1) AS one LEFT JOIN {s}.records r ON r.key = $1"
-            ),
-            batch: batch::batch_sql(s, COLS, &r, CLOCK),
+                 FROM (SELECT {one}) AS one LEFT JOIN {s}.records r ON r.key = $1"
+            )
+        };
+        Sql {
+            claim_fast: claim_fast("1"),
+            claim_fast_unflushed: claim_fast(UNFLUSHED),
+            batch: batch::batch_sql(s, COLS, &r, CLOCK, None),
+            batch_unflushed: batch::batch_sql(s, COLS, &r, CLOCK, Some(UNFLUSHED)),
             read: format!("SELECT {CLOCK} AS db_now, {r} FROM (SELECT 1) AS one LEFT JOIN {s}.records r ON r.key = $1"),
             insert: format!(
                 "INSERT INTO {s}.records ({COLS}) VALUES ({VALUES}) ON CONFLICT (key) DO NOTHING RETURNING row_version"
@@ -611,7 +627,12 @@ impl PostgresStore {
         let (db_now, inserted, before) = match self.shared.batcher.alone() {
             Some(_alone) => {
                 let client = self.client().await?;
-                let st = client.prepare_cached(&self.shared.sql.claim_fast).await.map_err(pg)?;
+                let sql = if op.needs_flush() {
+                    &self.shared.sql.claim_fast
+                } else {
+                    &self.shared.sql.claim_fast_unflushed
+                };
+                let st = client.prepare_cached(sql).await.map_err(pg)?;
                 let p = RecordParams::new(fresh);
                 let sent = now_millis();
                 let row = client.query_one(&st, &p.refs()).await.map_err(pg)?;

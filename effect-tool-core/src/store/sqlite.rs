@@ -193,11 +193,12 @@ impl SqliteStore {
         for _ in 0..options.read_connections.max(1) {
             readers.push(open_connection(&path, &options, false)?);
         }
+        let synchronous = options.synchronous;
         Ok(SqliteStore {
             shared: Arc::new(Shared {
                 path,
                 options,
-                writer: Mutex::new(writer::Writer::new(writer)),
+                writer: Mutex::new(writer::Writer::new(writer, synchronous)),
                 checkpoint,
                 readers: Mutex::new(readers),
             }),
