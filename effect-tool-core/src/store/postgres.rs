@@ -40,6 +40,20 @@
 //!   concurrent callers then share round trips and WAL flushes instead of queueing for pooled
 //!   connections. A row the server refuses rolls its statement back, and the others of that
 //!   statement are then written alone.
+//! - **Durable, as the class asks.** Every write commits before its caller is answered, and
+//!   waits for its WAL flush (the server's `synchronous_commit`), except the claim of an
+//!   idempotent tool ([`Op::needs_flush`]): its statement sets `synchronous_commit = off` for
+//!   its own transaction (`set_config(…, true)`, `SET LOCAL` as a function, so the claim stays
+//!   one round trip; a group commit of only such claims does the same). Committed, it is seen by
+//!   every worker at once; a crash of the server before the WAL writer flushes it (within
+//!   three times `wal_writer_delay`, 600 ms by default) may lose it. That is safe: a lost
+//!   claim only means the call runs again with the same key, which an idempotent tool allows,
+//!   and it cannot be lost while a later write survives: PostgreSQL's WAL is one ordered log,
+//!   and the record's commit (synchronous) flushes the WAL up to its own commit record, which
+//!   comes after the claim's (the record updates the row the claim inserted). Recovery replays
+//!   a prefix of the log. Compensable and irreversible claims, records, and a person's
+//!   decisions wait for the flush as before. A worker's own death (SIGKILL) loses nothing the
+//!   server has committed.
 //! - **Leases on the database's clock.** Reads return `clock_timestamp()`, which is the `now`
 //!   given to the state machine for writes based on that read; [`Store::now`] is the local clock
 //!   corrected by the offset to the database's clock measured on every read (so fast-path writes

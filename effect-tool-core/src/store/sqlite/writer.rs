@@ -548,6 +548,61 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// The `synchronous` level the write connection commits its next batch with.
+    fn write_level(store: &SqliteStore) -> i64 {
+        let w = store.shared.lock_writer();
+        let conn = &w.conn.as_ref().expect("no leader at rest").conn;
+        conn.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap()
+    }
+
+    /// Durability follows the class: a batch of idempotent claims commits under `NORMAL` (no
+    /// fsync of its own); a record, or an irreversible claim, under the configured `FULL`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_claims_that_need_no_flush_commit_without_one() {
+        const NORMAL: i64 = 1;
+        const FULL: i64 = 2;
+        let (dir, store) = scratch_store("levels");
+        assert_eq!(write_level(&store), FULL, "opened as configured");
+        let idempotent = store.claim("idem", intent(), 60_000, false).await.unwrap();
+        assert!(matches!(idempotent, OpOutcome::Claimed { attempt: 1, .. }));
+        assert_eq!(write_level(&store), NORMAL, "an idempotent claim is not flushed");
+        store.complete("idem", 1, serde_json::json!(1)).await.unwrap();
+        assert_eq!(write_level(&store), FULL, "its record is");
+        let irreversible = Intent {
+            class: crate::EffectClass::Irreversible,
+            ..intent()
+        };
+        store.claim("irr", irreversible.clone(), 60_000, false).await.unwrap();
+        assert_eq!(write_level(&store), FULL, "an irreversible claim is flushed");
+
+        let mixed = [
+            Work::Apply {
+                key: "a".into(),
+                op: Op::Claim {
+                    intent: intent(),
+                    lease_ms: 1,
+                    takeover_in_doubt: false,
+                },
+            },
+            Work::Apply {
+                key: "b".into(),
+                op: Op::Claim {
+                    intent: irreversible,
+                    lease_ms: 1,
+                    takeover_in_doubt: false,
+                },
+            },
+            Work::Gc { now: 0 },
+        ];
+        let level = |works: &[Work], configured| batch_level(&works.iter().collect::<Vec<_>>(), configured);
+        assert_eq!(level(&mixed[..1], Synchronous::Full), Synchronous::Normal);
+        assert_eq!(level(&mixed[..2], Synchronous::Full), Synchronous::Full);
+        assert_eq!(level(&mixed[2..], Synchronous::Full), Synchronous::Full);
+        assert_eq!(level(&mixed[..1], Synchronous::Normal), Synchronous::Normal);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     fn intent() -> Intent {
         Intent {
             tool: "refund".into(),
