@@ -534,10 +534,7 @@ fn print_by_class(all: &[Figures], in_memory_irreversible: f64) {
             mark(irr <= 1.2),
         );
     }
-    println!(
-        "| in-memory store | — | — | {} | — |",
-        us(in_memory_irreversible)
-    );
+    println!("| in-memory store | — | — | {} | — |", us(in_memory_irreversible));
 }
 
 fn main() {
