@@ -19,6 +19,9 @@
 //! an irreversible new call ≤ 1.2 × two raw commits; 64 callers ≥ 4 × the sequential
 //! throughput; replay ≤ 2 × a raw point SELECT.
 //!
+//! `EFFECT_TOOL_BENCH_ONLY=fresh` measures instead the first 2,000 new calls of a new SQLite
+//! journal (FULL) against 2,000 on a warm one, interleaved (target: fresh ≤ 1.2 × warm).
+//!
 //! Run: `cargo bench --bench store` (SQLite), and with PostgreSQL:
 //! `eval "$(.ci/postgres.sh start)" && cargo bench --features postgres --bench store`.
 //! Each figure is the median of 9 rounds of ~0.25 s each (`EFFECT_TOOL_BENCH_ROUND_MS` changes it);
@@ -537,6 +540,55 @@ fn print_by_class(all: &[Figures], in_memory_irreversible: f64) {
     println!("| in-memory store | — | — | {} | — |", us(in_memory_irreversible));
 }
 
+/// Calls in a fresh journal's first stretch, and in each warm sample.
+const FRESH_CALLS: u64 = 2_000;
+
+/// `n` sequential new calls through `engine`: the time per call.
+fn timed_calls(rt: &tokio::runtime::Runtime, engine: &Engine, n: u64) -> f64 {
+    let run = RunContext::new("bench-fresh");
+    rt.block_on(async {
+        let start = Instant::now();
+        for _ in 0..n {
+            let i = NEXT.fetch_add(1, Ordering::Relaxed);
+            engine
+                .call(&Refund, &run, CallOptions::default(), input(i))
+                .await
+                .unwrap();
+        }
+        start.elapsed().as_secs_f64() / n as f64
+    })
+}
+
+/// A fresh journal against a warm one (SQLite FULL): per round, the first `FRESH_CALLS` new
+/// calls of a journal just created (its files growing from nothing), then `FRESH_CALLS` on a
+/// journal warmed by 10,000 calls, interleaved.
+fn fresh_vs_warm(rt: &tokio::runtime::Runtime, dir: &std::path::Path) {
+    let warm = Engine::new(SqliteStore::open(dir.join("warm.db")).unwrap());
+    timed_calls(rt, &warm, 10_000);
+    let rounds: Vec<(f64, f64)> = (0..ROUNDS)
+        .map(|i| {
+            let path = dir.join(format!("fresh-{i}.db"));
+            let fresh = Engine::new(SqliteStore::open(&path).unwrap());
+            let f = timed_calls(rt, &fresh, FRESH_CALLS);
+            drop(fresh);
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+            }
+            (f, timed_calls(rt, &warm, FRESH_CALLS))
+        })
+        .collect();
+    let fresh = median(rounds.iter().map(|r| r.0).collect());
+    let warm = median(rounds.iter().map(|r| r.1).collect());
+    let ratio = median(rounds.iter().map(|r| r.0 / r.1).collect());
+    println!(
+        "\n| SQLite FULL | fresh: first {FRESH_CALLS} calls | warm: {FRESH_CALLS} calls | fresh ÷ warm (target ≤ 1.2) |"
+    );
+    println!("|---|---|---|---|");
+    let mark = if ratio <= 1.2 { "✓" } else { "✗" };
+    println!("| per call | {} | {} | {ratio:.2} {mark} |", us(fresh), us(warm));
+    println!("\n(medians of {ROUNDS} interleaved rounds; the ratio is the median of its per-round ratios)");
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; a filter argument is not supported, everything runs.
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -544,8 +596,12 @@ fn main() {
         .build()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    // `EFFECT_TOOL_BENCH_ONLY=sqlite` or `=postgres` runs one backend.
+    // `EFFECT_TOOL_BENCH_ONLY=sqlite` or `=postgres` runs one backend; `=fresh` the fresh journal.
     let only = std::env::var("EFFECT_TOOL_BENCH_ONLY").unwrap_or_default();
+    if only == "fresh" {
+        fresh_vs_warm(&rt, dir.path());
+        return;
+    }
     let mut all = Vec::new();
     if only.is_empty() || only == "sqlite" {
         all.push(sqlite(&rt, dir.path(), Synchronous::Full));
