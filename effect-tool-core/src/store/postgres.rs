@@ -44,7 +44,9 @@
 //!   waits for its WAL flush (the server's `synchronous_commit`), except the claim of an
 //!   idempotent tool ([`Op::needs_flush`]): its statement sets `synchronous_commit = off` for
 //!   its own transaction (`set_config(…, true)`, `SET LOCAL` as a function, so the claim stays
-//!   one round trip; a group commit of only such claims does the same). Committed, it is seen by
+//!   one round trip; a group commit of only such claims does the same). That is the claim
+//!   fast path (a new key); a claim that takes over a record goes the read-then-write path
+//!   and waits for its flush, as every other write. Committed, it is seen by
 //!   every worker at once; a crash of the server before the WAL writer flushes it (within
 //!   three times `wal_writer_delay`, 600 ms by default) may lose it. That is safe: a lost
 //!   claim only means the call runs again with the same key, which an idempotent tool allows,
