@@ -167,11 +167,19 @@ enum IdempotentTarget {
 }
 
 impl IdempotentTarget {
-    /// The baseline of round `r`, and the target ratio if there is one.
-    fn base(self, r: &[f64]) -> (f64, Option<f64>) {
+    /// The baseline of round `r`.
+    fn base(self, r: &[f64]) -> f64 {
         match self {
-            IdempotentTarget::OneCommit(t) => (r[0], t),
-            IdempotentTarget::CommitAndSelect(t) => (r[0] + r[1], Some(t)),
+            IdempotentTarget::OneCommit(_) => r[0],
+            IdempotentTarget::CommitAndSelect(_) => r[0] + r[1],
+        }
+    }
+
+    /// The most an idempotent new call may cost, in baselines (`None`: no target).
+    fn limit(self) -> Option<f64> {
+        match self {
+            IdempotentTarget::OneCommit(t) => t,
+            IdempotentTarget::CommitAndSelect(t) => Some(t),
         }
     }
 
@@ -195,33 +203,35 @@ impl Figures {
     }
 }
 
+/// `n` sequential new calls of `tool` (each with a new input) through `engine`: their time.
+fn new_calls<T: Tool<Args = RefundArgs>>(
+    rt: &tokio::runtime::Runtime,
+    engine: &Engine,
+    tool: &T,
+    run: &RunContext,
+    n: u64,
+) -> Duration {
+    rt.block_on(async {
+        let start = Instant::now();
+        for _ in 0..n {
+            let i = NEXT.fetch_add(1, Ordering::Relaxed);
+            if engine.call(tool, run, CallOptions::default(), input(i)).await.is_err() {
+                panic!("a new call of {} failed", T::NAME);
+            }
+        }
+        start.elapsed()
+    })
+}
+
 /// The engine measurements over `store`: a new call with one caller, with 64, a replay, a new
 /// call of the irreversible tool.
 fn engine_ops<'a>(rt: &'a tokio::runtime::Runtime, store: Arc<dyn Store>) -> Vec<Op<'a>> {
     let engine = Engine::new(store);
     let run = RunContext::new("bench");
     let (e1, r1) = (engine.clone(), run.clone());
-    let sequential: Op<'a> = Box::new(move |n| {
-        rt.block_on(async {
-            let start = Instant::now();
-            for _ in 0..n {
-                let i = NEXT.fetch_add(1, Ordering::Relaxed);
-                e1.call(&Refund, &r1, CallOptions::default(), input(i)).await.unwrap();
-            }
-            start.elapsed()
-        })
-    });
+    let sequential: Op<'a> = Box::new(move |n| new_calls(rt, &e1, &Refund, &r1, n));
     let (e3, r3) = (engine.clone(), run.clone());
-    let irreversible: Op<'a> = Box::new(move |n| {
-        rt.block_on(async {
-            let start = Instant::now();
-            for _ in 0..n {
-                let i = NEXT.fetch_add(1, Ordering::Relaxed);
-                e3.call(&Charge, &r3, CallOptions::default(), input(i)).await.unwrap();
-            }
-            start.elapsed()
-        })
-    });
+    let irreversible: Op<'a> = Box::new(move |n| new_calls(rt, &e3, &Charge, &r3, n));
     let (e2, r2) = (engine.clone(), run.clone());
     let concurrent: Op<'a> = Box::new(move |n| {
         rt.block_on(async {
@@ -522,8 +532,8 @@ fn print_by_class(all: &[Figures], in_memory_irreversible: f64) {
     );
     println!("|---|---|---|---|---|");
     for f in all {
-        let idem = f.ratio(|r| r[2] / f.target.base(r).0);
-        let idem_target = match f.target.base(&f.rounds[0]).1 {
+        let idem = f.ratio(|r| r[2] / f.target.base(r));
+        let idem_target = match f.target.limit() {
             Some(t) => format!("≤ {t} {}", mark(idem <= t)),
             None => "none".to_owned(),
         };
@@ -543,20 +553,9 @@ fn print_by_class(all: &[Figures], in_memory_irreversible: f64) {
 /// Calls in a fresh journal's first stretch, and in each warm sample.
 const FRESH_CALLS: u64 = 2_000;
 
-/// `n` sequential new calls through `engine`: the time per call.
+/// `n` sequential new calls through `engine`: the time per call (seconds).
 fn timed_calls(rt: &tokio::runtime::Runtime, engine: &Engine, n: u64) -> f64 {
-    let run = RunContext::new("bench-fresh");
-    rt.block_on(async {
-        let start = Instant::now();
-        for _ in 0..n {
-            let i = NEXT.fetch_add(1, Ordering::Relaxed);
-            engine
-                .call(&Refund, &run, CallOptions::default(), input(i))
-                .await
-                .unwrap();
-        }
-        start.elapsed().as_secs_f64() / n as f64
-    })
+    new_calls(rt, engine, &Refund, &RunContext::new("bench-fresh"), n).as_secs_f64() / n as f64
 }
 
 /// A fresh journal against a warm one (SQLite FULL): per round, the first `FRESH_CALLS` new
