@@ -8,12 +8,19 @@
 //!   execute a no-op, record), one caller;
 //! - `new call, 64 callers`: the same with 64 concurrent callers (time per call, amortized);
 //! - `replay`: a call whose result is recorded;
+//! - `irreversible new call`: one new call of an irreversible tool (same input, same no-op),
+//!   one caller: its claim is flushed before the tool runs, as the idempotent one's is not;
 //! - `journal SQL alone`: the statements the journal runs for a new call (the lookup on
 //!   SQLite, the claim's INSERT, the record's UPDATE) on the baseline's plain connection, with
 //!   no engine: what a new call costs in the database itself, whoever sends it.
 //!
-//! Targets: sequential ≤ 1.2 × two raw commits; 64 callers ≥ 4 × the sequential throughput;
-//! replay ≤ 2 × a raw point SELECT.
+//! Targets: an idempotent new call (sequential) ≤ 1.3 × one raw commit on SQLite FULL, ≤ 1.2 ×
+//! one raw commit plus one raw point SELECT on PostgreSQL (its claim needs no flush of its own);
+//! an irreversible new call ≤ 1.2 × two raw commits; 64 callers ≥ 4 × the sequential
+//! throughput; replay ≤ 2 × a raw point SELECT.
+//!
+//! `EFFECT_TOOL_BENCH_ONLY=fresh` measures instead the first 2,000 new calls of a new SQLite
+//! journal (FULL) against 2,000 on a warm one, interleaved (target: fresh ≤ 1.2 × warm).
 //!
 //! Run: `cargo bench --bench store` (SQLite), and with PostgreSQL:
 //! `eval "$(.ci/postgres.sh start)" && cargo bench --features postgres --bench store`.
@@ -55,6 +62,21 @@ impl Tool for Refund {
     type Error = ToolError;
     const NAME: &'static str = "issue_refund";
     const CLASS: EffectClass = EffectClass::Idempotent;
+
+    async fn call(&self, _ctx: &EffectCtx, args: RefundArgs) -> Result<u64, ToolError> {
+        Ok(args.amount_cents)
+    }
+}
+
+/// The same tool, irreversible: its claim must be on disk before it runs.
+struct Charge;
+
+impl Tool for Charge {
+    type Args = RefundArgs;
+    type Output = u64;
+    type Error = ToolError;
+    const NAME: &'static str = "charge_card";
+    const CLASS: EffectClass = EffectClass::Irreversible;
 
     async fn call(&self, _ctx: &EffectCtx, args: RefundArgs) -> Result<u64, ToolError> {
         Ok(args.amount_cents)
@@ -127,9 +149,46 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 struct Figures {
     backend: String,
-    /// Per round: raw commit, raw select, sequential, 64 callers, replay, the journal's SQL alone
-    /// (seconds per op).
+    /// What an idempotent new call is held to on this backend.
+    target: IdempotentTarget,
+    /// Per round: raw commit, raw select, sequential, 64 callers, replay, irreversible
+    /// sequential, the journal's SQL alone (seconds per op).
     rounds: Vec<Vec<f64>>,
+}
+
+/// What an idempotent new call (whose claim needs no flush) is compared with.
+#[derive(Clone, Copy)]
+enum IdempotentTarget {
+    /// ≤ this × one raw commit (SQLite FULL: the record's commit is the one fsync).
+    OneCommit(Option<f64>),
+    /// ≤ this × one raw commit plus one raw point select (PostgreSQL: the claim is a round
+    /// trip that does not wait for the disk).
+    CommitAndSelect(f64),
+}
+
+impl IdempotentTarget {
+    /// The baseline of round `r`.
+    fn base(self, r: &[f64]) -> f64 {
+        match self {
+            IdempotentTarget::OneCommit(_) => r[0],
+            IdempotentTarget::CommitAndSelect(_) => r[0] + r[1],
+        }
+    }
+
+    /// The most an idempotent new call may cost, in baselines (`None`: no target).
+    fn limit(self) -> Option<f64> {
+        match self {
+            IdempotentTarget::OneCommit(t) => t,
+            IdempotentTarget::CommitAndSelect(t) => Some(t),
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            IdempotentTarget::OneCommit(_) => "1 raw commit",
+            IdempotentTarget::CommitAndSelect(_) => "1 raw commit + 1 raw select",
+        }
+    }
 }
 
 impl Figures {
@@ -144,21 +203,35 @@ impl Figures {
     }
 }
 
-/// The three engine measurements over `store`: a new call with one caller, with 64, a replay.
+/// `n` sequential new calls of `tool` (each with a new input) through `engine`: their time.
+fn new_calls<T: Tool<Args = RefundArgs>>(
+    rt: &tokio::runtime::Runtime,
+    engine: &Engine,
+    tool: &T,
+    run: &RunContext,
+    n: u64,
+) -> Duration {
+    rt.block_on(async {
+        let start = Instant::now();
+        for _ in 0..n {
+            let i = NEXT.fetch_add(1, Ordering::Relaxed);
+            if engine.call(tool, run, CallOptions::default(), input(i)).await.is_err() {
+                panic!("a new call of {} failed", T::NAME);
+            }
+        }
+        start.elapsed()
+    })
+}
+
+/// The engine measurements over `store`: a new call with one caller, with 64, a replay, a new
+/// call of the irreversible tool.
 fn engine_ops<'a>(rt: &'a tokio::runtime::Runtime, store: Arc<dyn Store>) -> Vec<Op<'a>> {
     let engine = Engine::new(store);
     let run = RunContext::new("bench");
     let (e1, r1) = (engine.clone(), run.clone());
-    let sequential: Op<'a> = Box::new(move |n| {
-        rt.block_on(async {
-            let start = Instant::now();
-            for _ in 0..n {
-                let i = NEXT.fetch_add(1, Ordering::Relaxed);
-                e1.call(&Refund, &r1, CallOptions::default(), input(i)).await.unwrap();
-            }
-            start.elapsed()
-        })
-    });
+    let sequential: Op<'a> = Box::new(move |n| new_calls(rt, &e1, &Refund, &r1, n));
+    let (e3, r3) = (engine.clone(), run.clone());
+    let irreversible: Op<'a> = Box::new(move |n| new_calls(rt, &e3, &Charge, &r3, n));
     let (e2, r2) = (engine.clone(), run.clone());
     let concurrent: Op<'a> = Box::new(move |n| {
         rt.block_on(async {
@@ -200,7 +273,7 @@ fn engine_ops<'a>(rt: &'a tokio::runtime::Runtime, store: Arc<dyn Store>) -> Vec
             start.elapsed()
         })
     });
-    vec![sequential, concurrent, replay]
+    vec![sequential, concurrent, replay, irreversible]
 }
 
 fn synchronous_sql(synchronous: Synchronous) -> &'static str {
@@ -317,8 +390,13 @@ fn sqlite(rt: &tokio::runtime::Runtime, dir: &std::path::Path, synchronous: Sync
     let mut ops = vec![raw_commit, raw_select];
     ops.extend(engine_ops(rt, Arc::new(store)));
     ops.push(journal_sql);
+    let target = match synchronous {
+        Synchronous::Full => IdempotentTarget::OneCommit(Some(1.3)),
+        Synchronous::Normal => IdempotentTarget::OneCommit(None),
+    };
     Figures {
         backend: format!("SQLite, synchronous = {}", format!("{synchronous:?}").to_uppercase()),
+        target,
         rounds: measure_interleaved(&mut ops, ROUNDS),
     }
 }
@@ -429,6 +507,7 @@ fn postgres(rt: &tokio::runtime::Runtime) -> Option<Figures> {
     ops.push(journal_sql);
     Some(Figures {
         backend: "PostgreSQL 15, loopback TCP".to_owned(),
+        target: IdempotentTarget::CommitAndSelect(1.2),
         rounds: measure_interleaved(&mut ops, ROUNDS),
     })
 }
@@ -443,6 +522,72 @@ fn us(secs: f64) -> String {
     format!("{:.1} µs", secs * 1e6)
 }
 
+/// The table of durability by class: an idempotent new call (its claim unflushed) against its
+/// baseline, an irreversible one (its claim flushed) against two raw commits.
+fn print_by_class(all: &[Figures], in_memory_irreversible: f64) {
+    let mark = |ok: bool| if ok { "✓" } else { "✗" };
+    println!("\nDurability by class, in the same rounds:\n");
+    println!(
+        "| backend | idempotent new call | ÷ its baseline (target) | irreversible new call | ÷ 2 raw commits (target ≤ 1.2) |"
+    );
+    println!("|---|---|---|---|---|");
+    for f in all {
+        let idem = f.ratio(|r| r[2] / f.target.base(r));
+        let idem_target = match f.target.limit() {
+            Some(t) => format!("≤ {t} {}", mark(idem <= t)),
+            None => "none".to_owned(),
+        };
+        let irr = f.ratio(|r| r[5] / (2.0 * r[0]));
+        println!(
+            "| {} | {} | {idem:.2} ÷ {} ({idem_target}) | {} | {irr:.2} {} |",
+            f.backend,
+            us(f.col(2)),
+            f.target.label(),
+            us(f.col(5)),
+            mark(irr <= 1.2),
+        );
+    }
+    println!("| in-memory store | — | — | {} | — |", us(in_memory_irreversible));
+}
+
+/// Calls in a fresh journal's first stretch, and in each warm sample.
+const FRESH_CALLS: u64 = 2_000;
+
+/// `n` sequential new calls through `engine`: the time per call (seconds).
+fn timed_calls(rt: &tokio::runtime::Runtime, engine: &Engine, n: u64) -> f64 {
+    new_calls(rt, engine, &Refund, &RunContext::new("bench-fresh"), n).as_secs_f64() / n as f64
+}
+
+/// A fresh journal against a warm one (SQLite FULL): per round, the first `FRESH_CALLS` new
+/// calls of a journal just created (its files growing from nothing), then `FRESH_CALLS` on a
+/// journal warmed by 10,000 calls, interleaved.
+fn fresh_vs_warm(rt: &tokio::runtime::Runtime, dir: &std::path::Path) {
+    let warm = Engine::new(SqliteStore::open(dir.join("warm.db")).unwrap());
+    timed_calls(rt, &warm, 10_000);
+    let rounds: Vec<(f64, f64)> = (0..ROUNDS)
+        .map(|i| {
+            let path = dir.join(format!("fresh-{i}.db"));
+            let fresh = Engine::new(SqliteStore::open(&path).unwrap());
+            let f = timed_calls(rt, &fresh, FRESH_CALLS);
+            drop(fresh);
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+            }
+            (f, timed_calls(rt, &warm, FRESH_CALLS))
+        })
+        .collect();
+    let fresh = median(rounds.iter().map(|r| r.0).collect());
+    let warm = median(rounds.iter().map(|r| r.1).collect());
+    let ratio = median(rounds.iter().map(|r| r.0 / r.1).collect());
+    println!(
+        "\n| SQLite FULL | fresh: first {FRESH_CALLS} calls | warm: {FRESH_CALLS} calls | fresh ÷ warm (target ≤ 1.2) |"
+    );
+    println!("|---|---|---|---|");
+    let mark = if ratio <= 1.2 { "✓" } else { "✗" };
+    println!("| per call | {} | {} | {ratio:.2} {mark} |", us(fresh), us(warm));
+    println!("\n(medians of {ROUNDS} interleaved rounds; the ratio is the median of its per-round ratios)");
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; a filter argument is not supported, everything runs.
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -450,8 +595,12 @@ fn main() {
         .build()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    // `EFFECT_TOOL_BENCH_ONLY=sqlite` or `=postgres` runs one backend.
+    // `EFFECT_TOOL_BENCH_ONLY=sqlite` or `=postgres` runs one backend; `=fresh` the fresh journal.
     let only = std::env::var("EFFECT_TOOL_BENCH_ONLY").unwrap_or_default();
+    if only == "fresh" {
+        fresh_vs_warm(&rt, dir.path());
+        return;
+    }
     let mut all = Vec::new();
     if only.is_empty() || only == "sqlite" {
         all.push(sqlite(&rt, dir.path(), Synchronous::Full));
@@ -466,7 +615,7 @@ fn main() {
         measure_interleaved(&mut ops, ROUNDS)
     };
     println!(
-        "\n| backend | raw insert commit | raw point select | new call, sequential | ÷ 2 raw commits (target ≤ 1.2) | new call, 64 callers (per call) | speed-up (target ≥ 4) | replay | ÷ raw select (target ≤ 2) |"
+        "\n| backend | raw insert commit | raw point select | new call, sequential | ÷ 2 raw commits | new call, 64 callers (per call) | speed-up (target ≥ 4) | replay | ÷ raw select (target ≤ 2) |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     for f in &all {
@@ -475,13 +624,12 @@ fn main() {
         let replay_ratio = f.ratio(|r| r[4] / r[1]);
         let mark = |ok: bool| if ok { "✓" } else { "✗" };
         println!(
-            "| {} | {} | {} | {} | {:.2} {} | {} | {:.1}× {} | {} | {:.2} {} |",
+            "| {} | {} | {} | {} | {:.2} | {} | {:.1}× {} | {} | {:.2} {} |",
             f.backend,
             us(f.col(0)),
             us(f.col(1)),
             us(f.col(2)),
             seq_ratio,
-            mark(seq_ratio <= 1.2),
             us(f.col(3)),
             speedup,
             mark(speedup >= 4.0),
@@ -499,6 +647,7 @@ fn main() {
         us(col(2))
     );
     println!("{engine_row}");
+    print_by_class(&all, col(3));
     println!(
         "\nWhere a new call's time goes: the journal's own SQL for it (lookup on SQLite, claim, record) sent by hand \
          on a plain connection, no engine, in the same rounds:\n"
@@ -511,9 +660,9 @@ fn main() {
         println!(
             "| {} | {} | {:.2} | {:.2} |",
             f.backend,
-            us(f.col(5)),
-            f.ratio(|r| r[5] / (2.0 * r[0])),
-            f.ratio(|r| r[2] / r[5]),
+            us(f.col(6)),
+            f.ratio(|r| r[6] / (2.0 * r[0])),
+            f.ratio(|r| r[2] / r[6]),
         );
     }
     println!("\n(medians of {ROUNDS} interleaved rounds; each ratio is the median of its per-round ratios)");

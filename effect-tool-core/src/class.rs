@@ -32,6 +32,22 @@ impl EffectClass {
         EffectClass::Irreversible,
     ];
 
+    /// Whether a claim of this class must be on disk before the tool runs.
+    ///
+    /// `false` for [`EffectClass::Idempotent`] (and [`EffectClass::Pure`], which is journaled
+    /// only when asked): a claim lost in a power failure only means the call runs again with the
+    /// same key, which the class allows, and the record's own flush, later in the same
+    /// write-ahead log, makes the claim durable with it. `true` for [`EffectClass::Compensable`]
+    /// and [`EffectClass::Irreversible`]: their claim is the evidence that the effect may have
+    /// happened, which must survive to make the next attempt reconcile instead of acting again.
+    /// Stores read it through [`crate::record::Op::needs_flush`].
+    pub const fn claim_needs_flush(self) -> bool {
+        match self {
+            EffectClass::Pure | EffectClass::Idempotent => false,
+            EffectClass::Compensable | EffectClass::Irreversible => true,
+        }
+    }
+
     /// The name used in declarations, records and manifests (`"pure"`, `"idempotent"`, ...).
     pub const fn as_str(self) -> &'static str {
         match self {

@@ -17,6 +17,9 @@
 //! SIGKILLed between the effect (written to a ledger file) and its record, and the restarted
 //! call must reconcile, re-run with the same idempotency key, or stop with
 //! [`SideEffectRetryBlocked`](crate::SideEffectRetryBlocked), never run a silent second effect.
+//! The idempotent tool's claim is committed without a flush of its own
+//! ([`Op::needs_flush`](crate::record::Op::needs_flush)): the idempotent case shows that it
+//! survives the SIGKILL all the same (the restarted call takes it over as attempt 2).
 //!
 //! Child processes are the test binary itself, re-run with `--ignored --exact
 //! <module>::child_process` and the job in environment variables.
@@ -697,6 +700,10 @@ pub mod crash {
                 assert_eq!(disposition, Disposition::Executed);
                 // It ran again, with the same idempotency key, and the remote system deduped.
                 assert_eq!(ledger_lines(&files.exec_log), vec![key.clone(), key.clone()]);
+                // Over the dead process's claim, committed without a flush of its own
+                // (`Op::needs_flush`): it survived the SIGKILL, so the re-run took it over.
+                let rec = store.get(&key).await.unwrap().unwrap();
+                assert_eq!(rec.attempt, 2, "the re-run took the surviving claim over: {rec:?}");
             }
             Variant::Irreversible => {
                 let blocked = result.as_ref().err().and_then(|e| e.as_blocked()).cloned();

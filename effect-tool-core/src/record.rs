@@ -396,6 +396,19 @@ pub enum Op {
 }
 
 impl Op {
+    /// Whether the commit that applies this operation must be flushed to disk before its caller
+    /// is answered. Every operation but a claim whose class lets it be lost
+    /// ([`EffectClass::claim_needs_flush`]): a store may commit such a claim without a flush of
+    /// its own (SQLite `synchronous = NORMAL` for that transaction, PostgreSQL
+    /// `synchronous_commit = off`), since the holder's next write (its record) is flushed and
+    /// covers it. Flushing more is always allowed.
+    pub fn needs_flush(&self) -> bool {
+        match self {
+            Op::Claim { intent, .. } => intent.class.claim_needs_flush(),
+            _ => true,
+        }
+    }
+
     /// The operation's name, for logs and errors.
     pub fn name(&self) -> &'static str {
         match self {

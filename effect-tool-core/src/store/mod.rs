@@ -4,6 +4,19 @@
 //! same for all of them, run inside the backend's atomic section by [`Store::apply`]. The
 //! conformance suite (`effect_tool_core::conformance`, feature `testing`) checks every backend
 //! against the same lifecycle.
+//!
+//! # Durability follows the class
+//!
+//! Every operation is committed (visible to every process sharing the journal) before its
+//! caller is answered. What must also be *flushed* (on disk, surviving a power loss) before
+//! the answer is said by [`Op::needs_flush`]: everything but the claim of an idempotent tool
+//! ([`crate::EffectClass::claim_needs_flush`]). Such a claim may reach the disk with the
+//! holder's record, whose flush covers it in a backend whose log is written in commit order
+//! (SQLite's WAL, PostgreSQL's WAL); a claim lost in a power failure only means the call runs
+//! again with the same key, which the class allows. Compensable and irreversible claims are
+//! flushed before the tool runs: they are the evidence that makes a later attempt reconcile
+//! instead of acting twice. A backend may always flush more. The SQLite and PostgreSQL
+//! modules say how each does it.
 
 use async_trait::async_trait;
 use serde_json::Value;

@@ -40,6 +40,22 @@
 //!   concurrent callers then share round trips and WAL flushes instead of queueing for pooled
 //!   connections. A row the server refuses rolls its statement back, and the others of that
 //!   statement are then written alone.
+//! - **Durable, as the class asks.** Every write commits before its caller is answered, and
+//!   waits for its WAL flush (the server's `synchronous_commit`), except the claim of an
+//!   idempotent tool ([`Op::needs_flush`]): its statement sets `synchronous_commit = off` for
+//!   its own transaction (`set_config(…, true)`, `SET LOCAL` as a function, so the claim stays
+//!   one round trip; a group commit of only such claims does the same). That is the claim
+//!   fast path (a new key); a claim that takes over a record goes the read-then-write path
+//!   and waits for its flush, as every other write. Committed, it is seen by
+//!   every worker at once; a crash of the server before the WAL writer flushes it (within
+//!   three times `wal_writer_delay`, 600 ms by default) may lose it. That is safe: a lost
+//!   claim only means the call runs again with the same key, which an idempotent tool allows,
+//!   and it cannot be lost while a later write survives: PostgreSQL's WAL is one ordered log,
+//!   and the record's commit (synchronous) flushes the WAL up to its own commit record, which
+//!   comes after the claim's (the record updates the row the claim inserted). Recovery replays
+//!   a prefix of the log. Compensable and irreversible claims, records, and a person's
+//!   decisions wait for the flush as before. A worker's own death (SIGKILL) loses nothing the
+//!   server has committed.
 //! - **Leases on the database's clock.** Reads return `clock_timestamp()`, which is the `now`
 //!   given to the state machine for writes based on that read; [`Store::now`] is the local clock
 //!   corrected by the offset to the database's clock measured on every read (so fast-path writes
@@ -300,7 +316,11 @@ const GC_CHUNK: i64 = 10_000;
 /// The statements, with the schema filled in.
 struct Sql {
     claim_fast: String,
+    /// [`Sql::claim_fast`] committed without waiting for its WAL flush (see [`UNFLUSHED`]).
+    claim_fast_unflushed: String,
     batch: String,
+    /// [`Sql::batch`] committed without waiting for its WAL flush.
+    batch_unflushed: String,
     read: String,
     insert: String,
     update: String,
@@ -309,6 +329,13 @@ struct Sql {
     append_audit: String,
     list_prefix: String,
 }
+
+/// Makes the statement's transaction commit without waiting for its WAL to reach the disk
+/// (`SET LOCAL synchronous_commit = off`, as a function inside the one statement, so that the
+/// claim stays one round trip): for claims that need no flush of their own
+/// ([`Op::needs_flush`]). The record written after such a claim commits as every other write,
+/// waiting for its WAL flush, which covers the claim's commit record before it.
+const UNFLUSHED: &str = "set_config('synchronous_commit', 'off', true)";
 
 const CLOCK: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 const COLS: &str = "key, version, tool, class, run_id, thread_id, call_id, fingerprint, input, state, attempt, \
@@ -327,13 +354,18 @@ fn select_cols(alias: &str) -> String {
 impl Sql {
     fn new(s: &str) -> Sql {
         let r = select_cols("r.");
-        Sql {
-            claim_fast: format!(
+        let claim_fast = |one: &str| {
+            format!(
                 "WITH ins AS (INSERT INTO {s}.records ({COLS}) VALUES ({VALUES}) ON CONFLICT (key) DO NOTHING RETURNING row_version)
                  SELECT {CLOCK} AS db_now, (SELECT row_version FROM ins) AS inserted, {r}
-                 FROM (SELECT 1) AS one LEFT JOIN {s}.records r ON r.key = $1"
-            ),
-            batch: batch::batch_sql(s, COLS, &r, CLOCK),
+                 FROM (SELECT {one}) AS one LEFT JOIN {s}.records r ON r.key = $1"
+            )
+        };
+        Sql {
+            claim_fast: claim_fast("1"),
+            claim_fast_unflushed: claim_fast(UNFLUSHED),
+            batch: batch::batch_sql(s, COLS, &r, CLOCK, None),
+            batch_unflushed: batch::batch_sql(s, COLS, &r, CLOCK, Some(UNFLUSHED)),
             read: format!("SELECT {CLOCK} AS db_now, {r} FROM (SELECT 1) AS one LEFT JOIN {s}.records r ON r.key = $1"),
             insert: format!(
                 "INSERT INTO {s}.records ({COLS}) VALUES ({VALUES}) ON CONFLICT (key) DO NOTHING RETURNING row_version"
@@ -736,8 +768,13 @@ impl PostgresStore {
         let (db_now, inserted, before) = match self.shared.batcher.alone() {
             Some(_alone) => {
                 let client = self.client().await?;
+                let sql = if op.needs_flush() {
+                    &self.shared.sql.claim_fast
+                } else {
+                    &self.shared.sql.claim_fast_unflushed
+                };
                 let (row, sent) = bounded!(self, client, async {
-                    let st = client.prepare_cached(&self.shared.sql.claim_fast).await.map_err(pg)?;
+                    let st = client.prepare_cached(sql).await.map_err(pg)?;
                     let p = RecordParams::new(fresh);
                     let sent = now_millis();
                     Ok((client.query_one(&st, &p.refs()).await.map_err(pg)?, sent))

@@ -15,11 +15,36 @@
 //!   (SQLite's write lock): read the record, run [`crate::record::transition`], write it back,
 //!   append the audit entry, commit. A database locked by another process is waited on for
 //!   [`SqliteOptions::busy_timeout`], then reported as an error that says so.
-//! - **Durable.** WAL journal, `synchronous = FULL` by default: a call that returned has its
-//!   record on disk, even if the machine loses power right after. [`Synchronous::Normal`] is
-//!   faster but a power loss (not a process crash) may roll back the last commits: a claim or a
-//!   recorded result written just before the power went out may be lost, and the next call
-//!   then runs the effect again (idempotent tools with the same key; compensable and
+//! - **Durable, as the class asks.** WAL journal, `synchronous = FULL` by default: a call that
+//!   returned has its record on disk, even if the machine loses power right after. Per class,
+//!   under `FULL`:
+//!
+//!   | write | committed | on disk |
+//!   |---|---|---|
+//!   | claim of a compensable or irreversible tool | before the tool runs | before the tool runs (fsync of the WAL) |
+//!   | claim of an idempotent tool | before the tool runs | with the next fsync of the WAL: its record's |
+//!   | record (output, release, in doubt), a person's decision | before the call returns | before the call returns |
+//!
+//!   An idempotent claim is committed in a transaction of its own (or in a group commit of
+//!   claims that need no flush either) under `synchronous = NORMAL`, set on the write connection
+//!   between transactions ([`Op::needs_flush`]). Committed means in the WAL file, through the
+//!   operating system: every process sees it and it survives the death of the process (a
+//!   SIGKILL; tested by the crash cases), but not necessarily a power loss. Why that is safe:
+//!   (1) a claim lost with the power only means the call runs again with the same key, which is
+//!   what an idempotent tool allows (the same as a crash before the claim); (2) it cannot be
+//!   lost while a later write survives: the WAL is one file appended in commit order, an fsync
+//!   of it (the record's commit, or any other flushed commit after the claim's) writes every
+//!   frame before it, and after a power loss SQLite keeps only the longest prefix of the WAL
+//!   whose frames' running checksums hold, so what survives is always a prefix of the commits.
+//!   A record is never kept without its claim, and a flushed claim or record of another tool is
+//!   never lost because an idempotent claim before it was not flushed. `NORMAL`, not `OFF`: a
+//!   checkpoint run inside such a commit still syncs before the WAL is reused, so nothing
+//!   already on disk is lost with it.
+//!
+//!   [`Synchronous::Normal`] as the store's setting makes every commit like that idempotent
+//!   claim: faster, but a power loss (not a process crash) may roll back the last commits: a
+//!   claim or a recorded result written just before the power went out may be lost, and the
+//!   next call then runs the effect again (idempotent tools with the same key; compensable and
 //!   irreversible tools are only protected by their `recover` hook). Use it where that is
 //!   acceptable.
 //! - **Group commit, led by the callers.** rusqlite is blocking, and handing each write to a
@@ -193,11 +218,12 @@ impl SqliteStore {
         for _ in 0..options.read_connections.max(1) {
             readers.push(open_connection(&path, &options, false)?);
         }
+        let synchronous = options.synchronous;
         Ok(SqliteStore {
             shared: Arc::new(Shared {
                 path,
                 options,
-                writer: Mutex::new(writer::Writer::new(writer)),
+                writer: Mutex::new(writer::Writer::new(writer, synchronous)),
                 checkpoint,
                 readers: Mutex::new(readers),
             }),

@@ -63,6 +63,15 @@ impl Work {
             Work::Insert(rec) | Work::Update { rec, .. } => &rec.key,
         }
     }
+
+    /// Whether its commit must wait for the WAL flush: every write but the claim of a class
+    /// that needs none ([`crate::class::EffectClass::claim_needs_flush`]).
+    fn needs_flush(&self) -> bool {
+        match self {
+            Work::Insert(rec) => rec.class.claim_needs_flush(),
+            Work::Update { .. } => true,
+        }
+    }
 }
 
 /// What a batch answers one item.
@@ -182,8 +191,13 @@ impl PostgresStore {
         let columns = Columns::new(sent.iter().map(|(work, _)| work));
         let result = async {
             let client = self.client().await?;
+            let sql = if sent.iter().any(|(work, _)| work.needs_flush()) {
+                &self.shared.sql.batch
+            } else {
+                &self.shared.sql.batch_unflushed
+            };
             bounded!(self, client, async {
-                let st = client.prepare_cached(&self.shared.sql.batch).await.map_err(pg)?;
+                let st = client.prepare_cached(sql).await.map_err(pg)?;
                 let at = now_millis();
                 let rows = client.query(&st, &columns.refs()).await;
                 Ok::<_, StoreError>((at, rows))
@@ -397,7 +411,9 @@ const ARRAY_TYPES: [&str; 27] = [
 /// for each row updated, its item's `ord` and new row version. No join on the items' keys
 /// (those of common table expressions have no index, and the planner, which expects ten items,
 /// would compare every pair).
-pub(super) fn batch_sql(s: &str, cols: &str, r: &str, clock: &str) -> String {
+/// The batch statement. With `unflushed` (a setting function, see `postgres::UNFLUSHED`), it is
+/// called on each item, so its transaction commits without waiting for the WAL flush.
+pub(super) fn batch_sql(s: &str, cols: &str, r: &str, clock: &str, unflushed: Option<&str>) -> String {
     let names: Vec<&str> = cols.split(", ").collect();
     debug_assert_eq!(names.len() + 6, ARRAY_TYPES.len());
     let value = |c: &str| match c {
@@ -414,7 +430,7 @@ pub(super) fn batch_sql(s: &str, cols: &str, r: &str, clock: &str) -> String {
     format!(
         "WITH u AS (
            SELECT * FROM unnest({params})
-           WITH ORDINALITY AS u({cols}, old_row_version, old_attempt, audit_at, actor, action, detail, ord)),
+           WITH ORDINALITY AS u({cols}, old_row_version, old_attempt, audit_at, actor, action, detail, ord){filter}),
          ins AS (
            INSERT INTO {s}.records ({cols})
            SELECT {values} FROM u WHERE old_row_version IS NULL ORDER BY ord
@@ -438,6 +454,7 @@ pub(super) fn batch_sql(s: &str, cols: &str, r: &str, clock: &str) -> String {
         params = params.join(", "),
         values = values.join(", "),
         set = set.join(", "),
-        nulls = vec!["NULL"; names.len() + 1].join(", ")
+        nulls = vec!["NULL"; names.len() + 1].join(", "),
+        filter = unflushed.map_or_else(String::new, |f| format!(" WHERE {f} IS NOT NULL")),
     )
 }

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::oneshot;
 
-use super::{Held, Shared, apply_in_tx, fault_advice, gc_in_tx, is_busy};
+use super::{Held, Shared, Synchronous, apply_in_tx, fault_advice, gc_in_tx, is_busy};
 use crate::error::StoreError;
 use crate::record::{Millis, Op, OpOutcome};
 
@@ -49,15 +49,18 @@ pub(super) struct Writer {
 struct WriteConn {
     conn: Connection,
     held: Held,
+    /// The `synchronous` level the connection is set to now (see [`batch_level`]).
+    synchronous: Synchronous,
 }
 
 impl Writer {
     /// The write side of a freshly opened journal.
-    pub(super) fn new(conn: Connection) -> Self {
+    pub(super) fn new(conn: Connection, synchronous: Synchronous) -> Self {
         Writer {
             conn: Some(WriteConn {
                 conn,
                 held: Held::default(),
+                synchronous,
             }),
             leading: false,
             queue: VecDeque::new(),
@@ -84,6 +87,14 @@ pub(super) enum Answer {
 impl Work {
     fn is_gc(&self) -> bool {
         matches!(self, Work::Gc { .. })
+    }
+
+    /// Whether its commit must be flushed before it is answered (see [`Op::needs_flush`]).
+    fn needs_flush(&self) -> bool {
+        match self {
+            Work::Apply { op, .. } => op.needs_flush(),
+            Work::Gc { .. } => true,
+        }
     }
 
     fn failed(&self, e: &rusqlite::Error, shared: &Shared) -> Answer {
@@ -402,7 +413,8 @@ fn apply_batch(conn: &mut WriteConn, batch: &[(Work, Reply)], wait: bool, shared
         return Some(batch.iter().map(|(work, _)| work.failed(&e, shared)).collect());
     }
     let works: Vec<&Work> = batch.iter().map(|(work, _)| work).collect();
-    match run_batch(conn, &works) {
+    let configured = shared.options.synchronous;
+    match run_batch(conn, &works, configured) {
         Ok(answers) => Some(answers),
         Err(e) if is_busy(&e) && !wait => None,
         Err(e) if works.len() > 1 && !is_busy(&e) => {
@@ -412,7 +424,7 @@ fn apply_batch(conn: &mut WriteConn, batch: &[(Work, Reply)], wait: bool, shared
             Some(
                 works
                     .iter()
-                    .map(|work| match run_batch(conn, std::slice::from_ref(work)) {
+                    .map(|work| match run_batch(conn, std::slice::from_ref(work), configured) {
                         Ok(mut a) => a.remove(0),
                         Err(e) => work.failed(&e, shared),
                     })
@@ -423,7 +435,35 @@ fn apply_batch(conn: &mut WriteConn, batch: &[(Work, Reply)], wait: bool, shared
     }
 }
 
-fn run_batch(conn: &mut WriteConn, batch: &[&Work]) -> rusqlite::Result<Vec<Answer>> {
+/// The `synchronous` level a batch commits with: the configured one, except that a batch made
+/// only of claims that need no flush of their own (idempotent ones, [`Op::needs_flush`]) commits
+/// under `NORMAL`, without an fsync. Such a claim reaches the disk with the WAL's next fsync (its
+/// record's commit, or any other flushed commit after it, since an fsync of the WAL covers every
+/// frame before it), and a power loss before then loses it and every commit after it, never a
+/// commit before it (SQLite recovers the WAL's longest valid prefix). `NORMAL`, not `OFF`:
+/// a checkpoint run inside such a commit still syncs the WAL and the database file before the
+/// WAL is reused, so the records already on disk stay there.
+fn batch_level(batch: &[&Work], configured: Synchronous) -> Synchronous {
+    if configured == Synchronous::Full && batch.iter().all(|work| !work.needs_flush()) {
+        Synchronous::Normal
+    } else {
+        configured
+    }
+}
+
+/// Set the connection to `level` if it is not already: a `PRAGMA`, outside any transaction
+/// (SQLite refuses to change it inside one), which in WAL mode applies from the next commit.
+fn set_level(conn: &mut WriteConn, level: Synchronous) -> rusqlite::Result<()> {
+    if conn.synchronous != level {
+        conn.conn
+            .execute_batch(&format!("PRAGMA synchronous = {};", level.pragma()))?;
+        conn.synchronous = level;
+    }
+    Ok(())
+}
+
+fn run_batch(conn: &mut WriteConn, batch: &[&Work], configured: Synchronous) -> rusqlite::Result<Vec<Answer>> {
+    set_level(conn, batch_level(batch, configured))?;
     let tx = conn.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut answers = Vec::with_capacity(batch.len());
     for work in batch {
@@ -504,6 +544,61 @@ mod tests {
         for key in ["kept", "dropped", "later"] {
             assert!(store.get(key).await.unwrap().is_some(), "{key} was applied");
         }
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The `synchronous` level the write connection commits its next batch with.
+    fn write_level(store: &SqliteStore) -> i64 {
+        let w = store.shared.lock_writer();
+        let conn = &w.conn.as_ref().expect("no leader at rest").conn;
+        conn.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap()
+    }
+
+    /// Durability follows the class: a batch of idempotent claims commits under `NORMAL` (no
+    /// fsync of its own); a record, or an irreversible claim, under the configured `FULL`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_claims_that_need_no_flush_commit_without_one() {
+        const NORMAL: i64 = 1;
+        const FULL: i64 = 2;
+        let (dir, store) = scratch_store("levels");
+        assert_eq!(write_level(&store), FULL, "opened as configured");
+        let idempotent = store.claim("idem", intent(), 60_000, false).await.unwrap();
+        assert!(matches!(idempotent, OpOutcome::Claimed { attempt: 1, .. }));
+        assert_eq!(write_level(&store), NORMAL, "an idempotent claim is not flushed");
+        store.complete("idem", 1, serde_json::json!(1)).await.unwrap();
+        assert_eq!(write_level(&store), FULL, "its record is");
+        let irreversible = Intent {
+            class: crate::EffectClass::Irreversible,
+            ..intent()
+        };
+        store.claim("irr", irreversible.clone(), 60_000, false).await.unwrap();
+        assert_eq!(write_level(&store), FULL, "an irreversible claim is flushed");
+
+        let mixed = [
+            Work::Apply {
+                key: "a".into(),
+                op: Op::Claim {
+                    intent: intent(),
+                    lease_ms: 1,
+                    takeover_in_doubt: false,
+                },
+            },
+            Work::Apply {
+                key: "b".into(),
+                op: Op::Claim {
+                    intent: irreversible,
+                    lease_ms: 1,
+                    takeover_in_doubt: false,
+                },
+            },
+            Work::Gc { now: 0 },
+        ];
+        let level = |works: &[Work], configured| batch_level(&works.iter().collect::<Vec<_>>(), configured);
+        assert_eq!(level(&mixed[..1], Synchronous::Full), Synchronous::Normal);
+        assert_eq!(level(&mixed[..2], Synchronous::Full), Synchronous::Full);
+        assert_eq!(level(&mixed[2..], Synchronous::Full), Synchronous::Full);
+        assert_eq!(level(&mixed[..1], Synchronous::Normal), Synchronous::Normal);
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -1,0 +1,220 @@
+//! What the engine tells the world besides a call's result: an event stream (the integration
+//! point for notifications, consoles and alerting), metrics through the [`metrics`] facade, and
+//! the attributes of its spans (OpenTelemetry's GenAI conventions for tool execution).
+//!
+//! # Events
+//!
+//! [`Engine::events`](super::Engine::events) subscribes to every decision the engine makes:
+//! each call's end ([`EngineEvent::Call`], with its [`Disposition`]: executed, replayed, shared,
+//! reconciled, blocked, parked, failed, rejected), a claim taken over
+//! ([`EngineEvent::TakenOver`]), an attempt that lost its claim or was fenced out
+//! ([`EngineEvent::ClaimLost`]), and an effect whose record could not be written
+//! ([`EngineEvent::RecordFailed`]), which before only showed as a `tracing` warning. A
+//! receiver that falls more than [`EVENT_BUFFER`] events behind misses the oldest ones (and is
+//! told so by `tokio`'s `RecvError::Lagged`); with no receiver, nothing is built.
+//!
+//! # Metrics
+//!
+//! Recorded with the [`metrics`] crate, so any recorder the application installs gets them
+//! (Prometheus, OpenTelemetry, StatsD, ...); with none installed they cost an atomic load each.
+//!
+//! | name | kind | labels |
+//! |---|---|---|
+//! | `effect_tool_calls_total` | counter | `tool`, `class`, `disposition` |
+//! | `effect_tool_call_duration_seconds` | histogram | `tool`, `class`, `disposition` |
+//! | `effect_tool_takeovers_total` | counter | `tool` |
+//! | `effect_tool_claims_lost_total` | counter | `tool`, `finished` (`true`: a fenced completion) |
+//! | `effect_tool_record_failures_total` | counter | `tool` |
+//! | `effect_tool_record_retries_total` | counter | `tool` |
+//!
+//! # Spans
+//!
+//! Each call runs in a span named `execute_tool` (`otel.name` `execute_tool {tool}`, for
+//! `tracing-opentelemetry`) with the GenAI attributes `gen_ai.operation.name`
+//! (`execute_tool`), `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type`
+//! (`function`) and, when it failed, `error.type` (the [`EffectError`] variant, e.g.
+//! `Blocked`), and effect-tool's own: `effect_tool.class`, `effect_tool.key`,
+//! `effect_tool.attempt`, `effect_tool.disposition`.
+
+use std::time::Duration;
+
+use super::Disposition;
+use crate::class::EffectClass;
+
+/// How many events a receiver may fall behind before it misses the oldest.
+pub const EVENT_BUFFER: usize = 1024;
+
+/// One decision of the engine, as [`Engine::events`](super::Engine::events) delivers it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum EngineEvent {
+    /// A call ended.
+    Call(CallEvent),
+    /// A claim whose outcome was unknown (a stale claim, a record in doubt) was taken over by
+    /// attempt `attempt`.
+    TakenOver {
+        /// The tool.
+        tool: &'static str,
+        /// The effect key.
+        key: String,
+        /// The attempt that took it over.
+        attempt: u32,
+    },
+    /// Attempt `attempt` lost its claim: its lease lapsed by the engine's clock, or the journal
+    /// fenced out its completion (`finished`: the tool had returned, and its result is not
+    /// recorded). Also in the audit trail (`claim-lost`).
+    ClaimLost {
+        /// The tool.
+        tool: &'static str,
+        /// The effect key.
+        key: String,
+        /// The attempt that lost it.
+        attempt: u32,
+        /// The attempt that owns the key now, when known.
+        current: Option<u32>,
+        /// Whether the tool had returned.
+        finished: bool,
+    },
+    /// The effect happened but its record could not be written within the store-retry window:
+    /// the next attempt reconciles it, or a person resolves it.
+    RecordFailed {
+        /// The tool.
+        tool: &'static str,
+        /// The effect key.
+        key: String,
+        /// The store's error.
+        error: String,
+    },
+}
+
+/// How one call ended.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct CallEvent {
+    /// The tool.
+    pub tool: &'static str,
+    /// Its effect class.
+    pub class: EffectClass,
+    /// The run.
+    pub run_id: String,
+    /// The model's tool-call id, if given.
+    pub call_id: Option<String>,
+    /// The effect key (`None` for pure tools and calls refused before keying).
+    pub key: Option<String>,
+    /// What the engine did.
+    pub disposition: Disposition,
+    /// The [`EffectError`] variant when the call failed (`Blocked`, `Tool`, ...).
+    pub error: Option<&'static str>,
+    /// How long the call took.
+    pub elapsed: Duration,
+}
+
+/// The events' sender: only builds an event when someone listens.
+pub(super) struct Events(tokio::sync::broadcast::Sender<EngineEvent>);
+
+impl Events {
+    pub(super) fn new() -> Self {
+        Events(tokio::sync::broadcast::channel(EVENT_BUFFER).0)
+    }
+
+    pub(super) fn subscribe(&self) -> tokio::sync::broadcast::Receiver<EngineEvent> {
+        self.0.subscribe()
+    }
+
+    /// Send the event `make` builds, if anyone listens.
+    pub(super) fn emit(&self, make: impl FnOnce() -> EngineEvent) {
+        if self.0.receiver_count() > 0 {
+            let _ = self.0.send(make());
+        }
+    }
+}
+
+/// A call ended: its metrics, and its event for listeners.
+pub(super) fn call_ended(
+    events: &Events,
+    tool: &'static str,
+    class: EffectClass,
+    disposition: Disposition,
+    error: Option<&'static str>,
+    elapsed: Duration,
+    event: impl FnOnce() -> (String, Option<String>, Option<String>),
+) {
+    let labels = [
+        ("tool", tool),
+        ("class", class.as_str()),
+        ("disposition", disposition.as_str()),
+    ];
+    metrics::counter!("effect_tool_calls_total", &labels).increment(1);
+    metrics::histogram!("effect_tool_call_duration_seconds", &labels).record(elapsed.as_secs_f64());
+    if let Some(kind) = error {
+        tracing::Span::current().record("error.type", kind);
+    }
+    tracing::Span::current().record("effect_tool.disposition", disposition.as_str());
+    events.emit(|| {
+        let (run_id, call_id, key) = event();
+        EngineEvent::Call(CallEvent {
+            tool,
+            class,
+            run_id,
+            call_id,
+            key,
+            disposition,
+            error,
+            elapsed,
+        })
+    });
+}
+
+/// A claim whose outcome was unknown was taken over.
+pub(super) fn taken_over(events: &Events, tool: &'static str, key: &str, attempt: u32) {
+    metrics::counter!("effect_tool_takeovers_total", "tool" => tool).increment(1);
+    events.emit(|| EngineEvent::TakenOver {
+        tool,
+        key: key.to_owned(),
+        attempt,
+    });
+}
+
+/// An attempt lost its claim.
+pub(super) fn claim_lost(
+    events: &Events,
+    tool: &'static str,
+    key: &str,
+    attempt: u32,
+    current: Option<u32>,
+    finished: bool,
+) {
+    let finished_label = if finished { "true" } else { "false" };
+    metrics::counter!("effect_tool_claims_lost_total", "tool" => tool, "finished" => finished_label).increment(1);
+    events.emit(|| EngineEvent::ClaimLost {
+        tool,
+        key: key.to_owned(),
+        attempt,
+        current,
+        finished,
+    });
+}
+
+/// A record write failed and is retried.
+pub(super) fn record_retried(tool: &'static str) {
+    metrics::counter!("effect_tool_record_retries_total", "tool" => tool).increment(1);
+}
+
+/// The effect happened but its record could not be written.
+pub(super) fn record_failed(events: &Events, tool: &'static str, key: &str, error: &dyn std::fmt::Display) {
+    metrics::counter!("effect_tool_record_failures_total", "tool" => tool).increment(1);
+    events.emit(|| EngineEvent::RecordFailed {
+        tool,
+        key: key.to_owned(),
+        error: error.to_string(),
+    });
+}
+
+/// `execute_tool {tool}`, written only when a span is recorded.
+pub(super) struct OtelName(pub(super) &'static str);
+
+impl std::fmt::Display for OtelName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "execute_tool {}", self.0)
+    }
+}

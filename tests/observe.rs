@@ -1,0 +1,358 @@
+//! What the engine tells the world besides results (issue 15): the event stream, the metrics
+//! (through the `metrics` facade, read back with metrics-util's in-memory recorder), and the
+//! call span's OpenTelemetry GenAI attributes (captured with a real `tracing` subscriber). The
+//! effects themselves are counted on a downstream ledger the engine cannot see, so the events
+//! are checked against what really happened.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::journal::{FailWhen, Faulty};
+use common::ledger::Downstream;
+use effect_tool::record::{Intent, Op};
+use effect_tool::{
+    CallOptions, Disposition, EffectClass, EffectCtx, Engine, EngineConfig, EngineEvent, MemoryStore, RunContext,
+    Store, StoreExt, Tool, ToolError,
+};
+
+/// A refund keyed by its order: applied downstream once per key.
+#[derive(Clone)]
+struct Refund(Arc<Downstream>);
+
+impl Tool for Refund {
+    type Args = String;
+    type Output = String;
+    type Error = ToolError;
+    const NAME: &'static str = "refund";
+    const CLASS: EffectClass = EffectClass::Idempotent;
+
+    async fn call(&self, ctx: &EffectCtx, order: String) -> Result<String, ToolError> {
+        self.0.apply(&ctx.idempotency_key());
+        Ok(format!("refunded {order}"))
+    }
+}
+
+/// An irreversible send, with no `recover`: a stale claim of it blocks.
+#[derive(Clone)]
+struct Send(Arc<Downstream>);
+
+impl Tool for Send {
+    type Args = String;
+    type Output = String;
+    type Error = ToolError;
+    const NAME: &'static str = "send";
+    const CLASS: EffectClass = EffectClass::Irreversible;
+
+    async fn call(&self, ctx: &EffectCtx, to: String) -> Result<String, ToolError> {
+        self.0.apply(&ctx.idempotency_key());
+        Ok(format!("sent to {to}"))
+    }
+}
+
+fn config() -> EngineConfig {
+    EngineConfig {
+        lease: Duration::from_millis(50),
+        poll_interval: Duration::from_millis(2),
+    }
+}
+
+/// A runtime on the calling thread, so a thread-local recorder or subscriber sees the calls.
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn drain(rx: &mut tokio::sync::broadcast::Receiver<EngineEvent>) -> Vec<EngineEvent> {
+    let mut out = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        out.push(e);
+    }
+    out
+}
+
+/// A stale claim of `tool`'s call with `args` in `run`, as a crashed worker leaves it.
+async fn stale_claim<T: Tool>(store: &dyn Store, tool: &T, run: &RunContext, args: &T::Args) -> String {
+    let id = effect_tool::key::identify(tool, run, args).unwrap();
+    let intent = Intent {
+        tool: T::NAME.into(),
+        class: T::CLASS,
+        run_id: run.run_id().into(),
+        fingerprint: id.fingerprint.clone(),
+        input: id.input.clone(),
+        ..common::intent(run.run_id())
+    };
+    store.claim(&id.key, intent, 1, false).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    id.key
+}
+
+#[tokio::test]
+async fn every_decision_reaches_the_event_stream() {
+    let down = Arc::new(Downstream::default());
+    let store = Arc::new(MemoryStore::new());
+    let engine = Engine::with_config(store.clone(), config());
+    let mut events = engine.events();
+    let run = RunContext::new("events");
+    let refund = Refund(down.clone());
+
+    let first = engine
+        .call(&refund, &run, CallOptions::call_id("call_1"), "o-1".into())
+        .await
+        .unwrap();
+    let again = engine
+        .call(&refund, &run, CallOptions::call_id("call_1"), "o-1".into())
+        .await
+        .unwrap();
+    assert_eq!((first.as_str(), again.as_str()), ("refunded o-1", "refunded o-1"));
+
+    // A crashed worker's claim of an irreversible send: taken over, then blocked.
+    let send = Send(down.clone());
+    let key = stale_claim(store.as_ref(), &send, &run, &"ann".to_owned()).await;
+    let blocked = engine.call(&send, &run, CallOptions::default(), "ann".into()).await;
+    assert!(
+        matches!(blocked, Err(effect_tool::EffectError::Blocked(_))),
+        "{blocked:?}"
+    );
+
+    let seen = drain(&mut events);
+    let calls: Vec<(&str, Disposition, Option<&str>, Option<&str>)> = seen
+        .iter()
+        .filter_map(|e| match e {
+            EngineEvent::Call(c) => Some((c.tool, c.disposition, c.error, c.call_id.as_deref())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("refund", Disposition::Executed, None, Some("call_1")),
+            ("refund", Disposition::Replayed, None, Some("call_1")),
+            ("send", Disposition::Blocked, Some("Blocked"), None),
+        ]
+    );
+    assert!(
+        seen.iter()
+            .any(|e| matches!(e, EngineEvent::TakenOver { tool: "send", key: k, attempt: 2 } if *k == key)),
+        "{seen:?}"
+    );
+    // The ledger agrees: one refund applied, the blocked send never ran.
+    assert_eq!((down.requests(), down.effects()), (1, 1));
+}
+
+#[tokio::test]
+async fn an_effect_whose_record_failed_is_an_event_and_a_metric_not_only_a_log_line() {
+    let down = Arc::new(Downstream::default());
+    let store = Faulty::new(
+        Arc::new(MemoryStore::new()),
+        FailWhen::new(|op| matches!(op, Op::Complete { .. }), "disk full", true),
+    );
+    let engine = Engine::with_config(store, config()).with_store_retry(Duration::from_millis(60));
+    let mut events = engine.events();
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshots = recorder.snapshotter();
+    let run = RunContext::new("record-failed");
+    let out = {
+        let refund = Refund(down.clone());
+        let call = engine.call(&refund, &run, CallOptions::default(), "o-9".into());
+        metrics::with_local_recorder(&recorder, || futures::executor::block_on(call))
+    };
+    assert_eq!(out.unwrap(), "refunded o-9", "the effect happened: the call succeeds");
+    assert_eq!(down.effects(), 1);
+    let seen = drain(&mut events);
+    assert!(
+        seen.iter().any(
+            |e| matches!(e, EngineEvent::RecordFailed { tool: "refund", error, .. } if error.contains("disk full"))
+        ),
+        "{seen:?}"
+    );
+    let counters = counters(&snapshots.snapshot().into_vec());
+    assert_eq!(counters.get("effect_tool_record_failures_total{tool=refund}"), Some(&1));
+    assert!(
+        counters
+            .get("effect_tool_record_retries_total{tool=refund}")
+            .is_some_and(|n| *n >= 1),
+        "{counters:?}"
+    );
+    assert_eq!(
+        counters.get("effect_tool_calls_total{class=idempotent,disposition=executed,tool=refund}"),
+        Some(&1),
+        "{counters:?}"
+    );
+}
+
+type Snapshot = Vec<(
+    metrics_util::CompositeKey,
+    Option<metrics::Unit>,
+    Option<metrics::SharedString>,
+    metrics_util::debugging::DebugValue,
+)>;
+
+/// Counters as `name{label=value,...}` (labels sorted) → value.
+fn counters(snapshot: &Snapshot) -> HashMap<String, u64> {
+    use metrics_util::debugging::DebugValue;
+    snapshot
+        .iter()
+        .filter_map(|(key, _, _, value)| {
+            let DebugValue::Counter(n) = value else { return None };
+            let n = *n;
+            let mut labels: Vec<String> = key
+                .key()
+                .labels()
+                .map(|l| format!("{}={}", l.key(), l.value()))
+                .collect();
+            labels.sort();
+            Some((format!("{}{{{}}}", key.key().name(), labels.join(",")), n))
+        })
+        .collect()
+}
+
+#[test]
+fn calls_count_by_tool_class_and_disposition_with_their_latency() {
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshots = recorder.snapshotter();
+    let down = Arc::new(Downstream::default());
+    let engine = Engine::with_config(MemoryStore::new(), config());
+    let run = RunContext::new("metrics");
+    let refund = Refund(down.clone());
+    metrics::with_local_recorder(&recorder, || {
+        current_thread().block_on(async {
+            for order in ["a", "b", "a", "a"] {
+                engine
+                    .call(&refund, &run, CallOptions::default(), order.into())
+                    .await
+                    .unwrap();
+            }
+        })
+    });
+    let snapshot = snapshots.snapshot().into_vec();
+    let c = counters(&snapshot);
+    assert_eq!(
+        c.get("effect_tool_calls_total{class=idempotent,disposition=executed,tool=refund}"),
+        Some(&2)
+    );
+    assert_eq!(
+        c.get("effect_tool_calls_total{class=idempotent,disposition=replayed,tool=refund}"),
+        Some(&2)
+    );
+    assert_eq!(down.effects(), 2);
+    let histograms = snapshot
+        .into_iter()
+        .filter(|(key, ..)| key.key().name() == "effect_tool_call_duration_seconds")
+        .map(|(_, _, _, value)| match value {
+            metrics_util::debugging::DebugValue::Histogram(samples) => samples.len(),
+            _ => 0,
+        })
+        .sum::<usize>();
+    assert_eq!(histograms, 4, "one latency sample per call");
+}
+
+/// Spans and their fields as a real subscriber sees them: name → fields.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<(String, HashMap<String, String>)>>>);
+
+struct FieldsOf<'a>(&'a mut HashMap<String, String>);
+
+impl tracing::field::Visit for FieldsOf<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+}
+
+impl<S> tracing_subscriber::Layer<S> for Captured
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let mut fields = HashMap::new();
+        attrs.record(&mut FieldsOf(&mut fields));
+        let mut spans = self.0.lock().unwrap();
+        spans.push((attrs.metadata().name().to_owned(), fields));
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(spans.len() - 1);
+        }
+    }
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let Some(at) = ctx.span(id).and_then(|s| s.extensions().get::<usize>().copied()) else {
+            return;
+        };
+        values.record(&mut FieldsOf(&mut self.0.lock().unwrap()[at].1));
+    }
+}
+
+#[test]
+fn the_call_span_carries_the_genai_tool_attributes() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::registry().with(captured.clone());
+    let down = Arc::new(Downstream::default());
+    let store = Arc::new(MemoryStore::new());
+    let engine = Engine::with_config(store.clone(), config());
+    let run = RunContext::new("spans");
+    tracing::subscriber::with_default(subscriber, || {
+        current_thread().block_on(async {
+            engine
+                .call(
+                    &Refund(down.clone()),
+                    &run,
+                    CallOptions::call_id("call_7"),
+                    "o-7".into(),
+                )
+                .await
+                .unwrap();
+            let send = Send(down.clone());
+            stale_claim(store.as_ref(), &send, &run, &"bob".to_owned()).await;
+            let _ = engine.call(&send, &run, CallOptions::default(), "bob".into()).await;
+        })
+    });
+    let spans = captured.0.lock().unwrap().clone();
+    let tools: Vec<&HashMap<String, String>> = spans
+        .iter()
+        .filter(|(name, _)| name == "execute_tool")
+        .map(|(_, f)| f)
+        .collect();
+    assert_eq!(tools.len(), 2, "{spans:?}");
+    let refund = tools[0];
+    for (field, value) in [
+        ("otel.name", "execute_tool refund"),
+        ("gen_ai.operation.name", "execute_tool"),
+        ("gen_ai.tool.name", "refund"),
+        ("gen_ai.tool.call.id", "call_7"),
+        ("gen_ai.tool.type", "function"),
+        ("effect_tool.class", "idempotent"),
+        ("effect_tool.disposition", "executed"),
+        ("effect_tool.attempt", "1"),
+    ] {
+        assert_eq!(
+            refund.get(field).map(String::as_str),
+            Some(value),
+            "{field} in {refund:?}"
+        );
+    }
+    assert!(
+        refund.get("effect_tool.key").is_some_and(|k| k.starts_with("refund:")),
+        "{refund:?}"
+    );
+    assert!(!refund.contains_key("error.type"));
+    let send = tools[1];
+    assert_eq!(send.get("error.type").map(String::as_str), Some("Blocked"), "{send:?}");
+    assert_eq!(send.get("effect_tool.disposition").map(String::as_str), Some("blocked"));
+    assert_eq!(down.effects(), 1);
+}
