@@ -103,8 +103,8 @@ impl RunContext {
         self
     }
 
-    /// The agent running it, for the tools ([`EffectCtx::agent`]) and the `effect_tool.call`
-    /// traces; records keep the run and thread ids, not the agent.
+    /// The agent running it, for the tools ([`EffectCtx::agent`]) and the `execute_tool`
+    /// spans (`gen_ai.agent.name`); records keep the run and thread ids, not the agent.
     pub fn with_agent(mut self, agent: impl Into<String>) -> Self {
         Arc::make_mut(&mut self.0).agent = Some(agent.into());
         self

@@ -352,6 +352,32 @@ pub enum EffectError<E = crate::outcome::ToolError> {
     },
 }
 
+impl<E> EffectError<E> {
+    /// The variant's name (`Blocked`, `Tool`, `Store`, ...): the span's `error.type` and the
+    /// events' [`crate::engine::CallEvent::error`].
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EffectError::Tool { .. } => "Tool",
+            EffectError::Blocked(_) => "Blocked",
+            EffectError::ApprovalPending(_) => "ApprovalPending",
+            EffectError::Denied { .. } => "Denied",
+            EffectError::InvalidArguments { .. } => "InvalidArguments",
+            EffectError::InputMismatch { .. } => "InputMismatch",
+            EffectError::Compensated { .. } => "Compensated",
+            EffectError::TimedOut { .. } => "TimedOut",
+            EffectError::Panicked { .. } => "Panicked",
+            EffectError::Interrupted { .. } => "Interrupted",
+            EffectError::SharedFailure { .. } => "SharedFailure",
+            EffectError::Cancelled { .. } => "Cancelled",
+            EffectError::Store { .. } => "Store",
+            EffectError::ClaimLost { .. } => "ClaimLost",
+            EffectError::ShuttingDown { .. } => "ShuttingDown",
+            EffectError::MissingValue { .. } => "MissingValue",
+            EffectError::Codec { .. } => "Codec",
+        }
+    }
+}
+
 /// What a person or a model can do after a failure of this kind.
 fn next_step(failure: &Failure) -> &'static str {
     match failure {

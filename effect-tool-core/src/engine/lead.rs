@@ -257,7 +257,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             Ok(other) => return Step::Done(self.unclaimed(other)),
         };
         let key = self.key().to_owned();
-        tracing::Span::current().record("attempt", attempt);
+        tracing::Span::current().record("effect_tool.attempt", attempt);
         let lease = LeaseClock::new(sent, inner.config.lease);
         let ctx = EffectCtx::new(
             call.run.clone(),
@@ -411,6 +411,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         };
         let (key, attempt) = (self.key(), held.attempt);
         tracing::info!(?previous, "taking over a claim whose outcome is unknown");
+        super::observe::taken_over(&self.engine.inner.events, T::NAME, key, attempt);
         if T::HAS_RECOVER && !self.reconfirm(held).await {
             tracing::warn!("the claim's lease lapsed before reconciling; not asking recover");
             return self.lapsed(held).await;
@@ -717,6 +718,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                     StoreError::Backend(_)
                         if started.elapsed() + backoff < window && !self.engine.inner.abort.is_cancelled() =>
                     {
+                        super::observe::record_retried(T::NAME);
                         if backoff == Duration::from_millis(20) {
                             tracing::warn!(%error, "could not record the effect's result; retrying");
                         } else {
@@ -732,6 +734,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                         // The effect happened: the call succeeds. The claim left behind makes the
                         // next attempt reconcile.
                         tracing::warn!(error = %e, key, "effect applied but its record failed; the next attempt will reconcile");
+                        super::observe::record_failed(&self.engine.inner.events, T::NAME, key, &e);
                         return (Ok(out), disposition);
                     }
                 }
@@ -799,6 +802,14 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             finished,
             recorded = recorded.is_some(),
             "this attempt lost its claim: another attempt owns the key"
+        );
+        super::observe::claim_lost(
+            &self.engine.inner.events,
+            T::NAME,
+            self.key(),
+            held.attempt,
+            current,
+            finished,
         );
         let entry = crate::record::claim_lost_entry(self.key(), held.attempt, current, finished, self.store().now());
         if let Err(e) = self.store().append_audit(entry).await {

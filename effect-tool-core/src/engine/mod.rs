@@ -21,6 +21,9 @@
 //! their tool release their claims, running tools get a deadline.
 
 mod lead;
+mod observe;
+
+pub use observe::{CallEvent, EVENT_BUFFER, EngineEvent};
 pub(crate) mod lease;
 
 use std::collections::HashMap;
@@ -216,6 +219,8 @@ struct Inner {
     store_retry_ms: std::sync::atomic::AtomicU64,
     /// Who this engine's claims say holds them ([`Engine::with_worker`], [`Engine::holder`]).
     holder: crate::record::Holder,
+    /// The decisions, for [`Engine::events`].
+    events: observe::Events,
 }
 
 /// One call in flight, counted while it lives.
@@ -387,6 +392,7 @@ impl Engine {
                 marker_secret: tokio::sync::OnceCell::new(),
                 store_retry_ms: std::sync::atomic::AtomicU64::new(DEFAULT_STORE_RETRY.as_millis() as u64),
                 holder: new_holder(),
+                events: observe::Events::new(),
             }),
         }
     }
@@ -429,6 +435,14 @@ impl Engine {
         };
         inner.holder.worker = Some(worker.into());
         self
+    }
+
+    /// Every decision of this engine (and its clones) from now on: each call's end, takeovers,
+    /// lost claims, effects whose record failed. The integration point for notifications,
+    /// consoles and alerting; see [`EngineEvent`]. A receiver more than [`EVENT_BUFFER`] events
+    /// behind misses the oldest (`RecvError::Lagged`); with no receiver, no event is built.
+    pub fn events(&self) -> tokio::sync::broadcast::Receiver<EngineEvent> {
+        self.inner.events.subscribe()
     }
 
     /// Who this engine's claims say holds them: its worker identity ([`Engine::with_worker`]),
@@ -542,13 +556,21 @@ impl Engine {
         args: T::Args,
     ) -> CallReport<T::Output, T::Error> {
         let span = tracing::info_span!(
-            "effect_tool.call",
-            tool = T::NAME,
-            class = T::CLASS.as_str(),
-            key = tracing::field::Empty,
-            attempt = tracing::field::Empty,
-            decision = tracing::field::Empty,
+            "execute_tool",
+            otel.name = %observe::OtelName(T::NAME),
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = T::NAME,
+            gen_ai.tool.call.id = opts.call_id.as_deref(),
+            gen_ai.tool.type = "function",
+            gen_ai.agent.name = run.agent(),
+            error.type = tracing::field::Empty,
+            effect_tool.class = T::CLASS.as_str(),
+            effect_tool.key = tracing::field::Empty,
+            effect_tool.attempt = tracing::field::Empty,
+            effect_tool.disposition = tracing::field::Empty,
         );
+        let started = std::time::Instant::now();
+        let call_id = opts.call_id.clone();
         let work = async move {
             let Some(_active) = self.inner.enter() else {
                 let err = EffectError::ShuttingDown {
@@ -574,7 +596,15 @@ impl Engine {
             } else {
                 self.call_journaled(tool, run, opts, args).await
             };
-            tracing::Span::current().record("decision", report.disposition.as_str());
+            observe::call_ended(
+                &self.inner.events,
+                T::NAME,
+                T::CLASS,
+                report.disposition,
+                report.result.as_ref().err().map(EffectError::kind),
+                started.elapsed(),
+                || (run.run_id().to_owned(), call_id, report.key.clone()),
+            );
             report
         };
         if span.is_disabled() {
@@ -608,7 +638,7 @@ impl Engine {
                 );
             }
             ctx.attempt = exec;
-            tracing::Span::current().record("attempt", exec);
+            tracing::Span::current().record("effect_tool.attempt", exec);
             let (outcome, result) = match execute(tool, &ctx, args.clone(), &self.inner.abort).await {
                 Exec::Done(Ok(out)) => return report(Ok(out), Disposition::Executed),
                 Exec::Done(Err(e)) => (classify(&e), Err(e)),
@@ -669,7 +699,7 @@ impl Engine {
                 };
             }
         };
-        tracing::Span::current().record("key", key.as_str());
+        tracing::Span::current().record("effect_tool.key", key.as_str());
         // Loaded before anything is claimed: the tool's context carries it (its markers).
         if let Err(e) = self.marker_secret().await {
             return CallReport {
