@@ -505,12 +505,23 @@ fn digits(s: &str, n: usize) -> bool {
 
 fn is_date(s: &str) -> bool {
     let parts: Vec<&str> = s.split('-').collect();
-    parts.len() == 3
-        && digits(parts[0], 4)
-        && digits(parts[1], 2)
-        && digits(parts[2], 2)
-        && (1..=12).contains(&parts[1].parse::<u8>().unwrap_or(0))
-        && (1..=31).contains(&parts[2].parse::<u8>().unwrap_or(0))
+    if parts.len() != 3 || !digits(parts[0], 4) || !digits(parts[1], 2) || !digits(parts[2], 2) {
+        return false;
+    }
+    let number = |p: &str| p.parse::<u32>().unwrap_or(0);
+    let (year, month, day) = (number(parts[0]), number(parts[1]), number(parts[2]));
+    (1..=12).contains(&month) && (1..=days_in_month(year, month)).contains(&day)
+}
+
+/// The days of `month` (1 to 12) in `year` of the Gregorian calendar (RFC 3339, section 5.7).
+fn days_in_month(year: u32, month: u32) -> u32 {
+    let leap = year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400));
+    match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
 }
 
 fn is_time(s: &str) -> bool {
@@ -522,9 +533,7 @@ fn is_time(s: &str) -> bool {
     let hms: Vec<&str> = clock[0].split(':').collect();
     let fraction_ok =
         clock.len() == 1 || (clock.len() == 2 && !clock[1].is_empty() && clock[1].bytes().all(|b| b.is_ascii_digit()));
-    let zone_ok = zone.is_empty()
-        || zone.eq_ignore_ascii_case("z")
-        || (zone.len() == 6 && digits(&zone[1..3], 2) && &zone[3..4] == ":" && digits(&zone[4..6], 2));
+    let zone_ok = zone.is_empty() || zone.eq_ignore_ascii_case("z") || is_offset(zone);
     hms.len() == 3
         && hms.iter().all(|p| digits(p, 2))
         && hms[0].parse::<u8>().unwrap_or(99) < 24
@@ -534,11 +543,21 @@ fn is_time(s: &str) -> bool {
         && zone_ok
 }
 
+/// `+hh:mm` or `-hh:mm` (RFC 3339's time-numoffset). Read as bytes: the text may be any
+/// UTF-8, where a slice by byte index could fall inside a character.
+fn is_offset(zone: &str) -> bool {
+    let two_digits =
+        |a: u8, b: u8, below: u8| a.is_ascii_digit() && b.is_ascii_digit() && (a - b'0') * 10 + (b - b'0') < below;
+    matches!(*zone.as_bytes(), [b'+' | b'-', h1, h2, b':', m1, m2] if two_digits(h1, h2, 24) && two_digits(m1, m2, 60))
+}
+
 fn is_date_time(s: &str) -> bool {
     match s.find(['T', 't', ' ']) {
         Some(i) => {
             let time = &s[i + 1..];
-            let zoned = time.ends_with(['Z', 'z']) || time.len() > 6 && time[time.len() - 6..].starts_with(['+', '-']);
+            // By byte: `time` may be any UTF-8 (a byte-index slice could fall inside a character).
+            let zoned =
+                time.ends_with(['Z', 'z']) || time.len() > 6 && matches!(time.as_bytes()[time.len() - 6], b'+' | b'-');
             is_date(&s[..i]) && zoned && is_time(time)
         }
         None => false,
