@@ -911,4 +911,38 @@ mod tests {
         assert_eq!(nearest("refund", names), vec!["issue_refund"]);
         assert!(nearest("deploy", names).is_empty());
     }
+
+    /// What the fuzz target `arguments` found: a date-time whose last six bytes start inside
+    /// a character panicked (a byte-index slice), and dates and offsets the calendar does not
+    /// have passed the check and were left to serde. Inputs also in `fuzz/corpus/arguments/`.
+    #[test]
+    fn formats_read_any_utf8_and_follow_the_calendar() {
+        for text in [
+            "2026-12-01T10:0\u{43c}0numb",
+            "2026-12-01T1\u{e9}00:00",
+            "2026-12-01T10:00:00+0\u{e9}:0",
+        ] {
+            assert!(format_problem("date-time", text).is_some(), "{text:?}");
+            assert!(format_problem("time", text).is_some(), "{text:?}");
+        }
+        for date in [
+            "8882-02-29",
+            "2026-04-31",
+            "1900-02-29",
+            "2026-00-10",
+            "2026-13-01",
+            "2026-01-00",
+        ] {
+            assert!(format_problem("date", date).is_some(), "{date:?}");
+        }
+        for date in ["2024-02-29", "2000-02-29", "2026-01-31", "2026-04-30", "0000-02-29"] {
+            assert_eq!(format_problem("date", date), None, "{date:?}");
+        }
+        for offset in ["+24:00", "-10:60", "+1a:00"] {
+            let text = format!("2026-12-01T10:00:00{offset}");
+            assert!(format_problem("date-time", &text).is_some(), "{text:?}");
+        }
+        assert_eq!(format_problem("date-time", "2026-12-01T10:00:00-23:59"), None);
+        assert_eq!(format_problem("time", "10:00:00.5+05:30"), None);
+    }
 }
