@@ -28,3 +28,12 @@ for target in "${targets[@]}"; do
     nice -n 19 cargo +nightly fuzz run "$target" "corpus/$target" -- \
         -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "${dict[@]}"
 done
+
+# The journals `stored_row` leaves (one per fuzzing process, named by its pid): those of
+# processes that have ended.
+for db in /dev/shm/effect-tool-fuzz-stored-row-*.db "${TMPDIR:-/tmp}"/effect-tool-fuzz-stored-row-*.db; do
+    [[ -e "$db" ]] || continue
+    pid="${db##*-}"
+    pid="${pid%.db}"
+    kill -0 "$pid" 2>/dev/null || rm -f "$db" "$db-wal" "$db-shm"
+done
