@@ -179,7 +179,13 @@ fn markers(text: &str) -> impl Iterator<Item = (String, Option<&str>)> {
             let after = &rest[start + MARKER_PREFIX.len()..];
             let end = after.find(MARKER_SUFFIX)?;
             rest = &after[end + MARKER_SUFFIX.len()..];
+            // An encoded key holds no `<`: of the prefixes before this suffix, only the last can
+            // start a marker. Reading from the first would let an unclosed prefix written before
+            // a marker (quoted text, say) hide it.
             let inner = &after[..end];
+            let inner = inner
+                .rfind(MARKER_PREFIX)
+                .map_or(inner, |i| &inner[i + MARKER_PREFIX.len()..]);
             let (encoded, mac) = match inner.split_once(MAC_SEPARATOR) {
                 Some((encoded, mac)) => (encoded, Some(mac)),
                 None => (inner, None),
@@ -242,7 +248,10 @@ fn decode(encoded: &str) -> Option<String> {
     while i < bytes.len() {
         match bytes[i] {
             b'%' => {
-                let hex = encoded.get(i + 1..i + 3)?;
+                // Two hex digits: `from_str_radix` alone would also take a sign (`%+D`).
+                let hex = encoded
+                    .get(i + 1..i + 3)
+                    .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))?;
                 out.push(u8::from_str_radix(hex, 16).ok()?);
                 i += 3;
             }

@@ -9,6 +9,7 @@ use syn::spanned::Spanned;
 use syn::{Expr, ExprClosure, Ident, LitBool, LitInt, LitStr, Path, Token};
 
 use crate::ctxt::Ctxt;
+use crate::duration::parse_duration;
 use crate::symbol::{self, *};
 
 /// A value with the span of the key that set it and the span of the value itself.
@@ -535,46 +536,6 @@ fn windows() -> String {
     symbol::list(WINDOWS)
 }
 
-/// Parse a duration such as `"30s"`, `"500ms"`, `"24h"` or `"1h30m"` into milliseconds.
-pub fn parse_duration(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    if text.is_empty() {
-        return Err("the duration is empty".to_owned());
-    }
-    let mut total: u64 = 0;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return Err(format!("expected a number at `{rest}`"));
-        }
-        let number: u64 = rest[..digits]
-            .parse()
-            .map_err(|_| "the number is too large".to_owned())?;
-        rest = &rest[digits..];
-        if rest.starts_with(char::is_whitespace) {
-            return Err(format!("a space after `{number}`"));
-        }
-        let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
-        let unit = &rest[..unit_len];
-        rest = &rest[unit_len..];
-        let factor = match unit {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            "" => return Err(format!("`{number}` has no unit")),
-            other => return Err(format!("unknown unit `{other}`")),
-        };
-        total = number
-            .checked_mul(factor)
-            .and_then(|ms| total.checked_add(ms))
-            .ok_or_else(|| "the duration is too large".to_owned())?;
-    }
-    Ok(total)
-}
-
 /// The duration the user probably meant: spaces removed, long unit names shortened
 /// (`"30 sec"` → `"30s"`, `"1 day"` → `"1d"`), if that parses.
 fn suggest_duration(text: &str) -> Option<String> {
@@ -638,7 +599,7 @@ fn duration(cx: &Ctxt, lit: &LitStr, key: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_duration;
+    use crate::duration::parse_duration;
 
     #[test]
     fn durations() {

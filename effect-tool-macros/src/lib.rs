@@ -29,6 +29,7 @@
 mod ast;
 mod attr;
 mod ctxt;
+mod duration;
 mod expand;
 mod fallback;
 mod print;

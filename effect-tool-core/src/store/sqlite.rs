@@ -748,14 +748,52 @@ impl Row {
 static SELECT_RECORD: LazyLock<String> =
     LazyLock::new(|| format!("SELECT {COLUMNS} FROM effect_records WHERE key = ?1"));
 
-fn read_row(conn: &Connection, key: &str) -> rusqlite::Result<Option<Row>> {
-    conn.prepare_cached(&SELECT_RECORD)?
+/// The record under `key`: `Err` when the database fails, `Ok(Err(_))` when the row is there
+/// but unreadable (a column of the wrong type, JSON that does not parse, a newer version).
+fn read_row(conn: &Connection, key: &str) -> rusqlite::Result<Result<Option<EffectRecord>, StoreError>> {
+    let row = conn
+        .prepare_cached(&SELECT_RECORD)?
         .query_row([key], Row::from_sql)
-        .optional()
+        .optional();
+    match row {
+        Ok(row) => Ok(row.map(Row::decode).transpose()),
+        Err(e) if is_column_type_error(&e) => Ok(Err(corrupt_column(key, &e))),
+        Err(e) => Err(e),
+    }
 }
 
 fn read_record(conn: &Connection, key: &str) -> Result<Option<EffectRecord>, StoreError> {
-    read_row(conn, key).map_err(backend)?.map(Row::decode).transpose()
+    read_row(conn, key).map_err(backend)?
+}
+
+/// Whether reading a column failed on the value it holds (its type, its range, its text's
+/// UTF-8): the row is corrupt, the database is fine.
+fn is_column_type_error(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::InvalidColumnType(..)
+            | rusqlite::Error::FromSqlConversionFailure(..)
+            | rusqlite::Error::IntegralValueOutOfRange(..)
+            | rusqlite::Error::Utf8Error(..)
+    )
+}
+
+/// The row under `key` holds a value of the wrong type in a column (`e`).
+fn corrupt_column(key: &str, e: &rusqlite::Error) -> StoreError {
+    StoreError::Corrupt {
+        key: key.to_owned(),
+        message: format!("a column has an unexpected type: {e}"),
+    }
+}
+
+/// A failed column read of the row under `key`: corrupt when the value is at fault, a backend
+/// failure otherwise.
+fn column_error(key: &str, e: rusqlite::Error) -> StoreError {
+    if is_column_type_error(&e) {
+        corrupt_column(key, &e)
+    } else {
+        backend(e)
+    }
 }
 
 /// What a replay reads ([`Store::lookup_recorded`]): six columns instead of nineteen, and no
@@ -774,7 +812,7 @@ fn read_recorded(conn: &Connection, key: &str) -> Result<Option<Recorded>, Store
     let Some(r) = rows.next().map_err(backend)? else {
         return Ok(None);
     };
-    let version: i64 = r.get(0).map_err(backend)?;
+    let version: i64 = r.get(0).map_err(|e| column_error(key, e))?;
     if version != i64::from(RECORD_VERSION) {
         return Err(StoreError::UnsupportedVersion {
             key: key.to_owned(),
@@ -797,7 +835,7 @@ fn read_recorded(conn: &Connection, key: &str) -> Result<Option<Recorded>, Store
         }
         None => None,
     };
-    let expires_at: Option<i64> = r.get(5).map_err(backend)?;
+    let expires_at: Option<i64> = r.get(5).map_err(|e| column_error(key, e))?;
     let call_ids = match text(6)? {
         Some(json) => serde_json::from_str::<Vec<String>>(json)
             .map_err(|e| corrupt(format!("its call ids are not a JSON list of strings: {e}")))?,
@@ -1025,10 +1063,7 @@ fn list_records(conn: &Connection, filter: &Filter) -> Result<super::Listing, St
     while let Some(r) = rows.next().map_err(backend)? {
         let key: Option<String> = r.get(0).ok();
         let decoded = Row::from_sql(r)
-            .map_err(|e| StoreError::Corrupt {
-                key: key.clone().unwrap_or_default(),
-                message: format!("a column has an unexpected type: {e}"),
-            })
+            .map_err(|e| corrupt_column(key.as_deref().unwrap_or_default(), &e))
             .and_then(Row::decode);
         match decoded {
             Ok(rec) => listing.records.push(rec),
@@ -1127,7 +1162,7 @@ fn apply_in_tx(
         }
         return Ok(Ok(t.outcome));
     }
-    let current = match read_row(conn, key)?.map(Row::decode).transpose() {
+    let current = match read_row(conn, key)? {
         Ok(rec) => rec,
         Err(e) => return Ok(Err(e)),
     };

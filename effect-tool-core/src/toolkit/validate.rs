@@ -934,4 +934,45 @@ mod tests {
         assert_eq!(nearest("refund", names), vec!["issue_refund"]);
         assert!(nearest("deploy", names).is_empty());
     }
+
+    /// What the fuzz target `arguments` found in the hand-written format checks this module had
+    /// before the `jsonschema` crate took them over: a date-time whose last six bytes start
+    /// inside a character panicked (a byte-index slice), and dates and offsets the calendar does
+    /// not have passed. The same inputs, through today's check (also in
+    /// `fuzz/corpus/arguments/`).
+    #[test]
+    fn formats_read_any_utf8_and_follow_the_calendar() {
+        let problem = |format: &str, text: &str| {
+            let schema = ArgumentSchema::new(json!({"type": "string", "format": format}));
+            let found = violations(&schema, &json!(text), &[]);
+            (!found.is_empty()).then(|| found.join("; "))
+        };
+        for text in [
+            "2026-12-01T10:0\u{43c}0numb",
+            "2026-12-01T1\u{e9}00:00",
+            "2026-12-01T10:00:00+0\u{e9}:0",
+        ] {
+            assert!(problem("date-time", text).is_some(), "{text:?}");
+            assert!(problem("time", text).is_some(), "{text:?}");
+        }
+        for date in [
+            "8882-02-29",
+            "2026-04-31",
+            "1900-02-29",
+            "2026-00-10",
+            "2026-13-01",
+            "2026-01-00",
+        ] {
+            assert!(problem("date", date).is_some(), "{date:?}");
+        }
+        for date in ["2024-02-29", "2000-02-29", "2026-01-31", "2026-04-30", "0000-02-29"] {
+            assert_eq!(problem("date", date), None, "{date:?}");
+        }
+        for offset in ["+24:00", "-10:60", "+1a:00"] {
+            let text = format!("2026-12-01T10:00:00{offset}");
+            assert!(problem("date-time", &text).is_some(), "{text:?}");
+        }
+        assert_eq!(problem("date-time", "2026-12-01T10:00:00-23:59"), None);
+        assert_eq!(problem("time", "10:00:00.5+05:30"), None);
+    }
 }
