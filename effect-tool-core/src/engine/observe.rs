@@ -32,7 +32,7 @@
 //! Each call runs in a span named `execute_tool` (`otel.name` `execute_tool {tool}`, for
 //! `tracing-opentelemetry`) with the GenAI attributes `gen_ai.operation.name`
 //! (`execute_tool`), `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type`
-//! (`function`), `gen_ai.agent.name` (the run's agent, if set) and, when it failed, `error.type` (the [`EffectError`] variant, e.g.
+//! (`function`), `gen_ai.agent.name` (the run's agent, if set) and, when it failed, `error.type` (the [`EffectError`](crate::EffectError) variant, e.g.
 //! `Blocked`), and effect-tool's own: `effect_tool.class`, `effect_tool.key`,
 //! `effect_tool.attempt`, `effect_tool.disposition`.
 
@@ -103,7 +103,7 @@ pub struct CallEvent {
     pub key: Option<String>,
     /// What the engine did.
     pub disposition: Disposition,
-    /// The [`EffectError`] variant when the call failed (`Blocked`, `Tool`, ...).
+    /// The [`EffectError`](crate::EffectError) variant when the call failed (`Blocked`, `Tool`, ...).
     pub error: Option<&'static str>,
     /// How long the call took.
     pub elapsed: Duration,
