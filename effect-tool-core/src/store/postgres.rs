@@ -501,7 +501,8 @@ impl PostgresStore {
         StoreError::Backend(format!(
             "PostgreSQL did not answer within {limit:?} (PgOptions::statement_timeout): the server is stopped, \
              unreachable or overloaded, and whether this operation's writes were applied is unknown; the \
-             connection was closed"
+             connection was closed. Check the server (or raise the timeout for a slow one), then call again: \
+             the engine reconciles a claim it may have left"
         ))
     }
 
