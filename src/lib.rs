@@ -177,20 +177,34 @@ pub mod __private {
     /// Checked at the span of the output type, so the error points at the type.
     pub const fn assert_tool_output<T: ToolOutput + ?Sized>() {}
 
+    /// The marker of the hook traits' one real impl (a function of the expected signature).
+    ///
+    /// Each hook trait has a second impl, for [`NoHook`], that no type can use. With two
+    /// candidate impls rustc reports a hook of the wrong shape as the hook trait not being
+    /// implemented, with the trait's `on_unimplemented` text (the signature expected), instead
+    /// of the raw mismatch of the one impl's `FnOnce` bound.
+    pub struct HookFn;
+
+    /// The marker of the hook traits' second impl, which no type can use (see [`HookFn`]).
+    pub struct NoHook;
+
+    /// Implemented by no type: the bound of the hook traits' [`NoHook`] impls.
+    pub trait Unconstructible {}
+
     /// A `recover = path` function: `async fn(&EffectCtx, &Args) -> Result<Option<Output>, Error>`.
     #[diagnostic::on_unimplemented(
         message = "`recover = ...` names a function that is not a recover hook of this tool",
         label = "expected `async fn(ctx: &EffectCtx, args: &{A}) -> Result<Option<{O}>, {E}>`",
         note = "a recover hook asks the remote system whether the effect already happened; define it as `async fn check(ctx: &EffectCtx, args: &{A}) -> Result<Option<{O}>, {E}>` (`Some(output)`: it did, and that output is recorded)"
     )]
-    pub trait RecoverHook<'a, A: 'a, O, E> {
+    pub trait RecoverHook<'a, A: 'a, O, E, M = HookFn> {
         /// What the hook returns.
         type Future: Future<Output = ::core::result::Result<::core::option::Option<O>, E>> + 'a;
         /// Call it.
         fn call_hook(self, ctx: &'a EffectCtx, args: &'a A) -> Self::Future;
     }
 
-    impl<'a, A: 'a, O, E, F, Fut> RecoverHook<'a, A, O, E> for F
+    impl<'a, A: 'a, O, E, F, Fut> RecoverHook<'a, A, O, E, HookFn> for F
     where
         F: ::core::ops::FnOnce(&'a EffectCtx, &'a A) -> Fut,
         Fut: Future<Output = ::core::result::Result<::core::option::Option<O>, E>> + 'a,
@@ -202,20 +216,31 @@ pub mod __private {
         }
     }
 
+    impl<'a, A: 'a, O: 'a, E: 'a, F> RecoverHook<'a, A, O, E, NoHook> for F
+    where
+        F: Unconstructible,
+    {
+        type Future = ::core::future::Pending<::core::result::Result<::core::option::Option<O>, E>>;
+        #[inline]
+        fn call_hook(self, _ctx: &'a EffectCtx, _args: &'a A) -> Self::Future {
+            ::core::future::pending()
+        }
+    }
+
     /// A `recover = name` method of the `#[tools]` block: `async fn(&self, &EffectCtx, &Args) -> Result<Option<Output>, Error>`.
     #[diagnostic::on_unimplemented(
         message = "`recover = ...` names a method that is not a recover hook of this tool",
         label = "expected `async fn(&self, ctx: &EffectCtx, args: &{A}) -> Result<Option<{O}>, {E}>`",
         note = "a recover hook asks the remote system whether the effect already happened; define it as `async fn check(&self, ctx: &EffectCtx, args: &{A}) -> Result<Option<{O}>, {E}>` (`Some(output)`: it did)"
     )]
-    pub trait RecoverMethod<'a, S: 'a, A: 'a, O, E> {
+    pub trait RecoverMethod<'a, S: 'a, A: 'a, O, E, M = HookFn> {
         /// What the hook returns.
         type Future: Future<Output = ::core::result::Result<::core::option::Option<O>, E>> + 'a;
         /// Call it.
         fn call_hook(self, this: &'a S, ctx: &'a EffectCtx, args: &'a A) -> Self::Future;
     }
 
-    impl<'a, S: 'a, A: 'a, O, E, F, Fut> RecoverMethod<'a, S, A, O, E> for F
+    impl<'a, S: 'a, A: 'a, O, E, F, Fut> RecoverMethod<'a, S, A, O, E, HookFn> for F
     where
         F: ::core::ops::FnOnce(&'a S, &'a EffectCtx, &'a A) -> Fut,
         Fut: Future<Output = ::core::result::Result<::core::option::Option<O>, E>> + 'a,
@@ -227,20 +252,31 @@ pub mod __private {
         }
     }
 
+    impl<'a, S: 'a, A: 'a, O: 'a, E: 'a, F> RecoverMethod<'a, S, A, O, E, NoHook> for F
+    where
+        F: Unconstructible,
+    {
+        type Future = ::core::future::Pending<::core::result::Result<::core::option::Option<O>, E>>;
+        #[inline]
+        fn call_hook(self, _this: &'a S, _ctx: &'a EffectCtx, _args: &'a A) -> Self::Future {
+            ::core::future::pending()
+        }
+    }
+
     /// A `compensate = path` function: `async fn(&EffectCtx, &Args, &Output) -> Result<(), Error>`.
     #[diagnostic::on_unimplemented(
         message = "`compensate = ...` names a function that is not a compensation of this tool",
         label = "expected `async fn(ctx: &EffectCtx, args: &{A}, output: &{O}) -> Result<(), {E}>`",
         note = "a compensation undoes a completed effect; define it as `async fn undo(ctx: &EffectCtx, args: &{A}, output: &{O}) -> Result<(), {E}>`"
     )]
-    pub trait CompensateHook<'a, A: 'a, O: 'a, E> {
+    pub trait CompensateHook<'a, A: 'a, O: 'a, E, M = HookFn> {
         /// What the hook returns.
         type Future: Future<Output = ::core::result::Result<(), E>> + 'a;
         /// Call it.
         fn call_hook(self, ctx: &'a EffectCtx, args: &'a A, output: &'a O) -> Self::Future;
     }
 
-    impl<'a, A: 'a, O: 'a, E, F, Fut> CompensateHook<'a, A, O, E> for F
+    impl<'a, A: 'a, O: 'a, E, F, Fut> CompensateHook<'a, A, O, E, HookFn> for F
     where
         F: ::core::ops::FnOnce(&'a EffectCtx, &'a A, &'a O) -> Fut,
         Fut: Future<Output = ::core::result::Result<(), E>> + 'a,
@@ -252,20 +288,31 @@ pub mod __private {
         }
     }
 
+    impl<'a, A: 'a, O: 'a, E: 'a, F> CompensateHook<'a, A, O, E, NoHook> for F
+    where
+        F: Unconstructible,
+    {
+        type Future = ::core::future::Pending<::core::result::Result<(), E>>;
+        #[inline]
+        fn call_hook(self, _ctx: &'a EffectCtx, _args: &'a A, _output: &'a O) -> Self::Future {
+            ::core::future::pending()
+        }
+    }
+
     /// A `compensate = name` method of the `#[tools]` block: `async fn(&self, &EffectCtx, &Args, &Output) -> Result<(), Error>`.
     #[diagnostic::on_unimplemented(
         message = "`compensate = ...` names a method that is not a compensation of this tool",
         label = "expected `async fn(&self, ctx: &EffectCtx, args: &{A}, output: &{O}) -> Result<(), {E}>`",
         note = "a compensation undoes a completed effect; define it as `async fn undo(&self, ctx: &EffectCtx, args: &{A}, output: &{O}) -> Result<(), {E}>`"
     )]
-    pub trait CompensateMethod<'a, S: 'a, A: 'a, O: 'a, E> {
+    pub trait CompensateMethod<'a, S: 'a, A: 'a, O: 'a, E, M = HookFn> {
         /// What the hook returns.
         type Future: Future<Output = ::core::result::Result<(), E>> + 'a;
         /// Call it.
         fn call_hook(self, this: &'a S, ctx: &'a EffectCtx, args: &'a A, output: &'a O) -> Self::Future;
     }
 
-    impl<'a, S: 'a, A: 'a, O: 'a, E, F, Fut> CompensateMethod<'a, S, A, O, E> for F
+    impl<'a, S: 'a, A: 'a, O: 'a, E, F, Fut> CompensateMethod<'a, S, A, O, E, HookFn> for F
     where
         F: ::core::ops::FnOnce(&'a S, &'a EffectCtx, &'a A, &'a O) -> Fut,
         Fut: Future<Output = ::core::result::Result<(), E>> + 'a,
@@ -274,6 +321,17 @@ pub mod __private {
         #[inline]
         fn call_hook(self, this: &'a S, ctx: &'a EffectCtx, args: &'a A, output: &'a O) -> Fut {
             self(this, ctx, args, output)
+        }
+    }
+
+    impl<'a, S: 'a, A: 'a, O: 'a, E: 'a, F> CompensateMethod<'a, S, A, O, E, NoHook> for F
+    where
+        F: Unconstructible,
+    {
+        type Future = ::core::future::Pending<::core::result::Result<(), E>>;
+        #[inline]
+        fn call_hook(self, _this: &'a S, _ctx: &'a EffectCtx, _args: &'a A, _output: &'a O) -> Self::Future {
+            ::core::future::pending()
         }
     }
 

@@ -491,10 +491,10 @@ fn hook_call(p: &TokenStream, path: &Path, target: &Target, hook: &str, args: To
         && methods.contains(ident)
     {
         return quote_spanned!(span=>
-            #ps::#method::<#self_ty, #generics>::call_hook(<#self_ty>::#ident, &*self.__inner, #args).await
+            #ps::#method::<#self_ty, #generics, _>::call_hook(<#self_ty>::#ident, &*self.__inner, #args).await
         );
     }
-    quote_spanned!(span=> #ps::#free::<#generics>::call_hook(#path, #args).await)
+    quote_spanned!(span=> #ps::#free::<#generics, _>::call_hook(#path, #args).await)
 }
 
 /// `|a| expr` → `|a: &Args| expr`, so rustc checks the closure against the args struct and
