@@ -5,6 +5,9 @@
 //! A second group times a model's call through the dispatcher (its arguments checked against
 //! the tool's schema) beside decoding the same arguments with serde alone.
 //!
+//! A third group (`observe`) times the engine's spans and metrics with and without a subscriber
+//! or recorder installed.
+//!
 //! Run: `cargo bench --bench engine` (`-- dispatch` for the second group alone)
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -142,5 +145,55 @@ fn dispatch(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench, dispatch);
+/// What the spans and metrics cost: a recorded-result hit (the fastest path, where their share
+/// is largest) with nothing installed,
+/// with a `tracing` subscriber (a registry and a formatting layer at INFO, writing to a sink:
+/// every span is built and entered), with the Prometheus recorder (feature `prometheus`), and
+/// with both. Run: `cargo bench --bench engine --features prometheus -- observe`.
+fn observe(c: &mut Criterion) {
+    use tracing_subscriber::layer::SubscriberExt;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut group = c.benchmark_group("observe");
+    let engine = Engine::new(MemoryStore::new());
+    let run = RunContext::new("bench-run");
+    rt.block_on(engine.call(&Refund, &run, CallOptions::default(), input(0)))
+        .unwrap();
+    let hit = || {
+        rt.block_on(engine.call(&Refund, &run, CallOptions::default(), input(0)))
+            .unwrap()
+    };
+    let subscriber = || {
+        tracing_subscriber::registry()
+            .with(tracing_subscriber::fmt::layer().with_writer(std::io::sink))
+            .with(tracing_subscriber::filter::LevelFilter::INFO)
+    };
+    #[cfg(feature = "prometheus")]
+    let recorder = effect_tool::prometheus::PrometheusMetrics::builder()
+        .unwrap()
+        .build_recorder();
+
+    for (name, case) in [("hit", &hit as &dyn Fn() -> u64)] {
+        group.bench_function(format!("{name}_nothing_installed"), |b| b.iter(case));
+        group.bench_function(format!("{name}_tracing_subscriber"), |b| {
+            tracing::subscriber::with_default(subscriber(), || b.iter(case))
+        });
+        #[cfg(feature = "prometheus")]
+        {
+            group.bench_function(format!("{name}_prometheus_recorder"), |b| {
+                metrics::with_local_recorder(&recorder, || b.iter(case))
+            });
+            group.bench_function(format!("{name}_both"), |b| {
+                tracing::subscriber::with_default(subscriber(), || {
+                    metrics::with_local_recorder(&recorder, || b.iter(case))
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, dispatch, observe);
 criterion_main!(benches);

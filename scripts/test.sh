@@ -9,6 +9,16 @@ if [ -f tests/mcp_client/requirements.txt ]; then
   python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -r tests/mcp_client/requirements.txt
 fi
 
+# A real Prometheus (and promtool) for tests/observe_prometheus.rs: Debian's package.
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    (export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 ||
+      { apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }) ||
+      echo "scripts/test.sh: could not install prometheus (apt-get install prometheus)" >&2
+  fi
+fi
+export EFFECT_TOOL_REQUIRE_PROMETHEUS=1
+
 if [ -z "${EFFECT_TOOL_PG_URL:-}" ]; then
   eval "$(.ci/postgres.sh start)"
   trap '.ci/postgres.sh stop' EXIT

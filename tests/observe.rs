@@ -240,15 +240,27 @@ fn calls_count_by_tool_class_and_disposition_with_their_latency() {
         Some(&2)
     );
     assert_eq!(down.effects(), 2);
-    let histograms = snapshot
-        .into_iter()
-        .filter(|(key, ..)| key.key().name() == "effect_tool_call_duration_seconds")
-        .map(|(_, _, _, value)| match value {
-            metrics_util::debugging::DebugValue::Histogram(samples) => samples.len(),
-            _ => 0,
-        })
-        .sum::<usize>();
-    assert_eq!(histograms, 4, "one latency sample per call");
+    let samples = |name: &str, label: Option<(&str, &str)>| {
+        snapshot
+            .iter()
+            .filter(|(key, ..)| key.key().name() == name)
+            .filter(|(key, ..)| label.is_none_or(|(k, v)| key.key().labels().any(|l| l.key() == k && l.value() == v)))
+            .map(|(_, _, _, value)| match value {
+                metrics_util::debugging::DebugValue::Histogram(samples) => samples.len(),
+                _ => 0,
+            })
+            .sum::<usize>()
+    };
+    assert_eq!(
+        samples("effect_tool_call_duration_seconds", None),
+        4,
+        "one latency sample per call"
+    );
+    // The store's operations: two new calls claimed and completed, labelled with the store.
+    let store_op = "effect_tool_store_operation_duration_seconds";
+    assert_eq!(samples(store_op, Some(("operation", "claim"))), 2);
+    assert_eq!(samples(store_op, Some(("operation", "complete"))), 2);
+    assert_eq!(samples(store_op, Some(("store", "memory"))), samples(store_op, None));
 }
 
 /// A span's name and its fields (name → value as text).
@@ -281,6 +293,9 @@ where
     ) {
         let mut fields = HashMap::new();
         attrs.record(&mut FieldsOf(&mut fields));
+        if let Some(parent) = ctx.span(id).and_then(|s| s.parent()) {
+            fields.insert("parent".to_owned(), parent.name().to_owned());
+        }
         let mut spans = self.0.lock().unwrap();
         spans.push((attrs.metadata().name().to_owned(), fields));
         if let Some(span) = ctx.span(id) {
@@ -354,6 +369,24 @@ fn the_call_span_carries_the_genai_tool_attributes() {
         "{refund:?}"
     );
     assert!(!refund.contains_key("error.type"));
+    assert_eq!(refund.get("effect_tool.store").map(String::as_str), Some("memory"));
+    // Each journal operation of the refund is a child span of its call, named for OpenTelemetry
+    // after the operation: the claim, then the completion.
+    let refund_key = &refund["effect_tool.key"];
+    let ops: Vec<&str> = spans
+        .iter()
+        .filter(|(name, f)| name == "store" && f.get("effect_tool.key") == Some(refund_key))
+        .map(|(_, f)| {
+            assert_eq!(f.get("parent").map(String::as_str), Some("execute_tool"), "{f:?}");
+            assert_eq!(f.get("db.system.name").map(String::as_str), Some("memory"), "{f:?}");
+            assert_eq!(
+                f.get("otel.name"),
+                Some(&format!("effect_tool.store {}", f["db.operation.name"]))
+            );
+            f["db.operation.name"].as_str()
+        })
+        .collect();
+    assert!(ops.ends_with(&["claim", "complete"]), "{ops:?}");
     let send = tools[1];
     assert_eq!(send.get("error.type").map(String::as_str), Some("Blocked"), "{send:?}");
     assert_eq!(send.get("effect_tool.disposition").map(String::as_str), Some("blocked"));

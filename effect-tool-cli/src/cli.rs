@@ -124,6 +124,19 @@ pub enum Command {
     /// there with `effect_tool::manifest::render(&toolkit.metas())`, save it, and give the file
     /// here to print it or --check it against the committed one.
     Manifest(ManifestArgs),
+    /// Serve the journal's metrics for Prometheus at `GET /metrics` until interrupted.
+    ///
+    /// The gauges of the records that need a person, by state and tool, and the age of the
+    /// oldest (`effect_tool_records_needing_person`,
+    /// `effect_tool_records_needing_person_oldest_age_seconds`, `effect_tool_journal_up`), read
+    /// from the journal on every scrape. The calls' counters and latencies live in the processes
+    /// that call tools: they serve them with `effect_tool::prometheus::PrometheusMetrics`.
+    /// Alert rules and a Grafana dashboard are in the repository's `deploy/` folder.
+    Serve {
+        /// The address to listen on. Loopback by default: the page names tools and counts.
+        #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR")]
+        listen: std::net::SocketAddr,
+    },
 }
 
 /// `list` options.

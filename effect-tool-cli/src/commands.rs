@@ -68,9 +68,63 @@ where
                 Command::Deny { key, reason, by } => deny(&*store, &key, reason, by, json, io).await,
                 Command::Abandon(args) => abandon(&*store, args, json, io).await,
                 Command::Gc { dry_run } => gc(&*store, dry_run, json, io).await,
+                Command::Serve { listen } => serve(store, listen, json, io).await,
                 Command::Key(_) | Command::Canon { .. } | Command::Manifest(_) => Ok(()),
             }
         }
+    }
+}
+
+/// `serve`: the journal's gauges at `GET /metrics`, until Ctrl-C or SIGTERM.
+async fn serve(
+    store: Arc<dyn Store>,
+    listen: std::net::SocketAddr,
+    json: bool,
+    io: &mut Io<'_>,
+) -> Result<(), CliError> {
+    use effect_tool_core::prometheus::PrometheusMetrics;
+    let metrics = PrometheusMetrics::install()
+        .map_err(|e| CliError::Store(e.to_string()))?
+        .with_journal(store);
+    let server = metrics
+        .bind(listen)
+        .await
+        .map_err(|e| CliError::Usage(format!("cannot listen on {listen}: {e}")))?;
+    let addr = server.local_addr();
+    let line = if json {
+        format!(
+            "{}\n",
+            serde_json::json!({ "listening": addr.to_string(), "path": "/metrics" })
+        )
+    } else {
+        format!("serving the journal's metrics at http://{addr}/metrics (Ctrl-C to stop)\n")
+    };
+    write(io.out, &line)?;
+    io.out.flush().map_err(io_error)?;
+    stopped().await;
+    server.shutdown().await;
+    Ok(())
+}
+
+/// Ctrl-C, or SIGTERM on Unix.
+async fn stopped() {
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(term) => term,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }
 

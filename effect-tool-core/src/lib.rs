@@ -34,6 +34,7 @@ pub mod context;
 pub mod dyn_tool;
 pub mod engine;
 pub mod error;
+pub mod gauges;
 pub mod key;
 pub mod manifest;
 pub mod marker;
@@ -41,6 +42,8 @@ pub mod marker;
 pub mod mcp;
 pub mod outcome;
 pub mod policy;
+#[cfg(feature = "prometheus")]
+pub mod prometheus;
 pub mod record;
 #[cfg(feature = "rig")]
 pub mod rig;

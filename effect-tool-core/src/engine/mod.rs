@@ -23,7 +23,8 @@
 mod lead;
 mod observe;
 
-pub use observe::{CallEvent, EVENT_BUFFER, EngineEvent};
+pub use observe::{CallEvent, EVENT_BUFFER, EngineEvent, METRICS, MetricInfo, MetricKind, describe_metrics};
+mod instrumented;
 pub(crate) mod lease;
 
 use std::collections::HashMap;
@@ -382,7 +383,7 @@ impl Engine {
     pub fn with_config(store: impl Store, config: EngineConfig) -> Self {
         Engine {
             inner: Arc::new(Inner {
-                store: Arc::new(store),
+                store: Arc::new(instrumented::InstrumentedStore::new(Arc::new(store))),
                 config,
                 inflight: Mutex::new(HashMap::default()),
                 draining: CancellationToken::new(),
@@ -481,7 +482,8 @@ impl Engine {
             .cloned()
     }
 
-    /// The journal.
+    /// The journal (the store given to [`Engine::new`], behind the engine's instrumentation:
+    /// each operation through it is traced and timed like the engine's own).
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.inner.store
     }
@@ -568,6 +570,7 @@ impl Engine {
             effect_tool.key = tracing::field::Empty,
             effect_tool.attempt = tracing::field::Empty,
             effect_tool.disposition = tracing::field::Empty,
+            effect_tool.store = self.inner.store.backend_name(),
         );
         let started = std::time::Instant::now();
         let call_id = opts.call_id.clone();

@@ -16,7 +16,9 @@
 //! # Metrics
 //!
 //! Recorded with the [`metrics`] crate, so any recorder the application installs gets them
-//! (Prometheus, OpenTelemetry, StatsD, ...); with none installed they cost an atomic load each.
+//! (Prometheus, OpenTelemetry, StatsD, ...). [`METRICS`] lists them all (the store operations'
+//! histogram and the journal's gauges included); [`describe_metrics`] gives their help text to
+//! the recorder.
 //!
 //! | name | kind | labels |
 //! |---|---|---|
@@ -26,6 +28,7 @@
 //! | `effect_tool_claims_lost_total` | counter | `tool`, `finished` (`true`: a fenced completion) |
 //! | `effect_tool_record_failures_total` | counter | `tool` |
 //! | `effect_tool_record_retries_total` | counter | `tool` |
+//! | `effect_tool_store_operation_duration_seconds` | histogram | `operation`, `store` |
 //!
 //! # Spans
 //!
@@ -34,12 +37,119 @@
 //! (`execute_tool`), `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type`
 //! (`function`), `gen_ai.agent.name` (the run's agent, if set) and, when it failed, `error.type` (the [`EffectError`](crate::EffectError) variant, e.g.
 //! `Blocked`), and effect-tool's own: `effect_tool.class`, `effect_tool.key`,
-//! `effect_tool.attempt`, `effect_tool.disposition`.
+//! `effect_tool.attempt`, `effect_tool.disposition`, `effect_tool.store` (the store's
+//! [`backend_name`](crate::Store::backend_name)). Every journal operation of the call is a child
+//! span `store` (`otel.name` `effect_tool.store {operation}`, with `db.system.name`,
+//! `db.operation.name` and `effect_tool.key`).
 
 use std::time::Duration;
 
 use super::Disposition;
 use crate::class::EffectClass;
+
+/// What kind of metric a [`MetricInfo`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricKind {
+    /// Only goes up.
+    Counter,
+    /// Goes up and down.
+    Gauge,
+    /// A distribution of values (seconds).
+    Histogram,
+}
+
+/// One metric effect-tool records: its name, kind, labels and meaning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricInfo {
+    /// The metric's name.
+    pub name: &'static str,
+    /// Counter, gauge or histogram.
+    pub kind: MetricKind,
+    /// Its labels.
+    pub labels: &'static [&'static str],
+    /// What it counts, in a sentence (the Prometheus `HELP` text).
+    pub help: &'static str,
+}
+
+/// Every metric effect-tool records: the engine's (this module), the store operations'
+/// ([`Engine::store`](super::Engine::store)), and the journal's gauges
+/// ([`gauges`](crate::gauges)). Exporters describe them from this list; dashboards and alert
+/// rules may use these names only.
+pub const METRICS: &[MetricInfo] = &[
+    MetricInfo {
+        name: "effect_tool_calls_total",
+        kind: MetricKind::Counter,
+        labels: &["tool", "class", "disposition"],
+        help: "Tool calls that ended, by what the engine did (executed, replayed, shared, reconciled, blocked, parked, failed, rejected).",
+    },
+    MetricInfo {
+        name: "effect_tool_call_duration_seconds",
+        kind: MetricKind::Histogram,
+        labels: &["tool", "class", "disposition"],
+        help: "How long a tool call took, journal included.",
+    },
+    MetricInfo {
+        name: "effect_tool_takeovers_total",
+        kind: MetricKind::Counter,
+        labels: &["tool"],
+        help: "Claims whose outcome was unknown (a stale claim, a record in doubt) taken over by a new attempt.",
+    },
+    MetricInfo {
+        name: "effect_tool_claims_lost_total",
+        kind: MetricKind::Counter,
+        labels: &["tool", "finished"],
+        help: "Attempts that lost their claim (lease lapsed) or whose completion the journal fenced out (finished=true).",
+    },
+    MetricInfo {
+        name: "effect_tool_record_failures_total",
+        kind: MetricKind::Counter,
+        labels: &["tool"],
+        help: "Effects that happened but whose record could not be written within the store-retry window.",
+    },
+    MetricInfo {
+        name: "effect_tool_record_retries_total",
+        kind: MetricKind::Counter,
+        labels: &["tool"],
+        help: "Journal writes of a result retried after a store failure.",
+    },
+    MetricInfo {
+        name: "effect_tool_store_operation_duration_seconds",
+        kind: MetricKind::Histogram,
+        labels: &["operation", "store"],
+        help: "How long one journal operation took (lookup, claim, complete, ...).",
+    },
+    MetricInfo {
+        name: "effect_tool_records_needing_person",
+        kind: MetricKind::Gauge,
+        labels: &["state", "tool"],
+        help: "Records waiting for a person: in doubt, awaiting approval, or stale claims.",
+    },
+    MetricInfo {
+        name: "effect_tool_records_needing_person_oldest_age_seconds",
+        kind: MetricKind::Gauge,
+        labels: &["state", "tool"],
+        help: "How long the oldest record waiting for a person has waited in its state.",
+    },
+    MetricInfo {
+        name: "effect_tool_journal_up",
+        kind: MetricKind::Gauge,
+        labels: &[],
+        help: "1 when the journal's gauges were read at the last scrape, 0 when the read failed.",
+    },
+];
+
+/// Describe every metric of [`METRICS`] to the installed recorder (its `HELP` text).
+pub fn describe_metrics() {
+    for m in METRICS {
+        match m.kind {
+            MetricKind::Counter => metrics::describe_counter!(m.name, m.help),
+            MetricKind::Gauge => metrics::describe_gauge!(m.name, m.help),
+            MetricKind::Histogram => {
+                metrics::describe_histogram!(m.name, metrics::Unit::Seconds, m.help)
+            }
+        }
+    }
+}
 
 /// How many events a receiver may fall behind before it misses the oldest.
 pub const EVENT_BUFFER: usize = 1024;

@@ -73,6 +73,10 @@ impl MemoryStore {
 
 #[async_trait]
 impl Store for MemoryStore {
+    fn backend_name(&self) -> &'static str {
+        "memory"
+    }
+
     async fn marker_secret(&self) -> Result<Option<crate::marker::MarkerSecret>, StoreError> {
         if let Some(secret) = self.marker_secret.get() {
             return Ok(Some(secret.clone()));

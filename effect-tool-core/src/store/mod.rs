@@ -189,6 +189,12 @@ pub trait Store: Send + Sync + 'static {
     async fn marker_secret(&self) -> Result<Option<crate::marker::MarkerSecret>, StoreError> {
         Ok(None)
     }
+
+    /// The kind of store, for spans and metrics (`db.system.name`, the `store` label):
+    /// `memory`, `sqlite`, `postgresql`, or `custom` (the default) for other stores.
+    fn backend_name(&self) -> &'static str {
+        "custom"
+    }
 }
 
 /// The named operations of the journal, built on [`Store::apply`].
@@ -367,6 +373,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     async fn marker_secret(&self) -> Result<Option<crate::marker::MarkerSecret>, StoreError> {
         (**self).marker_secret().await
+    }
+    fn backend_name(&self) -> &'static str {
+        (**self).backend_name()
     }
 }
 

@@ -809,6 +809,10 @@ impl PostgresStore {
 
 #[async_trait]
 impl Store for PostgresStore {
+    fn backend_name(&self) -> &'static str {
+        "postgresql"
+    }
+
     async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
         let client = self.client().await?;
         let row = bounded!(self, client, async {

@@ -343,6 +343,10 @@ impl Shared {
 
 #[async_trait]
 impl Store for SqliteStore {
+    fn backend_name(&self) -> &'static str {
+        "sqlite"
+    }
+
     async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
         let key = key.to_owned();
         self.read(move |conn| read_record(conn, &key)).await
