@@ -52,6 +52,15 @@ impl Tool for Send {
     }
 }
 
+/// The tests of this file run one at a time: `tracing` caches whether a span's callsite is
+/// wanted when the callsite is first hit, and a callsite first hit by a test without a
+/// subscriber while another test installs one can miss that subscriber.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn config() -> EngineConfig {
     EngineConfig {
         lease: Duration::from_millis(50),
@@ -91,61 +100,65 @@ async fn stale_claim<T: Tool>(store: &dyn Store, tool: &T, run: &RunContext, arg
     id.key
 }
 
-#[tokio::test]
-async fn every_decision_reaches_the_event_stream() {
-    let down = Arc::new(Downstream::default());
-    let store = Arc::new(MemoryStore::new());
-    let engine = Engine::with_config(store.clone(), config());
-    let mut events = engine.events();
-    let run = RunContext::new("events");
-    let refund = Refund(down.clone());
+#[test]
+fn every_decision_reaches_the_event_stream() {
+    let _serial = one_at_a_time();
+    current_thread().block_on(async {
+        let down = Arc::new(Downstream::default());
+        let store = Arc::new(MemoryStore::new());
+        let engine = Engine::with_config(store.clone(), config());
+        let mut events = engine.events();
+        let run = RunContext::new("events");
+        let refund = Refund(down.clone());
 
-    let first = engine
-        .call(&refund, &run, CallOptions::call_id("call_1"), "o-1".into())
-        .await
-        .unwrap();
-    let again = engine
-        .call(&refund, &run, CallOptions::call_id("call_1"), "o-1".into())
-        .await
-        .unwrap();
-    assert_eq!((first.as_str(), again.as_str()), ("refunded o-1", "refunded o-1"));
+        let first = engine
+            .call(&refund, &run, CallOptions::call_id("call_1"), "o-1".into())
+            .await
+            .unwrap();
+        let again = engine
+            .call(&refund, &run, CallOptions::call_id("call_1"), "o-1".into())
+            .await
+            .unwrap();
+        assert_eq!((first.as_str(), again.as_str()), ("refunded o-1", "refunded o-1"));
 
-    // A crashed worker's claim of an irreversible send: taken over, then blocked.
-    let send = Send(down.clone());
-    let key = stale_claim(store.as_ref(), &send, &run, &"ann".to_owned()).await;
-    let blocked = engine.call(&send, &run, CallOptions::default(), "ann".into()).await;
-    assert!(
-        matches!(blocked, Err(effect_tool::EffectError::Blocked(_))),
-        "{blocked:?}"
-    );
+        // A crashed worker's claim of an irreversible send: taken over, then blocked.
+        let send = Send(down.clone());
+        let key = stale_claim(store.as_ref(), &send, &run, &"ann".to_owned()).await;
+        let blocked = engine.call(&send, &run, CallOptions::default(), "ann".into()).await;
+        assert!(
+            matches!(blocked, Err(effect_tool::EffectError::Blocked(_))),
+            "{blocked:?}"
+        );
 
-    let seen = drain(&mut events);
-    let calls: Vec<(&str, Disposition, Option<&str>, Option<&str>)> = seen
-        .iter()
-        .filter_map(|e| match e {
-            EngineEvent::Call(c) => Some((c.tool, c.disposition, c.error, c.call_id.as_deref())),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(
-        calls,
-        [
-            ("refund", Disposition::Executed, None, Some("call_1")),
-            ("refund", Disposition::Replayed, None, Some("call_1")),
-            ("send", Disposition::Blocked, Some("Blocked"), None),
-        ]
-    );
-    assert!(
-        seen.iter()
-            .any(|e| matches!(e, EngineEvent::TakenOver { tool: "send", key: k, attempt: 2 } if *k == key)),
-        "{seen:?}"
-    );
-    // The ledger agrees: one refund applied, the blocked send never ran.
-    assert_eq!((down.requests(), down.effects()), (1, 1));
+        let seen = drain(&mut events);
+        let calls: Vec<(&str, Disposition, Option<&str>, Option<&str>)> = seen
+            .iter()
+            .filter_map(|e| match e {
+                EngineEvent::Call(c) => Some((c.tool, c.disposition, c.error, c.call_id.as_deref())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                ("refund", Disposition::Executed, None, Some("call_1")),
+                ("refund", Disposition::Replayed, None, Some("call_1")),
+                ("send", Disposition::Blocked, Some("Blocked"), None),
+            ]
+        );
+        assert!(
+            seen.iter()
+                .any(|e| matches!(e, EngineEvent::TakenOver { tool: "send", key: k, attempt: 2 } if *k == key)),
+            "{seen:?}"
+        );
+        // The ledger agrees: one refund applied, the blocked send never ran.
+        assert_eq!((down.requests(), down.effects()), (1, 1));
+    })
 }
 
 #[test]
 fn an_effect_whose_record_failed_is_an_event_and_a_metric_not_only_a_log_line() {
+    let _serial = one_at_a_time();
     let down = Arc::new(Downstream::default());
     let store = Faulty::new(
         Arc::new(MemoryStore::new()),
@@ -213,6 +226,7 @@ fn counters(snapshot: &Snapshot) -> HashMap<String, u64> {
 
 #[test]
 fn calls_count_by_tool_class_and_disposition_with_their_latency() {
+    let _serial = one_at_a_time();
     let recorder = metrics_util::debugging::DebuggingRecorder::new();
     let snapshots = recorder.snapshotter();
     let down = Arc::new(Downstream::default());
@@ -317,6 +331,7 @@ where
 
 #[test]
 fn the_call_span_carries_the_genai_tool_attributes() {
+    let _serial = one_at_a_time();
     use tracing_subscriber::layer::SubscriberExt;
     let captured = Captured::default();
     let subscriber = tracing_subscriber::registry().with(captured.clone());

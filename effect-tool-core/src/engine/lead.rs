@@ -257,7 +257,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             Ok(other) => return Step::Done(self.unclaimed(other)),
         };
         let key = self.key().to_owned();
-        tracing::Span::current().record("effect_tool.attempt", attempt);
+        tracing::Span::current().record("effect_tool.attempt", i64::from(attempt));
         let lease = LeaseClock::new(sent, inner.config.lease);
         let ctx = EffectCtx::new(
             call.run.clone(),

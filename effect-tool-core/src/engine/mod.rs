@@ -641,7 +641,7 @@ impl Engine {
                 );
             }
             ctx.attempt = exec;
-            tracing::Span::current().record("effect_tool.attempt", exec);
+            tracing::Span::current().record("effect_tool.attempt", i64::from(exec));
             let (outcome, result) = match execute(tool, &ctx, args.clone(), &self.inner.abort).await {
                 Exec::Done(Ok(out)) => return report(Ok(out), Disposition::Executed),
                 Exec::Done(Err(e)) => (classify(&e), Err(e)),
