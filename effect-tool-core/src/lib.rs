@@ -40,6 +40,7 @@ pub mod manifest;
 pub mod marker;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+pub mod notify;
 pub mod outcome;
 pub mod policy;
 #[cfg(feature = "prometheus")]

@@ -150,4 +150,7 @@ impl Store for InstrumentedStore {
     fn backend_name(&self) -> &'static str {
         self.backend
     }
+    async fn changed(&self, key: &str) {
+        self.inner.changed(key).await
+    }
 }

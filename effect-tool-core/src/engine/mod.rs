@@ -949,6 +949,20 @@ impl RunHandle {
         &self.engine
     }
 
+    /// Wait until a person approves or denies the call parked under `key` (the key of its
+    /// [`ApprovalPending`]), or `timeout` passes, without calling the
+    /// tool again. Then call it again: an approved call runs (once), a denied one fails with the
+    /// reason. Reads the journal with backoff (20 ms, doubling, at most 1 s), and at once when a
+    /// decision goes through the same [`MemoryStore`](crate::MemoryStore)
+    /// ([`Store::changed`]). Cancel it by dropping the future (e.g. in a `tokio::select!`).
+    pub async fn wait_for_approval(
+        &self,
+        key: &str,
+        timeout: Duration,
+    ) -> Result<crate::notify::ApprovalAnswer, StoreError> {
+        crate::notify::wait_for_approval(self.engine.store(), key, timeout).await
+    }
+
     /// Call `tool` in this run.
     pub async fn call<T: Tool>(&self, tool: &T, args: T::Args) -> Result<T::Output, EffectError<T::Error>> {
         self.engine.call(tool, &self.run, CallOptions::default(), args).await

@@ -131,6 +131,12 @@ pub const METRICS: &[MetricInfo] = &[
         help: "How long the oldest record waiting for a person has waited in its state.",
     },
     MetricInfo {
+        name: "effect_tool_webhook_failures_total",
+        kind: MetricKind::Counter,
+        labels: &[],
+        help: "Needs-person notifications the webhook gave up delivering after its last attempt.",
+    },
+    MetricInfo {
         name: "effect_tool_journal_up",
         kind: MetricKind::Gauge,
         labels: &[],

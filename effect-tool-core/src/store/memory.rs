@@ -15,6 +15,8 @@ pub struct MemoryStore {
     inner: Mutex<Inner>,
     /// This journal's marker secret, random, made on first use.
     marker_secret: std::sync::OnceLock<crate::marker::MarkerSecret>,
+    /// Woken by every person's decision ([`Store::changed`]).
+    decided: tokio::sync::Notify,
 }
 
 #[derive(Debug, Default)]
@@ -39,6 +41,18 @@ impl MemoryStore {
     /// Apply `op` under the lock: [`transition`] on the record, the record it writes put in
     /// its place, and the transition's audit entry appended.
     fn apply_now(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
+        let decision = matches!(
+            op,
+            Op::Approve { .. } | Op::Deny { .. } | Op::Resolve { .. } | Op::Amend { .. }
+        );
+        let outcome = self.transition_now(key, op)?;
+        if decision {
+            self.decided.notify_waiters();
+        }
+        Ok(outcome)
+    }
+
+    fn transition_now(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
         let now = self.now();
         let mut inner = self.lock();
         let t = match inner.records.get_mut(key) {
@@ -73,6 +87,10 @@ impl MemoryStore {
 
 #[async_trait]
 impl Store for MemoryStore {
+    async fn changed(&self, _key: &str) {
+        self.decided.notified().await
+    }
+
     fn backend_name(&self) -> &'static str {
         "memory"
     }

@@ -190,6 +190,17 @@ pub trait Store: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// Completes when a person's decision on `key` (approve, deny, resolve, amend) went through
+    /// this store object, so that a task waiting for it
+    /// ([`RunHandle::wait_for_approval`](crate::RunHandle::wait_for_approval)) reads the record
+    /// again at once. A hint, not a guarantee: waiters poll as well, which is all they do for
+    /// decisions made by other processes. The default never completes (waiters only poll);
+    /// [`MemoryStore`] implements it.
+    async fn changed(&self, key: &str) {
+        let _ = key;
+        std::future::pending::<()>().await
+    }
+
     /// The kind of store, for spans and metrics (`db.system.name`, the `store` label):
     /// `memory`, `sqlite`, `postgresql`, or `custom` (the default) for other stores.
     fn backend_name(&self) -> &'static str {
@@ -376,6 +387,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     fn backend_name(&self) -> &'static str {
         (**self).backend_name()
+    }
+    async fn changed(&self, key: &str) {
+        (**self).changed(key).await
     }
 }
 

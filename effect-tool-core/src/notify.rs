@@ -1,0 +1,271 @@
+//! Telling people that a record waits for them, and waiting for their answer.
+//!
+//! - [`Engine::on_needs_person`] calls a function each time a call of this engine finds a
+//!   record that needs a person: it went in doubt, it parked for approval, or its claim is stale
+//!   and the call may not take it over. Built on [`Engine::events`]: a call that ended
+//!   `blocked` or `awaiting-approval` is looked up in the journal, and each (record, state,
+//!   last change) is notified once per engine, however many calls find it.
+//! - [`webhook`] (feature `webhook`) delivers those notifications as signed JSON POSTs, retried
+//!   until the receiver acknowledges them.
+//! - [`RunHandle::wait_for_approval`](crate::RunHandle::wait_for_approval) parks a task until a
+//!   person approves or denies a call, without calling the tool again to find out.
+//!
+//! The [`NeedsPerson::id`] of a notification is the same in every process that sends it (the
+//! key, the state and the record's last change), so a receiver can drop the repeats that
+//! at-least-once delivery and several workers bring.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::engine::{Disposition, Engine, EngineEvent};
+use crate::error::StoreError;
+use crate::record::{EffectRecord, Millis, RecordState};
+use crate::store::Store;
+
+#[cfg(feature = "webhook")]
+pub mod webhook;
+
+/// A record that needs a person, as notified.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct NeedsPerson {
+    /// Stable across processes and repeats: SHA-256 (hex, 32 characters) of the key, the state
+    /// and the record's last change.
+    pub id: String,
+    /// Why: `in-doubt`, `awaiting-approval` or `stale`.
+    pub state: &'static str,
+    /// The effect key.
+    pub key: String,
+    /// The tool.
+    pub tool: String,
+    /// The run.
+    pub run_id: String,
+    /// The role whose approval the call needs (`awaiting-approval`).
+    pub approval_role: Option<String>,
+    /// Why the record is in doubt, in words, if known.
+    pub reason: Option<String>,
+    /// The call's input, sensitive fields removed (as journaled).
+    pub input: serde_json::Value,
+    /// When the record went into this state (milliseconds since the Unix epoch; for a stale
+    /// claim, when its lease ended).
+    pub since: Millis,
+    /// What a person runs to act on it.
+    pub next_step: String,
+    /// One line for chat tools (Slack's incoming webhooks show `text`).
+    pub text: String,
+}
+
+impl NeedsPerson {
+    /// The notification for `rec` at `now`, if it needs a person.
+    pub fn of(rec: &EffectRecord, now: Millis) -> Option<NeedsPerson> {
+        let (state, since, next_step) = match rec.state {
+            RecordState::InDoubt => (
+                "in-doubt",
+                rec.updated_at,
+                format!(
+                    "effect-tool show {key}, then effect-tool resolve {key} --applied --output JSON (or --not-applied)",
+                    key = crate::shell::quote(&rec.key)
+                ),
+            ),
+            RecordState::AwaitingApproval => (
+                "awaiting-approval",
+                rec.updated_at,
+                format!(
+                    "effect-tool approve {key} --as {role} (or effect-tool deny {key} --reason TEXT)",
+                    key = crate::shell::quote(&rec.key),
+                    role = crate::shell::quote(rec.approval_role.as_deref().unwrap_or("ROLE"))
+                ),
+            ),
+            RecordState::Claimed if rec.is_stale(now) => (
+                "stale",
+                rec.lease_until.unwrap_or(rec.updated_at),
+                format!("effect-tool show {}", crate::shell::quote(&rec.key)),
+            ),
+            _ => return None,
+        };
+        let id = {
+            let digest = Sha256::digest(format!("{}\n{state}\n{}", rec.key, rec.updated_at));
+            digest[..16].iter().map(|b| format!("{b:02x}")).collect::<String>()
+        };
+        let text = match state {
+            "in-doubt" => format!(
+                "{} is in doubt: its effect may or may not have happened. {}",
+                rec.tool,
+                rec.reason.as_deref().unwrap_or("")
+            ),
+            "awaiting-approval" => format!(
+                "{} waits for approval by {}.",
+                rec.tool,
+                rec.approval_role.as_deref().unwrap_or("a person")
+            ),
+            _ => format!(
+                "{} has a stale claim: its worker stopped before recording a result.",
+                rec.tool
+            ),
+        };
+        Some(NeedsPerson {
+            id,
+            state,
+            key: rec.key.clone(),
+            tool: rec.tool.clone(),
+            run_id: rec.run_id.clone(),
+            approval_role: rec.approval_role.clone(),
+            reason: rec.reason.clone(),
+            input: rec.input.clone(),
+            since,
+            text: format!("{} Next: {next_step}", text.trim_end()),
+            next_step,
+        })
+    }
+}
+
+/// How many notification ids an engine remembers, to notify each once.
+const REMEMBERED: usize = 10_000;
+
+/// The ids notified lately (at most [`REMEMBERED`], oldest forgotten first).
+#[derive(Default)]
+struct Seen {
+    order: VecDeque<String>,
+    ids: HashSet<String>,
+}
+
+impl Seen {
+    /// Whether `id` is new (and remember it).
+    fn first(&mut self, id: &str) -> bool {
+        if self.ids.contains(id) {
+            return false;
+        }
+        if self.order.len() == REMEMBERED
+            && let Some(old) = self.order.pop_front()
+        {
+            self.ids.remove(&old);
+        }
+        self.order.push_back(id.to_owned());
+        self.ids.insert(id.to_owned());
+        true
+    }
+}
+
+/// The task behind [`Engine::on_needs_person`]; dropping it stops the notifications.
+#[derive(Debug)]
+pub struct NeedsPersonWatch {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl NeedsPersonWatch {
+    /// Stop notifying.
+    pub fn stop(self) {}
+}
+
+impl Drop for NeedsPersonWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Engine {
+    /// Call `notify` for every record a call of this engine finds needing a person (see the
+    /// [`notify`](crate::notify) module), once per record and state. Runs until the returned
+    /// watch is dropped. Needs a tokio runtime.
+    pub fn on_needs_person(&self, notify: impl Fn(NeedsPerson) + Send + Sync + 'static) -> NeedsPersonWatch {
+        let mut events = self.events();
+        let store = self.store().clone();
+        let task = tokio::spawn(async move {
+            let mut seen = Seen::default();
+            loop {
+                let key = match events.recv().await {
+                    Ok(EngineEvent::Call(call))
+                        if matches!(call.disposition, Disposition::Blocked | Disposition::AwaitingApproval) =>
+                    {
+                        match call.key {
+                            Some(key) => key,
+                            None => continue,
+                        }
+                    }
+                    Ok(_) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::warn!(missed, "needs-person notifications fell behind the engine's events");
+                        continue;
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                match needs_person(store.as_ref(), &key).await {
+                    Ok(Some(n)) if seen.first(&n.id) => notify(n),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(key = %key, error = %e, "could not read a record that needs a person"),
+                }
+            }
+        });
+        NeedsPersonWatch { task }
+    }
+}
+
+async fn needs_person(store: &dyn Store, key: &str) -> Result<Option<NeedsPerson>, StoreError> {
+    Ok(store.get(key).await?.and_then(|rec| NeedsPerson::of(&rec, store.now())))
+}
+
+/// What a person decided about a call that waited for approval
+/// ([`RunHandle::wait_for_approval`](crate::RunHandle::wait_for_approval)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ApprovalAnswer {
+    /// Approved by `by`: the next call with the same input runs it.
+    Approved {
+        /// Who approved.
+        by: Option<String>,
+    },
+    /// Denied by `by`: the next call fails with the reason.
+    Denied {
+        /// Who denied.
+        by: Option<String>,
+        /// Why.
+        reason: Option<String>,
+    },
+    /// The record left the approval queue another way (it ran, was garbage-collected, ...).
+    Other(Option<RecordState>),
+    /// Nobody answered within the time given.
+    TimedOut,
+}
+
+/// How often [`wait_for_change`] reads a record of another process's store at first, and at
+/// most.
+const WAIT_POLL: (Duration, Duration) = (Duration::from_millis(20), Duration::from_secs(1));
+
+/// Wait until the record under `key` is no longer awaiting approval, or `timeout` passes.
+pub(crate) async fn wait_for_approval(
+    store: &Arc<dyn Store>,
+    key: &str,
+    timeout: Duration,
+) -> Result<ApprovalAnswer, StoreError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut poll = WAIT_POLL.0;
+    loop {
+        let rec = store.get(key).await?;
+        match rec {
+            Some(rec) if rec.state == RecordState::AwaitingApproval => {}
+            Some(rec) if rec.state == RecordState::Approved => {
+                return Ok(ApprovalAnswer::Approved { by: rec.decided_by });
+            }
+            Some(rec) if rec.state == RecordState::Denied => {
+                return Ok(ApprovalAnswer::Denied {
+                    by: rec.decided_by,
+                    reason: rec.reason,
+                });
+            }
+            other => return Ok(ApprovalAnswer::Other(other.map(|r| r.state))),
+        }
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            return Ok(ApprovalAnswer::TimedOut);
+        }
+        tokio::select! {
+            _ = store.changed(key) => {}
+            _ = tokio::time::sleep(poll.min(deadline - now)) => {}
+        }
+        poll = (poll * 2).min(WAIT_POLL.1);
+    }
+}
