@@ -277,6 +277,60 @@ fn calls_count_by_tool_class_and_disposition_with_their_latency() {
     assert_eq!(samples(store_op, Some(("store", "memory"))), samples(store_op, None));
 }
 
+/// Fails transiently on its first run, then refunds (counted at the bank).
+struct FlakyRefund(Arc<Downstream>, std::sync::atomic::AtomicBool);
+
+impl Tool for FlakyRefund {
+    type Args = String;
+    type Output = String;
+    type Error = ToolError;
+    const NAME: &'static str = "flaky_refund";
+    const CLASS: EffectClass = EffectClass::Idempotent;
+    const RETRY: effect_tool::RetryPolicy = effect_tool::RetryPolicy {
+        max_attempts: 3,
+        base_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(1),
+    };
+
+    async fn call(&self, ctx: &EffectCtx, order: String) -> Result<String, ToolError> {
+        if !self.1.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Err(ToolError::transient("the bank is busy"));
+        }
+        self.0.apply(&ctx.idempotency_key());
+        Ok(format!("refunded {order}"))
+    }
+}
+
+#[test]
+fn a_transient_failure_retried_by_the_policy_is_counted() {
+    let _serial = one_at_a_time();
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshots = recorder.snapshotter();
+    let down = Arc::new(Downstream::default());
+    let engine = Engine::with_config(MemoryStore::new(), config());
+    let run = RunContext::new("retries");
+    let tool = FlakyRefund(down.clone(), Default::default());
+    metrics::with_local_recorder(&recorder, || {
+        current_thread().block_on(async {
+            engine
+                .call(&tool, &run, CallOptions::default(), "o-9".into())
+                .await
+                .unwrap();
+        })
+    });
+    let c = counters(&snapshots.snapshot().into_vec());
+    assert_eq!(
+        c.get("effect_tool_tool_retries_total{tool=flaky_refund}"),
+        Some(&1),
+        "{c:?}"
+    );
+    assert_eq!(
+        c.get("effect_tool_calls_total{class=idempotent,disposition=executed,tool=flaky_refund}"),
+        Some(&1)
+    );
+    assert_eq!(down.requests(), 1);
+}
+
 /// A span's name and its fields (name → value as text).
 type SpanFields = (String, HashMap<String, String>);
 

@@ -615,6 +615,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         tracing::debug!(?decision, %reason, "tool failed");
         match decision {
             Decision::Retry { after } => {
+                super::observe::tool_retried(T::NAME);
                 if let Err(e) = self.store().release(key, attempt, Some(reason)).await {
                     tracing::warn!(error = %e, "could not release the claim before retrying");
                 }

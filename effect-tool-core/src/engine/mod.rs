@@ -658,6 +658,7 @@ impl Engine {
             };
             match decide(policy_input::<T>(outcome, exec)) {
                 Decision::Retry { after } => {
+                    observe::tool_retried(T::NAME);
                     tracing::debug!(after_ms = after.as_millis() as u64, "retrying pure tool");
                     tokio::select! {
                         _ = tokio::time::sleep(after) => {}

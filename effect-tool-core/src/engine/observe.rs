@@ -24,6 +24,7 @@
 //! |---|---|---|
 //! | `effect_tool_calls_total` | counter | `tool`, `class`, `disposition` |
 //! | `effect_tool_call_duration_seconds` | histogram | `tool`, `class`, `disposition` |
+//! | `effect_tool_tool_retries_total` | counter | `tool` |
 //! | `effect_tool_takeovers_total` | counter | `tool` |
 //! | `effect_tool_claims_lost_total` | counter | `tool`, `finished` (`true`: a fenced completion) |
 //! | `effect_tool_record_failures_total` | counter | `tool` |
@@ -87,6 +88,12 @@ pub const METRICS: &[MetricInfo] = &[
         kind: MetricKind::Histogram,
         labels: &["tool", "class", "disposition"],
         help: "How long a tool call took, journal included.",
+    },
+    MetricInfo {
+        name: "effect_tool_tool_retries_total",
+        kind: MetricKind::Counter,
+        labels: &["tool"],
+        help: "Tool runs that failed transiently and run again after a backoff (the retry policy).",
     },
     MetricInfo {
         name: "effect_tool_takeovers_total",
@@ -309,6 +316,11 @@ pub(super) fn claim_lost(
         current,
         finished,
     });
+}
+
+/// A tool failed in a way its class allows to retry, and runs again after a backoff.
+pub(super) fn tool_retried(tool: &'static str) {
+    metrics::counter!("effect_tool_tool_retries_total", "tool" => tool).increment(1);
 }
 
 /// A record write failed and is retried.
