@@ -23,7 +23,6 @@ use effect_tool::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{CallOptions, EffectCtx, Engine, Filter, RunContext, Store, StoreError, ToolError, tool};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The outside world, where the engine cannot see: what each tool really did.
 static BANK: LazyLock<Downstream> = LazyLock::new(Downstream::default);
@@ -180,49 +179,14 @@ fn start_prometheus(binary: &Path, target: SocketAddr) -> OwnPrometheus {
     OwnPrometheus { child, addr, _dir: dir }
 }
 
-/// One HTTP/1.1 GET (`Connection: close`): the status and the body.
+/// `GET path`: the status and the body.
 async fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
-    let mut stream = tokio::net::TcpStream::connect(addr).await?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes())
-        .await?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await?;
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
-        dechunk(body)
-    } else {
-        body.to_owned()
-    };
-    Ok((status, body))
-}
-
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        body = rest[n..].trim_start_matches("\r\n");
-    }
-    out
+    common::http::get(addr, path).await.map(|a| (a.status, a.body))
 }
 
 /// Prometheus's answer to an instant query, as (labels, value) pairs.
 async fn query(prometheus: SocketAddr, promql: &str) -> Vec<(Value, f64)> {
-    let encoded: String = promql
-        .bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'-' | b'.' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect();
+    let encoded = common::http::encode(promql);
     let Ok((200, body)) = get(prometheus, &format!("/api/v1/query?query={encoded}")).await else {
         return Vec::new();
     };

@@ -124,7 +124,8 @@ pub enum Command {
     /// there with `effect_tool::manifest::render(&toolkit.metas())`, save it, and give the file
     /// here to print it or --check it against the committed one.
     Manifest(ManifestArgs),
-    /// Serve the journal's metrics for Prometheus at `GET /metrics` until interrupted.
+    /// Serve the journal's metrics for Prometheus at `GET /metrics`, and with --tokens or
+    /// --trusted-proxy the operator API at `/api/...`, until interrupted.
     ///
     /// The gauges of the records that need a person, by state and tool, and the age of the
     /// oldest (`effect_tool_records_needing_person`,
@@ -136,6 +137,17 @@ pub enum Command {
         /// The address to listen on. Loopback by default: the page names tools and counts.
         #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR")]
         listen: std::net::SocketAddr,
+        /// Serve the operator API to the holders of these bearer tokens: a file of
+        /// `token name role,role` lines.
+        #[arg(long, value_name = "FILE")]
+        tokens: Option<std::path::PathBuf>,
+        /// Serve the operator API to the users an authenticating proxy at this address names
+        /// in `X-Forwarded-User` (roles from `X-Forwarded-Groups`). Repeatable.
+        #[arg(long = "trusted-proxy", value_name = "IP")]
+        trusted_proxies: Vec<std::net::IpAddr>,
+        /// The role that may resolve and amend records through the API.
+        #[arg(long, default_value = "operator", value_name = "ROLE")]
+        resolver_role: String,
     },
 }
 

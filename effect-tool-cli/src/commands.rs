@@ -68,17 +68,49 @@ where
                 Command::Deny { key, reason, by } => deny(&*store, &key, reason, by, json, io).await,
                 Command::Abandon(args) => abandon(&*store, args, json, io).await,
                 Command::Gc { dry_run } => gc(&*store, dry_run, json, io).await,
-                Command::Serve { listen } => serve(store, listen, json, io).await,
+                Command::Serve {
+                    listen,
+                    tokens,
+                    trusted_proxies,
+                    resolver_role,
+                } => {
+                    let console = console(&store, tokens, trusted_proxies, resolver_role)?;
+                    serve(store, listen, console, json, io).await
+                }
                 Command::Key(_) | Command::Canon { .. } | Command::Manifest(_) => Ok(()),
             }
         }
     }
 }
 
-/// `serve`: the journal's gauges at `GET /metrics`, until Ctrl-C or SIGTERM.
+/// The operator API `serve` mounts, if it was given a way to identify operators.
+fn console(
+    store: &Arc<dyn Store>,
+    tokens: Option<std::path::PathBuf>,
+    proxies: Vec<std::net::IpAddr>,
+    resolver_role: String,
+) -> Result<Option<effect_tool_core::console::Console>, CliError> {
+    use effect_tool_core::console::{Console, StaticTokens, TrustedHeader};
+    let console = match (tokens, proxies.is_empty()) {
+        (Some(_), false) => {
+            return Err(CliError::Usage("give --tokens or --trusted-proxy, not both".into()));
+        }
+        (Some(path), true) => {
+            let tokens = StaticTokens::from_file(&path).map_err(|e| CliError::Usage(e.to_string()))?;
+            Console::new(store.clone(), tokens)
+        }
+        (None, false) => Console::new(store.clone(), TrustedHeader::new(proxies)),
+        (None, true) => return Ok(None),
+    };
+    Ok(Some(console.with_resolver_role(resolver_role)))
+}
+
+/// `serve`: the journal's gauges at `GET /metrics` (and the operator API), until Ctrl-C or
+/// SIGTERM.
 async fn serve(
     store: Arc<dyn Store>,
     listen: std::net::SocketAddr,
+    console: Option<effect_tool_core::console::Console>,
     json: bool,
     io: &mut Io<'_>,
 ) -> Result<(), CliError> {
@@ -86,23 +118,34 @@ async fn serve(
     let metrics = PrometheusMetrics::install()
         .map_err(|e| CliError::Store(e.to_string()))?
         .with_journal(store);
-    let server = metrics
-        .bind(listen)
+    let with_api = console.is_some();
+    let mut app = metrics.router();
+    if let Some(console) = console {
+        app = app.merge(console.router());
+    }
+    let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| CliError::Usage(format!("cannot listen on {listen}: {e}")))?;
-    let addr = server.local_addr();
+    let addr = listener.local_addr().map_err(io_error)?;
     let line = if json {
         format!(
             "{}\n",
-            serde_json::json!({ "listening": addr.to_string(), "path": "/metrics" })
+            serde_json::json!({ "listening": addr.to_string(), "metrics": "/metrics", "api": with_api.then_some("/api") })
+        )
+    } else if with_api {
+        format!(
+            "serving the journal's metrics at http://{addr}/metrics and the operator API at http://{addr}/api (Ctrl-C to stop)\n"
         )
     } else {
         format!("serving the journal's metrics at http://{addr}/metrics (Ctrl-C to stop)\n")
     };
     write(io.out, &line)?;
     io.out.flush().map_err(io_error)?;
-    stopped().await;
-    server.shutdown().await;
+    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(stopped())
+        .await
+        .map_err(io_error)?;
     Ok(())
 }
 

@@ -27,6 +27,13 @@ pub trait DynTool: Send + Sync + 'static {
         args: Value,
     ) -> BoxFuture<'a, CallReport<Value, String>>;
 
+    /// Whether `output` is an output of this tool (it decodes into the tool's output type), as
+    /// a person's resolution must be; the decoder's message when not.
+    fn check_output(&self, output: &Value) -> Result<(), String> {
+        let _ = output;
+        Ok(())
+    }
+
     /// Run the tool's compensation for a recorded call (`args` and `output` as stored).
     fn compensate_json<'a>(
         &'a self,
@@ -43,6 +50,12 @@ impl<T: Tool> DynTool for T {
 
     fn input_schema(&self) -> Value {
         T::input_schema()
+    }
+
+    fn check_output(&self, output: &Value) -> Result<(), String> {
+        serde_json::from_value::<T::Output>(output.clone())
+            .map(drop)
+            .map_err(|e| e.to_string())
     }
 
     fn call_json<'a>(

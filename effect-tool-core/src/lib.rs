@@ -30,6 +30,8 @@ pub mod class;
 pub mod compensation;
 #[cfg(feature = "testing")]
 pub mod conformance;
+#[cfg(feature = "console")]
+pub mod console;
 pub mod context;
 pub mod dyn_tool;
 pub mod engine;

@@ -1,0 +1,257 @@
+//! Who an operator is: every request to the console is identified before anything is read or
+//! done, by one of two means.
+//!
+//! - [`StaticTokens`]: bearer tokens from a file, for small teams. One line per person,
+//!   `token name role,role` (`#` starts a comment). Compared in constant time.
+//! - [`TrustedHeader`]: an authenticating proxy in front (oauth2-proxy before an OIDC provider,
+//!   say) sets the user and groups headers; they are believed only from the proxy's addresses.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::path::Path;
+
+use axum::http::HeaderMap;
+
+/// An authenticated operator: a name (what the audit trail records) and roles.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// Who (recorded as `by` in the audit trail).
+    pub name: String,
+    /// The roles they hold (e.g. `manager`, `operator`).
+    pub roles: BTreeSet<String>,
+}
+
+impl Identity {
+    /// `name` holding `roles`.
+    pub fn new(name: impl Into<String>, roles: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        Identity {
+            name: name.into(),
+            roles: roles.into_iter().map(Into::into).collect(),
+        }
+    }
+
+    /// Whether they hold `role`.
+    pub fn has_role(&self, role: &str) -> bool {
+        self.roles.contains(role)
+    }
+}
+
+/// Finds the operator behind a request, or none (the request is refused with 401).
+pub trait OperatorAuth: Send + Sync + 'static {
+    /// The identity of the request with `headers`, from `peer` (the TCP peer, when the server
+    /// was started with connect info).
+    fn identify(&self, headers: &HeaderMap, peer: Option<IpAddr>) -> Option<Identity>;
+}
+
+/// Why a tokens file could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("tokens file {path}, line {line}: {why} (each line is `token name role,role`)")]
+pub struct TokensError {
+    /// The file.
+    pub path: String,
+    /// The line (1-based; 0 when the file could not be read).
+    pub line: usize,
+    /// What is wrong.
+    pub why: String,
+}
+
+/// Bearer tokens of named operators (see the module docs).
+#[derive(Clone, Default)]
+pub struct StaticTokens {
+    tokens: Vec<(Vec<u8>, Identity)>,
+}
+
+impl std::fmt::Debug for StaticTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.tokens.iter().map(|(_, i)| i.name.as_str()).collect();
+        f.debug_struct("StaticTokens")
+            .field("operators", &names)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StaticTokens {
+    /// No tokens yet.
+    pub fn new() -> Self {
+        StaticTokens::default()
+    }
+
+    /// Accept `token` as `identity`.
+    pub fn with(mut self, token: impl Into<String>, identity: Identity) -> Self {
+        self.tokens.push((token.into().into_bytes(), identity));
+        self
+    }
+
+    /// Read a tokens file (`token name role,role` per line). Tokens shorter than 16 characters
+    /// are refused: they can be guessed.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, TokensError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| TokensError {
+            path: path.display().to_string(),
+            line: 0,
+            why: e.to_string(),
+        })?;
+        Self::parse(&text).map_err(|(line, why)| TokensError {
+            path: path.display().to_string(),
+            line,
+            why,
+        })
+    }
+
+    /// Parse the text of a tokens file: `Err((line, why))`.
+    pub fn parse(text: &str) -> Result<Self, (usize, String)> {
+        let mut tokens = StaticTokens::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or_default().trim();
+            if line.is_empty() {
+                continue;
+            }
+            let mut parts = line.split_whitespace();
+            let (Some(token), Some(name)) = (parts.next(), parts.next()) else {
+                return Err((n + 1, "a token and a name are needed".into()));
+            };
+            if token.len() < 16 {
+                return Err((n + 1, "the token is shorter than 16 characters".into()));
+            }
+            let roles: Vec<&str> = parts
+                .next()
+                .map(|r| r.split(',').filter(|r| !r.is_empty()).collect())
+                .unwrap_or_default();
+            if parts.next().is_some() {
+                return Err((n + 1, "roles are one comma-separated word".into()));
+            }
+            tokens = tokens.with(token, Identity::new(name, roles));
+        }
+        Ok(tokens)
+    }
+}
+
+/// Whether `a` and `b` are equal, in time that depends only on their lengths.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl OperatorAuth for StaticTokens {
+    fn identify(&self, headers: &HeaderMap, _peer: Option<IpAddr>) -> Option<Identity> {
+        let value = headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?;
+        let token = value.strip_prefix("Bearer ")?.trim().as_bytes();
+        // Every token is compared, so the time does not tell which one matched.
+        let mut found = None;
+        for (t, identity) in &self.tokens {
+            if same(t, token) && found.is_none() {
+                found = Some(identity.clone());
+            }
+        }
+        found
+    }
+}
+
+/// Identity from headers an authenticating proxy sets, believed only from its addresses.
+#[derive(Debug, Clone)]
+pub struct TrustedHeader {
+    user: String,
+    groups: String,
+    proxies: Vec<IpAddr>,
+}
+
+impl TrustedHeader {
+    /// oauth2-proxy's headers (`X-Forwarded-User`, `X-Forwarded-Groups`), from `proxies` only.
+    pub fn new(proxies: impl IntoIterator<Item = IpAddr>) -> Self {
+        TrustedHeader {
+            user: "x-forwarded-user".into(),
+            groups: "x-forwarded-groups".into(),
+            proxies: proxies.into_iter().collect(),
+        }
+    }
+
+    /// Other header names (the user's, and the comma-separated groups', read as roles).
+    pub fn with_headers(mut self, user: &str, groups: &str) -> Self {
+        self.user = user.to_ascii_lowercase();
+        self.groups = groups.to_ascii_lowercase();
+        self
+    }
+}
+
+impl OperatorAuth for TrustedHeader {
+    fn identify(&self, headers: &HeaderMap, peer: Option<IpAddr>) -> Option<Identity> {
+        if !peer.is_some_and(|p| self.proxies.contains(&p)) {
+            return None;
+        }
+        let user = headers.get(self.user.as_str())?.to_str().ok()?.trim();
+        if user.is_empty() {
+            return None;
+        }
+        let groups = headers
+            .get(self.groups.as_str())
+            .and_then(|g| g.to_str().ok())
+            .unwrap_or_default();
+        Some(Identity::new(
+            user,
+            groups.split(',').map(str::trim).filter(|g| !g.is_empty()),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(
+                axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn tokens_file_lines_name_an_operator_and_their_roles() {
+        let tokens =
+            StaticTokens::parse("# team\ntok-maria-0123456789 maria manager,operator\ntok-olaf-01234567890 olaf\n")
+                .unwrap();
+        let maria = tokens
+            .identify(&headers(&[("authorization", "Bearer tok-maria-0123456789")]), None)
+            .unwrap();
+        assert_eq!(maria, Identity::new("maria", ["manager", "operator"]));
+        let olaf = tokens
+            .identify(&headers(&[("authorization", "Bearer tok-olaf-01234567890")]), None)
+            .unwrap();
+        assert!(olaf.roles.is_empty());
+        assert_eq!(
+            tokens.identify(&headers(&[("authorization", "Bearer tok-maria-012345678")]), None),
+            None
+        );
+        assert_eq!(
+            tokens.identify(&headers(&[("authorization", "tok-maria-0123456789")]), None),
+            None
+        );
+        assert_eq!(tokens.identify(&HeaderMap::new(), None), None);
+        assert_eq!(StaticTokens::parse("short maria").unwrap_err().0, 1);
+        assert_eq!(StaticTokens::parse("\nlong-enough-token-here").unwrap_err().0, 2);
+        assert!(StaticTokens::parse("long-enough-token-here maria a b").is_err());
+    }
+
+    #[test]
+    fn a_trusted_header_counts_only_from_the_proxy() {
+        let proxy: IpAddr = "10.0.0.2".parse().unwrap();
+        let auth = TrustedHeader::new([proxy]);
+        let h = headers(&[
+            ("x-forwarded-user", "maria@example.com"),
+            ("x-forwarded-groups", "manager, ops"),
+        ]);
+        assert_eq!(
+            auth.identify(&h, Some(proxy)),
+            Some(Identity::new("maria@example.com", ["manager", "ops"]))
+        );
+        assert_eq!(
+            auth.identify(&h, Some("10.0.0.3".parse().unwrap())),
+            None,
+            "not the proxy"
+        );
+        assert_eq!(auth.identify(&h, None), None, "no peer address");
+        assert_eq!(auth.identify(&headers(&[("x-forwarded-user", " ")]), Some(proxy)), None);
+    }
+}

@@ -1,0 +1,451 @@
+//! The operator's HTTP API (feature `console`): the records that need a person, one record with
+//! its audit trail, and a person's actions on them (approve, deny, resolve, amend), as JSON, for
+//! scripts and the web console.
+//!
+//! Mount [`Console::router`] in the application (it then knows the tools, and checks a
+//! resolution's output against the tool's output type), or run `effect-tool serve --tokens FILE`
+//! for a journal alone.
+//!
+//! ```no_run
+//! # async fn example(store: std::sync::Arc<dyn effect_tool_core::Store>) -> Result<(), Box<dyn std::error::Error>> {
+//! use effect_tool_core::console::{Console, StaticTokens};
+//!
+//! let console = Console::new(store, StaticTokens::from_file("operators.tokens")?);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8090").await?;
+//! // Connect info gives the console the peer's address (for `TrustedHeader`).
+//! let app = console.router().into_make_service_with_connect_info::<std::net::SocketAddr>();
+//! axum::serve(listener, app).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET /api/records?state=&tool=&run=&limit=&offset=` | records, newest first; by default those that need a person (`in-doubt,awaiting-approval,stale`) |
+//! | `GET /api/record?key=KEY` | one record (its input without sensitive values) and its audit trail |
+//! | `POST /api/approve` `{"key"}` | approve a parked call: needs the role the tool asks for |
+//! | `POST /api/deny` `{"key", "reason"}` | deny it: the same role |
+//! | `POST /api/resolve` `{"key", "verdict": "applied", "output"}` or `{"key", "verdict": "not-applied"}` | settle a record in doubt: needs the resolver role (`operator` by default) |
+//! | `POST /api/amend` (the same body) | correct a resolution |
+//!
+//! **Who may act.** No request is served without an identity from the [`OperatorAuth`]
+//! (401). An approval or denial needs the role the tool names (`approval = "manager"`); a
+//! resolution the resolver role. Four eyes: nobody approves a call of their own run (a run id
+//! scoped to their name, `<name>/...`, as the MCP server scopes its principals' runs). Every
+//! action goes to the audit trail under the identity's name.
+//!
+//! **Cross-site requests.** Every action is a `POST` with a JSON body (`Content-Type:
+//! application/json`, which a page of another site cannot send without the browser asking this
+//! server first); a request whose `Origin` is not this server's own, or whose `Sec-Fetch-Site`
+//! is `cross-site` or `same-site`, is refused (403).
+
+mod auth;
+
+pub use auth::{Identity, OperatorAuth, StaticTokens, TokensError, TrustedHeader};
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{ConnectInfo, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::dyn_tool::DynTool;
+use crate::error::StoreError;
+use crate::record::{EffectRecord, RecordState, Verdict};
+use crate::store::{Filter, Store, StoreExt};
+use crate::toolkit::Toolkit;
+
+/// The operator API (see the module docs).
+pub struct Console {
+    store: Arc<dyn Store>,
+    auth: Box<dyn OperatorAuth>,
+    tools: HashMap<String, Arc<dyn DynTool>>,
+    resolver_role: String,
+}
+
+impl std::fmt::Debug for Console {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Console")
+            .field("store", &self.store.backend_name())
+            .field("tools", &self.tools.keys().collect::<Vec<_>>())
+            .field("resolver_role", &self.resolver_role)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Console {
+    /// The API over `store`, for the operators `auth` identifies.
+    pub fn new(store: Arc<dyn Store>, auth: impl OperatorAuth) -> Self {
+        Console {
+            store,
+            auth: Box::new(auth),
+            tools: HashMap::new(),
+            resolver_role: "operator".into(),
+        }
+    }
+
+    /// Know the tools of `toolkit`: a resolution's output must then decode as the tool's
+    /// output (422 otherwise).
+    pub fn with_toolkit(mut self, toolkit: &Toolkit) -> Self {
+        self.tools = toolkit.tools().map(|t| (t.meta().name.to_owned(), t.clone())).collect();
+        self
+    }
+
+    /// The role a resolution or an amendment needs (default `operator`).
+    pub fn with_resolver_role(mut self, role: impl Into<String>) -> Self {
+        self.resolver_role = role.into();
+        self
+    }
+
+    /// The routes (see the module docs), every one behind the identity and cross-site checks.
+    pub fn router(self) -> axum::Router {
+        use axum::routing::{get, post};
+        let state = Arc::new(self);
+        axum::Router::new()
+            .route("/api/records", get(list))
+            .route("/api/record", get(show))
+            .route("/api/approve", post(approve))
+            .route("/api/deny", post(deny))
+            .route("/api/resolve", post(resolve))
+            .route("/api/amend", post(amend))
+            .layer(axum::middleware::from_fn_with_state(state.clone(), gate))
+            .with_state(state)
+    }
+}
+
+/// An error answer: a status and `{"error", "hint"}`.
+struct Refusal(StatusCode, String, &'static str);
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let Refusal(status, error, hint) = self;
+        let mut response = (status, Json(json!({ "error": error, "hint": hint }))).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+fn store_refusal(e: StoreError) -> Refusal {
+    match e {
+        StoreError::Rejected(r) => Refusal(
+            StatusCode::CONFLICT,
+            r.to_string(),
+            "reload the record: it may have changed",
+        ),
+        other => Refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            other.to_string(),
+            "the journal did not answer; try again",
+        ),
+    }
+}
+
+/// Identify the operator (401 without one) and refuse cross-site actions (403), before any
+/// handler runs.
+async fn gate(State(console): State<Arc<Console>>, mut request: Request, next: Next) -> Response {
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(addr)| addr.ip());
+    let Some(identity) = console.auth.identify(request.headers(), peer) else {
+        return Refusal(
+            StatusCode::UNAUTHORIZED,
+            "no operator identity".into(),
+            "send `Authorization: Bearer TOKEN` (or come through the authenticating proxy)",
+        )
+        .into_response();
+    };
+    if request.method() != axum::http::Method::GET && cross_site(request.headers()) {
+        return Refusal(
+            StatusCode::FORBIDDEN,
+            "a cross-site request cannot act on the journal".into(),
+            "act from the console's own page, or from a script without an Origin header",
+        )
+        .into_response();
+    }
+    request.extensions_mut().insert(identity);
+    next.run(request).await
+}
+
+/// Whether the request comes from a page of another origin.
+fn cross_site(headers: &HeaderMap) -> bool {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if matches!(text("sec-fetch-site"), Some("cross-site" | "same-site")) {
+        return true;
+    }
+    match (text("origin"), text("host")) {
+        (None, _) => false,
+        (Some(origin), Some(host)) => {
+            origin
+                .strip_prefix("http://")
+                .or_else(|| origin.strip_prefix("https://"))
+                != Some(host)
+        }
+        (Some(_), None) => true,
+    }
+}
+
+/// `list` query parameters.
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    state: Option<String>,
+    tool: Option<String>,
+    run: Option<String>,
+    limit: Option<usize>,
+    offset: Option<usize>,
+}
+
+/// The state as a person reads it: a claim whose lease has ended is `stale`.
+fn shown_state(rec: &EffectRecord, now: crate::record::Millis) -> &'static str {
+    if rec.is_stale(now) { "stale" } else { rec.state.as_str() }
+}
+
+async fn list(State(console): State<Arc<Console>>, Query(q): Query<ListQuery>) -> Result<Json<Value>, Refusal> {
+    let wanted: Vec<String> = q
+        .state
+        .as_deref()
+        .unwrap_or("in-doubt,awaiting-approval,stale")
+        .split(',')
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect();
+    let mut states = Vec::new();
+    for s in &wanted {
+        match s.as_str() {
+            "stale" => states.push(RecordState::Claimed),
+            other => states.push(other.parse::<RecordState>().map_err(|e| {
+                Refusal(
+                    StatusCode::BAD_REQUEST,
+                    format!("{e}, stale"),
+                    "e.g. ?state=in-doubt,stale",
+                )
+            })?),
+        }
+    }
+    let filter = Filter {
+        run_id: q.run,
+        tool: q.tool,
+        states,
+        limit: None,
+    };
+    let store = &console.store;
+    let now = store.now();
+    let records: Vec<EffectRecord> = store
+        .list(&filter)
+        .await
+        .map_err(store_refusal)?
+        .into_iter()
+        .filter(|r| wanted.iter().any(|w| w == shown_state(r, now)))
+        .collect();
+    let (offset, limit) = (q.offset.unwrap_or(0), q.limit.unwrap_or(50).clamp(1, 500));
+    let page: Vec<Value> = records
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|r| {
+            json!({
+                "key": r.key, "tool": r.tool, "class": r.class.as_str(), "state": shown_state(r, now),
+                "run_id": r.run_id, "approval_role": r.approval_role, "reason": r.reason,
+                "updated_at": r.updated_at,
+            })
+        })
+        .collect();
+    let next = (offset + page.len() < records.len()).then_some(offset + page.len());
+    Ok(Json(
+        json!({ "records": page, "total": records.len(), "offset": offset, "next_offset": next }),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+struct KeyQuery {
+    key: String,
+}
+
+async fn record_or_404(console: &Arc<Console>, key: &str) -> Result<EffectRecord, Refusal> {
+    console.store.get(key).await.map_err(store_refusal)?.ok_or_else(|| {
+        Refusal(
+            StatusCode::NOT_FOUND,
+            format!("no record under `{key}`"),
+            "list the records: GET /api/records",
+        )
+    })
+}
+
+async fn show(State(console): State<Arc<Console>>, Query(q): Query<KeyQuery>) -> Result<Json<Value>, Refusal> {
+    let rec = record_or_404(&console, &q.key).await?;
+    let audit = console.store.audit(Some(&q.key)).await.map_err(store_refusal)?;
+    let now = console.store.now();
+    Ok(Json(
+        json!({ "state": shown_state(&rec, now), "record": rec, "audit": audit }),
+    ))
+}
+
+/// The escaped prefix of the runs the MCP server scopes to principal `name` (`<name>/`).
+fn run_scope(name: &str) -> String {
+    let mut s = name.replace('%', "%25").replace('/', "%2F");
+    s.push('/');
+    s
+}
+
+/// The role an approval or denial of `rec` needs, checked against `who`; four eyes included.
+fn may_decide(rec: &EffectRecord, who: &Identity, action: &str) -> Result<String, Refusal> {
+    let Some(role) = rec.approval_role.clone() else {
+        return Err(Refusal(
+            StatusCode::CONFLICT,
+            format!("`{}` does not wait for approval", rec.key),
+            "only calls parked for approval are approved or denied",
+        ));
+    };
+    if !who.has_role(&role) {
+        return Err(Refusal(
+            StatusCode::FORBIDDEN,
+            format!("{} needs role `{role}` to {action} `{}`", who.name, rec.key),
+            "ask someone who holds the role",
+        ));
+    }
+    if rec.run_id.starts_with(&run_scope(&who.name)) {
+        return Err(Refusal(
+            StatusCode::FORBIDDEN,
+            format!(
+                "{} requested this call (run `{}`) and cannot {action} it",
+                who.name, rec.run_id
+            ),
+            "four eyes: another person holding the role must decide",
+        ));
+    }
+    Ok(role)
+}
+
+#[derive(Debug, Deserialize)]
+struct Decision {
+    key: String,
+    reason: Option<String>,
+}
+
+async fn approve(
+    State(console): State<Arc<Console>>,
+    axum::Extension(who): axum::Extension<Identity>,
+    Json(body): Json<Decision>,
+) -> Result<Json<Value>, Refusal> {
+    let rec = record_or_404(&console, &body.key).await?;
+    let role = may_decide(&rec, &who, "approve")?;
+    let rec = console
+        .store
+        .approve(&body.key, &who.name, &role)
+        .await
+        .map_err(store_refusal)?;
+    Ok(Json(json!({ "record": rec })))
+}
+
+async fn deny(
+    State(console): State<Arc<Console>>,
+    axum::Extension(who): axum::Extension<Identity>,
+    Json(body): Json<Decision>,
+) -> Result<Json<Value>, Refusal> {
+    let rec = record_or_404(&console, &body.key).await?;
+    may_decide(&rec, &who, "deny")?;
+    let rec = console
+        .store
+        .deny(&body.key, &who.name, body.reason)
+        .await
+        .map_err(store_refusal)?;
+    Ok(Json(json!({ "record": rec })))
+}
+
+#[derive(Debug, Deserialize)]
+struct Resolution {
+    key: String,
+    #[serde(flatten)]
+    verdict: Verdict,
+}
+
+async fn settle(console: &Arc<Console>, who: &Identity, body: Resolution, amend: bool) -> Result<Json<Value>, Refusal> {
+    let role = &console.resolver_role;
+    if !who.has_role(role) {
+        return Err(Refusal(
+            StatusCode::FORBIDDEN,
+            format!("{} needs role `{role}` to resolve records", who.name),
+            "ask an operator",
+        ));
+    }
+    let rec = record_or_404(console, &body.key).await?;
+    if let (Verdict::Applied { output }, Some(tool)) = (&body.verdict, console.tools.get(&rec.tool))
+        && let Err(why) = tool.check_output(output)
+    {
+        return Err(Refusal(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("this is not an output of `{}`: {why}", rec.tool),
+            "give the output the tool would have returned",
+        ));
+    }
+    let store = &console.store;
+    let rec = if amend {
+        store.amend(&body.key, &who.name, body.verdict).await
+    } else {
+        store.resolve(&body.key, &who.name, body.verdict).await
+    }
+    .map_err(store_refusal)?;
+    Ok(Json(json!({ "record": rec })))
+}
+
+async fn resolve(
+    State(console): State<Arc<Console>>,
+    axum::Extension(who): axum::Extension<Identity>,
+    Json(body): Json<Resolution>,
+) -> Result<Json<Value>, Refusal> {
+    settle(&console, &who, body, false).await
+}
+
+async fn amend(
+    State(console): State<Arc<Console>>,
+    axum::Extension(who): axum::Extension<Identity>,
+    Json(body): Json<Resolution>,
+) -> Result<Json<Value>, Refusal> {
+    settle(&console, &who, body, true).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_other_than_this_server_are_cross_site() {
+        let h = |pairs: &[(&'static str, &'static str)]| {
+            let mut m = HeaderMap::new();
+            for (k, v) in pairs {
+                m.insert(*k, v.parse().unwrap());
+            }
+            m
+        };
+        assert!(
+            !cross_site(&h(&[("host", "127.0.0.1:8090")])),
+            "a script sends no Origin"
+        );
+        assert!(!cross_site(&h(&[
+            ("host", "127.0.0.1:8090"),
+            ("origin", "http://127.0.0.1:8090")
+        ])));
+        assert!(cross_site(&h(&[
+            ("host", "127.0.0.1:8090"),
+            ("origin", "http://evil.example")
+        ])));
+        assert!(cross_site(&h(&[("host", "127.0.0.1:8090"), ("origin", "null")])));
+        assert!(cross_site(&h(&[("host", "a"), ("sec-fetch-site", "cross-site")])));
+        assert!(!cross_site(&h(&[("host", "a"), ("sec-fetch-site", "same-origin")])));
+    }
+
+    #[test]
+    fn runs_are_scoped_to_a_principal_as_the_mcp_server_scopes_them() {
+        assert_eq!(run_scope("maria"), "maria/");
+        assert_eq!(run_scope("a/b%c"), "a%2Fb%25c/");
+    }
+}
