@@ -84,6 +84,14 @@
 //! statement_timeout = '5s'`) turns a slow statement into a clean error (rolled back, outcome
 //! known) before the client gives up on it.
 //!
+//! # Connection settings
+//!
+//! The URL (`postgres://user:password@host:port/db?...`) or a key=value conninfo string
+//! (`host=db user=app dbname=app`). What it leaves out is read as libpq reads it: `PGHOST`,
+//! `PGPORT`, `PGUSER`, `PGDATABASE`, `PGAPPNAME`, `PGPASSWORD` or the password file
+//! (`PGPASSFILE`, `~/.pgpass`, only when the group and others cannot read it), and `PGSSLMODE`
+//! and `PGSSLROOTCERT` when neither the URL nor [`PgOptions`] sets them.
+//!
 //! # TLS
 //!
 //! Connections use TLS through rustls (no OpenSSL needed), with libpq's `sslmode` in the URL
@@ -130,6 +138,7 @@ macro_rules! bounded {
 }
 
 mod batch;
+mod libpq;
 mod tls;
 
 pub use tls::SslMode;
@@ -413,12 +422,27 @@ impl PostgresStore {
     /// [TLS](self#tls)); they win over [`PgOptions::ssl_mode`] and [`PgOptions::ssl_root_cert`].
     pub async fn connect_with(url: &str, options: PgOptions) -> Result<Self, StoreError> {
         let schema = quoted_schema(&options.schema)?;
-        let (url, tls) = tls::resolve(url, options.ssl_mode, options.ssl_root_cert.as_deref())?;
+        let env = libpq::process_env;
+        let ssl_mode = match (options.ssl_mode, env("PGSSLMODE")) {
+            (Some(mode), _) => Some(mode),
+            (None, Some(name)) => Some(SslMode::parse(&name).ok_or_else(|| {
+                StoreError::Backend(format!(
+                    "invalid PGSSLMODE `{name}`: use disable, prefer, require, verify-ca or verify-full"
+                ))
+            })?),
+            (None, None) => None,
+        };
+        let root_cert = options
+            .ssl_root_cert
+            .clone()
+            .or_else(|| env("PGSSLROOTCERT").map(PathBuf::from));
+        let (url, tls) = tls::resolve(url, ssl_mode, root_cert.as_deref())?;
         let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
             StoreError::Backend(format!(
                 "invalid PostgreSQL URL (expected postgres://user:password@host:port/database): {e}"
             ))
         })?;
+        libpq::apply(&mut config, &env);
         if config.get_application_name().is_none() {
             config.application_name("effect-tool");
         }
