@@ -360,8 +360,11 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
 
     /// Look for a claim this call wrote though its answer was lost, with backoff, for at most
     /// [`super::Engine::with_store_retry`]; release it if found. A claim counts as this
-    /// call's when it is live, under the same run, tool-call id and input, and was written
-    /// after this call's claim was sent (on the journal's clock).
+    /// call's when it is live, was made by this engine instance (its holder), under the same
+    /// run, tool-call id and input, and was written after this call's claim was sent (on the
+    /// journal's clock). The holder matters: the same call sent to another process at the same
+    /// time (a client's retry) matches every other test, and releasing its live claim while its
+    /// tool runs would let the effect be applied again (found by the simulation, seed 33).
     async fn release_hidden_claim(&self, error: &StoreError, sent_at: crate::record::Millis) {
         let call = self.call;
         let window = self.engine.inner.store_retry();
@@ -371,6 +374,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             match self.store().get(self.key()).await {
                 Ok(Some(rec))
                     if rec.state == RecordState::Claimed
+                        && rec.holder.as_ref().is_some_and(|h| h.instance == self.engine.inner.holder.instance)
                         && rec.run_id == call.run.run_id()
                         && rec.call_id == call.call_id
                         && rec.fingerprint == call.fingerprint

@@ -15,6 +15,8 @@ pub struct MemoryStore {
     inner: Mutex<Inner>,
     /// This journal's marker secret, random, made on first use.
     marker_secret: std::sync::OnceLock<crate::marker::MarkerSecret>,
+    /// The journal's clock (the system's, unless a simulation set one).
+    clock: super::StoreClock,
 }
 
 #[derive(Debug, Default)]
@@ -27,6 +29,17 @@ impl MemoryStore {
     /// An empty journal.
     pub fn new() -> Self {
         MemoryStore::default()
+    }
+
+    /// An empty journal on `clock` instead of the system's (milliseconds since the Unix
+    /// epoch): every lease, expiry and audit time it writes is read from it. For simulations
+    /// ([`crate::testing::sim`]), whose time is tokio's paused clock.
+    #[cfg(feature = "testing")]
+    pub fn with_clock(clock: impl Fn() -> Millis + Send + Sync + 'static) -> Self {
+        MemoryStore {
+            clock: super::StoreClock::new(clock),
+            ..MemoryStore::default()
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -73,6 +86,10 @@ impl MemoryStore {
 
 #[async_trait]
 impl Store for MemoryStore {
+    fn now(&self) -> Millis {
+        self.clock.now()
+    }
+
     async fn marker_secret(&self) -> Result<Option<crate::marker::MarkerSecret>, StoreError> {
         if let Some(secret) = self.marker_secret.get() {
             return Ok(Some(secret.clone()));
