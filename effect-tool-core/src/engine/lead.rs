@@ -365,6 +365,9 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
     /// journal's clock). The holder matters: the same call sent to another process at the same
     /// time (a client's retry) matches every other test, and releasing its live claim while its
     /// tool runs would let the effect be applied again (found by the simulation, seed 33).
+    /// A claim that took over an unknown outcome is never released either: the attempt it took
+    /// over may have applied the effect, and a release would erase that evidence (seed 51); it
+    /// is left to go stale, and the next attempt reconciles it.
     async fn release_hidden_claim(&self, error: &StoreError, sent_at: crate::record::Millis) {
         let call = self.call;
         let window = self.engine.inner.store_retry();
@@ -374,6 +377,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             match self.store().get(self.key()).await {
                 Ok(Some(rec))
                     if rec.state == RecordState::Claimed
+                        && !rec.took_over()
                         && rec.holder.as_ref().is_some_and(|h| h.instance == self.engine.inner.holder.instance)
                         && rec.run_id == call.run.run_id()
                         && rec.call_id == call.call_id

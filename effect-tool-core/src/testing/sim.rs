@@ -61,9 +61,9 @@ pub enum Broken {
     /// The journal answers a claim of a key another attempt holds live as if it were free (no
     /// mutual exclusion): two engines run the same effect.
     IgnoreLiveClaims,
-    /// The journal accepts a completion from an attempt that lost its claim (no fencing), and
-    /// the engine records it over the newer attempt's result.
-    IgnoreFencing,
+    /// The journal keeps a claim for a quarter of the lease the engine asked for: the journal's
+    /// clock and the holder's disagree, and another process takes over a live holder.
+    ShortLeases,
 }
 
 /// What one simulation runs.
@@ -917,34 +917,42 @@ impl SimStore {
 
     async fn apply_op(&self, key: &str, op: Op, unseen: bool) -> Result<OpOutcome, StoreError> {
         let what = op_name(&op);
-        let fenced_complete = matches!(op, Op::Complete { .. }).then(|| op.clone());
-        let inner = self.world.inner.clone();
+        let broken = self.world.config.broken;
         let claim = matches!(op, Op::Claim { .. });
-        let fut = async move {
-            if unseen {
+        // Broken: the journal keeps a claim a quarter of the lease the engine asked for.
+        let op = match op {
+            Op::Claim {
+                intent,
+                lease_ms,
+                takeover_in_doubt,
+            } if broken == Some(Broken::ShortLeases) => Op::Claim {
+                intent,
+                lease_ms: lease_ms / 4,
+                takeover_in_doubt,
+            },
+            Op::Renew { attempt, lease_ms } if broken == Some(Broken::ShortLeases) => Op::Renew {
+                attempt,
+                lease_ms: lease_ms / 4,
+            },
+            op => op,
+        };
+        let inner = self.world.inner.clone();
+        let op = async move {
+            let answer = if unseen {
                 inner.claim_unseen(key, op).await
             } else {
                 inner.apply(key, op).await
-            }
-        };
-        let broken = self.world.config.broken;
-        let inner = self.world.inner.clone();
-        let op = async move {
-            match (fut.await, broken) {
-                (Ok(OpOutcome::InFlight(rec)), Some(Broken::IgnoreLiveClaims)) if claim => Ok(OpOutcome::Claimed {
-                    attempt: rec.attempt,
-                    previous: None,
-                    before: None,
-                }),
-                (Err(StoreError::Rejected(_)), Some(Broken::IgnoreFencing)) if fenced_complete.is_some() => {
-                    // Forge the completion under the current attempt: what no fencing means.
-                    let Some(Op::Complete { output, .. }) = fenced_complete else {
-                        unreachable!()
-                    };
-                    let attempt = inner.get(key).await?.map_or(0, |r| r.attempt);
-                    inner.apply(key, Op::Complete { attempt, output }).await
+            };
+            match answer {
+                // Broken: a live holder is ignored.
+                Ok(OpOutcome::InFlight(rec)) if claim && broken == Some(Broken::IgnoreLiveClaims) => {
+                    Ok(OpOutcome::Claimed {
+                        attempt: rec.attempt,
+                        previous: None,
+                        before: None,
+                    })
                 }
-                (r, _) => r,
+                answer => answer,
             }
         };
         self.around(what, Some(key), true, op, outcome_word).await
@@ -1071,7 +1079,8 @@ impl SimTool {
             ToolFault::None
         };
         w.log(format_args!("e{e} k{n} attempt {} tool starts ({fault:?})", ctx.attempt()));
-        tokio::time::sleep(Duration::from_millis(w.below(200))).await;
+        // A tool takes up to 60 % of the lease (the renewals keep it).
+        tokio::time::sleep(Duration::from_millis(w.below(LEASE.as_millis() as u64 * 3 / 5))).await;
         w.gate(e).await;
         if fault == ToolFault::FailBefore {
             return Err(ToolError::transient("simulated: failed before the effect"));
