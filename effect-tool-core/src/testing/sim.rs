@@ -186,6 +186,8 @@ pub fn run_seed(seed: u64, config: &SimConfig) -> SimReport {
         .start_paused(true)
         .build()
         .expect("a current-thread runtime");
+    // The engine's own randomness (the retry policy's jitter) is fastrand's on this thread.
+    fastrand::seed(seed);
     runtime.block_on(simulate(seed, config))
 }
 
