@@ -2,7 +2,8 @@
 //! (`harness = false`), so that it always prints what it ran.
 //!
 //! - `cargo test -p effect-tool-core --features testing,sqlite --test simulation`: the CI run
-//!   (1,000 memory seeds and 100 SQLite seeds, the regression seeds, the broken variants).
+//!   (1,000 memory seeds and 100 SQLite seeds, each SQLite history the same as the memory
+//!   journal's; the regression seeds; determinism; the broken variants caught).
 //! - `EFFECT_TOOL_SIM_SEED=123`: replay one seed, its history printed.
 //! - `EFFECT_TOOL_SIM_SEEDS=1000000`: that many memory seeds (`scripts/simulate.sh`).
 //! - `EFFECT_TOOL_SIM_FIRST` (the first seed, default 0), `EFFECT_TOOL_SIM_BACKEND`
@@ -13,8 +14,19 @@ use std::process::ExitCode;
 
 use effect_tool_core::testing::sim::{Broken, Invariant, SimBackend, SimConfig, SimReport, replay_command, run_seed};
 
-/// Seeds that once failed, each with the bug it found (see TESTING.md, "Simulation").
-const REGRESSIONS: &[(u64, SimBackend)] = &[];
+/// Seeds that failed before a fix, as `(seed, calls, faults)` on the memory journal (the
+/// shrunk configuration each failed in), with the bug each found (see TESTING.md,
+/// "Simulation"). Each fails again with its fix reverted.
+const REGRESSIONS: &[(u64, usize, usize, &str)] = &[
+    // A claim whose answer was lost released the live claim of the same call in another
+    // process (a client's duplicate), while that process's tool ran: applied twice.
+    (11, 6, 3, "a lost claim answer released another process's live claim"),
+    (102, 6, 1, "a lost claim answer released another process's live claim"),
+    // A claim that took over a stale claim, its answer lost, was released as "nothing
+    // happened": the next claim ran the effect again.
+    (312, 2, 3, "a lost takeover answer released the takeover, erasing the unknown outcome"),
+    (635, 4, 1, "a lost takeover answer released the takeover, erasing the unknown outcome"),
+];
 
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.replace('_', "").parse().ok())
@@ -90,6 +102,9 @@ fn main() -> ExitCode {
     let config = config_from_env();
     // Replay one seed.
     if let Some(seed) = env_u64("EFFECT_TOOL_SIM_SEED") {
+        for warm in 0..env_u64("EFFECT_TOOL_SIM_WARMUP").unwrap_or(0) {
+            run_seed(warm, &config);
+        }
         let report = run_seed(seed, &config);
         for line in &report.history {
             println!("{line}");
@@ -128,32 +143,53 @@ fn main() -> ExitCode {
             failed = true;
         }
     }
-    for (seed, backend) in REGRESSIONS {
+    for &(seed, calls, faults, bug) in REGRESSIONS {
         let config = SimConfig {
-            backend: *backend,
+            calls,
+            faults,
             ..SimConfig::default()
         };
-        let report = run_seed(*seed, &config);
+        let report = run_seed(seed, &config);
         if !report.passed() {
+            eprintln!("regression seed {seed} ({bug}) fails again");
             print_failure(&report, &config);
             failed = true;
         }
     }
     let mut total = 0;
-    for (backend, count) in [(SimBackend::Memory, 1_000), (SimBackend::Sqlite, 100)] {
-        let config = SimConfig { backend, ..config.clone() };
-        match run_many(0, count, &config) {
-            Ok(n) => total += n,
-            Err((report, config)) => {
-                print_failure(&report, &config);
-                failed = true;
-            }
+    match run_many(0, 1_000, &config) {
+        Ok(n) => total += n,
+        Err((report, config)) => {
+            print_failure(&report, &config);
+            failed = true;
         }
+    }
+    // SQLite: the same seeds, and the same histories as on the memory journal, byte for byte
+    // (one state machine, one schedule).
+    let sqlite = SimConfig {
+        backend: SimBackend::Sqlite,
+        ..config.clone()
+    };
+    for seed in 0..100 {
+        let report = run_seed(seed, &sqlite);
+        if !report.passed() {
+            print_failure(&report, &sqlite);
+            failed = true;
+            break;
+        }
+        if report.history != run_seed(seed, &config).history {
+            eprintln!("seed {seed}: the SQLite journal's history differs from the memory journal's");
+            failed = true;
+            break;
+        }
+        total += 1;
     }
     // The checker fails when it must.
     for (broken, invariant) in [
         (Broken::IgnoreLiveClaims, Invariant::AtMostOnce),
         (Broken::ShortLeases, Invariant::AtMostOnce),
+        (Broken::EndlessLeases, Invariant::NoClaimForever),
+        (Broken::CorruptResults, Invariant::OkRecorded),
     ] {
         match caught(broken, invariant, 200) {
             Some(seed) => println!("the broken variant {broken:?} is caught as {invariant:?} (seed {seed})"),

@@ -144,12 +144,14 @@ impl Engine {
         let abort = &self.inner.abort;
         if !guard {
             return tokio::select! {
+                biased;
                 r = work => Leased::Done(r),
                 _ = abort.cancelled() => Leased::Aborted,
                 _ = renew => unreachable!("lease renewal loops until the work ends"),
             };
         }
         tokio::select! {
+            biased;
             r = guarded(&held.lease, abort, work) => r,
             _ = renew => unreachable!("lease renewal loops until the work ends"),
         }
@@ -303,6 +305,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             .map(|l| (l - self.store().now()).max(1) as u64)
             .unwrap_or(1);
         tokio::select! {
+            biased;
             _ = tokio::time::sleep(self.poll.min(Duration::from_millis(until_expiry))) => {}
             _ = self.call.run.cancellation().cancelled() => {}
             _ = self.engine.inner.draining.cancelled() => {}
@@ -629,6 +632,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 // A cancelled run or a shutdown does not wait out the backoff (the next claim
                 // then stops).
                 tokio::select! {
+                    biased;
                     _ = tokio::time::sleep(after) => {}
                     _ = self.call.run.cancellation().cancelled() => {}
                     _ = self.engine.inner.draining.cancelled() => {}
@@ -733,6 +737,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                             tracing::debug!(%error, "could not record the effect's result; retrying");
                         }
                         tokio::select! {
+                            biased;
                             _ = tokio::time::sleep(backoff) => {}
                             _ = self.engine.inner.abort.cancelled() => {}
                         }
@@ -770,6 +775,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             held.lease.clone(),
         );
         tokio::select! {
+            biased;
             settled = retried => settled,
             _ = renew => unreachable!("lease renewal loops until the record is written"),
         }

@@ -64,6 +64,11 @@ pub enum Broken {
     /// The journal keeps a claim for a quarter of the lease the engine asked for: the journal's
     /// clock and the holder's disagree, and another process takes over a live holder.
     ShortLeases,
+    /// The journal keeps a claim for hours whatever the lease asked: a crashed holder's claim is
+    /// never taken over.
+    EndlessLeases,
+    /// The journal records every completion's output as `"corrupted"`.
+    CorruptResults,
 }
 
 /// What one simulation runs.
@@ -172,6 +177,9 @@ const STORE_RETRY: Duration = Duration::from_millis(3_000);
 const TRIES: usize = 6;
 /// The simulated time after which a call that has not returned is a violation.
 const TIME_BOUND: Duration = Duration::from_secs(3_600);
+/// The simulated time after which a healthy engine's final call that has not returned is a
+/// violation.
+const FINAL_BOUND: Duration = Duration::from_secs(120);
 /// The run every call belongs to.
 const RUN: &str = "sim-run";
 
@@ -240,7 +248,9 @@ async fn simulate(seed: u64, config: &SimConfig) -> SimReport {
     world.heal();
     tokio::time::sleep(LEASE * 3).await;
     for call in 0..config.calls {
-        final_call(&world, call).await;
+        if tokio::time::timeout(FINAL_BOUND, final_call(&world, call)).await.is_err() {
+            world.violate(Invariant::CallsEnd, format!("the final call of k{call} did not return on a healthy engine"));
+        }
     }
     // Stage 3: the end checks.
     world.check_end().await;
@@ -270,6 +280,9 @@ struct Ledger {
     /// Per call, the answer of its first application (what a deduplicated request, a recover and
     /// a truthful person return).
     outputs: BTreeMap<usize, String>,
+    /// Per call, the highest fencing token the provider has seen (on a request or a recover's
+    /// query): the compensable tool's provider refuses requests with a lower one.
+    tokens: BTreeMap<usize, u64>,
 }
 
 impl Ledger {
@@ -318,6 +331,8 @@ struct World {
     /// One journal operation at a time: the order of operations is the runtime's, never a
     /// thread's (SQLite's reads run on tokio's blocking pool).
     serial: tokio::sync::Mutex<()>,
+    /// Whether journal operations are run to their end on this thread (SQLite).
+    blocking_journal: bool,
     calls: Vec<CallInfo>,
     /// Per key: the first recorded output seen.
     recorded: Mutex<BTreeMap<String, Value>>,
@@ -389,6 +404,7 @@ impl World {
             processes: Mutex::new((0..config.engines).map(|_| None).collect()),
             inner,
             serial: tokio::sync::Mutex::new(()),
+            blocking_journal: config.backend != SimBackend::Memory,
             calls,
             recorded: Mutex::new(BTreeMap::new()),
             oks: Mutex::new(Vec::new()),
@@ -434,6 +450,17 @@ impl World {
 
     fn call_of(&self, key: &str) -> Option<usize> {
         self.calls.iter().position(|c| c.key == key)
+    }
+
+    /// Run a journal operation: awaited on the memory journal; on SQLite, run to its end on
+    /// this thread (`futures::executor::block_on`), so that no other task runs while its read
+    /// is on tokio's blocking pool, and its answer cannot come back at a point real time picks.
+    async fn sync<T>(&self, op: impl Future<Output = T>) -> T {
+        if self.blocking_journal {
+            futures::executor::block_on(op)
+        } else {
+            op.await
+        }
     }
 
     /// A paused engine stops here until its pause ends.
@@ -523,10 +550,25 @@ impl World {
         self.log("faults healed");
     }
 
-    /// The tools' effect, applied at the provider; its answer.
-    fn effect(&self, e: usize, n: usize, ctx: &EffectCtx) -> String {
+    /// The tools' effect, applied at the provider (`token`: the attempt's fencing token); its
+    /// answer, or `None` when the provider refused a token lower than one it has seen.
+    fn effect(&self, e: usize, n: usize, ctx: &EffectCtx) -> Option<String> {
         let mut ledger = lock(&self.ledger);
         let class = class_of(n);
+        let token = ctx.fencing_token();
+        let highest = ledger.tokens.entry(n).or_default();
+        // Only the compensable tool's provider checks fencing tokens (the irreversible ones'
+        // providers know nothing of them, as most do not).
+        if class == EffectClass::Compensable && token < *highest {
+            let highest = *highest;
+            drop(ledger);
+            self.log(format_args!(
+                "e{e} k{n} attempt {} request refused by the provider (fencing token {token} < {highest})",
+                ctx.attempt()
+            ));
+            return None;
+        }
+        *highest = token;
         let answer = ledger.outputs.entry(n).or_insert_with(|| output_of(n, ctx.attempt())).clone();
         if class == EffectClass::Idempotent {
             let idem = ctx.idempotency_key();
@@ -546,7 +588,7 @@ impl World {
                     format!("k{n} was sent {distinct} idempotency keys"),
                 );
             }
-            return answer;
+            return Some(answer);
         }
         let count = ledger.applied.entry(n).or_default();
         *count += 1;
@@ -556,12 +598,12 @@ impl World {
         if count > 1 {
             self.violate(Invariant::AtMostOnce, format!("k{n} ({class}) applied {count} times"));
         }
-        output_of(n, ctx.attempt())
+        Some(output_of(n, ctx.attempt()))
     }
 
     /// After a journal operation on `key`: its recorded result must be the one first seen.
     async fn check_key(&self, key: &str) {
-        let Ok(Some(rec)) = self.inner.lookup(key).await else {
+        let Ok(Some(rec)) = self.sync(self.inner.lookup(key)).await else {
             return;
         };
         self.check_record(&rec).await;
@@ -574,8 +616,7 @@ impl World {
         let first = lock(&self.recorded).entry(rec.key.clone()).or_insert(output.clone()).clone();
         if first != output {
             let amended = self
-                .inner
-                .audit(Some(&rec.key))
+                .sync(self.inner.audit(Some(&rec.key)))
                 .await
                 .is_ok_and(|a| a.iter().any(|e| e.action == "amend"));
             if amended {
@@ -591,7 +632,7 @@ impl World {
 
     /// Lists agree with lookups, now.
     async fn check_lists(&self) {
-        let listed = match self.inner.list(&Filter::all()).await {
+        let listed = match self.sync(self.inner.list(&Filter::all())).await {
             Ok(l) => l,
             Err(e) => {
                 self.violate(Invariant::ListsAgree, format!("the list failed: {e}"));
@@ -600,7 +641,7 @@ impl World {
         };
         let keys: BTreeSet<_> = listed.iter().map(|r| r.key.clone()).collect();
         for rec in &listed {
-            let found = self.inner.get(&rec.key).await.ok().flatten();
+            let found = self.sync(self.inner.get(&rec.key)).await.ok().flatten();
             if found.as_ref() != Some(rec) {
                 self.violate(
                     Invariant::ListsAgree,
@@ -609,7 +650,7 @@ impl World {
             }
         }
         for c in &self.calls {
-            let found = self.inner.get(&c.key).await.ok().flatten();
+            let found = self.sync(self.inner.get(&c.key)).await.ok().flatten();
             if found.is_some() != keys.contains(&c.key) {
                 self.violate(Invariant::ListsAgree, format!("{} is looked up but not listed", c.label));
             }
@@ -626,7 +667,7 @@ impl World {
             },
             None => Verdict::NotApplied,
         };
-        let done = self.inner.resolve(key, "sim-person", verdict).await;
+        let done = self.sync(self.inner.resolve(key, "sim-person", verdict)).await;
         self.log(format_args!(
             "person resolves k{n} as {}: {}",
             if applied.is_some() { "applied" } else { "not applied" },
@@ -642,12 +683,15 @@ impl World {
             states: vec![RecordState::InDoubt],
             ..Filter::all()
         };
+        // A person looks at a record in doubt only once it has been so for a while (three
+        // leases): a request still in flight then has landed.
+        let now = self.inner.now();
         let mut keys: Vec<_> = self
-            .inner
-            .list(&in_doubt)
+            .sync(self.inner.list(&in_doubt))
             .await
             .unwrap_or_default()
             .into_iter()
+            .filter(|r| r.updated_at + 3 * LEASE.as_millis() as Millis <= now)
             .map(|r| r.key)
             .collect();
         keys.sort();
@@ -660,7 +704,7 @@ impl World {
     async fn check_end(&self) {
         self.log("end checks");
         self.check_lists().await;
-        let listed = self.inner.list(&Filter::all()).await.unwrap_or_default();
+        let listed = self.sync(self.inner.list(&Filter::all())).await.unwrap_or_default();
         for rec in &listed {
             self.check_record(rec).await;
             if rec.state == RecordState::Claimed {
@@ -896,7 +940,7 @@ impl SimStore {
             return Err(StoreError::Backend("simulated: failed before the commit".to_owned()));
         }
         let serial = w.serial.lock().await;
-        let result = op.await;
+        let result = w.sync(op).await;
         w.log(format_args!(
             "e{e} {what} {label}: {}",
             match &result {
@@ -935,6 +979,23 @@ impl SimStore {
             Op::Renew { attempt, lease_ms } if broken == Some(Broken::ShortLeases) => Op::Renew {
                 attempt,
                 lease_ms: lease_ms / 4,
+            },
+            Op::Claim {
+                intent,
+                takeover_in_doubt,
+                ..
+            } if broken == Some(Broken::EndlessLeases) => Op::Claim {
+                intent,
+                lease_ms: 10_000_000,
+                takeover_in_doubt,
+            },
+            Op::Renew { attempt, .. } if broken == Some(Broken::EndlessLeases) => Op::Renew {
+                attempt,
+                lease_ms: 10_000_000,
+            },
+            Op::Complete { attempt, .. } if broken == Some(Broken::CorruptResults) => Op::Complete {
+                attempt,
+                output: Value::String("corrupted".to_owned()),
             },
             op => op,
         };
@@ -1045,7 +1106,7 @@ impl Store for SimStore {
         self.world.inner.claim_answers_replays()
     }
     async fn marker_secret(&self) -> Result<Option<crate::marker::MarkerSecret>, StoreError> {
-        self.world.inner.marker_secret().await
+        self.world.sync(self.world.inner.marker_secret()).await
     }
 }
 
@@ -1061,6 +1122,9 @@ struct SimTool {
 enum ToolFault {
     None,
     FailBefore,
+    /// The request leaves, and reaches the provider only after the lease (the process paused
+    /// with it in its send buffer): the engine has dropped the tool by then.
+    LateDelivery,
     CrashAfter,
     HangAfter,
     UnknownAfter,
@@ -1075,6 +1139,10 @@ impl SimTool {
                 5..=8 => ToolFault::CrashAfter,
                 9..=12 => ToolFault::HangAfter,
                 13..=16 => ToolFault::UnknownAfter,
+                // Not for the irreversible tool with `recover` whose provider ignores fencing
+                // tokens: its recover may ask before the late request lands, which no engine can
+                // know (TESTING.md: what is not simulated).
+                17..=19 if n % 4 != 3 => ToolFault::LateDelivery,
                 _ => ToolFault::None,
             }
         } else {
@@ -1087,7 +1155,21 @@ impl SimTool {
         if fault == ToolFault::FailBefore {
             return Err(ToolError::transient("simulated: failed before the effect"));
         }
-        let answer = w.effect(e, n, ctx);
+        if fault == ToolFault::LateDelivery {
+            let (world, ctx) = (w.clone(), ctx.clone());
+            let late = LEASE + Duration::from_millis(w.below(LEASE.as_millis() as u64));
+            w.log(format_args!("e{e} k{n} attempt {} request delayed {} ms", ctx.attempt(), late.as_millis()));
+            // The network, not the engine: a crash or the lease's guard does not stop it.
+            tokio::spawn(async move {
+                tokio::time::sleep(late).await;
+                world.effect(e, n, &ctx);
+            });
+            tokio::time::sleep(late * 2).await;
+            return Err(ToolError::unknown("simulated: the request timed out"));
+        }
+        let Some(answer) = w.effect(e, n, ctx) else {
+            return Err(ToolError::definitive("simulated: the provider refused a stale fencing token"));
+        };
         match fault {
             ToolFault::CrashAfter => {
                 w.crash(e);
@@ -1100,8 +1182,14 @@ impl SimTool {
         Ok(answer)
     }
 
-    fn recover(&self, n: usize) -> Option<String> {
-        let found = lock(&self.world.ledger).output(n);
+    /// A recover's query to the provider carries the attempt's fencing token (the provider then
+    /// refuses lower ones).
+    fn recover(&self, ctx: &EffectCtx, n: usize) -> Option<String> {
+        let mut ledger = lock(&self.world.ledger);
+        let highest = ledger.tokens.entry(n).or_default();
+        *highest = (*highest).max(ctx.fencing_token());
+        let found = ledger.output(n);
+        drop(ledger);
         self.world.log(format_args!(
             "e{} k{n} recover: {}",
             self.engine,
@@ -1138,8 +1226,8 @@ macro_rules! sim_tool {
                 }
             }
 
-            async fn recover(&self, _ctx: &EffectCtx, args: &SimArgs) -> Result<Option<String>, ToolError> {
-                Ok(self.0.as_ref().filter(|_| $recover).and_then(|tool| tool.recover(args.n)))
+            async fn recover(&self, ctx: &EffectCtx, args: &SimArgs) -> Result<Option<String>, ToolError> {
+                Ok(self.0.as_ref().filter(|_| $recover).and_then(|tool| tool.recover(ctx, args.n)))
             }
         }
     };
