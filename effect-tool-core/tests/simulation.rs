@@ -19,13 +19,13 @@ use effect_tool_core::testing::sim::{Broken, Invariant, SimBackend, SimConfig, S
 /// "Simulation"). Each fails again with its fix reverted.
 const REGRESSIONS: &[(u64, usize, usize, &str)] = &[
     // A claim whose answer was lost released the live claim of the same call in another
-    // process (a client's duplicate), while that process's tool ran: applied twice.
-    (11, 6, 3, "a lost claim answer released another process's live claim"),
-    (102, 6, 1, "a lost claim answer released another process's live claim"),
+    // process (a client's duplicate) while that process's tool ran: applied twice.
+    (41, 4, 1, "a lost claim answer released another process's live claim"),
+    (281, 6, 1, "a lost claim answer released another process's live claim"),
     // A claim that took over a stale claim, its answer lost, was released as "nothing
     // happened": the next claim ran the effect again.
-    (312, 2, 3, "a lost takeover answer released the takeover, erasing the unknown outcome"),
-    (635, 4, 1, "a lost takeover answer released the takeover, erasing the unknown outcome"),
+    (26, 6, 1, "a lost takeover answer released the takeover, erasing the unknown outcome"),
+    (272, 4, 4, "a lost takeover answer released the takeover, erasing the unknown outcome"),
 ];
 
 fn env_u64(name: &str) -> Option<u64> {

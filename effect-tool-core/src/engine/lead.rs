@@ -367,9 +367,9 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
     /// run, tool-call id and input, and was written after this call's claim was sent (on the
     /// journal's clock). The holder matters: the same call sent to another process at the same
     /// time (a client's retry) matches every other test, and releasing its live claim while its
-    /// tool runs would let the effect be applied again (found by the simulation, seed 33).
+    /// tool runs would let the effect be applied again (found by the simulation: `tests/simulation.rs`, seeds 41 and 281).
     /// A claim that took over an unknown outcome is never released either: the attempt it took
-    /// over may have applied the effect, and a release would erase that evidence (seed 51); it
+    /// over may have applied the effect, and a release would erase that evidence (seeds 26 and 272); it
     /// is left to go stale, and the next attempt reconciles it.
     async fn release_hidden_claim(&self, error: &StoreError, sent_at: crate::record::Millis) {
         let call = self.call;
