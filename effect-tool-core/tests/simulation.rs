@@ -24,8 +24,18 @@ const REGRESSIONS: &[(u64, usize, usize, &str)] = &[
     (281, 6, 1, "a lost claim answer released another process's live claim"),
     // A claim that took over a stale claim, its answer lost, was released as "nothing
     // happened": the next claim ran the effect again.
-    (26, 6, 1, "a lost takeover answer released the takeover, erasing the unknown outcome"),
-    (272, 4, 4, "a lost takeover answer released the takeover, erasing the unknown outcome"),
+    (
+        26,
+        6,
+        1,
+        "a lost takeover answer released the takeover, erasing the unknown outcome",
+    ),
+    (
+        272,
+        4,
+        4,
+        "a lost takeover answer released the takeover, erasing the unknown outcome",
+    ),
 ];
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -95,7 +105,12 @@ fn caught(broken: Broken, invariant: Invariant, seeds: u64) -> Option<u64> {
         broken: Some(broken),
         ..SimConfig::default()
     };
-    (0..seeds).find(|seed| run_seed(*seed, &config).violations.iter().any(|v| v.invariant == invariant))
+    (0..seeds).find(|seed| {
+        run_seed(*seed, &config)
+            .violations
+            .iter()
+            .any(|v| v.invariant == invariant)
+    })
 }
 
 fn main() -> ExitCode {

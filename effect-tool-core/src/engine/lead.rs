@@ -381,7 +381,10 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 Ok(Some(rec))
                     if rec.state == RecordState::Claimed
                         && !rec.took_over()
-                        && rec.holder.as_ref().is_some_and(|h| h.instance == self.engine.inner.holder.instance)
+                        && rec
+                            .holder
+                            .as_ref()
+                            .is_some_and(|h| h.instance == self.engine.inner.holder.instance)
                         && rec.run_id == call.run.run_id()
                         && rec.call_id == call.call_id
                         && rec.fingerprint == call.fingerprint

@@ -393,7 +393,11 @@ impl StoreClock {
 
 impl std::fmt::Debug for StoreClock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() { "StoreClock(set)" } else { "StoreClock(system)" })
+        f.write_str(if self.0.is_some() {
+            "StoreClock(set)"
+        } else {
+            "StoreClock(system)"
+        })
     }
 }
 

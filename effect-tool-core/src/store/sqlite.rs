@@ -221,7 +221,11 @@ impl SqliteStore {
         SqliteStore::open_clocked(path, options, super::StoreClock::new(clock))
     }
 
-    fn open_clocked(path: impl AsRef<Path>, options: SqliteOptions, clock: super::StoreClock) -> Result<Self, StoreError> {
+    fn open_clocked(
+        path: impl AsRef<Path>,
+        options: SqliteOptions,
+        clock: super::StoreClock,
+    ) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
         create_private(&path)?;
         let writer = open_connection(&path, &options, true)?;

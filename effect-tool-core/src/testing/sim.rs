@@ -46,6 +46,7 @@ use crate::tool::Tool;
 
 /// The journal a simulation runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SimBackend {
     /// [`MemoryStore`].
     Memory,
@@ -57,6 +58,7 @@ pub enum SimBackend {
 
 /// A deliberately broken variant, to show that the invariants catch what they must.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Broken {
     /// The journal answers a claim of a key another attempt holds live as if it were free (no
     /// mutual exclusion): two engines run the same effect.
@@ -103,6 +105,7 @@ impl Default for SimConfig {
 
 /// The properties a simulation checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Invariant {
     /// An irreversible or compensable tool applied its effect at most once per key (the person
     /// of the simulation resolves truthfully, so there is no exception).
@@ -242,14 +245,23 @@ async fn simulate(seed: u64, config: &SimConfig) -> SimReport {
     let ended = tokio::time::timeout(TIME_BOUND, futures::future::join_all(callers)).await;
     driver.abort();
     if ended.is_err() {
-        world.violate(Invariant::CallsEnd, "a call did not return within the time bound".to_owned());
+        world.violate(
+            Invariant::CallsEnd,
+            "a call did not return within the time bound".to_owned(),
+        );
     }
     // Stage 2: heal everything, let every lease run out, and call every call once more.
     world.heal();
     tokio::time::sleep(LEASE * 3).await;
     for call in 0..config.calls {
-        if tokio::time::timeout(FINAL_BOUND, final_call(&world, call)).await.is_err() {
-            world.violate(Invariant::CallsEnd, format!("the final call of k{call} did not return on a healthy engine"));
+        if tokio::time::timeout(FINAL_BOUND, final_call(&world, call))
+            .await
+            .is_err()
+        {
+            world.violate(
+                Invariant::CallsEnd,
+                format!("the final call of k{call} did not return on a healthy engine"),
+            );
         }
     }
     // Stage 3: the end checks.
@@ -348,9 +360,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The simulated tools' arguments: which logical call.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct SimArgs {
+struct SimArgs {
     /// The logical call's number.
-    pub n: usize,
+    n: usize,
 }
 
 /// The class of logical call `n`.
@@ -425,7 +437,11 @@ impl World {
     fn violate(&self, invariant: Invariant, detail: String) {
         let step = lock(&self.history).len().saturating_sub(1);
         self.log(format_args!("VIOLATION {invariant:?}: {detail}"));
-        lock(&self.violations).push(Violation { step, invariant, detail });
+        lock(&self.violations).push(Violation {
+            step,
+            invariant,
+            detail,
+        });
     }
 
     fn chance(&self, p: f64) -> bool {
@@ -502,7 +518,10 @@ impl World {
         let listener = tokio::spawn(async move {
             while let Ok(event) = events.recv().await {
                 if let EngineEvent::RecordFailed { key, .. } = event {
-                    world.log(format_args!("e{e} reports the result of {} unrecorded", world.label(&key)));
+                    world.log(format_args!(
+                        "e{e} reports the result of {} unrecorded",
+                        world.label(&key)
+                    ));
                     lock(&world.unrecorded).insert(key);
                 }
             }
@@ -569,7 +588,11 @@ impl World {
             return None;
         }
         *highest = token;
-        let answer = ledger.outputs.entry(n).or_insert_with(|| output_of(n, ctx.attempt())).clone();
+        let answer = ledger
+            .outputs
+            .entry(n)
+            .or_insert_with(|| output_of(n, ctx.attempt()))
+            .clone();
         if class == EffectClass::Idempotent {
             let idem = ctx.idempotency_key();
             let keys = ledger.idem_keys.entry(n).or_default();
@@ -613,7 +636,10 @@ impl World {
         let Some(output) = rec.output.clone().filter(|_| rec.state == RecordState::Completed) else {
             return;
         };
-        let first = lock(&self.recorded).entry(rec.key.clone()).or_insert(output.clone()).clone();
+        let first = lock(&self.recorded)
+            .entry(rec.key.clone())
+            .or_insert(output.clone())
+            .clone();
         if first != output {
             let amended = self
                 .sync(self.inner.audit(Some(&rec.key)))
@@ -624,7 +650,10 @@ impl World {
             } else {
                 self.violate(
                     Invariant::ResultStable,
-                    format!("{} recorded {first} then {output} without an amend", self.label(&rec.key)),
+                    format!(
+                        "{} recorded {first} then {output} without an amend",
+                        self.label(&rec.key)
+                    ),
                 );
             }
         }
@@ -645,14 +674,22 @@ impl World {
             if found.as_ref() != Some(rec) {
                 self.violate(
                     Invariant::ListsAgree,
-                    format!("{} listed as {:?}, looked up as {:?}", self.label(&rec.key), rec.state, found.map(|r| r.state)),
+                    format!(
+                        "{} listed as {:?}, looked up as {:?}",
+                        self.label(&rec.key),
+                        rec.state,
+                        found.map(|r| r.state)
+                    ),
                 );
             }
         }
         for c in &self.calls {
             let found = self.sync(self.inner.get(&c.key)).await.ok().flatten();
             if found.is_some() != keys.contains(&c.key) {
-                self.violate(Invariant::ListsAgree, format!("{} is looked up but not listed", c.label));
+                self.violate(
+                    Invariant::ListsAgree,
+                    format!("{} is looked up but not listed", c.label),
+                );
             }
         }
     }
@@ -763,7 +800,10 @@ impl World {
         let run = RunContext::new(RUN);
         let opts = CallOptions::call_id(format!("call-{n}"));
         let args = SimArgs { n };
-        let tool = SimTool { world: self.clone(), engine: e };
+        let tool = SimTool {
+            world: self.clone(),
+            engine: e,
+        };
         macro_rules! call {
             ($t:ident) => {{
                 let r = engine.call_with_report(&$t(Some(tool)), &run, opts, args).await;
@@ -797,7 +837,10 @@ async fn caller(world: Arc<World>, n: usize) {
         let e = world.below(world.config.engines as u64) as usize;
         // A client's duplicate to another process at the same time (a retry that overtook).
         let dup = world.config.engines > 1 && world.chance(0.25);
-        world.log(format_args!("caller k{n} -> e{e}{}", if dup { " and a duplicate" } else { "" }));
+        world.log(format_args!(
+            "caller k{n} -> e{e}{}",
+            if dup { " and a duplicate" } else { "" }
+        ));
         let answer = if dup {
             let other = (e + 1 + world.below(world.config.engines as u64 - 1) as usize) % world.config.engines;
             let (a, b) = futures::join!(world.submit(e, n), world.submit(other, n));
@@ -954,7 +997,9 @@ impl SimStore {
         drop(serial);
         if fault == StoreFault::LoseAnswer {
             w.log(format_args!("e{e} {what} {label}: committed, answer lost"));
-            return Err(StoreError::Backend("simulated: the answer was lost after the commit".to_owned()));
+            return Err(StoreError::Backend(
+                "simulated: the answer was lost after the commit".to_owned(),
+            ));
         }
         // A paused process reads the answer when it resumes.
         w.gate(e).await;
@@ -1052,17 +1097,26 @@ fn outcome_word(o: &OpOutcome) -> String {
 }
 
 fn found_word<T>(found: &Option<T>) -> String {
-    if found.is_some() { "found".to_owned() } else { "none".to_owned() }
+    if found.is_some() {
+        "found".to_owned()
+    } else {
+        "none".to_owned()
+    }
 }
 
 #[async_trait]
 impl Store for SimStore {
     async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
-        let say = |r: &Option<EffectRecord>| r.as_ref().map_or("none".to_owned(), |r| format!("{:?} attempt {}", r.state, r.attempt));
-        self.around("get", Some(key), false, self.world.inner.get(key), say).await
+        let say = |r: &Option<EffectRecord>| {
+            r.as_ref()
+                .map_or("none".to_owned(), |r| format!("{:?} attempt {}", r.state, r.attempt))
+        };
+        self.around("get", Some(key), false, self.world.inner.get(key), say)
+            .await
     }
     async fn lookup(&self, key: &str) -> Result<Option<Arc<EffectRecord>>, StoreError> {
-        self.around("lookup", Some(key), false, self.world.inner.lookup(key), found_word).await
+        self.around("lookup", Some(key), false, self.world.inner.lookup(key), found_word)
+            .await
     }
     async fn lookup_recorded(&self, key: &str) -> Result<Option<Recorded>, StoreError> {
         let say = |r: &Option<Recorded>| r.as_ref().map_or("none".to_owned(), |r| format!("{:?}", r.state()));
@@ -1077,7 +1131,8 @@ impl Store for SimStore {
     }
     async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
         let say = |l: &Vec<EffectRecord>| format!("{} records", l.len());
-        self.around("list", None, false, self.world.inner.list(filter), say).await
+        self.around("list", None, false, self.world.inner.list(filter), say)
+            .await
     }
     async fn list_report(&self, filter: &Filter) -> Result<Listing, StoreError> {
         let say = |l: &Listing| format!("{} records", l.records.len());
@@ -1095,8 +1150,10 @@ impl Store for SimStore {
     async fn append_audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
         let what = format!("append-audit {}", entry.action);
         let key = entry.key.clone();
-        self.around(&what, Some(&key), true, self.world.inner.append_audit(entry), |_| "done".to_owned())
-            .await
+        self.around(&what, Some(&key), true, self.world.inner.append_audit(entry), |_| {
+            "done".to_owned()
+        })
+        .await
     }
     fn now(&self) -> Millis {
         let skew = lock(&self.world.faults).skew.get(self.engine).copied().unwrap_or(0);
@@ -1148,7 +1205,10 @@ impl SimTool {
         } else {
             ToolFault::None
         };
-        w.log(format_args!("e{e} k{n} attempt {} tool starts ({fault:?})", ctx.attempt()));
+        w.log(format_args!(
+            "e{e} k{n} attempt {} tool starts ({fault:?})",
+            ctx.attempt()
+        ));
         // A tool takes up to 60 % of the lease (the renewals keep it).
         tokio::time::sleep(Duration::from_millis(w.below(LEASE.as_millis() as u64 * 3 / 5))).await;
         w.gate(e).await;
@@ -1158,7 +1218,11 @@ impl SimTool {
         if fault == ToolFault::LateDelivery {
             let (world, ctx) = (w.clone(), ctx.clone());
             let late = LEASE + Duration::from_millis(w.below(LEASE.as_millis() as u64));
-            w.log(format_args!("e{e} k{n} attempt {} request delayed {} ms", ctx.attempt(), late.as_millis()));
+            w.log(format_args!(
+                "e{e} k{n} attempt {} request delayed {} ms",
+                ctx.attempt(),
+                late.as_millis()
+            ));
             // The network, not the engine: a crash or the lease's guard does not stop it.
             tokio::spawn(async move {
                 tokio::time::sleep(late).await;
@@ -1168,7 +1232,9 @@ impl SimTool {
             return Err(ToolError::unknown("simulated: the request timed out"));
         }
         let Some(answer) = w.effect(e, n, ctx) else {
-            return Err(ToolError::definitive("simulated: the provider refused a stale fencing token"));
+            return Err(ToolError::definitive(
+                "simulated: the provider refused a stale fencing token",
+            ));
         };
         match fault {
             ToolFault::CrashAfter => {
@@ -1227,13 +1293,90 @@ macro_rules! sim_tool {
             }
 
             async fn recover(&self, ctx: &EffectCtx, args: &SimArgs) -> Result<Option<String>, ToolError> {
-                Ok(self.0.as_ref().filter(|_| $recover).and_then(|tool| tool.recover(ctx, args.n)))
+                Ok(self
+                    .0
+                    .as_ref()
+                    .filter(|_| $recover)
+                    .and_then(|tool| tool.recover(ctx, args.n)))
             }
         }
     };
 }
 
 sim_tool!(Irreversible, "sim_irreversible", EffectClass::Irreversible, false);
-sim_tool!(IrreversibleRecover, "sim_irreversible_recover", EffectClass::Irreversible, true);
+sim_tool!(
+    IrreversibleRecover,
+    "sim_irreversible_recover",
+    EffectClass::Irreversible,
+    true
+);
 sim_tool!(Compensable, "sim_compensable", EffectClass::Compensable, true);
 sim_tool!(Idempotent, "sim_idempotent", EffectClass::Idempotent, false);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Intent;
+
+    fn intent(key_of: &CallInfo) -> Intent {
+        Intent {
+            tool: "sim_irreversible".to_owned(),
+            class: EffectClass::Irreversible,
+            run_id: RUN.to_owned(),
+            thread_id: None,
+            call_id: Some("call-0".to_owned()),
+            fingerprint: key_of.key.clone(),
+            input: serde_json::json!({ "n": 0 }),
+            ttl_ms: None,
+            approval: None,
+            approval_ttl_ms: None,
+            holder: None,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_recorded_result_that_changes_is_a_violation_unless_amended() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let config = SimConfig {
+            calls: 1,
+            ..SimConfig::default()
+        };
+        let world = World::new(1, config, store.clone());
+        let key = world.calls[0].key.clone();
+        store.claim(&key, intent(&world.calls[0]), 1_000, false).await.unwrap();
+        let rec = store.complete(&key, 1, Value::String("a".to_owned())).await.unwrap();
+        world.check_record(&rec).await;
+        assert!(
+            lock(&world.violations).is_empty(),
+            "the first result seen is the reference"
+        );
+
+        let mut changed = rec.clone();
+        changed.output = Some(Value::String("b".to_owned()));
+        world.check_record(&changed).await;
+        let found: Vec<_> = lock(&world.violations).iter().map(|v| v.invariant).collect();
+        assert_eq!(found, [Invariant::ResultStable], "a result changed without an amend");
+
+        store
+            .append_audit(AuditEntry {
+                key: key.clone(),
+                at: store.now(),
+                actor: "sim-person".to_owned(),
+                action: "amend".to_owned(),
+                detail: None,
+            })
+            .await
+            .unwrap();
+        world.check_record(&changed).await;
+        assert_eq!(lock(&world.violations).len(), 1, "an audited amend may change it");
+    }
+
+    #[test]
+    fn a_seed_replays_the_same_history() {
+        let config = SimConfig::default();
+        let (a, b) = (run_seed(5, &config), run_seed(5, &config));
+        assert!(a.passed(), "{:?}", a.violations);
+        assert!(a.history.len() > 20, "a schedule happened: {:?}", a.history);
+        assert_eq!(a.history, b.history);
+    }
+}

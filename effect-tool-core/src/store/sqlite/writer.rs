@@ -425,10 +425,12 @@ fn apply_batch(conn: &mut WriteConn, batch: &[(Work, Reply)], wait: bool, shared
             Some(
                 works
                     .iter()
-                    .map(|work| match run_batch(conn, std::slice::from_ref(work), configured, now) {
-                        Ok(mut a) => a.remove(0),
-                        Err(e) => work.failed(&e, shared),
-                    })
+                    .map(
+                        |work| match run_batch(conn, std::slice::from_ref(work), configured, now) {
+                            Ok(mut a) => a.remove(0),
+                            Err(e) => work.failed(&e, shared),
+                        },
+                    )
                     .collect(),
             )
         }
