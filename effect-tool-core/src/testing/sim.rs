@@ -14,16 +14,24 @@
 //! Around every journal operation of an engine: a delay; a failure before the operation reaches
 //! the journal; the operation committed and its answer lost; the journal unavailable for a
 //! window (every operation fails). Around the tool's effect: a failure before it, a crash of the
-//! engine right after it, a hang past the lease after it, an unknown-outcome error after it. Of
-//! whole engines: a crash (its tasks are dropped and a fresh engine, with nothing in memory,
-//! takes its place), a pause past its lease (its journal requests leave late and their answers
-//! arrive late, its tools stop), a skew of its clock (what it reads of the journal's time).
-//! A person resolves records in doubt, truthfully (from the ledger).
+//! engine right after it, a hang past the lease after it, an unknown-outcome error after it, the
+//! request delivered only after the lease. Of whole engines: a crash (its tasks are dropped and
+//! a fresh engine, with nothing in memory, takes its place), a pause past its lease (its journal
+//! requests leave late and their answers arrive late, its tools stop), a skew of its clock (what
+//! it reads of the journal's time). Callers send a call to two engines at once now and then; a
+//! person resolves records in doubt, truthfully (from the ledger).
 //!
 //! # Invariants
 //!
 //! See [`Invariant`]: checked after every journal operation and effect, and at the end, after a
 //! healthy engine has called every call once more.
+//!
+//! # Determinism
+//!
+//! Journal operations run one at a time; on SQLite each runs to its end on the runtime's thread,
+//! so a read on tokio's blocking pool cannot answer at a moment real time picks. The engine's
+//! `select!`s are biased, and fastrand's thread RNG (the retry jitter) is seeded with the seed.
+//! TESTING.md ("Simulation") says how this is checked and what is not simulated.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -76,7 +84,7 @@ pub enum Broken {
 /// What one simulation runs.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
-    /// How many engines (simulated processes) share the journal.
+    /// How many engines (simulated processes) share the journal (at least one).
     pub engines: usize,
     /// How many logical calls the callers make (each retried until it ends, on any engine).
     pub calls: usize,
@@ -233,6 +241,10 @@ fn remove_journal(path: &std::path::Path) {
 
 async fn simulate(seed: u64, config: &SimConfig) -> SimReport {
     let (inner, file) = journal(seed, config.backend);
+    let config = SimConfig {
+        engines: config.engines.max(1),
+        ..config.clone()
+    };
     let world = Arc::new(World::new(seed, config.clone(), inner));
     for e in 0..config.engines {
         world.start_engine(e, 0, "starts");
@@ -338,6 +350,8 @@ struct World {
     ledger: Mutex<Ledger>,
     faults: Mutex<Faults>,
     processes: Mutex<Vec<Option<Process>>>,
+    /// The tasks that listen to each engine's events (outside the processes).
+    listeners: Mutex<Vec<tokio::task::AbortHandle>>,
     /// The journal itself (the checker and the person use it directly, fault-free).
     inner: Arc<dyn Store>,
     /// One journal operation at a time: the order of operations is the runtime's, never a
@@ -414,6 +428,7 @@ impl World {
                 ..Faults::default()
             }),
             processes: Mutex::new((0..config.engines).map(|_| None).collect()),
+            listeners: Mutex::new(Vec::new()),
             inner,
             serial: tokio::sync::Mutex::new(()),
             blocking_journal: config.backend != SimBackend::Memory,
@@ -513,6 +528,8 @@ impl World {
             engine
         };
         // What the engine reports it could not record: a caller's Ok for it is allowed to differ.
+        // The listener is the caller's side, outside the process: a crash right after the
+        // report does not lose it.
         let mut events = engine.events();
         let world = self.clone();
         let listener = tokio::spawn(async move {
@@ -526,10 +543,11 @@ impl World {
                 }
             }
         });
+        lock(&self.listeners).push(listener.abort_handle());
         let mut processes = lock(&self.processes);
         processes[e] = Some(Process {
             engine,
-            tasks: vec![listener.abort_handle()],
+            tasks: Vec::new(),
             incarnation,
         });
         drop(processes);
@@ -556,6 +574,9 @@ impl World {
             for task in p.tasks {
                 task.abort();
             }
+        }
+        for listener in lock(&self.listeners).drain(..) {
+            listener.abort();
         }
     }
 
@@ -715,7 +736,9 @@ impl World {
         ));
     }
 
-    async fn resolve_all_in_doubt(&self) {
+    /// `patient`: only the records in doubt for three leases (a request still in flight has
+    /// landed by then); otherwise all (the healing stage, when nothing is in flight).
+    async fn resolve_all_in_doubt(&self, patient: bool) {
         let in_doubt = Filter {
             states: vec![RecordState::InDoubt],
             ..Filter::all()
@@ -728,7 +751,7 @@ impl World {
             .await
             .unwrap_or_default()
             .into_iter()
-            .filter(|r| r.updated_at + 3 * LEASE.as_millis() as Millis <= now)
+            .filter(|r| !patient || r.updated_at + 3 * LEASE.as_millis() as Millis <= now)
             .map(|r| r.key)
             .collect();
         keys.sort();
@@ -886,7 +909,7 @@ async fn final_call(world: &Arc<World>, n: usize) {
         if !blocked {
             return;
         }
-        world.resolve_all_in_doubt().await;
+        world.resolve_all_in_doubt(false).await;
     }
 }
 
@@ -919,7 +942,7 @@ async fn fault_driver(world: Arc<World>) {
             }
             4 => {
                 world.log("person looks at the records in doubt");
-                world.resolve_all_in_doubt().await;
+                world.resolve_all_in_doubt(true).await;
             }
             _ => {
                 world.log("lists checked");
