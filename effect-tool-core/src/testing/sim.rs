@@ -211,6 +211,7 @@ pub fn run_seed(seed: u64, config: &SimConfig) -> SimReport {
 }
 
 /// Stage 0: the journal, on the paused clock.
+#[cfg_attr(not(feature = "sqlite"), allow(unused_variables))]
 fn journal(seed: u64, backend: SimBackend) -> (Arc<dyn Store>, Option<PathBuf>) {
     let start = tokio::time::Instant::now();
     let clock = move || EPOCH_MS + start.elapsed().as_millis() as Millis;
