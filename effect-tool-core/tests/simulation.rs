@@ -70,11 +70,16 @@ fn print_failure(report: &SimReport, config: &SimConfig) {
 
 /// Run `count` seeds from `first`; the first failure, shrunk to the fewest calls and faults that
 /// still fail for its seed.
-fn run_many(first: u64, count: u64, config: &SimConfig) -> Result<u64, (SimReport, SimConfig)> {
+fn run_many(first: u64, count: u64, config: &SimConfig, progress: bool) -> Result<u64, (SimReport, SimConfig)> {
+    let started = std::time::Instant::now();
     for seed in first..first + count {
         let report = run_seed(seed, config);
         if !report.passed() {
             return Err(shrink(report, config));
+        }
+        let done = seed - first + 1;
+        if progress && done % 50_000 == 0 {
+            eprintln!("{done} seeds passed ({:.0} s)", started.elapsed().as_secs_f64());
         }
     }
     Ok(count)
@@ -135,7 +140,7 @@ fn main() -> ExitCode {
     if let Some(count) = env_u64("EFFECT_TOOL_SIM_SEEDS") {
         let first = env_u64("EFFECT_TOOL_SIM_FIRST").unwrap_or(0);
         let started = std::time::Instant::now();
-        return match run_many(first, count, &config) {
+        return match run_many(first, count, &config, true) {
             Ok(n) => {
                 let secs = started.elapsed().as_secs_f64();
                 println!("{n} seeds passed in {secs:.1} s ({:.0} seeds/s)", n as f64 / secs);
@@ -172,7 +177,7 @@ fn main() -> ExitCode {
         }
     }
     let mut total = 0;
-    match run_many(0, 1_000, &config) {
+    match run_many(0, 1_000, &config, false) {
         Ok(n) => total += n,
         Err((report, config)) => {
             print_failure(&report, &config);

@@ -191,6 +191,8 @@ const TIME_BOUND: Duration = Duration::from_secs(3_600);
 /// The simulated time after which a healthy engine's final call that has not returned is a
 /// violation.
 const FINAL_BOUND: Duration = Duration::from_secs(120);
+/// The most history lines a schedule may make (a livelock makes steps without time passing).
+const MAX_STEPS: usize = 200_000;
 /// The run every call belongs to.
 const RUN: &str = "sim-run";
 
@@ -255,13 +257,29 @@ async fn simulate(seed: u64, config: &SimConfig) -> SimReport {
         .map(|call| tokio::spawn(caller(world.clone(), call)))
         .collect();
     let driver = tokio::spawn(fault_driver(world.clone()));
-    let ended = tokio::time::timeout(TIME_BOUND, futures::future::join_all(callers)).await;
+    let ended = tokio::select! {
+        biased;
+        // A livelock makes steps without letting simulated time pass: bound the steps too.
+        _ = world.overflow.notified() => None,
+        ended = tokio::time::timeout(TIME_BOUND, futures::future::join_all(callers)) => Some(ended),
+    };
     driver.abort();
-    if ended.is_err() {
-        world.violate(
+    match ended {
+        Some(Ok(_)) => {}
+        Some(Err(_)) => world.violate(
             Invariant::CallsEnd,
             "a call did not return within the time bound".to_owned(),
-        );
+        ),
+        None => {
+            world.violate(Invariant::CallsEnd, format!("more than {MAX_STEPS} steps: a livelock"));
+            world.stop_engines();
+            let report = world.report();
+            if let Some(path) = file {
+                drop(world);
+                remove_journal(&path);
+            }
+            return report;
+        }
     }
     // Stage 2: heal everything, let every lease run out, and call every call once more.
     world.heal();
@@ -353,6 +371,8 @@ struct World {
     processes: Mutex<Vec<Option<Process>>>,
     /// The tasks that listen to each engine's events (outside the processes).
     listeners: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// Notified when the history reaches [`MAX_STEPS`].
+    overflow: tokio::sync::Notify,
     /// The journal itself (the checker and the person use it directly, fault-free).
     inner: Arc<dyn Store>,
     /// One journal operation at a time: the order of operations is the runtime's, never a
@@ -430,6 +450,7 @@ impl World {
             }),
             processes: Mutex::new((0..config.engines).map(|_| None).collect()),
             listeners: Mutex::new(Vec::new()),
+            overflow: tokio::sync::Notify::new(),
             inner,
             serial: tokio::sync::Mutex::new(()),
             blocking_journal: config.backend != SimBackend::Memory,
@@ -447,7 +468,13 @@ impl World {
 
     fn log(&self, line: impl std::fmt::Display) {
         let at = self.ms();
-        lock(&self.history).push(format!("{at:>8} {line}"));
+        let mut history = lock(&self.history);
+        if history.len() == MAX_STEPS {
+            self.overflow.notify_one();
+        }
+        if history.len() <= MAX_STEPS {
+            history.push(format!("{at:>8} {line}"));
+        }
     }
 
     fn violate(&self, invariant: Invariant, detail: String) {
