@@ -78,7 +78,7 @@ fn run_many(first: u64, count: u64, config: &SimConfig, progress: bool) -> Resul
             return Err(shrink(report, config));
         }
         let done = seed - first + 1;
-        if progress && done % 50_000 == 0 {
+        if progress && done.is_multiple_of(50_000) {
             eprintln!("{done} seeds passed ({:.0} s)", started.elapsed().as_secs_f64());
         }
     }
