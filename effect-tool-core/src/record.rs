@@ -207,6 +207,13 @@ impl std::fmt::Display for Holder {
 }
 
 impl EffectRecord {
+    /// Whether the record is a claim that took over an unknown outcome (a stale claim, a record
+    /// in doubt) and has not ended yet: releasing it would say that nothing happened, which
+    /// nobody knows of the attempt it took over.
+    pub(crate) fn took_over(&self) -> bool {
+        self.state == RecordState::Claimed && self.reason.as_deref().is_some_and(|r| r.starts_with(TAKEOVER_PREFIX))
+    }
+
     /// Whether the record is claimed and its lease has expired at `now`.
     pub fn is_stale(&self, now: Millis) -> bool {
         self.state == RecordState::Claimed && self.lease_until.is_none_or(|l| l <= now)

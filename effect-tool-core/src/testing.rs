@@ -30,6 +30,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+pub mod sim;
+
 use serde_json::Value;
 
 use crate::class::EffectClass;

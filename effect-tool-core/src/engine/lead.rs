@@ -144,12 +144,14 @@ impl Engine {
         let abort = &self.inner.abort;
         if !guard {
             return tokio::select! {
+                biased;
                 r = work => Leased::Done(r),
                 _ = abort.cancelled() => Leased::Aborted,
                 _ = renew => unreachable!("lease renewal loops until the work ends"),
             };
         }
         tokio::select! {
+            biased;
             r = guarded(&held.lease, abort, work) => r,
             _ = renew => unreachable!("lease renewal loops until the work ends"),
         }
@@ -303,6 +305,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             .map(|l| (l - self.store().now()).max(1) as u64)
             .unwrap_or(1);
         tokio::select! {
+            biased;
             _ = tokio::time::sleep(self.poll.min(Duration::from_millis(until_expiry))) => {}
             _ = self.call.run.cancellation().cancelled() => {}
             _ = self.engine.inner.draining.cancelled() => {}
@@ -360,8 +363,14 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
 
     /// Look for a claim this call wrote though its answer was lost, with backoff, for at most
     /// [`super::Engine::with_store_retry`]; release it if found. A claim counts as this
-    /// call's when it is live, under the same run, tool-call id and input, and was written
-    /// after this call's claim was sent (on the journal's clock).
+    /// call's when it is live, was made by this engine instance (its holder), under the same
+    /// run, tool-call id and input, and was written after this call's claim was sent (on the
+    /// journal's clock). The holder matters: the same call sent to another process at the same
+    /// time (a client's retry) matches every other test, and releasing its live claim while its
+    /// tool runs would let the effect be applied again (found by the simulation: `tests/simulation.rs`, seeds 41 and 281).
+    /// A claim that took over an unknown outcome is never released either: the attempt it took
+    /// over may have applied the effect, and a release would erase that evidence (seeds 26 and 272); it
+    /// is left to go stale, and the next attempt reconciles it.
     async fn release_hidden_claim(&self, error: &StoreError, sent_at: crate::record::Millis) {
         let call = self.call;
         let window = self.engine.inner.store_retry();
@@ -371,6 +380,11 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             match self.store().get(self.key()).await {
                 Ok(Some(rec))
                     if rec.state == RecordState::Claimed
+                        && !rec.took_over()
+                        && rec
+                            .holder
+                            .as_ref()
+                            .is_some_and(|h| h.instance == self.engine.inner.holder.instance)
                         && rec.run_id == call.run.run_id()
                         && rec.call_id == call.call_id
                         && rec.fingerprint == call.fingerprint
@@ -622,6 +636,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 // A cancelled run or a shutdown does not wait out the backoff (the next claim
                 // then stops).
                 tokio::select! {
+                    biased;
                     _ = tokio::time::sleep(after) => {}
                     _ = self.call.run.cancellation().cancelled() => {}
                     _ = self.engine.inner.draining.cancelled() => {}
@@ -726,6 +741,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                             tracing::debug!(%error, "could not record the effect's result; retrying");
                         }
                         tokio::select! {
+                            biased;
                             _ = tokio::time::sleep(backoff) => {}
                             _ = self.engine.inner.abort.cancelled() => {}
                         }
@@ -763,6 +779,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             held.lease.clone(),
         );
         tokio::select! {
+            biased;
             settled = retried => settled,
             _ = renew => unreachable!("lease renewal loops until the record is written"),
         }

@@ -117,6 +117,7 @@ pub(crate) async fn renew_forever(
     let mut next = Instant::now() + period;
     loop {
         tokio::select! {
+            biased;
             _ = tokio::time::sleep_until(next) => {
                 let sent = Instant::now();
                 next = sent + period;

@@ -258,6 +258,7 @@ impl Inner {
                 return true;
             }
             tokio::select! {
+                biased;
                 _ = idle => {}
                 _ = tokio::time::sleep_until(until) => return self.active.load(Ordering::SeqCst) == 0,
             }
@@ -661,6 +662,7 @@ impl Engine {
                     observe::tool_retried(T::NAME);
                     tracing::debug!(after_ms = after.as_millis() as u64, "retrying pure tool");
                     tokio::select! {
+                        biased;
                         _ = tokio::time::sleep(after) => {}
                         _ = run.cancellation().cancelled() => {}
                     }
@@ -856,6 +858,7 @@ impl Engine {
             }
         };
         tokio::select! {
+            biased;
             r = run => r,
             _ = renew => unreachable!("lease renewal loops until the execution ends"),
         }

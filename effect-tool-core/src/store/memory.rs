@@ -17,6 +17,8 @@ pub struct MemoryStore {
     marker_secret: std::sync::OnceLock<crate::marker::MarkerSecret>,
     /// Woken by every person's decision ([`Store::changed`]).
     decided: tokio::sync::Notify,
+    /// The journal's clock (the system's, unless a simulation set one).
+    clock: super::StoreClock,
 }
 
 #[derive(Debug, Default)]
@@ -29,6 +31,17 @@ impl MemoryStore {
     /// An empty journal.
     pub fn new() -> Self {
         MemoryStore::default()
+    }
+
+    /// An empty journal on `clock` instead of the system's (milliseconds since the Unix
+    /// epoch): every lease, expiry and audit time it writes is read from it. For simulations
+    /// ([`crate::testing::sim`]), whose time is tokio's paused clock.
+    #[cfg(feature = "testing")]
+    pub fn with_clock(clock: impl Fn() -> Millis + Send + Sync + 'static) -> Self {
+        MemoryStore {
+            clock: super::StoreClock::new(clock),
+            ..MemoryStore::default()
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -93,6 +106,10 @@ impl Store for MemoryStore {
 
     fn backend_name(&self) -> &'static str {
         "memory"
+    }
+
+    fn now(&self) -> Millis {
+        self.clock.now()
     }
 
     async fn marker_secret(&self) -> Result<Option<crate::marker::MarkerSecret>, StoreError> {

@@ -393,6 +393,37 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
 }
 
+/// A journal's clock: the system's ([`crate::record::now_millis`]) unless a simulation gave
+/// it one (`MemoryStore::with_clock`, `SqliteStore::open_with_clock`, feature `testing`).
+#[derive(Clone, Default)]
+pub(crate) struct StoreClock(Option<std::sync::Arc<dyn Fn() -> Millis + Send + Sync>>);
+
+impl StoreClock {
+    /// A clock read from `clock`.
+    #[cfg(feature = "testing")]
+    pub(crate) fn new(clock: impl Fn() -> Millis + Send + Sync + 'static) -> Self {
+        StoreClock(Some(std::sync::Arc::new(clock)))
+    }
+
+    /// The time, in milliseconds since the Unix epoch.
+    pub(crate) fn now(&self) -> Millis {
+        match &self.0 {
+            Some(clock) => clock(),
+            None => crate::record::now_millis(),
+        }
+    }
+}
+
+impl std::fmt::Debug for StoreClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "StoreClock(set)"
+        } else {
+            "StoreClock(system)"
+        })
+    }
+}
+
 /// The part of a record a replay reads: its state and expiry (is there a live result?), the
 /// input fingerprint and tool-call id it was recorded under (is this the same call?), and its
 /// output. Either a whole record, shared, or just these fields, as a backend read them.

@@ -187,6 +187,8 @@ struct Shared {
     /// Asks the checkpoint thread for a checkpoint (it stops when this is dropped).
     checkpoint: mpsc::SyncSender<()>,
     readers: Mutex<Vec<Connection>>,
+    /// The journal's clock (the system's, unless a simulation set one).
+    clock: super::StoreClock,
 }
 
 mod writer;
@@ -203,6 +205,27 @@ impl SqliteStore {
 
     /// Open (or create) the journal at `path` with `options`.
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, StoreError> {
+        SqliteStore::open_clocked(path, options, super::StoreClock::default())
+    }
+
+    /// Open (or create) the journal at `path` with `options`, on `clock` instead of the
+    /// system's (milliseconds since the Unix epoch): every lease, expiry and audit time it
+    /// writes is read from it. For simulations ([`crate::testing::sim`]), whose time is
+    /// tokio's paused clock.
+    #[cfg(feature = "testing")]
+    pub fn open_with_clock(
+        path: impl AsRef<Path>,
+        options: SqliteOptions,
+        clock: impl Fn() -> Millis + Send + Sync + 'static,
+    ) -> Result<Self, StoreError> {
+        SqliteStore::open_clocked(path, options, super::StoreClock::new(clock))
+    }
+
+    fn open_clocked(
+        path: impl AsRef<Path>,
+        options: SqliteOptions,
+        clock: super::StoreClock,
+    ) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
         create_private(&path)?;
         let writer = open_connection(&path, &options, true)?;
@@ -226,6 +249,7 @@ impl SqliteStore {
                 writer: Mutex::new(writer::Writer::new(writer, synchronous)),
                 checkpoint,
                 readers: Mutex::new(readers),
+                clock,
             }),
         })
     }
@@ -345,6 +369,10 @@ impl Shared {
 impl Store for SqliteStore {
     fn backend_name(&self) -> &'static str {
         "sqlite"
+    }
+
+    fn now(&self) -> Millis {
+        self.shared.clock.now()
     }
 
     async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
@@ -1148,8 +1176,8 @@ fn apply_in_tx(
     key: &str,
     op: &Op,
     held: &mut Held,
+    now: Millis,
 ) -> rusqlite::Result<Result<OpOutcome, StoreError>> {
-    let now = crate::record::now_millis();
     let holders_op = matches!(
         op,
         Op::Complete { .. } | Op::Renew { .. } | Op::Release { .. } | Op::MarkInDoubt { .. }

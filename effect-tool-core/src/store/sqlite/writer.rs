@@ -414,7 +414,8 @@ fn apply_batch(conn: &mut WriteConn, batch: &[(Work, Reply)], wait: bool, shared
     }
     let works: Vec<&Work> = batch.iter().map(|(work, _)| work).collect();
     let configured = shared.options.synchronous;
-    match run_batch(conn, &works, configured) {
+    let now = shared.clock.now();
+    match run_batch(conn, &works, configured, now) {
         Ok(answers) => Some(answers),
         Err(e) if is_busy(&e) && !wait => None,
         Err(e) if works.len() > 1 && !is_busy(&e) => {
@@ -424,10 +425,12 @@ fn apply_batch(conn: &mut WriteConn, batch: &[(Work, Reply)], wait: bool, shared
             Some(
                 works
                     .iter()
-                    .map(|work| match run_batch(conn, std::slice::from_ref(work), configured) {
-                        Ok(mut a) => a.remove(0),
-                        Err(e) => work.failed(&e, shared),
-                    })
+                    .map(
+                        |work| match run_batch(conn, std::slice::from_ref(work), configured, now) {
+                            Ok(mut a) => a.remove(0),
+                            Err(e) => work.failed(&e, shared),
+                        },
+                    )
                     .collect(),
             )
         }
@@ -462,13 +465,19 @@ fn set_level(conn: &mut WriteConn, level: Synchronous) -> rusqlite::Result<()> {
     Ok(())
 }
 
-fn run_batch(conn: &mut WriteConn, batch: &[&Work], configured: Synchronous) -> rusqlite::Result<Vec<Answer>> {
+/// `now` is the journal's clock as the batch started: every transition in it is computed at it.
+fn run_batch(
+    conn: &mut WriteConn,
+    batch: &[&Work],
+    configured: Synchronous,
+    now: crate::record::Millis,
+) -> rusqlite::Result<Vec<Answer>> {
     set_level(conn, batch_level(batch, configured))?;
     let tx = conn.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut answers = Vec::with_capacity(batch.len());
     for work in batch {
         answers.push(match work {
-            Work::Apply { key, op } => Answer::Apply(apply_in_tx(&tx, key, op, &mut conn.held)?),
+            Work::Apply { key, op } => Answer::Apply(apply_in_tx(&tx, key, op, &mut conn.held, now)?),
             Work::Gc { now } => Answer::Gc(Ok(gc_in_tx(&tx, *now)?)),
         });
     }
