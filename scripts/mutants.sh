@@ -10,13 +10,14 @@
 #   scripts/mutants.sh ... -- ARGS       extra arguments for cargo-mutants (e.g. --list)
 #
 # Environment: JOBS (parallel mutants, default 1 on a shared machine), MUTANTS_TARGET_DIR
-# (a build directory kept between runs, default target/mutants, so dependencies build once).
+# (a build directory kept between runs, default target/mutants, so dependencies build once),
+# MUTANTS_OUT (where results go, default target/mutants-out).
 # Needs `cargo install cargo-mutants --locked`. Equivalent mutants are excluded, with their
 # reasons, in mutants.toml.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-core=(policy.rs record.rs key.rs canonical.rs marker.rs outcome.rs engine.rs compensation.rs)
+core=(policy.rs record.rs key.rs canonical.rs marker.rs outcome.rs engine/mod.rs engine/lead.rs compensation.rs)
 files=()
 tests=(--test-package effect-tool-core --test-package effect-tool)
 diff_base=""
@@ -31,7 +32,7 @@ while [[ $# -gt 0 ]]; do
             ;;
         --file) files+=("$2"); shift 2 ;;
         --) shift; extra=("$@"); break ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
         *) echo "scripts/mutants.sh: unknown argument \`$1\` (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -43,7 +44,7 @@ if ! cargo mutants --version >/dev/null 2>&1; then
 fi
 
 args=(--config mutants.toml -p effect-tool-core "${tests[@]}" --jobs "${JOBS:-1}"
-      --features effect-tool-core/testing,effect-tool-core/sqlite --output target/mutants-out)
+      --features effect-tool-core/testing,effect-tool-core/sqlite --output "${MUTANTS_OUT:-target/mutants-out}")
 for f in "${files[@]}"; do
     args+=(--file "effect-tool-core/src/$f")
 done

@@ -1,11 +1,10 @@
 //! The record state machine's arithmetic and messages, stated exactly (issue 20): the lease a
 //! claim and a renewal write, the staleness boundary, why a resolution or an amendment is
-//! refused and what the person is told to do, and the record version check.
+//! refused and what the person is told to do.
 
 use effect_tool_core::EffectClass;
-use effect_tool_core::StoreError;
 use effect_tool_core::record::{
-    Current, EffectRecord, Intent, Millis, Op, OpOutcome, RECORD_VERSION, RecordState, Verdict, transition,
+    Current, EffectRecord, Intent, Millis, Op, OpOutcome, RecordState, Verdict, transition,
 };
 use serde_json::json;
 
@@ -266,26 +265,6 @@ fn amendment_refusals_say_why_and_what_to_do() {
     );
     let text = refused(&released, amend(applied()), NOW + 2);
     assert!(text.contains(": only a person's resolution (completed as applied or released as not applied, and not claimed by a call since) can be amended"), "{text}");
-}
-
-#[test]
-fn check_version_accepts_this_version_only() {
-    let rec = step(None, claim(1_000), NOW);
-    assert_eq!(rec.version, RECORD_VERSION);
-    assert!(rec.check_version().is_ok());
-    let newer = EffectRecord {
-        version: RECORD_VERSION + 1,
-        ..rec
-    };
-    match newer.check_version() {
-        Err(StoreError::UnsupportedVersion { key, found, supported }) => {
-            assert_eq!(
-                (key.as_str(), found, supported),
-                ("k", RECORD_VERSION + 1, RECORD_VERSION)
-            );
-        }
-        other => panic!("{other:?}"),
-    }
 }
 
 #[test]
