@@ -4,7 +4,7 @@
 
 use effect_tool_core::EffectClass;
 use effect_tool_core::record::{
-    Current, EffectRecord, Intent, Millis, Op, OpOutcome, RecordState, Verdict, transition,
+    Current, EffectRecord, Holder, Intent, Millis, Op, OpOutcome, RecordState, Verdict, transition,
 };
 use serde_json::json;
 
@@ -281,4 +281,106 @@ fn a_claim_on_a_completed_record_is_answered_from_it() {
     let t = transition("k", Some(&done), claim(1_000), NOW + 2).unwrap();
     assert!(t.write.is_none());
     assert!(matches!(t.outcome, OpOutcome::Recorded(r) if r.output == Some(json!("x"))));
+}
+
+fn holder(worker: Option<&str>, instance: &str) -> Holder {
+    Holder {
+        worker: worker.map(str::to_owned),
+        instance: instance.into(),
+        host: "h".into(),
+        pid: 7,
+    }
+}
+
+fn claim_by(holder: Option<Holder>) -> Op {
+    Op::Claim {
+        intent: Intent {
+            holder: holder.map(Box::new),
+            ..intent()
+        },
+        lease_ms: 30_000,
+        takeover_in_doubt: false,
+    }
+}
+
+/// What a claim at `now` answers on `rec` (without the record it writes).
+fn claim_answer(rec: &EffectRecord, op: Op, now: Millis) -> OpOutcome {
+    transition("k", Some(rec), op, now)
+        .unwrap_or_else(|e| panic!("claim refused: {e}"))
+        .outcome
+}
+
+#[test]
+fn a_later_incarnation_of_a_worker_succeeds_its_claims_and_nothing_else_does() {
+    let w_a = holder(Some("w"), "a");
+    assert!(holder(Some("w"), "b").succeeds(&w_a), "same worker, new instance");
+    assert!(!holder(Some("w"), "a").succeeds(&w_a), "the same instance is not its own successor");
+    assert!(!holder(Some("v"), "b").succeeds(&w_a), "another worker");
+    assert!(!holder(None, "b").succeeds(&w_a), "an engine without a worker identity");
+    assert!(!holder(None, "b").succeeds(&holder(None, "a")), "no worker identity on either side");
+    assert!(!holder(Some("w"), "b").succeeds(&holder(None, "a")), "a claim without a worker identity");
+}
+
+#[test]
+fn a_live_claim_is_taken_over_at_once_only_by_its_workers_next_incarnation() {
+    let held = step(None, claim_by(Some(holder(Some("w"), "a"))), NOW);
+    let live = NOW + 1;
+    match claim_answer(&held, claim_by(Some(holder(Some("w"), "b"))), live) {
+        OpOutcome::Claimed { attempt, previous, .. } => {
+            assert_eq!((attempt, previous), (2, Some(RecordState::Claimed)));
+        }
+        other => panic!("the restarted worker must take its own claim over, got {other:?}"),
+    }
+    for (what, by) in [
+        ("the same instance", Some(holder(Some("w"), "a"))),
+        ("another worker", Some(holder(Some("v"), "b"))),
+        ("an engine without a worker identity", Some(holder(None, "b"))),
+        ("a caller that names no holder", None),
+    ] {
+        match claim_answer(&held, claim_by(by), live) {
+            OpOutcome::InFlight(rec) => assert_eq!(rec.attempt, 1, "{what}"),
+            other => panic!("{what} must wait for the live claim, got {other:?}"),
+        }
+    }
+    let anonymous = step(None, claim_by(None), NOW);
+    assert!(matches!(
+        claim_answer(&anonymous, claim_by(Some(holder(Some("w"), "b"))), live),
+        OpOutcome::InFlight(_)
+    ));
+}
+
+#[test]
+fn a_holder_is_shown_with_its_worker_instance_host_and_pid() {
+    assert_eq!(holder(Some("w"), "a").to_string(), "worker w, instance a on h (pid 7)");
+    assert_eq!(holder(None, "a").to_string(), "instance a on h (pid 7)");
+}
+
+#[test]
+fn only_records_a_person_must_settle_outlive_their_ttl() {
+    let needs: Vec<RecordState> = RecordState::ALL.into_iter().filter(|s| s.needs_person()).collect();
+    assert_eq!(needs, [RecordState::InDoubt, RecordState::AwaitingApproval]);
+
+    let base = step(None, claim(30_000), NOW);
+    let expired = |state| EffectRecord {
+        state,
+        lease_until: None,
+        expires_at: Some(NOW + 10),
+        ..base.clone()
+    };
+    let later = NOW + 10;
+    // Past its ttl, a completed record counts as absent: the call runs anew (attempt 2: the
+    // fencing token never goes back).
+    match claim_answer(&expired(RecordState::Completed), claim(30_000), later) {
+        OpOutcome::Claimed { attempt, previous, .. } => assert_eq!((attempt, previous), (2, None)),
+        other => panic!("an expired completed record must not answer, got {other:?}"),
+    }
+    // A record in doubt, or one waiting for approval, still answers: a person needs it.
+    assert!(matches!(
+        claim_answer(&expired(RecordState::InDoubt), claim(30_000), later),
+        OpOutcome::InDoubt(_)
+    ));
+    assert!(matches!(
+        claim_answer(&expired(RecordState::AwaitingApproval), claim(30_000), later),
+        OpOutcome::AwaitingApproval(_)
+    ));
 }
