@@ -384,3 +384,132 @@ fn only_records_a_person_must_settle_outlive_their_ttl() {
         OpOutcome::AwaitingApproval(_)
     ));
 }
+
+fn completed() -> EffectRecord {
+    let rec = step(None, claim(30_000), NOW);
+    step(
+        Some(&rec),
+        Op::Complete {
+            attempt: 1,
+            output: json!("ok"),
+        },
+        NOW + 1,
+    )
+}
+
+fn share(ids: &[&str]) -> Op {
+    Op::Share {
+        call_ids: ids.iter().map(|c| (*c).to_owned()).collect(),
+    }
+}
+
+#[test]
+fn a_result_is_received_by_its_own_call_and_the_calls_it_was_shared_with() {
+    let done = completed();
+    assert!(done.received_by("c1"), "the call that made it");
+    assert!(!done.received_by("c2"));
+    assert!(!done.received_by(""));
+    let shared = step(Some(&done), share(&["c1", "c2", "c3", "c2"]), NOW + 2);
+    // Each new id once, in order; the record's own call is not repeated.
+    assert_eq!(shared.call_ids, ["c2", "c3"]);
+    assert_eq!(shared.updated_at, NOW + 2);
+    for c in ["c1", "c2", "c3"] {
+        assert!(shared.received_by(c), "{c}");
+    }
+    assert!(!shared.received_by("c4"));
+    // Sharing with calls that have it already writes nothing.
+    let again = transition("k", Some(&shared), share(&["c1", "c3"]), NOW + 3).expect("accepted");
+    assert!(again.write.is_none());
+    // A record without a call id was received by the calls it was shared with only.
+    let anonymous = EffectRecord {
+        call_id: None,
+        ..shared.clone()
+    };
+    assert!(!anonymous.received_by("c1"));
+    assert!(anonymous.received_by("c2"));
+}
+
+#[test]
+fn only_a_claim_the_class_lets_be_lost_is_committed_without_a_flush() {
+    for class in [
+        EffectClass::Pure,
+        EffectClass::Idempotent,
+        EffectClass::Compensable,
+        EffectClass::Irreversible,
+    ] {
+        let op = Op::Claim {
+            intent: Intent { class, ..intent() },
+            lease_ms: 1_000,
+            takeover_in_doubt: false,
+        };
+        assert_eq!(op.needs_flush(), class.claim_needs_flush(), "{class:?}");
+    }
+    assert!(!Op::Claim {
+        intent: Intent {
+            class: EffectClass::Idempotent,
+            ..intent()
+        },
+        lease_ms: 1_000,
+        takeover_in_doubt: true,
+    }
+    .needs_flush());
+    assert!(claim(1_000).needs_flush(), "an irreversible claim is the evidence the effect may have happened");
+    let others = [
+        Op::Renew {
+            attempt: 1,
+            lease_ms: 1_000,
+        },
+        Op::Complete {
+            attempt: 1,
+            output: json!(1),
+        },
+        Op::Release {
+            attempt: 1,
+            reason: None,
+        },
+        resolve(Verdict::NotApplied),
+        amend(applied()),
+        share(&["c2"]),
+    ];
+    for op in others {
+        assert!(op.needs_flush(), "{}", op.name());
+    }
+}
+
+#[test]
+fn an_approval_without_its_own_ttl_is_valid_for_24_hours() {
+    let needs_approval = || Op::Claim {
+        intent: Intent {
+            approval: Some("ops".into()),
+            ..intent()
+        },
+        lease_ms: 1_000,
+        takeover_in_doubt: false,
+    };
+    let parked = step(None, needs_approval(), NOW);
+    assert_eq!(parked.state, RecordState::AwaitingApproval);
+    let approved = step(
+        Some(&parked),
+        Op::Approve {
+            by: "dana".into(),
+            role: "ops".into(),
+        },
+        NOW + 1,
+    );
+    assert_eq!(approved.state, RecordState::Approved);
+    let day: Millis = 24 * 60 * 60 * 1000;
+    match claim_answer(&approved, needs_approval(), NOW + 1 + day - 1) {
+        OpOutcome::Claimed { attempt, .. } => assert_eq!(attempt, 1),
+        other => panic!("an approval 1 ms short of a day old runs the call, got {other:?}"),
+    }
+    match claim_answer(&approved, needs_approval(), NOW + 1 + day) {
+        OpOutcome::AwaitingApproval(rec) => {
+            let reason = rec.reason.unwrap_or_default();
+            assert!(
+                reason.contains(&format!("it is {day} ms old, and an approval is valid for {day} ms")),
+                "{reason}"
+            );
+        }
+        other => panic!("a day-old approval is voided, got {other:?}"),
+    }
+}
