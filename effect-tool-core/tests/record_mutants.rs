@@ -513,3 +513,99 @@ fn an_approval_without_its_own_ttl_is_valid_for_24_hours() {
         other => panic!("a day-old approval is voided, got {other:?}"),
     }
 }
+
+/// The audit entry `op` leaves on `rec` at `now` (the transition must accept it).
+fn audit_of(rec: &EffectRecord, op: Op, now: Millis) -> (String, String, Option<serde_json::Value>) {
+    let name = op.name();
+    let t = transition("k", Some(rec), op, now).unwrap_or_else(|e| panic!("{name} refused: {e}"));
+    let entry = t.audit.unwrap_or_else(|| panic!("{name} left no audit entry"));
+    assert_eq!((entry.key.as_str(), entry.at), ("k", now), "{name}");
+    (entry.actor, entry.action, entry.detail)
+}
+
+#[test]
+fn every_operation_a_person_performs_leaves_an_audit_entry_naming_them() {
+    let claimed = step(None, claim(1_000), NOW);
+    let in_doubt = step(
+        Some(&claimed),
+        Op::MarkInDoubt {
+            attempt: 1,
+            reason: "crashed".into(),
+        },
+        NOW + 1,
+    );
+    assert_eq!(
+        audit_of(&in_doubt, resolve(applied()), NOW + 2),
+        ("dana".into(), "resolve".into(), Some(json!({"verdict": "applied", "output": "ok"})))
+    );
+    let resolved = step(Some(&in_doubt), resolve(Verdict::NotApplied), NOW + 2);
+    assert_eq!(
+        audit_of(&resolved, amend(applied()), NOW + 3),
+        ("dana".into(), "amend".into(), Some(json!({"verdict": "applied", "output": "ok"})))
+    );
+
+    let parked = step(
+        None,
+        Op::Claim {
+            intent: Intent {
+                approval: Some("ops".into()),
+                ..intent()
+            },
+            lease_ms: 1_000,
+            takeover_in_doubt: false,
+        },
+        NOW,
+    );
+    let (actor, action, detail) = audit_of(
+        &parked,
+        Op::Approve {
+            by: "erin".into(),
+            role: "ops".into(),
+        },
+        NOW + 1,
+    );
+    assert_eq!((actor.as_str(), action.as_str()), ("erin", "approve"));
+    assert_eq!(detail, Some(json!({"role": "ops", "fingerprint": "f"})));
+    assert_eq!(
+        audit_of(
+            &parked,
+            Op::Deny {
+                by: "erin".into(),
+                reason: Some("too much".into()),
+            },
+            NOW + 1,
+        ),
+        ("erin".into(), "deny".into(), Some(json!({"reason": "too much"})))
+    );
+
+    let mut done = completed();
+    done.class = EffectClass::Compensable;
+    assert_eq!(
+        audit_of(&done, Op::MarkCompensated { by: "saga".into() }, NOW + 2),
+        ("saga".into(), "compensate".into(), None)
+    );
+
+    // The engine's own operations leave none of a person's entries.
+    for op in [
+        claim(1_000),
+        Op::Renew {
+            attempt: 1,
+            lease_ms: 1_000,
+        },
+        Op::Complete {
+            attempt: 1,
+            output: json!(1),
+        },
+        Op::Release {
+            attempt: 1,
+            reason: None,
+        },
+        Op::MarkInDoubt {
+            attempt: 1,
+            reason: "x".into(),
+        },
+        share(&["c2"]),
+    ] {
+        assert!(op.audit("k", NOW).is_none(), "{}", op.name());
+    }
+}
