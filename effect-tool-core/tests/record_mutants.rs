@@ -383,6 +383,63 @@ fn only_records_a_person_must_settle_outlive_their_ttl() {
         claim_answer(&expired(RecordState::AwaitingApproval), claim(30_000), later),
         OpOutcome::AwaitingApproval(_)
     ));
+    // A claim past its ttl still holds the key while its lease runs: its holder may be
+    // applying the effect.
+    let claimed = EffectRecord {
+        lease_until: Some(later + 1),
+        ..expired(RecordState::Claimed)
+    };
+    assert!(matches!(
+        claim_answer(&claimed, claim(30_000), later),
+        OpOutcome::InFlight(_)
+    ));
+}
+
+#[test]
+fn a_refusal_names_the_key_it_refused() {
+    let rec = step(None, claim(1_000), NOW);
+    let parked = step(
+        None,
+        Op::Claim {
+            intent: Intent {
+                approval: Some("ops".into()),
+                ..intent()
+            },
+            lease_ms: 1_000,
+            takeover_in_doubt: false,
+        },
+        NOW,
+    );
+    let refusals = [
+        transition("order-7", Current::Absent, share(&["c2"]), NOW),
+        transition(
+            "order-7",
+            Some(&rec),
+            Op::Complete {
+                attempt: 2,
+                output: json!(1),
+            },
+            NOW,
+        ),
+        transition("order-7", Some(&rec), share(&["c2"]), NOW),
+        transition(
+            "order-7",
+            Some(&parked),
+            Op::Approve {
+                by: "erin".into(),
+                role: "finance".into(),
+            },
+            NOW,
+        ),
+    ];
+    for r in refusals {
+        let rejected = r.expect_err("refused");
+        assert_eq!(rejected.key(), "order-7", "{rejected}");
+        assert_eq!(
+            effect_tool_core::StoreError::Rejected(rejected).key(),
+            Some("order-7")
+        );
+    }
 }
 
 fn completed() -> EffectRecord {
