@@ -666,3 +666,34 @@ fn every_operation_a_person_performs_leaves_an_audit_entry_naming_them() {
         assert!(op.audit("k", NOW).is_none(), "{}", op.name());
     }
 }
+
+#[test]
+fn a_denial_answers_its_own_input_and_another_input_asks_anew() {
+    let needs_approval = |fingerprint: &str| Op::Claim {
+        intent: Intent {
+            approval: Some("ops".into()),
+            fingerprint: fingerprint.into(),
+            ..intent()
+        },
+        lease_ms: 1_000,
+        takeover_in_doubt: false,
+    };
+    let parked = step(None, needs_approval("f"), NOW);
+    let denied = step(
+        Some(&parked),
+        Op::Deny {
+            by: "erin".into(),
+            reason: Some("too much".into()),
+        },
+        NOW + 1,
+    );
+    assert_eq!(denied.state, RecordState::Denied);
+    match claim_answer(&denied, needs_approval("f"), NOW + 2) {
+        OpOutcome::Denied(rec) => assert_eq!(rec.reason.as_deref(), Some("too much")),
+        other => panic!("the denied input must stay denied, got {other:?}"),
+    }
+    match claim_answer(&denied, needs_approval("g"), NOW + 2) {
+        OpOutcome::AwaitingApproval(rec) => assert_eq!(rec.fingerprint, "g"),
+        other => panic!("another input asks for its own approval, got {other:?}"),
+    }
+}
