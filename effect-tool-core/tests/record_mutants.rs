@@ -697,3 +697,46 @@ fn a_denial_answers_its_own_input_and_another_input_asks_anew() {
         other => panic!("another input asks for its own approval, got {other:?}"),
     }
 }
+
+#[test]
+fn a_claim_whose_lease_ended_is_taken_over_and_a_live_one_is_waited_for() {
+    let held = step(None, claim(1_000), NOW);
+    match claim_answer(&held, claim(1_000), NOW + 999) {
+        OpOutcome::InFlight(rec) => assert_eq!(rec.attempt, 1),
+        other => panic!("a live claim is waited for, got {other:?}"),
+    }
+    match claim_answer(&held, claim(1_000), NOW + 1_000) {
+        OpOutcome::Claimed { attempt, previous, .. } => {
+            assert_eq!((attempt, previous), (2, Some(RecordState::Claimed)));
+        }
+        other => panic!("a stale claim is taken over as an unknown outcome, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_record_in_doubt_is_taken_over_only_by_a_call_that_may_reconcile_it() {
+    let held = step(None, claim(1_000), NOW);
+    let in_doubt = step(
+        Some(&held),
+        Op::MarkInDoubt {
+            attempt: 1,
+            reason: "crashed".into(),
+        },
+        NOW + 1,
+    );
+    let claim_with = |takeover_in_doubt| Op::Claim {
+        intent: intent(),
+        lease_ms: 1_000,
+        takeover_in_doubt,
+    };
+    match claim_answer(&in_doubt, claim_with(true), NOW + 2) {
+        OpOutcome::Claimed { attempt, previous, .. } => {
+            assert_eq!((attempt, previous), (2, Some(RecordState::InDoubt)));
+        }
+        other => panic!("a call with recover (or an idempotent one) takes it over, got {other:?}"),
+    }
+    match claim_answer(&in_doubt, claim_with(false), NOW + 2) {
+        OpOutcome::InDoubt(rec) => assert_eq!(rec.reason.as_deref(), Some("crashed")),
+        other => panic!("any other call stops for a person, got {other:?}"),
+    }
+}
