@@ -740,3 +740,72 @@ fn a_record_in_doubt_is_taken_over_only_by_a_call_that_may_reconcile_it() {
         other => panic!("any other call stops for a person, got {other:?}"),
     }
 }
+
+fn claim_needing_approval(fingerprint: &str, lease_ms: u64) -> Op {
+    Op::Claim {
+        intent: Intent {
+            approval: Some("ops".into()),
+            fingerprint: fingerprint.into(),
+            ..intent()
+        },
+        lease_ms,
+        takeover_in_doubt: false,
+    }
+}
+
+fn approved(fingerprint: &str) -> EffectRecord {
+    let parked = step(None, claim_needing_approval(fingerprint, 1_000), NOW);
+    step(
+        Some(&parked),
+        Op::Approve {
+            by: "erin".into(),
+            role: "ops".into(),
+        },
+        NOW + 1,
+    )
+}
+
+#[test]
+fn an_approval_given_for_another_input_is_voided_and_the_call_parks_for_its_own() {
+    let rec = approved("f");
+    let t = transition("k", Some(&rec), claim_needing_approval("g", 1_000), NOW + 2).expect("accepted");
+    match &t.outcome {
+        OpOutcome::AwaitingApproval(parked) => {
+            assert_eq!(parked.fingerprint, "g");
+            let reason = parked.reason.as_deref().unwrap_or_default();
+            assert!(
+                reason.starts_with("the approval by erin was voided: it was given for another input (fingerprint f) than this call's (g)"),
+                "{reason}"
+            );
+        }
+        other => panic!("the call must park, got {other:?}"),
+    }
+    let entry = t.audit.expect("the voided approval is in the audit trail");
+    assert_eq!((entry.actor.as_str(), entry.action.as_str()), ("effect-tool", "approval-voided"));
+    let detail = entry.detail.expect("detail");
+    assert_eq!(
+        (&detail["approved_by"], &detail["approved_fingerprint"], &detail["fingerprint"]),
+        (&json!("erin"), &json!("f"), &json!("g"))
+    );
+    // The input it was given for runs on it, and leaves no entry of the engine's.
+    let t = transition("k", Some(&rec), claim_needing_approval("f", 1_000), NOW + 2).expect("accepted");
+    assert!(matches!(t.outcome, OpOutcome::Claimed { .. }), "{:?}", t.outcome);
+    assert!(t.audit.is_none());
+}
+
+#[test]
+fn an_unknown_outcome_taken_over_by_a_call_for_another_input_that_needs_approval_stops_for_a_person() {
+    // The approved call's claim went stale: its effect may have happened.
+    let rec = approved("f");
+    let running = step(Some(&rec), claim_needing_approval("f", 1_000), NOW + 2);
+    let stale = NOW + 2 + 1_000;
+    match claim_answer(&running, claim_needing_approval("g", 1_000), stale) {
+        OpOutcome::InDoubt(r) => assert_eq!((r.fingerprint.as_str(), r.attempt), ("f", running.attempt)),
+        other => panic!("another input must not hide the unknown outcome, got {other:?}"),
+    }
+    // The same input takes it over (its approval was for this input).
+    match claim_answer(&running, claim_needing_approval("f", 1_000), stale) {
+        OpOutcome::Claimed { previous, .. } => assert_eq!(previous, Some(RecordState::Claimed)),
+        other => panic!("the approved input takes its own stale claim over, got {other:?}"),
+    }
+}
