@@ -809,3 +809,52 @@ fn an_unknown_outcome_taken_over_by_a_call_for_another_input_that_needs_approval
         other => panic!("the approved input takes its own stale claim over, got {other:?}"),
     }
 }
+
+#[test]
+fn the_approver_stays_on_the_execution_they_approved_and_its_takeover_only() {
+    let rec = approved("f");
+    let running = step(Some(&rec), claim_needing_approval("f", 1_000), NOW + 2);
+    assert_eq!(
+        (running.decided_by.as_deref(), running.approval_role.as_deref()),
+        (Some("erin"), Some("ops"))
+    );
+    let stale = NOW + 2 + 1_000;
+    // Its takeover (the same input) is still the approved execution.
+    let taken = step(Some(&running), claim_needing_approval("f", 1_000), stale);
+    assert_eq!(taken.attempt, running.attempt + 1);
+    assert_eq!(
+        (taken.decided_by.as_deref(), taken.approval_role.as_deref()),
+        (Some("erin"), Some("ops"))
+    );
+    // Another input that needs no approval takes the stale claim over: nobody approved it.
+    let other = step(
+        Some(&running),
+        Op::Claim {
+            intent: Intent {
+                fingerprint: "g".into(),
+                ..intent()
+            },
+            lease_ms: 1_000,
+            takeover_in_doubt: false,
+        },
+        stale,
+    );
+    assert_eq!((other.decided_by.as_deref(), other.approval_role.as_deref()), (None, None));
+    // A call that needs approval and takes over an unapproved claim of its input keeps the
+    // role it needs (no approver to carry over).
+    let unapproved = step(
+        None,
+        Op::Claim {
+            intent: intent(),
+            lease_ms: 1_000,
+            takeover_in_doubt: false,
+        },
+        NOW,
+    );
+    let needing = step(Some(&unapproved), claim_needing_approval("f", 1_000), NOW + 1_000);
+    assert_eq!(needing.state, RecordState::Claimed);
+    assert_eq!(
+        (needing.decided_by.as_deref(), needing.approval_role.as_deref()),
+        (None, Some("ops"))
+    );
+}
