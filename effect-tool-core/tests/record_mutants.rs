@@ -858,3 +858,47 @@ fn the_approver_stays_on_the_execution_they_approved_and_its_takeover_only() {
         (None, Some("ops"))
     );
 }
+
+#[test]
+fn only_the_attempt_holding_the_claim_may_renew_complete_release_or_mark_it_in_doubt() {
+    let writes = |attempt: u32| {
+        [
+            Op::Renew {
+                attempt,
+                lease_ms: 1_000,
+            },
+            Op::Complete {
+                attempt,
+                output: json!(1),
+            },
+            Op::Release { attempt, reason: None },
+            Op::MarkInDoubt {
+                attempt,
+                reason: "x".into(),
+            },
+        ]
+    };
+    let claimed = step(None, claim(1_000), NOW);
+    let released = step(
+        Some(&claimed),
+        Op::Release {
+            attempt: 1,
+            reason: None,
+        },
+        NOW + 1,
+    );
+    for op in writes(1) {
+        let name = op.name();
+        assert!(transition("k", Some(&claimed), op, NOW + 1).is_ok(), "{name} by the holder");
+    }
+    // A late writer of an old attempt, or the holder after its claim ended.
+    for (what, rec, attempt) in [("another attempt", &claimed, 2), ("a claim that ended", &released, 1)] {
+        for op in writes(attempt) {
+            let name = op.name();
+            match transition("k", Some(rec), op, NOW + 2) {
+                Err(e) => assert!(e.to_string().contains("no longer holds"), "{name}, {what}: {e}"),
+                Ok(t) => panic!("{name} by {what} accepted: {:?}", t.outcome),
+            }
+        }
+    }
+}
