@@ -902,3 +902,35 @@ fn only_the_attempt_holding_the_claim_may_renew_complete_release_or_mark_it_in_d
         }
     }
 }
+
+#[test]
+fn approvals_denials_shares_and_compensations_apply_only_to_the_state_they_are_for() {
+    let claimed = step(None, claim(1_000), NOW);
+    let approve = || Op::Approve {
+        by: "erin".into(),
+        role: "ops".into(),
+    };
+    let deny = || Op::Deny {
+        by: "erin".into(),
+        reason: None,
+    };
+    let compensate = || Op::MarkCompensated { by: "saga".into() };
+    for (rec, op, hint) in [
+        (&claimed, approve(), "only calls awaiting approval can be approved"),
+        (&claimed, deny(), "only calls awaiting approval can be denied"),
+        (&claimed, share(&["c2"]), "only a recorded result can be shared"),
+        (&claimed, compensate(), "only completed effects can be compensated"),
+        (&completed(), approve(), "only calls awaiting approval can be approved"),
+        (&completed(), deny(), "only calls awaiting approval can be denied"),
+    ] {
+        let text = refused(rec, op, NOW + 1);
+        assert!(text.contains(hint), "{text}");
+    }
+    let mut done = completed();
+    done.class = EffectClass::Compensable;
+    let undone = step(Some(&done), compensate(), NOW + 2);
+    assert_eq!(
+        (undone.state, undone.decided_by.as_deref()),
+        (RecordState::Compensated, Some("saga"))
+    );
+}
