@@ -934,3 +934,35 @@ fn approvals_denials_shares_and_compensations_apply_only_to_the_state_they_are_f
         (RecordState::Compensated, Some("saga"))
     );
 }
+
+#[test]
+fn a_takeover_keeps_the_tool_calls_of_the_attempts_it_took_over() {
+    let claim_as = |call_id: &str| Op::Claim {
+        intent: Intent {
+            call_id: Some(call_id.into()),
+            ..intent()
+        },
+        lease_ms: 1_000,
+        takeover_in_doubt: false,
+    };
+    let first = step(None, claim_as("c1"), NOW);
+    // Another tool call (a model's retry of the same call) takes the stale claim over: c1 may
+    // have applied the effect, and must get the reconciled result too.
+    let second = step(Some(&first), claim_as("c2"), NOW + 1_000);
+    assert_eq!((second.call_id.as_deref(), second.call_ids.as_slice()), (Some("c2"), &["c1".to_owned()][..]));
+    // A third takes that over: both earlier calls kept, each once, never its own id.
+    let third = step(Some(&second), claim_as("c1"), NOW + 2_000);
+    assert_eq!((third.call_id.as_deref(), third.call_ids.as_slice()), (Some("c1"), &["c2".to_owned()][..]));
+    let fourth = step(Some(&third), claim_as("c3"), NOW + 3_000);
+    assert_eq!(fourth.call_ids, ["c1", "c2"]);
+    // A new claim after a release is a new execution: it keeps none.
+    let released = step(
+        Some(&fourth),
+        Op::Release {
+            attempt: fourth.attempt,
+            reason: None,
+        },
+        NOW + 3_001,
+    );
+    assert!(step(Some(&released), claim_as("c4"), NOW + 3_002).call_ids.is_empty());
+}
