@@ -966,3 +966,26 @@ fn a_takeover_keeps_the_tool_calls_of_the_attempts_it_took_over() {
     );
     assert!(step(Some(&released), claim_as("c4"), NOW + 3_002).call_ids.is_empty());
 }
+
+#[test]
+fn a_claims_ttl_runs_from_the_claim_and_the_clock_is_the_unix_epoch_in_milliseconds() {
+    let rec = step(
+        None,
+        Op::Claim {
+            intent: Intent {
+                ttl_ms: Some(5_000),
+                ..intent()
+            },
+            lease_ms: 1_000,
+            takeover_in_doubt: false,
+        },
+        NOW,
+    );
+    assert_eq!(rec.expires_at, Some(NOW + 5_000));
+    assert!(!rec.is_expired(NOW + 4_999));
+    assert!(rec.is_expired(NOW + 5_000));
+    assert_eq!(step(None, claim(1_000), NOW).expires_at, None, "no ttl: kept until collected");
+    // 2026-12-01 is 1.79e12 ms after the epoch; the clock is neither seconds nor zero.
+    let now = effect_tool_core::record::now_millis();
+    assert!(now > 1_700_000_000_000, "{now}");
+}
