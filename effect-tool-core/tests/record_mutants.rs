@@ -314,11 +314,20 @@ fn claim_answer(rec: &EffectRecord, op: Op, now: Millis) -> OpOutcome {
 fn a_later_incarnation_of_a_worker_succeeds_its_claims_and_nothing_else_does() {
     let w_a = holder(Some("w"), "a");
     assert!(holder(Some("w"), "b").succeeds(&w_a), "same worker, new instance");
-    assert!(!holder(Some("w"), "a").succeeds(&w_a), "the same instance is not its own successor");
+    assert!(
+        !holder(Some("w"), "a").succeeds(&w_a),
+        "the same instance is not its own successor"
+    );
     assert!(!holder(Some("v"), "b").succeeds(&w_a), "another worker");
     assert!(!holder(None, "b").succeeds(&w_a), "an engine without a worker identity");
-    assert!(!holder(None, "b").succeeds(&holder(None, "a")), "no worker identity on either side");
-    assert!(!holder(Some("w"), "b").succeeds(&holder(None, "a")), "a claim without a worker identity");
+    assert!(
+        !holder(None, "b").succeeds(&holder(None, "a")),
+        "no worker identity on either side"
+    );
+    assert!(
+        !holder(Some("w"), "b").succeeds(&holder(None, "a")),
+        "a claim without a worker identity"
+    );
 }
 
 #[test]
@@ -435,10 +444,7 @@ fn a_refusal_names_the_key_it_refused() {
     for r in refusals {
         let rejected = r.expect_err("refused");
         assert_eq!(rejected.key(), "order-7", "{rejected}");
-        assert_eq!(
-            effect_tool_core::StoreError::Rejected(rejected).key(),
-            Some("order-7")
-        );
+        assert_eq!(effect_tool_core::StoreError::Rejected(rejected).key(), Some("order-7"));
     }
 }
 
@@ -501,16 +507,21 @@ fn only_a_claim_the_class_lets_be_lost_is_committed_without_a_flush() {
         };
         assert_eq!(op.needs_flush(), class.claim_needs_flush(), "{class:?}");
     }
-    assert!(!Op::Claim {
-        intent: Intent {
-            class: EffectClass::Idempotent,
-            ..intent()
-        },
-        lease_ms: 1_000,
-        takeover_in_doubt: true,
-    }
-    .needs_flush());
-    assert!(claim(1_000).needs_flush(), "an irreversible claim is the evidence the effect may have happened");
+    assert!(
+        !Op::Claim {
+            intent: Intent {
+                class: EffectClass::Idempotent,
+                ..intent()
+            },
+            lease_ms: 1_000,
+            takeover_in_doubt: true,
+        }
+        .needs_flush()
+    );
+    assert!(
+        claim(1_000).needs_flush(),
+        "an irreversible claim is the evidence the effect may have happened"
+    );
     let others = [
         Op::Renew {
             attempt: 1,
@@ -593,12 +604,20 @@ fn every_operation_a_person_performs_leaves_an_audit_entry_naming_them() {
     );
     assert_eq!(
         audit_of(&in_doubt, resolve(applied()), NOW + 2),
-        ("dana".into(), "resolve".into(), Some(json!({"verdict": "applied", "output": "ok"})))
+        (
+            "dana".into(),
+            "resolve".into(),
+            Some(json!({"verdict": "applied", "output": "ok"}))
+        )
     );
     let resolved = step(Some(&in_doubt), resolve(Verdict::NotApplied), NOW + 2);
     assert_eq!(
         audit_of(&resolved, amend(applied()), NOW + 3),
-        ("dana".into(), "amend".into(), Some(json!({"verdict": "applied", "output": "ok"})))
+        (
+            "dana".into(),
+            "amend".into(),
+            Some(json!({"verdict": "applied", "output": "ok"}))
+        )
     );
 
     let parked = step(
@@ -781,10 +800,17 @@ fn an_approval_given_for_another_input_is_voided_and_the_call_parks_for_its_own(
         other => panic!("the call must park, got {other:?}"),
     }
     let entry = t.audit.expect("the voided approval is in the audit trail");
-    assert_eq!((entry.actor.as_str(), entry.action.as_str()), ("effect-tool", "approval-voided"));
+    assert_eq!(
+        (entry.actor.as_str(), entry.action.as_str()),
+        ("effect-tool", "approval-voided")
+    );
     let detail = entry.detail.expect("detail");
     assert_eq!(
-        (&detail["approved_by"], &detail["approved_fingerprint"], &detail["fingerprint"]),
+        (
+            &detail["approved_by"],
+            &detail["approved_fingerprint"],
+            &detail["fingerprint"]
+        ),
         (&json!("erin"), &json!("f"), &json!("g"))
     );
     // The input it was given for runs on it, and leaves no entry of the engine's.
@@ -839,7 +865,10 @@ fn the_approver_stays_on_the_execution_they_approved_and_its_takeover_only() {
         },
         stale,
     );
-    assert_eq!((other.decided_by.as_deref(), other.approval_role.as_deref()), (None, None));
+    assert_eq!(
+        (other.decided_by.as_deref(), other.approval_role.as_deref()),
+        (None, None)
+    );
     // A call that needs approval and takes over an unapproved claim of its input keeps the
     // role it needs (no approver to carry over).
     let unapproved = step(
@@ -889,7 +918,10 @@ fn only_the_attempt_holding_the_claim_may_renew_complete_release_or_mark_it_in_d
     );
     for op in writes(1) {
         let name = op.name();
-        assert!(transition("k", Some(&claimed), op, NOW + 1).is_ok(), "{name} by the holder");
+        assert!(
+            transition("k", Some(&claimed), op, NOW + 1).is_ok(),
+            "{name} by the holder"
+        );
     }
     // A late writer of an old attempt, or the holder after its claim ended.
     for (what, rec, attempt) in [("another attempt", &claimed, 2), ("a claim that ended", &released, 1)] {
@@ -949,10 +981,16 @@ fn a_takeover_keeps_the_tool_calls_of_the_attempts_it_took_over() {
     // Another tool call (a model's retry of the same call) takes the stale claim over: c1 may
     // have applied the effect, and must get the reconciled result too.
     let second = step(Some(&first), claim_as("c2"), NOW + 1_000);
-    assert_eq!((second.call_id.as_deref(), second.call_ids.as_slice()), (Some("c2"), &["c1".to_owned()][..]));
+    assert_eq!(
+        (second.call_id.as_deref(), second.call_ids.as_slice()),
+        (Some("c2"), &["c1".to_owned()][..])
+    );
     // A third takes that over: both earlier calls kept, each once, never its own id.
     let third = step(Some(&second), claim_as("c1"), NOW + 2_000);
-    assert_eq!((third.call_id.as_deref(), third.call_ids.as_slice()), (Some("c1"), &["c2".to_owned()][..]));
+    assert_eq!(
+        (third.call_id.as_deref(), third.call_ids.as_slice()),
+        (Some("c1"), &["c2".to_owned()][..])
+    );
     let fourth = step(Some(&third), claim_as("c3"), NOW + 3_000);
     assert_eq!(fourth.call_ids, ["c1", "c2"]);
     // A new claim after a release is a new execution: it keeps none.
@@ -984,7 +1022,11 @@ fn a_claims_ttl_runs_from_the_claim_and_the_clock_is_the_unix_epoch_in_milliseco
     assert_eq!(rec.expires_at, Some(NOW + 5_000));
     assert!(!rec.is_expired(NOW + 4_999));
     assert!(rec.is_expired(NOW + 5_000));
-    assert_eq!(step(None, claim(1_000), NOW).expires_at, None, "no ttl: kept until collected");
+    assert_eq!(
+        step(None, claim(1_000), NOW).expires_at,
+        None,
+        "no ttl: kept until collected"
+    );
     // 2026-12-01 is 1.79e12 ms after the epoch; the clock is neither seconds nor zero.
     let now = effect_tool_core::record::now_millis();
     assert!(now > 1_700_000_000_000, "{now}");
