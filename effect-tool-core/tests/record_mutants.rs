@@ -1,6 +1,7 @@
-//! The record state machine's arithmetic and messages, stated exactly (issue 20): the lease a
-//! claim and a renewal write, the staleness boundary, why a resolution or an amendment is
-//! refused and what the person is told to do.
+//! The record state machine (`record::transition`), stated exactly (issue 20): each test names a
+//! behaviour that a mutant of `record.rs` broke without a core test noticing. Leases and ttls,
+//! takeovers (a stale claim, a record in doubt, a worker's next incarnation), fencing,
+//! approvals and denials, shared results, the audit trail, and what a refusal says.
 
 use effect_tool_core::EffectClass;
 use effect_tool_core::record::{
