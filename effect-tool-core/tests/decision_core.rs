@@ -1,5 +1,5 @@
 //! The decision core's remaining behaviour, stated exactly (issue 20): how `io::Error`s are
-//! classified, how outcomes print and deserialize, what `RetryPolicy::NONE` means, and what the
+//! classified, how outcomes print and deserialize, what `RetryPolicy::NONE` means, what the
 //! policy decides for an abandoned run's every outcome, and what an error message about the
 //! arguments may show of a sensitive value.
 
