@@ -235,3 +235,27 @@ fn an_error_message_about_the_arguments_never_shows_a_sensitive_value() {
     // Arguments that are not an object hold no named field to hide.
     assert_eq!(scrub("4111".to_owned(), &json!("4111"), &["card"]), "4111");
 }
+
+#[test]
+fn a_custom_key_is_placed_in_the_tools_window() {
+    use effect_tool_core::key::{scope, scoped_custom_key};
+    use effect_tool_core::{RunContext, Window};
+
+    let run = RunContext::new("r1");
+    let threaded = RunContext::new("r1").with_thread("t1");
+    assert_eq!(scope(Window::Run, &threaded).as_deref(), Some("r1"));
+    assert_eq!(scope(Window::Thread, &threaded).as_deref(), Some("thread:t1"));
+    assert_eq!(
+        scope(Window::Thread, &run).as_deref(),
+        Some("r1"),
+        "a run without a thread"
+    );
+    assert_eq!(scope(Window::CrossRun, &threaded), None);
+    // The same custom key in two runs is two keys, unless the window spans runs.
+    assert_eq!(scoped_custom_key(Window::Run, &run, "order-7"), "r1:order-7");
+    assert_eq!(
+        scoped_custom_key(Window::Thread, &threaded, "order-7"),
+        "thread:t1:order-7"
+    );
+    assert_eq!(scoped_custom_key(Window::CrossRun, &threaded, "order-7"), "order-7");
+}
