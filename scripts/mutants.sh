@@ -2,23 +2,36 @@
 # Mutation testing of the decision core (issue 20): the files that decide whether a call may
 # run again. Slow (each mutant is a build and a test run); not part of CI. See TESTING.md.
 #
-#   scripts/mutants.sh                   every decision-core file, core and root tests
-#   scripts/mutants.sh --core-only       only effect-tool-core's own tests (much faster)
+#   scripts/mutants.sh                   every decision-core file against the tests that matter:
+#                                        effect-tool-core's unit and integration tests and the
+#                                        root crate's engine and journal tests (ROOT_TESTS)
+#   scripts/mutants.sh --core-only       only effect-tool-core's own tests, doc tests included
+#                                        (much faster: one crate to build per mutant)
 #   scripts/mutants.sh --in-diff [BASE]  only mutants on lines changed since BASE (default
 #                                        HEAD, i.e. uncommitted changes): the before-commit routine
 #   scripts/mutants.sh --file policy.rs  one file (repeatable; a name under effect-tool-core/src)
 #   scripts/mutants.sh ... -- ARGS       extra arguments for cargo-mutants (e.g. --list)
 #
 # Environment: JOBS (parallel mutants, default 1 on a shared machine), MUTANTS_TARGET_DIR
-# (a build directory kept between runs, default target/mutants, so dependencies build once).
+# (a build directory kept between runs, default target/mutants, so dependencies build once),
+# MUTANTS_OUT (where results go, default target/mutants-out), ROOT_TESTS (the root crate's test
+# binaries to run, space-separated; by default not the PostgreSQL, MCP, Python or crash tests,
+# which skip here or take minutes per mutant).
 # Needs `cargo install cargo-mutants --locked`. Equivalent mutants are excluded, with their
 # reasons, in mutants.toml.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-core=(policy.rs record.rs key.rs canonical.rs marker.rs outcome.rs engine.rs compensation.rs)
+core=(policy.rs record.rs key.rs canonical.rs marker.rs outcome.rs engine/mod.rs engine/lead.rs compensation.rs)
 files=()
-tests=(--test-package effect-tool-core --test-package effect-tool)
+# The decision core's tests: effect-tool-core's library (unit tests) and integration tests, and
+# the root crate's tests of the engine's decisions and of the journals (the conformance suite).
+core_tests=(decision_core record_mutants key_props jcs fuzz_regressions)
+read -r -a root_tests <<< "${ROOT_TESTS:-engine_core engine_matrix engine_races engine_people engine_cancellation approvals_bind markers_forged store_memory store_sqlite}"
+tests=(--test-package effect-tool-core --test-package effect-tool --cargo-test-arg=--lib)
+for t in "${core_tests[@]}" "${root_tests[@]}"; do
+    tests+=("--cargo-test-arg=--test=$t")
+done
 diff_base=""
 extra=()
 while [[ $# -gt 0 ]]; do
@@ -31,7 +44,7 @@ while [[ $# -gt 0 ]]; do
             ;;
         --file) files+=("$2"); shift 2 ;;
         --) shift; extra=("$@"); break ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
         *) echo "scripts/mutants.sh: unknown argument \`$1\` (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -43,7 +56,7 @@ if ! cargo mutants --version >/dev/null 2>&1; then
 fi
 
 args=(--config mutants.toml -p effect-tool-core "${tests[@]}" --jobs "${JOBS:-1}"
-      --features effect-tool-core/testing,effect-tool-core/sqlite --output target/mutants-out)
+      --features effect-tool-core/testing,effect-tool-core/sqlite --output "${MUTANTS_OUT:-target/mutants-out}")
 for f in "${files[@]}"; do
     args+=(--file "effect-tool-core/src/$f")
 done

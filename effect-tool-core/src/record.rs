@@ -249,19 +249,6 @@ impl EffectRecord {
         let who = reason.strip_prefix(resolution_prefix(applied))?;
         (who == by).then_some(by)
     }
-
-    /// Check the record's schema version.
-    pub fn check_version(&self) -> Result<(), crate::StoreError> {
-        if self.version == RECORD_VERSION {
-            Ok(())
-        } else {
-            Err(crate::StoreError::UnsupportedVersion {
-                key: self.key.clone(),
-                found: self.version,
-                supported: RECORD_VERSION,
-            })
-        }
-    }
 }
 
 /// What a claim says about the call that wants to run.

@@ -1,6 +1,7 @@
 //! The decision core's remaining behaviour, stated exactly (issue 20): how `io::Error`s are
-//! classified, how outcomes print and deserialize, what `RetryPolicy::NONE` means, and what the
-//! policy decides for an abandoned run's every outcome.
+//! classified, how outcomes print and deserialize, what `RetryPolicy::NONE` means, what the
+//! policy decides for an abandoned run's every outcome, and what an error message about the
+//! arguments may show of a sensitive value.
 
 use std::io::ErrorKind as K;
 use std::time::Duration;
@@ -210,4 +211,51 @@ fn abandoned_runs_decide_every_outcome() {
             }
         }
     }
+}
+
+#[test]
+fn an_error_message_about_the_arguments_never_shows_a_sensitive_value() {
+    use effect_tool_core::key::scrub;
+    use serde_json::json;
+
+    let args = json!({"card": "4111111111111111", "pin": 1234, "to": "bob", "note": null, "memo": ""});
+    let sensitive = ["card", "pin", "note", "memo", "absent"];
+    let message = r#"invalid type: string "4111111111111111", expected u64; pin 1234; to bob; note null"#;
+    assert_eq!(
+        scrub(message.to_owned(), &args, &sensitive),
+        r#"invalid type: string [sensitive], expected u64; pin [sensitive]; to bob; note null"#,
+        "each sensitive value replaced, in its JSON and its plain form; an empty or null value, \
+         a field not in the arguments and the other fields left as they are"
+    );
+    // The plain form too, where the message does not quote it.
+    assert_eq!(
+        scrub("card 4111111111111111 declined".to_owned(), &args, &sensitive),
+        "card [sensitive] declined"
+    );
+    // Arguments that are not an object hold no named field to hide.
+    assert_eq!(scrub("4111".to_owned(), &json!("4111"), &["card"]), "4111");
+}
+
+#[test]
+fn a_custom_key_is_placed_in_the_tools_window() {
+    use effect_tool_core::key::{scope, scoped_custom_key};
+    use effect_tool_core::{RunContext, Window};
+
+    let run = RunContext::new("r1");
+    let threaded = RunContext::new("r1").with_thread("t1");
+    assert_eq!(scope(Window::Run, &threaded).as_deref(), Some("r1"));
+    assert_eq!(scope(Window::Thread, &threaded).as_deref(), Some("thread:t1"));
+    assert_eq!(
+        scope(Window::Thread, &run).as_deref(),
+        Some("r1"),
+        "a run without a thread"
+    );
+    assert_eq!(scope(Window::CrossRun, &threaded), None);
+    // The same custom key in two runs is two keys, unless the window spans runs.
+    assert_eq!(scoped_custom_key(Window::Run, &run, "order-7"), "r1:order-7");
+    assert_eq!(
+        scoped_custom_key(Window::Thread, &threaded, "order-7"),
+        "thread:t1:order-7"
+    );
+    assert_eq!(scoped_custom_key(Window::CrossRun, &threaded, "order-7"), "order-7");
 }
