@@ -10,6 +10,7 @@ mod common;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use common::desk::SendEmail;
 use common::http::{Answer, encode, request};
 use common::ledger::Downstream;
 use effect_tool::console::{Console, Identity, StaticTokens};
@@ -19,24 +20,6 @@ use effect_tool::{CallOptions, EffectClass, EffectCtx, Engine, RunContext, Store
 const MARIA: &str = "tok-maria-manager-0001"; // manager, operator
 const OLAF: &str = "tok-olaf-operator-0002"; // operator
 const IVY: &str = "tok-ivy-intern-000003"; // no roles
-
-/// Sends an email; the connection drops after sending, so the outcome is unknown.
-struct SendEmail(Arc<Downstream>);
-
-impl Tool for SendEmail {
-    type Args = String;
-    type Output = String;
-    type Error = ToolError;
-    const NAME: &'static str = "send_email";
-    const CLASS: EffectClass = EffectClass::Irreversible;
-
-    async fn call(&self, ctx: &EffectCtx, to: String) -> Result<String, ToolError> {
-        self.0.apply(&ctx.idempotency_key());
-        Err(ToolError::unknown(format!(
-            "the connection dropped after sending to {to}"
-        )))
-    }
-}
 
 /// Refunds with a manager's approval; answers the refund's id.
 struct Refund(Arc<Downstream>);

@@ -7,6 +7,7 @@ mod common;
 
 use std::sync::Arc;
 
+use common::desk::SendEmail;
 use common::ledger::Downstream;
 use effect_tool::{CallOptions, EffectClass, EffectCtx, Engine, MemoryStore, RunContext, Tool, ToolError};
 use opentelemetry::trace::{SpanId, TracerProvider as _};
@@ -27,24 +28,6 @@ impl Tool for Refund {
     async fn call(&self, ctx: &EffectCtx, order: String) -> Result<String, ToolError> {
         self.0.apply(&ctx.idempotency_key());
         Ok(format!("refunded {order}"))
-    }
-}
-
-/// Sends an email; the connection drops after sending, so the outcome is unknown.
-struct Send(Arc<Downstream>);
-
-impl Tool for Send {
-    type Args = String;
-    type Output = String;
-    type Error = ToolError;
-    const NAME: &'static str = "send_email";
-    const CLASS: EffectClass = EffectClass::Irreversible;
-
-    async fn call(&self, ctx: &EffectCtx, to: String) -> Result<String, ToolError> {
-        self.0.apply(&ctx.idempotency_key());
-        Err(ToolError::unknown(format!(
-            "the connection dropped after sending to {to}"
-        )))
     }
 }
 
@@ -89,7 +72,12 @@ fn spans_reach_the_opentelemetry_sdk_named_by_the_genai_conventions_with_store_c
                         .unwrap();
                 }
                 let err = engine
-                    .call(&Send(mail.clone()), &run, CallOptions::call_id("call_2"), "ann".into())
+                    .call(
+                        &SendEmail(mail.clone()),
+                        &run,
+                        CallOptions::call_id("call_2"),
+                        "ann".into(),
+                    )
                     .await
                     .unwrap_err();
                 assert!(err.as_blocked().is_some(), "{err}");

@@ -10,6 +10,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::desk::SendEmail;
 use common::ledger::Downstream;
 use effect_tool::notify::webhook::{Webhook, verify};
 use effect_tool::notify::{ApprovalAnswer, NeedsPerson};
@@ -17,24 +18,6 @@ use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{
     CallOptions, EffectClass, EffectCtx, Engine, MemoryStore, RunContext, Store, StoreExt, Tool, ToolError,
 };
-
-/// Sends an email; the connection drops after sending, so the outcome is unknown.
-struct SendEmail(Arc<Downstream>);
-
-impl Tool for SendEmail {
-    type Args = String;
-    type Output = String;
-    type Error = ToolError;
-    const NAME: &'static str = "send_email";
-    const CLASS: EffectClass = EffectClass::Irreversible;
-
-    async fn call(&self, ctx: &EffectCtx, to: String) -> Result<String, ToolError> {
-        self.0.apply(&ctx.idempotency_key());
-        Err(ToolError::unknown(format!(
-            "the connection dropped after sending to {to}"
-        )))
-    }
-}
 
 /// Refunds, with a manager's approval.
 struct Refund(Arc<Downstream>);

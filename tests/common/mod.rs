@@ -5,6 +5,7 @@
 // Every test binary compiles this whole module but uses only part of it.
 #![allow(dead_code, unused_macros, unused_imports)]
 
+pub mod desk;
 pub mod http;
 pub mod journal;
 pub mod ledger;

@@ -1,0 +1,26 @@
+//! Tools of a support desk that the tests of people and observability share.
+
+use std::sync::Arc;
+
+use effect_tool::{EffectClass, EffectCtx, Tool, ToolError};
+
+use super::ledger::Downstream;
+
+/// Sends an email; the connection drops after sending, so the outcome is unknown (the call goes
+/// in doubt). Its mail server (the ledger) counts every email that went out.
+pub struct SendEmail(pub Arc<Downstream>);
+
+impl Tool for SendEmail {
+    type Args = String;
+    type Output = String;
+    type Error = ToolError;
+    const NAME: &'static str = "send_email";
+    const CLASS: EffectClass = EffectClass::Irreversible;
+
+    async fn call(&self, ctx: &EffectCtx, to: String) -> Result<String, ToolError> {
+        self.0.apply(&ctx.idempotency_key());
+        Err(ToolError::unknown(format!(
+            "the connection dropped after sending to {to}"
+        )))
+    }
+}
