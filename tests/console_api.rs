@@ -64,6 +64,22 @@ async fn get(addr: SocketAddr, token: &str, path: &str) -> Answer {
     request(addr, "GET", path, &[&auth], "").await.unwrap()
 }
 
+/// The (action, actor) pairs of a record's audit trail, as the record page shows them.
+async fn audit(addr: SocketAddr, key: &str) -> Vec<(String, String)> {
+    let page = get(addr, IVY, &format!("/api/record?key={}", encode(key))).await.json();
+    page["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap().to_owned(),
+                e["actor"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn an_operator_approves_a_parked_refund_and_resolves_an_email_in_doubt() {
     let dir = tempfile::tempdir().unwrap();
@@ -241,25 +257,9 @@ async fn an_operator_approves_a_parked_refund_and_resolves_an_email_in_doubt() {
     assert_eq!(mail.requests(), 1);
 
     // Every action is in the audit trail under the operator's name.
-    let audit = get(addr, IVY, &format!("/api/record?key={}", encode(&refund_key)))
-        .await
-        .json();
-    let by: Vec<(&str, &str)> = audit["audit"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| (e["action"].as_str().unwrap(), e["actor"].as_str().unwrap()))
-        .collect();
-    assert!(by.contains(&("approve", "maria")), "{by:?}");
-    let audit = get(addr, IVY, &format!("/api/record?key={}", encode(&email_key)))
-        .await
-        .json();
-    let by: Vec<(&str, &str)> = audit["audit"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| (e["action"].as_str().unwrap(), e["actor"].as_str().unwrap()))
-        .collect();
-    assert!(by.contains(&("resolve", "olaf")), "{by:?}");
+    let by = audit(addr, &refund_key).await;
+    assert!(by.contains(&("approve".into(), "maria".into())), "{by:?}");
+    let by = audit(addr, &email_key).await;
+    assert!(by.contains(&("resolve".into(), "olaf".into())), "{by:?}");
     assert_eq!(get(addr, IVY, "/api/record?key=nope").await.status, 404);
 }

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::desk::Refund;
 use common::journal::{FailWhen, Faulty};
 use common::ledger::Downstream;
 use effect_tool::record::{Intent, Op};
@@ -17,23 +18,6 @@ use effect_tool::{
     CallOptions, Disposition, EffectClass, EffectCtx, Engine, EngineConfig, EngineEvent, MemoryStore, RunContext,
     Store, StoreExt, Tool, ToolError,
 };
-
-/// A refund keyed by its order: applied downstream once per key.
-#[derive(Clone)]
-struct Refund(Arc<Downstream>);
-
-impl Tool for Refund {
-    type Args = String;
-    type Output = String;
-    type Error = ToolError;
-    const NAME: &'static str = "refund";
-    const CLASS: EffectClass = EffectClass::Idempotent;
-
-    async fn call(&self, ctx: &EffectCtx, order: String) -> Result<String, ToolError> {
-        self.0.apply(&ctx.idempotency_key());
-        Ok(format!("refunded {order}"))
-    }
-}
 
 /// An irreversible send, with no `recover`: a stale claim of it blocks.
 #[derive(Clone)]

@@ -7,29 +7,13 @@ mod common;
 
 use std::sync::Arc;
 
-use common::desk::SendEmail;
+use common::desk::{Refund, SendEmail};
 use common::ledger::Downstream;
-use effect_tool::{CallOptions, EffectClass, EffectCtx, Engine, MemoryStore, RunContext, Tool, ToolError};
+use effect_tool::{CallOptions, Engine, MemoryStore, RunContext};
 use opentelemetry::trace::{SpanId, TracerProvider as _};
 use opentelemetry::{Key, Value};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
 use tracing_subscriber::layer::SubscriberExt;
-
-/// Refunds once per key at the bank (the ledger).
-struct Refund(Arc<Downstream>);
-
-impl Tool for Refund {
-    type Args = String;
-    type Output = String;
-    type Error = ToolError;
-    const NAME: &'static str = "refund";
-    const CLASS: EffectClass = EffectClass::Idempotent;
-
-    async fn call(&self, ctx: &EffectCtx, order: String) -> Result<String, ToolError> {
-        self.0.apply(&ctx.idempotency_key());
-        Ok(format!("refunded {order}"))
-    }
-}
 
 fn attr<'a>(span: &'a SpanData, key: &str) -> Option<&'a Value> {
     span.attributes

@@ -6,6 +6,23 @@ use effect_tool::{EffectClass, EffectCtx, Tool, ToolError};
 
 use super::ledger::Downstream;
 
+/// A refund keyed by its order: applied at the bank (the ledger) once per idempotency key.
+#[derive(Clone)]
+pub struct Refund(pub Arc<Downstream>);
+
+impl Tool for Refund {
+    type Args = String;
+    type Output = String;
+    type Error = ToolError;
+    const NAME: &'static str = "refund";
+    const CLASS: EffectClass = EffectClass::Idempotent;
+
+    async fn call(&self, ctx: &EffectCtx, order: String) -> Result<String, ToolError> {
+        self.0.apply(&ctx.idempotency_key());
+        Ok(format!("refunded {order}"))
+    }
+}
+
 /// Sends an email; the connection drops after sending, so the outcome is unknown (the call goes
 /// in doubt). Its mail server (the ledger) counts every email that went out.
 pub struct SendEmail(pub Arc<Downstream>);

@@ -141,10 +141,16 @@ fn store_refusal(e: StoreError) -> Refusal {
             r.to_string(),
             "reload the record: it may have changed",
         ),
-        other => Refusal(
+        StoreError::Backend(_) => Refusal(
             StatusCode::SERVICE_UNAVAILABLE,
-            other.to_string(),
+            e.to_string(),
             "the journal did not answer; try again",
+        ),
+        // A record this version cannot read (newer, or corrupt): retrying will not help.
+        other => Refusal(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            other.to_string(),
+            "the record cannot be read here: look at it with `effect-tool show KEY` from an effect-tool as new as the journal",
         ),
     }
 }

@@ -123,9 +123,11 @@ impl Webhook {
         let (done_tx, done_rx) = tokio::sync::watch::channel(0u64);
         let task = tokio::spawn(deliver_all(self, rx, done_tx));
         WebhookSender {
-            tx,
+            queue: Queue {
+                tx,
+                queued: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            },
             done: done_rx,
-            queued: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)),
             task: Some(task),
         }
     }
@@ -136,32 +138,41 @@ impl Webhook {
 /// Dropping it stops the deliveries (call [`WebhookSender::flush`] first to wait for them).
 #[derive(Debug)]
 pub struct WebhookSender {
-    tx: mpsc::UnboundedSender<NeedsPerson>,
+    queue: Queue,
     done: tokio::sync::watch::Receiver<u64>,
-    queued: std::sync::Arc<std::sync::atomic::AtomicU64>,
     task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// The delivery task's queue, and how many notifications were ever put in it.
+#[derive(Debug, Clone)]
+struct Queue {
+    tx: mpsc::UnboundedSender<NeedsPerson>,
+    queued: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Queue {
+    fn push(&self, n: NeedsPerson) {
+        self.queued.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let _ = self.tx.send(n);
+    }
 }
 
 impl WebhookSender {
     /// Queue `n` for delivery.
     pub fn send(&self, n: NeedsPerson) {
-        self.queued.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let _ = self.tx.send(n);
+        self.queue.push(n);
     }
 
     /// A function that queues each notification it is given.
     pub fn sink(&self) -> impl Fn(NeedsPerson) + Send + Sync + 'static {
-        let (tx, queued) = (self.tx.clone(), self.queued.clone());
-        move |n| {
-            queued.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let _ = tx.send(n);
-        }
+        let queue = self.queue.clone();
+        move |n| queue.push(n)
     }
 
     /// Wait until every notification queued so far was delivered or given up on, or `timeout`
     /// passes; whether they all were.
     pub async fn flush(&mut self, timeout: Duration) -> bool {
-        let target = self.queued.load(std::sync::atomic::Ordering::SeqCst);
+        let target = self.queue.queued.load(std::sync::atomic::Ordering::SeqCst);
         tokio::time::timeout(timeout, self.done.wait_for(|n| *n >= target))
             .await
             .is_ok_and(|r| r.is_ok())
@@ -178,11 +189,7 @@ impl Drop for WebhookSender {
 
 /// The signature header's value for `body` sent at `timestamp` (Unix seconds).
 pub fn signature(secret: &[u8], timestamp: u64, body: &[u8]) -> String {
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret).expect("HMAC takes a key of any length");
-    mac.update(timestamp.to_string().as_bytes());
-    mac.update(b".");
-    mac.update(body);
-    let bytes = mac.finalize().into_bytes();
+    let bytes = mac(secret, timestamp, body).finalize().into_bytes();
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256={hex}")
 }
@@ -200,11 +207,16 @@ pub fn verify(secret: &[u8], timestamp: u64, body: &[u8], header: &str) -> bool 
     else {
         return false;
     };
+    mac(secret, timestamp, body).verify_slice(&given).is_ok()
+}
+
+/// HMAC-SHA256 under `secret` of `<timestamp>.<body>`, what a signature signs.
+fn mac(secret: &[u8], timestamp: u64, body: &[u8]) -> Hmac<Sha256> {
     let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret).expect("HMAC takes a key of any length");
     mac.update(timestamp.to_string().as_bytes());
     mac.update(b".");
     mac.update(body);
-    mac.verify_slice(&given).is_ok()
+    mac
 }
 
 type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;

@@ -1058,7 +1058,7 @@ impl SimStore {
     }
 
     async fn apply_op(&self, key: &str, op: Op, unseen: bool) -> Result<OpOutcome, StoreError> {
-        let what = op_name(&op);
+        let what = op.name();
         let broken = self.world.config.broken;
         let claim = matches!(op, Op::Claim { .. });
         // Broken: the journal keeps a claim a quarter of the lease the engine asked for.
@@ -1115,19 +1115,6 @@ impl SimStore {
             }
         };
         self.around(what, Some(key), true, op, outcome_word).await
-    }
-}
-
-fn op_name(op: &Op) -> &'static str {
-    match op {
-        Op::Claim { .. } => "claim",
-        Op::Renew { .. } => "renew",
-        Op::Complete { .. } => "complete",
-        Op::Release { .. } => "release",
-        Op::MarkInDoubt { .. } => "mark-in-doubt",
-        Op::Resolve { .. } => "resolve",
-        Op::Amend { .. } => "amend",
-        _ => "op",
     }
 }
 

@@ -2,9 +2,10 @@
 //! the same settings would: the `PG*` environment variables and the password file.
 //!
 //! - For every setting the connection string leaves out: `PGHOST` (a comma-separated list, a
-//!   path for a Unix socket directory), `PGPORT`, `PGUSER`, `PGDATABASE`, `PGAPPNAME`,
-//!   `PGCONNECT_TIMEOUT` is not read (see `PgOptions::connect_timeout`). `PGSSLMODE` and
-//!   `PGSSLROOTCERT` apply when neither the URL nor [`PgOptions`](super::PgOptions) sets them.
+//!   path for a Unix socket directory; `localhost` when unset), `PGPORT`, `PGUSER`,
+//!   `PGDATABASE`, `PGAPPNAME`. `PGSSLMODE` and `PGSSLROOTCERT` apply when neither the URL nor
+//!   [`PgOptions`](super::PgOptions) sets them. `PGCONNECT_TIMEOUT` is not read: the timeout is
+//!   `PgOptions::connect_timeout`.
 //! - The password, when the string has none: `PGPASSWORD`, else the first matching line of the
 //!   password file (`PGPASSFILE`, default `~/.pgpass`): `host:port:database:user:password`, `*`
 //!   matching anything, `\:` and `\\` escaped. As libpq, a file that the group or others may read
