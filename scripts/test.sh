@@ -26,12 +26,10 @@ fi
 # With a server at hand, the Postgres tests must run, never skip.
 export EFFECT_TOOL_REQUIRE_PG=1
 
-# The compile-fail cases build in trybuild's own project, which does not read this workspace's
-# profiles: the same debug setting as Cargo.toml's `[profile.dev]` keeps its builds as small.
+# The compile-fail cases (crate `ui-tests`) build in trybuild's own project, which does not read
+# this workspace's profiles: the same debug setting as Cargo.toml's `[profile.dev]` keeps its
+# builds as small. They build against `effect-tool` with its default features, whatever this
+# command turns on, so one pass checks every `.stderr`.
 export CARGO_PROFILE_DEV_DEBUG=line-tables-only
 
 cargo test --workspace --all-features --no-fail-fast "$@"
-# The compile-fail cases whose messages quote trait paths are checked with default features
-# (other features change how rustc prints those paths). The `ui` cases ran above already: only the
-# two default-feature tests (`ui_trait_bounds`, `ui_hook_signatures`) run here.
-cargo test -p effect-tool --test macro_ui "$@" -- ui_

@@ -6,7 +6,7 @@
 //! other languages can compute the same keys and share a store.
 //!
 //! Conformance is tested against the reference implementations' vectors and 100,000
-//! ECMAScript number-formatting lines (`effect-tool-core/tests/jcs.rs`, data in
+//! ECMAScript number-formatting lines (`effect-tool-core/tests/decisions/jcs.rs`, data in
 //! `testdata/jcs`).
 //!
 //! Two details matter for interoperability:

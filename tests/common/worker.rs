@@ -1,15 +1,23 @@
 //! Worker processes of the real-process tests (pauses, kills, SIGTERM): the test binary runs
-//! itself again with one ignored test, `worker`, as the entry point, and hands it its job
-//! through an environment variable.
+//! itself again with one ignored test, `<module>::worker`, as the entry point, and hands it its
+//! job through an environment variable.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Start this test binary again as a worker: its ignored test `worker` runs, with `job` in the
-/// environment variable `var`.
-pub fn spawn(var: &str, job: &str) -> Child {
+/// Start this test binary again as a worker: the ignored test `worker` of the module at
+/// `module_path` (the caller's `module_path!()`) runs, with `job` in the environment variable
+/// `var`.
+pub fn spawn(module_path: &str, var: &str, job: &str) -> Child {
+    // `module_path!()` starts with the crate (the test binary's) name; test names do not.
+    let module = module_path.split_once("::").map_or("", |(_, rest)| rest);
+    let test = if module.is_empty() {
+        "worker".to_owned()
+    } else {
+        format!("{module}::worker")
+    };
     Command::new(std::env::current_exe().expect("the test binary"))
-        .args(["--ignored", "--exact", "worker", "--nocapture", "--test-threads=1"])
+        .args(["--ignored", "--exact", &test, "--nocapture", "--test-threads=1"])
         .env(var, job)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

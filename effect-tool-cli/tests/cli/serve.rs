@@ -1,0 +1,93 @@
+//! `effect-tool serve`, the real binary: the journal's gauges at `/metrics`, the operator API for
+//! the holders of a tokens file, loopback by default, and a clean exit on SIGTERM.
+
+use crate::common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+
+use common::Journal;
+
+/// One HTTP/1.1 request: the status and the body.
+fn http(addr: &str, request: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    (head.split(' ').nth(1).unwrap().parse().unwrap(), body.to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_answers_metrics_and_the_operator_api_then_stops_on_sigterm() {
+    let j = Journal::sqlite("serve");
+    let key = j.key("deploy");
+    j.awaiting(&key, &j.run_id("r"), "deploy", "ops").await;
+    let tokens = std::path::Path::new(&j.spec).with_file_name("operators.tokens");
+    std::fs::write(&tokens, "tok-rosa-ops-00000001 rosa ops\n").unwrap();
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_effect-tool"))
+        .args(["--store", &j.spec, "serve", "--listen", "127.0.0.1:0", "--tokens"])
+        .arg(&tokens)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let addr = first
+        .split("http://")
+        .nth(1)
+        .and_then(|s| s.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .to_owned();
+    assert!(addr.starts_with("127.0.0.1:"), "{first}");
+
+    let (status, page) = http(
+        &addr,
+        &format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"),
+    );
+    assert_eq!(status, 200);
+    assert!(
+        page.contains(r#"effect_tool_records_needing_person{state="awaiting-approval",tool="deploy"} 1"#),
+        "{page}"
+    );
+    let (status, _) = http(
+        &addr,
+        &format!("GET /api/records HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"),
+    );
+    assert_eq!(status, 401);
+    let body = serde_json::json!({ "key": key }).to_string();
+    let (status, answer) = http(
+        &addr,
+        &format!(
+            "POST /api/approve HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nAuthorization: Bearer tok-rosa-ops-00000001\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let rec = j.get(&key).await.unwrap();
+    assert_eq!(
+        (rec.state.as_str(), rec.decided_by.as_deref()),
+        ("approved", Some("rosa"))
+    );
+
+    // SIGTERM: the server stops and the command exits 0.
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn serve_refuses_a_tokens_file_it_cannot_use() {
+    let j = Journal::sqlite("serve-bad-tokens");
+    let tokens = std::path::Path::new(&j.spec).with_file_name("bad.tokens");
+    std::fs::write(&tokens, "short rosa ops\n").unwrap();
+    let out = j.cli(&["serve", "--listen", "127.0.0.1:0", "--tokens", tokens.to_str().unwrap()]);
+    let err = out.fails(2);
+    assert!(err.contains("line 1") && err.contains("shorter than 16"), "{err}");
+}

@@ -1,0 +1,531 @@
+//! The reliability matrix: every effect class (with and without `recover`) × every way the
+//! first execution can end (success, definitive, transient, unknown with and without the effect
+//! landing, an unclassified error, a panic) and every crash point (before the effect, after the
+//! effect and before its record, the record write failing). Each row says, as a reviewer reads
+//! it, what the first call returns, what the second call (the model's retry, or the next process
+//! after the crash) returns, the final record state, and the exact number of requests the
+//! downstream system received and of distinct effects it applied.
+//!
+//! The tools are declared with `#[tools]` on a struct that plays the downstream system; the
+//! engine cannot see its counters. Crash rows run on the in-memory journal and on SQLite (the
+//! second call is made through a new journal handle on the same file, as a new process would).
+
+use crate::common;
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::journal::{FailWhen, Faulty};
+use common::ledger::Downstream;
+use effect_tool::record::Op;
+use effect_tool::store::sqlite::SqliteStore;
+use effect_tool::{
+    BlockReason, CallOptions, Disposition, DynTool, EffectCtx, EffectError, Engine, EngineConfig, MemoryStore,
+    RecordState, RunContext, Store, ToolError, tools,
+};
+use tokio::sync::Notify;
+
+/// What one execution of a tool does.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Act {
+    Ok,
+    Definitive,
+    Transient,
+    /// Apply the effect, then fail with an unknown outcome (a reset after sending).
+    UnknownApplied,
+    /// Fail with an unknown outcome; the effect did not land.
+    UnknownNotApplied,
+    /// Apply the effect, then fail with an error that does not say what happened.
+    Unclassified,
+    /// Apply the effect, then panic.
+    Panic,
+    /// The process dies before the effect (the tool never gets further).
+    CrashBefore,
+    /// The process dies after the effect, before the engine records it.
+    CrashAfter,
+}
+
+/// The downstream system and the scripted behaviour of the tools declared on it.
+struct Bank {
+    down: Downstream,
+    plan: Mutex<VecDeque<Act>>,
+    started: Notify,
+}
+
+impl Bank {
+    fn new(first: Act) -> Arc<Self> {
+        Arc::new(Bank {
+            down: Downstream::default(),
+            plan: Mutex::new(VecDeque::from([first])),
+            started: Notify::new(),
+        })
+    }
+
+    fn apply(&self, ctx: &EffectCtx) {
+        self.down.apply(&ctx.idempotency_key());
+    }
+
+    fn counts(&self) -> (usize, usize) {
+        (self.down.requests(), self.down.effects())
+    }
+
+    async fn act(&self, ctx: &EffectCtx, to: &str) -> Result<String, ToolError> {
+        let act = self.plan.lock().unwrap().pop_front().unwrap_or(Act::Ok);
+        match act {
+            Act::Ok => self.apply(ctx),
+            Act::Definitive => return Err(ToolError::definitive("account closed")),
+            Act::Transient => return Err(ToolError::transient("rate limited")),
+            Act::UnknownApplied => {
+                self.apply(ctx);
+                return Err(ToolError::unknown("connection reset after sending"));
+            }
+            Act::UnknownNotApplied => return Err(ToolError::unknown("connection reset")),
+            Act::Unclassified => {
+                self.apply(ctx);
+                return Err(ToolError::unclassified("something went wrong"));
+            }
+            Act::Panic => {
+                self.apply(ctx);
+                panic!("bug after sending");
+            }
+            Act::CrashBefore => {
+                self.started.notify_one();
+                std::future::pending::<()>().await;
+            }
+            Act::CrashAfter => {
+                self.apply(ctx);
+                self.started.notify_one();
+                std::future::pending::<()>().await;
+            }
+        }
+        Ok(format!("{} for {to} (attempt {})", ctx.tool(), ctx.attempt()))
+    }
+
+    fn find(&self, ctx: &EffectCtx, to: &str) -> Option<String> {
+        let found = self.down.has(&ctx.idempotency_key());
+        found.then(|| format!("{} found for {to}", ctx.tool()))
+    }
+}
+
+#[tools]
+impl Bank {
+    /// Idempotent: the bank dedupes by idempotency key.
+    #[tool(
+        effect = "idempotent",
+        retry(max_attempts = 3, base_delay = "1ms", max_delay = "2ms")
+    )]
+    async fn sync(&self, ctx: &EffectCtx, to: String) -> Result<String, ToolError> {
+        self.act(ctx, &to).await
+    }
+
+    /// Idempotent, with a check whether it already happened.
+    #[tool(effect = "idempotent", recover = find_sync, retry(max_attempts = 3, base_delay = "1ms", max_delay = "2ms"))]
+    async fn sync_checked(&self, ctx: &EffectCtx, to: String) -> Result<String, ToolError> {
+        self.act(ctx, &to).await
+    }
+
+    async fn find_sync(&self, ctx: &EffectCtx, args: &BankSyncCheckedArgs) -> Result<Option<String>, ToolError> {
+        Ok(self.find(ctx, &args.to))
+    }
+
+    /// Compensable, without a check.
+    #[tool(effect = "compensable", compensate = undo, retry(max_attempts = 3, base_delay = "1ms", max_delay = "2ms"))]
+    async fn hold(&self, ctx: &EffectCtx, to: String) -> Result<String, ToolError> {
+        self.act(ctx, &to).await
+    }
+
+    async fn undo(&self, _ctx: &EffectCtx, _args: &BankHoldArgs, _out: &String) -> Result<(), ToolError> {
+        Ok(())
+    }
+
+    /// Irreversible, without a check.
+    #[tool(
+        effect = "irreversible",
+        retry(max_attempts = 3, base_delay = "1ms", max_delay = "2ms")
+    )]
+    async fn charge(&self, ctx: &EffectCtx, to: String) -> Result<String, ToolError> {
+        self.act(ctx, &to).await
+    }
+
+    /// Irreversible, with a check whether it already happened.
+    #[tool(effect = "irreversible", recover = find_post, retry(max_attempts = 3, base_delay = "1ms", max_delay = "2ms"))]
+    async fn post(&self, ctx: &EffectCtx, to: String) -> Result<String, ToolError> {
+        self.act(ctx, &to).await
+    }
+
+    async fn find_post(&self, ctx: &EffectCtx, args: &BankPostArgs) -> Result<Option<String>, ToolError> {
+        Ok(self.find(ctx, &args.to))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Class {
+    Idempotent,
+    IdempotentRecover,
+    Compensable,
+    Irreversible,
+    IrreversibleRecover,
+}
+
+fn tool_of(class: Class, bank: &Arc<Bank>) -> Arc<dyn DynTool> {
+    match class {
+        Class::Idempotent => Arc::new(bank.sync_tool()),
+        Class::IdempotentRecover => Arc::new(bank.sync_checked_tool()),
+        Class::Compensable => Arc::new(bank.hold_tool()),
+        Class::Irreversible => Arc::new(bank.charge_tool()),
+        Class::IrreversibleRecover => Arc::new(bank.post_tool()),
+    }
+}
+
+/// Where the first call is cut short, if anywhere.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Crash {
+    /// No crash: the first execution does `Act`.
+    None,
+    /// The process dies before the effect.
+    BeforeEffect,
+    /// The process dies after the effect, before its record.
+    AfterEffect,
+    /// The effect happens and the call returns, but writing the record fails.
+    RecordFails,
+}
+
+/// What a call came to, in one word a table can hold.
+fn outcome(report: &effect_tool::CallReport<serde_json::Value, String>) -> String {
+    match (&report.result, report.disposition) {
+        (Ok(v), d) => format!("ok:{d}:{}", attempt_of(v)),
+        (Err(EffectError::Blocked(b)), _) => format!(
+            "blocked:{}",
+            match b.reason {
+                BlockReason::InDoubtAfterCrash => "crash",
+                BlockReason::UnknownOutcome => "unknown",
+                BlockReason::AwaitingResolution => "awaiting",
+                BlockReason::IdenticalReplan => "replan",
+            }
+        ),
+        (Err(EffectError::Tool { failure, .. }), _) => format!("err:{}", failure.as_str()),
+        (Err(EffectError::Panicked { .. }), _) => "err:panicked".into(),
+        (Err(other), _) => format!("err:{other}"),
+    }
+}
+
+/// `1`, `2`, ... from an output `"... (attempt N)"`, `found` for a recovered output.
+fn attempt_of(v: &serde_json::Value) -> String {
+    let s = v.as_str().unwrap_or_default();
+    if s.contains(" found for ") {
+        return "found".into();
+    }
+    s.rsplit("attempt ")
+        .next()
+        .unwrap_or("?")
+        .trim_end_matches(')')
+        .to_owned()
+}
+
+/// One row of the matrix.
+struct Row {
+    class: Class,
+    first: Act,
+    crash: Crash,
+    /// What the first call returns (`-` when its process crashed).
+    call1: &'static str,
+    /// What the second call returns.
+    call2: &'static str,
+    /// The record after the second call.
+    state: RecordState,
+    /// Requests the downstream system received, and distinct effects it applied.
+    requests: usize,
+    effects: usize,
+}
+
+#[allow(clippy::too_many_arguments)] // one argument per column of the table
+const fn row(
+    class: Class,
+    first: Act,
+    crash: Crash,
+    call1: &'static str,
+    call2: &'static str,
+    state: RecordState,
+    requests: usize,
+    effects: usize,
+) -> Row {
+    Row {
+        class,
+        first,
+        crash,
+        call1,
+        call2,
+        state,
+        requests,
+        effects,
+    }
+}
+
+use Act as A;
+use Class as C;
+use Crash as X;
+use RecordState as S;
+
+#[rustfmt::skip]
+const MATRIX: &[Row] = &[
+    // --- success: recorded once, replayed after ---------------------------------------------
+    row(C::Idempotent,          A::Ok, X::None, "ok:executed:1", "ok:replayed:1", S::Completed, 1, 1),
+    row(C::IdempotentRecover,   A::Ok, X::None, "ok:executed:1", "ok:replayed:1", S::Completed, 1, 1),
+    row(C::Compensable,         A::Ok, X::None, "ok:executed:1", "ok:replayed:1", S::Completed, 1, 1),
+    row(C::Irreversible,        A::Ok, X::None, "ok:executed:1", "ok:replayed:1", S::Completed, 1, 1),
+    row(C::IrreversibleRecover, A::Ok, X::None, "ok:executed:1", "ok:replayed:1", S::Completed, 1, 1),
+    // --- definitive: nothing happened, nothing recorded; the retry applies it -----------------
+    row(C::Idempotent,          A::Definitive, X::None, "err:definitive", "ok:executed:2", S::Completed, 1, 1),
+    row(C::IdempotentRecover,   A::Definitive, X::None, "err:definitive", "ok:executed:2", S::Completed, 1, 1),
+    row(C::Compensable,         A::Definitive, X::None, "err:definitive", "ok:executed:2", S::Completed, 1, 1),
+    row(C::Irreversible,        A::Definitive, X::None, "err:definitive", "ok:executed:2", S::Completed, 1, 1),
+    row(C::IrreversibleRecover, A::Definitive, X::None, "err:definitive", "ok:executed:2", S::Completed, 1, 1),
+    // --- transient: retried within the call -------------------------------------------------
+    row(C::Idempotent,          A::Transient, X::None, "ok:executed:2", "ok:replayed:2", S::Completed, 1, 1),
+    row(C::IdempotentRecover,   A::Transient, X::None, "ok:executed:2", "ok:replayed:2", S::Completed, 1, 1),
+    row(C::Compensable,         A::Transient, X::None, "ok:executed:2", "ok:replayed:2", S::Completed, 1, 1),
+    row(C::Irreversible,        A::Transient, X::None, "ok:executed:2", "ok:replayed:2", S::Completed, 1, 1),
+    row(C::IrreversibleRecover, A::Transient, X::None, "ok:executed:2", "ok:replayed:2", S::Completed, 1, 1),
+    // --- unknown, the effect landed: idempotent re-sends the same key; the others reconcile or
+    //     block, never send again ----------------------------------------------------------
+    row(C::Idempotent,          A::UnknownApplied, X::None, "ok:executed:2", "ok:replayed:2", S::Completed, 2, 1),
+    row(C::IdempotentRecover,   A::UnknownApplied, X::None, "ok:executed:2", "ok:replayed:2", S::Completed, 2, 1),
+    row(C::Compensable,         A::UnknownApplied, X::None, "blocked:unknown", "blocked:awaiting", S::InDoubt, 1, 1),
+    row(C::Irreversible,        A::UnknownApplied, X::None, "blocked:unknown", "blocked:awaiting", S::InDoubt, 1, 1),
+    row(C::IrreversibleRecover, A::UnknownApplied, X::None, "ok:reconciled:found", "ok:replayed:found", S::Completed, 1, 1),
+    // --- unknown, the effect did not land ---------------------------------------------------
+    row(C::Idempotent,          A::UnknownNotApplied, X::None, "ok:executed:2", "ok:replayed:2", S::Completed, 1, 1),
+    row(C::IdempotentRecover,   A::UnknownNotApplied, X::None, "ok:executed:2", "ok:replayed:2", S::Completed, 1, 1),
+    row(C::Compensable,         A::UnknownNotApplied, X::None, "blocked:unknown", "blocked:awaiting", S::InDoubt, 0, 0),
+    row(C::Irreversible,        A::UnknownNotApplied, X::None, "blocked:unknown", "blocked:awaiting", S::InDoubt, 0, 0),
+    row(C::IrreversibleRecover, A::UnknownNotApplied, X::None, "ok:executed:2", "ok:replayed:2", S::Completed, 1, 1),
+    // --- an error that does not say: unknown, the safe direction ------------------------------
+    row(C::Idempotent,          A::Unclassified, X::None, "ok:executed:2", "ok:replayed:2", S::Completed, 2, 1),
+    row(C::IdempotentRecover,   A::Unclassified, X::None, "ok:executed:2", "ok:replayed:2", S::Completed, 2, 1),
+    row(C::Compensable,         A::Unclassified, X::None, "blocked:unknown", "blocked:awaiting", S::InDoubt, 1, 1),
+    row(C::Irreversible,        A::Unclassified, X::None, "blocked:unknown", "blocked:awaiting", S::InDoubt, 1, 1),
+    row(C::IrreversibleRecover, A::Unclassified, X::None, "ok:reconciled:found", "ok:replayed:found", S::Completed, 1, 1),
+    // --- a panic after sending: unknown --------------------------------------------------------
+    row(C::Idempotent,          A::Panic, X::None, "ok:executed:2", "ok:replayed:2", S::Completed, 2, 1),
+    row(C::IdempotentRecover,   A::Panic, X::None, "ok:executed:2", "ok:replayed:2", S::Completed, 2, 1),
+    row(C::Compensable,         A::Panic, X::None, "blocked:unknown", "blocked:awaiting", S::InDoubt, 1, 1),
+    row(C::Irreversible,        A::Panic, X::None, "blocked:unknown", "blocked:awaiting", S::InDoubt, 1, 1),
+    row(C::IrreversibleRecover, A::Panic, X::None, "ok:reconciled:found", "ok:replayed:found", S::Completed, 1, 1),
+    // --- crash before the effect: the next process finds a stale claim ------------------------
+    row(C::Idempotent,          A::CrashBefore, X::BeforeEffect, "-", "ok:executed:2", S::Completed, 1, 1),
+    row(C::IdempotentRecover,   A::CrashBefore, X::BeforeEffect, "-", "ok:executed:2", S::Completed, 1, 1),
+    row(C::Compensable,         A::CrashBefore, X::BeforeEffect, "-", "blocked:crash", S::InDoubt, 0, 0),
+    row(C::Irreversible,        A::CrashBefore, X::BeforeEffect, "-", "blocked:crash", S::InDoubt, 0, 0),
+    row(C::IrreversibleRecover, A::CrashBefore, X::BeforeEffect, "-", "ok:executed:2", S::Completed, 1, 1),
+    // --- crash after the effect, before its record ----------------------------------------------
+    row(C::Idempotent,          A::CrashAfter, X::AfterEffect, "-", "ok:executed:2", S::Completed, 2, 1),
+    row(C::IdempotentRecover,   A::CrashAfter, X::AfterEffect, "-", "ok:reconciled:found", S::Completed, 1, 1),
+    row(C::Compensable,         A::CrashAfter, X::AfterEffect, "-", "blocked:crash", S::InDoubt, 1, 1),
+    row(C::Irreversible,        A::CrashAfter, X::AfterEffect, "-", "blocked:crash", S::InDoubt, 1, 1),
+    row(C::IrreversibleRecover, A::CrashAfter, X::AfterEffect, "-", "ok:reconciled:found", S::Completed, 1, 1),
+    // --- the record write fails after the effect: the call succeeds; the next one reconciles ----
+    row(C::Idempotent,          A::Ok, X::RecordFails, "ok:executed:1", "ok:executed:2", S::Completed, 2, 1),
+    row(C::IdempotentRecover,   A::Ok, X::RecordFails, "ok:executed:1", "ok:reconciled:found", S::Completed, 1, 1),
+    row(C::Compensable,         A::Ok, X::RecordFails, "ok:executed:1", "blocked:crash", S::InDoubt, 1, 1),
+    row(C::Irreversible,        A::Ok, X::RecordFails, "ok:executed:1", "blocked:crash", S::InDoubt, 1, 1),
+    row(C::IrreversibleRecover, A::Ok, X::RecordFails, "ok:executed:1", "ok:reconciled:found", S::Completed, 1, 1),
+];
+
+/// An engine on `store` with the matrix's lease; the rows whose record write fails keep failing:
+/// retried briefly, then as before.
+fn engine(store: impl Store + 'static) -> Engine {
+    Engine::with_config(store, config()).with_store_retry(Duration::from_millis(50))
+}
+
+fn config() -> EngineConfig {
+    EngineConfig {
+        lease: Duration::from_millis(40),
+        poll_interval: Duration::from_millis(2),
+    }
+}
+
+/// Run one row: `journal()` opens a handle on the row's journal (each call a new "process").
+async fn run_row(row: &Row, journal: &(dyn Fn() -> Arc<dyn Store> + Send + Sync)) -> Result<(), String> {
+    let bank = Bank::new(row.first);
+    let tool = tool_of(row.class, &bank);
+    let run = RunContext::new("r1");
+    let args = serde_json::json!({ "to": "ann" });
+    // Its `complete` fails in the rows where the record write fails (a full disk).
+    let records = |op: &Op| matches!(op, Op::Complete { .. });
+    let first_store = Faulty::new(
+        journal(),
+        FailWhen::new(records, "disk full", row.crash == Crash::RecordFails),
+    );
+    let first = engine(first_store);
+    let call1 = match row.crash {
+        Crash::None | Crash::RecordFails => {
+            let report = tool
+                .call_json(&first, &run, CallOptions::call_id("c1"), args.clone())
+                .await;
+            outcome(&report)
+        }
+        Crash::BeforeEffect | Crash::AfterEffect => {
+            let task = {
+                let (tool, first, run, args) = (tool.clone(), first.clone(), run.clone(), args.clone());
+                tokio::spawn(async move {
+                    tool.call_json(&first, &run, CallOptions::call_id("c1"), args).await;
+                })
+            };
+            bank.started.notified().await;
+            task.abort(); // the process dies here
+            let _ = task.await;
+            "-".to_owned()
+        }
+    };
+    drop(first);
+    // The same tool call again (the model's retry, or the next process after a crash).
+    let second = engine(journal());
+    let report = tool
+        .call_json(&second, &run, CallOptions::call_id("c1"), args.clone())
+        .await;
+    let call2 = outcome(&report);
+    let key = report.key.clone().ok_or("no key")?;
+    let rec = second
+        .store()
+        .get(&key)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or("no record")?;
+    // A third call changes nothing downstream.
+    let before = bank.counts();
+    let third = tool.call_json(&second, &run, CallOptions::call_id("c1"), args).await;
+    let (requests, effects) = bank.counts();
+    let mut problems = Vec::new();
+    if call1 != row.call1 {
+        problems.push(format!("call 1: {call1}, expected {}", row.call1));
+    }
+    if call2 != row.call2 {
+        problems.push(format!("call 2: {call2}, expected {}", row.call2));
+    }
+    if rec.state != row.state {
+        problems.push(format!("state: {}, expected {}", rec.state, row.state));
+    }
+    if (requests, effects) != (row.requests, row.effects) {
+        problems.push(format!(
+            "downstream: {requests} requests / {effects} effects, expected {} / {}",
+            row.requests, row.effects
+        ));
+    }
+    // Whatever the table says: a tool that cannot be applied twice and has no `recover` to ask
+    // never reaches downstream twice (observed, not read from the row).
+    if matches!(row.class, Class::Irreversible | Class::Compensable) && requests > 1 {
+        problems.push(format!(
+            "an effect that must not repeat reached downstream {requests} times"
+        ));
+    }
+    if effects > 1 {
+        problems.push(format!("{effects} distinct effects were applied for one call"));
+    }
+    if before != (requests, effects) {
+        problems.push(format!("a third call reached downstream: {:?}", third.result));
+    }
+    if rec.state == RecordState::Completed && third.disposition != Disposition::Replayed {
+        problems.push(format!("third call: {}, expected a replay", outcome(&third)));
+    }
+    // Blocked and in-doubt errors name the key and the tool and say what to do.
+    if let Err(e) = &report.result
+        && let Some(b) = e.as_blocked()
+    {
+        let text = e.to_string();
+        if !(text.contains(&b.key) && text.contains(&b.tool) && text.contains("effect-tool resolve")) {
+            problems.push(format!("unhelpful error: {text}"));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+async fn run_matrix(rows: &[Row], journal: &(dyn Fn() -> Arc<dyn Store> + Send + Sync)) {
+    let mut failures = Vec::new();
+    for row in rows {
+        if let Err(problem) = run_row(row, journal).await {
+            failures.push(format!(
+                "{:?} × {:?} × {:?}: {problem}",
+                row.class, row.first, row.crash
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} rows failed:\n{}",
+        failures.len(),
+        rows.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn the_matrix_covers_every_class_and_every_ending() {
+    let classes = [
+        C::Idempotent,
+        C::IdempotentRecover,
+        C::Compensable,
+        C::Irreversible,
+        C::IrreversibleRecover,
+    ];
+    let endings = [
+        (A::Ok, X::None),
+        (A::Definitive, X::None),
+        (A::Transient, X::None),
+        (A::UnknownApplied, X::None),
+        (A::UnknownNotApplied, X::None),
+        (A::Unclassified, X::None),
+        (A::Panic, X::None),
+        (A::CrashBefore, X::BeforeEffect),
+        (A::CrashAfter, X::AfterEffect),
+        (A::Ok, X::RecordFails),
+    ];
+    for class in classes {
+        for (act, crash) in endings {
+            let n = MATRIX
+                .iter()
+                .filter(|r| r.class == class && r.first == act && r.crash == crash)
+                .count();
+            assert_eq!(n, 1, "{class:?} × {act:?} × {crash:?}");
+        }
+    }
+    assert_eq!(MATRIX.len(), classes.len() * endings.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reliability_matrix_memory() {
+    // One journal per row: every handle of a row is the same in-memory store.
+    let mut failures = Vec::new();
+    for row in MATRIX {
+        let mem: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let journal = move || mem.clone();
+        if let Err(problem) = run_row(row, &journal).await {
+            failures.push(format!(
+                "{:?} × {:?} × {:?}: {problem}",
+                row.class, row.first, row.crash
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} rows failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reliability_matrix_sqlite() {
+    // One file for the whole matrix (rows use distinct tools or keys per bank); each call of a
+    // row opens its own handle on it, as a new process would.
+    let dir = tempfile::tempdir().unwrap();
+    for (i, chunk) in MATRIX.chunks(5).enumerate() {
+        let path = dir.path().join(format!("journal-{i}.db"));
+        let journal = move || -> Arc<dyn Store> { Arc::new(SqliteStore::open(&path).unwrap()) };
+        run_matrix(chunk, &journal).await;
+    }
+}

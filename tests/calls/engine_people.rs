@@ -1,0 +1,294 @@
+//! People in the loop: approvals, denial, compensation of abandoned runs. Effects are counted
+//! by ledgers the engine cannot see.
+
+use crate::common;
+
+use std::sync::{Arc, Mutex};
+
+use common::ledger::Downstream;
+use effect_tool::{
+    CallOptions, DynTool, EffectClass, EffectCtx, EffectError, Engine, MemoryStore, RecordState, RunContext, StoreExt,
+    Tool, ToolError,
+};
+
+/// Wires money; its outbox (the bank) counts every wire sent.
+struct SendWire {
+    outbox: Arc<Downstream>,
+}
+
+impl Tool for SendWire {
+    type Args = (String, u64);
+    type Output = String;
+    type Error = ToolError;
+    const NAME: &'static str = "send_wire";
+    const CLASS: EffectClass = EffectClass::Irreversible;
+    const APPROVAL: Option<&'static str> = Some("finance");
+    const SENSITIVE: &'static [&'static str] = &[];
+
+    fn needs_approval(&self, args: &(String, u64)) -> bool {
+        args.1 >= 1000
+    }
+
+    async fn call(&self, ctx: &EffectCtx, (to, amount): (String, u64)) -> Result<String, ToolError> {
+        self.outbox.apply(&ctx.idempotency_key());
+        Ok(format!("wired {amount} to {to}"))
+    }
+}
+
+#[tokio::test]
+async fn approval_parks_the_call_and_an_approved_call_runs_once() {
+    let outbox = Arc::new(Downstream::default());
+    let tool = SendWire { outbox: outbox.clone() };
+    let engine = Engine::new(MemoryStore::new());
+    let run = RunContext::new("r1");
+
+    // Below the threshold: no approval needed.
+    engine
+        .call(&tool, &run, CallOptions::default(), ("ann".into(), 10))
+        .await
+        .unwrap();
+    assert_eq!(outbox.requests(), 1);
+
+    let err = engine
+        .call(&tool, &run, CallOptions::default(), ("bob".into(), 5000))
+        .await
+        .unwrap_err();
+    let pending = err.as_approval_pending().expect("parked").clone();
+    assert_eq!(pending.role, "finance");
+    assert!(err.to_string().contains("effect-tool approve"), "{err}");
+    // Asking again does not run it either.
+    let again = engine
+        .call(&tool, &run, CallOptions::default(), ("bob".into(), 5000))
+        .await
+        .unwrap_err();
+    assert!(again.as_approval_pending().is_some());
+    assert_eq!(outbox.requests(), 1);
+    let rec = engine.store().get(&pending.key).await.unwrap().unwrap();
+    assert_eq!(rec.state, RecordState::AwaitingApproval);
+    assert_eq!(rec.input, serde_json::json!(["bob", 5000]));
+
+    let wrong = engine
+        .store()
+        .approve(&pending.key, "mallory", "intern")
+        .await
+        .unwrap_err();
+    assert!(wrong.to_string().contains("needs approval by `finance`"), "{wrong}");
+    engine.store().approve(&pending.key, "carol", "finance").await.unwrap();
+    let out = engine
+        .call(&tool, &run, CallOptions::default(), ("bob".into(), 5000))
+        .await
+        .unwrap();
+    assert_eq!(out, "wired 5000 to bob");
+    engine
+        .call(&tool, &run, CallOptions::default(), ("bob".into(), 5000))
+        .await
+        .unwrap();
+    assert_eq!(outbox.requests(), 2, "approved call ran exactly once");
+
+    let audit = engine.store().audit(Some(&pending.key)).await.unwrap();
+    assert_eq!(audit.len(), 1);
+    assert_eq!(
+        (audit[0].actor.as_str(), audit[0].action.as_str()),
+        ("carol", "approve")
+    );
+}
+
+#[tokio::test]
+async fn a_denied_call_returns_a_definitive_error() {
+    let outbox = Arc::new(Downstream::default());
+    let tool = SendWire { outbox: outbox.clone() };
+    let engine = Engine::new(MemoryStore::new());
+    let run = RunContext::new("r1");
+    let err = engine
+        .call(&tool, &run, CallOptions::default(), ("eve".into(), 9999))
+        .await
+        .unwrap_err();
+    let key = err.key().unwrap().to_owned();
+    engine
+        .store()
+        .deny(&key, "carol", Some("not a known vendor".into()))
+        .await
+        .unwrap();
+    let err = engine
+        .call(&tool, &run, CallOptions::default(), ("eve".into(), 9999))
+        .await
+        .unwrap_err();
+    match &err {
+        EffectError::Denied { by, reason, .. } => {
+            assert_eq!(by, "carol");
+            assert_eq!(reason.as_deref(), Some("not a known vendor"));
+        }
+        other => panic!("expected a denial, got {other}"),
+    }
+    assert!(err.to_string().contains("not a known vendor"));
+    assert_eq!(outbox.requests(), 0);
+}
+
+/// A hotel booking system that counts reservations and cancellations.
+#[derive(Default)]
+struct Hotel {
+    reserved: Mutex<Vec<String>>,
+    cancelled: Mutex<Vec<String>>,
+    fail_cancellations: Mutex<usize>,
+}
+
+struct Reserve {
+    hotel: Arc<Hotel>,
+}
+
+impl Tool for Reserve {
+    type Args = String;
+    type Output = String;
+    type Error = ToolError;
+    const NAME: &'static str = "reserve";
+    const CLASS: EffectClass = EffectClass::Compensable;
+    const HAS_COMPENSATE: bool = true;
+    const RETRY: effect_tool::RetryPolicy = effect_tool::RetryPolicy {
+        max_attempts: 3,
+        base_delay: std::time::Duration::from_millis(1),
+        max_delay: std::time::Duration::from_millis(2),
+    };
+
+    async fn call(&self, _ctx: &EffectCtx, room: String) -> Result<String, ToolError> {
+        self.hotel.reserved.lock().unwrap().push(room.clone());
+        Ok(format!("booking-{room}"))
+    }
+
+    async fn compensate(&self, _ctx: &EffectCtx, room: &String, booking: &String) -> Result<(), ToolError> {
+        {
+            let mut fails = self.hotel.fail_cancellations.lock().unwrap();
+            if *fails > 0 {
+                *fails -= 1;
+                return Err(ToolError::transient("hotel API busy"));
+            }
+        }
+        assert_eq!(booking, &format!("booking-{room}"));
+        self.hotel.cancelled.lock().unwrap().push(room.clone());
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn abandoning_a_run_compensates_each_effect_once_newest_first() {
+    let hotel = Arc::new(Hotel::default());
+    *hotel.fail_cancellations.lock().unwrap() = 1; // the first cancellation is retried
+    let tool = Arc::new(Reserve { hotel: hotel.clone() });
+    let engine = Engine::new(MemoryStore::new());
+    let run = RunContext::new("trip-1");
+    for room in ["101", "102", "103"] {
+        engine
+            .call(&*tool, &run, CallOptions::default(), room.to_owned())
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    }
+    // Another run's booking is not touched.
+    engine
+        .call(&*tool, &RunContext::new("trip-2"), CallOptions::default(), "201".into())
+        .await
+        .unwrap();
+
+    let tools: Vec<Arc<dyn DynTool>> = vec![tool.clone()];
+    let report = engine.abandon_run(&run, &tools).await.unwrap();
+    assert!(report.is_complete(), "{report:?}");
+    assert_eq!(report.compensated.len(), 3);
+    assert_eq!(
+        *hotel.cancelled.lock().unwrap(),
+        vec!["103", "102", "101"],
+        "newest first"
+    );
+
+    let again = engine.abandon_run(&run, &tools).await.unwrap();
+    assert!(again.compensated.is_empty());
+    assert_eq!(hotel.cancelled.lock().unwrap().len(), 3, "never twice");
+
+    let err = engine
+        .call(&*tool, &run, CallOptions::default(), "101".into())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EffectError::Compensated { .. }), "{err}");
+    let audit = engine.store().audit(None).await.unwrap();
+    assert_eq!(audit.iter().filter(|a| a.action == "compensate").count(), 3);
+}
+
+/// The claim of a [`Reserve`] booking in `run` with `input`, as the journal holds it (for the
+/// records a test writes through the store, not through the engine).
+fn booking(run: &str, input: serde_json::Value) -> effect_tool::record::Intent {
+    effect_tool::record::Intent {
+        tool: "reserve".into(),
+        class: EffectClass::Compensable,
+        run_id: run.into(),
+        thread_id: None,
+        call_id: None,
+        fingerprint: "f".into(),
+        input,
+        ttl_ms: None,
+        approval: None,
+        approval_ttl_ms: None,
+        holder: None,
+    }
+}
+
+/// A compensation decodes the output a person recorded; one of the wrong shape fails it with
+/// the command that corrects the resolution, and once amended the effect is undone once.
+#[tokio::test]
+async fn a_compensation_of_a_wrongly_resolved_output_says_how_to_amend_it() {
+    let hotel = Arc::new(Hotel::default());
+    let tool = Arc::new(Reserve { hotel: hotel.clone() });
+    let engine = Engine::new(MemoryStore::new());
+    let store = engine.store();
+    // A booking whose outcome was unknown, resolved by a person with a number where the tool
+    // returns a booking reference.
+    let key = "trip-9:reserve:booked-by-phone";
+    store
+        .claim(key, booking("trip-9", serde_json::json!("301")), 60_000, false)
+        .await
+        .unwrap();
+    store.mark_in_doubt(key, 1, "timed out".into()).await.unwrap();
+    let wrong = effect_tool::Verdict::Applied {
+        output: serde_json::json!(301),
+    };
+    store.resolve(key, "dana", wrong).await.unwrap();
+
+    let run = RunContext::new("trip-9");
+    let tools: Vec<Arc<dyn DynTool>> = vec![tool.clone()];
+    let report = engine.abandon_run(&run, &tools).await.unwrap();
+    assert!(report.compensated.is_empty(), "{report:?}");
+    let (failed, error) = &report.failed[0];
+    assert!(failed.as_str() == key && error.contains("--amend"), "{report:?}");
+    assert!(hotel.cancelled.lock().unwrap().is_empty());
+
+    let right = effect_tool::Verdict::Applied {
+        output: serde_json::json!("booking-301"),
+    };
+    store.amend(key, "dana", right).await.unwrap();
+    let report = engine.abandon_run(&run, &tools).await.unwrap();
+    assert_eq!(report.compensated, vec![key.to_owned()], "{report:?}");
+    assert_eq!(*hotel.cancelled.lock().unwrap(), vec!["301"], "undone once");
+}
+
+/// A compensation whose recorded arguments no longer decode (the tool's argument type changed)
+/// cannot run: abandoning says how a person records the effect undone by hand.
+#[tokio::test]
+async fn a_compensation_of_arguments_that_no_longer_decode_says_what_to_do() {
+    let hotel = Arc::new(Hotel::default());
+    let tool = Arc::new(Reserve { hotel: hotel.clone() });
+    let engine = Engine::new(MemoryStore::new());
+    let store = engine.store();
+    let key = "trip-8:reserve:old-args";
+    // The argument type was a number then; it is a room name now.
+    store
+        .claim(key, booking("trip-8", serde_json::json!(301)), 60_000, false)
+        .await
+        .unwrap();
+    store.complete(key, 1, serde_json::json!("booking-301")).await.unwrap();
+
+    let tools: Vec<Arc<dyn DynTool>> = vec![tool.clone()];
+    let report = engine.abandon_run(&RunContext::new("trip-8"), &tools).await.unwrap();
+    let (failed, error) = &report.failed[0];
+    assert!(
+        failed.as_str() == key && error.contains("effect-tool abandon trip-8 --mark-compensated"),
+        "{report:?}"
+    );
+    assert!(hotel.cancelled.lock().unwrap().is_empty());
+}

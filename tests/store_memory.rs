@@ -1,7 +1,0 @@
-//! The journal conformance suite on the in-memory store.
-//!
-//! Run: `cargo test --test store_memory`
-
-use effect_tool_core::conformance::MemoryHarness;
-
-effect_tool_core::conformance_tests!(memory, MemoryHarness);
