@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run every test of the workspace (all features, all backends) with the services they need:
-# a throwaway PostgreSQL (started and stopped here) and the Python MCP client used as the
-# external client of the MCP server test. Works on a fresh machine: it installs what is missing.
+# a throwaway PostgreSQL (started and stopped here), the Python MCP client used as the external
+# client of the MCP server test, Prometheus, and headless Chromium for the console's pages.
+# Works on a fresh machine: it installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +19,17 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
   fi
 fi
 export EFFECT_TOOL_REQUIRE_PROMETHEUS=1
+
+# Headless Chromium and chromedriver for the web console's browser test
+# (tests/calls/console_browser.rs): Debian's packages, driven through WebDriver.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    (export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null 2>&1 ||
+      { apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; }) ||
+      echo "scripts/test.sh: could not install chromium (apt-get install chromium chromium-driver)" >&2
+  fi
+fi
+export EFFECT_TOOL_REQUIRE_BROWSER=1
 
 if [ -z "${EFFECT_TOOL_PG_URL:-}" ]; then
   eval "$(.ci/postgres.sh start)"

@@ -51,8 +51,20 @@ pub fn compensation_key(key: &str) -> String {
 
 impl Engine {
     /// Abandon `run`: run the compensation of each of its completed compensable effects once,
-    /// newest first. `tools` are the tools that may have made them (a toolkit's tools).
+    /// newest first. `tools` are the tools that may have made them (a toolkit's tools). The
+    /// audit trail names the runtime ([`COMPENSATION_ACTOR`]) as who compensated.
     pub async fn abandon_run(&self, run: &RunContext, tools: &[Arc<dyn DynTool>]) -> Result<AbandonReport, StoreError> {
+        self.abandon_run_by(run, tools, COMPENSATION_ACTOR).await
+    }
+
+    /// [`Engine::abandon_run`] on behalf of `actor` (a person, e.g. through the operator
+    /// console), whom the audit trail names as who compensated each effect.
+    pub async fn abandon_run_by(
+        &self,
+        run: &RunContext,
+        tools: &[Arc<dyn DynTool>],
+        actor: &str,
+    ) -> Result<AbandonReport, StoreError> {
         let by_name: HashMap<&'static str, &Arc<dyn DynTool>> = tools.iter().map(|t| (t.meta().name, t)).collect();
         let filter = Filter {
             run_id: Some(run.run_id().to_owned()),
@@ -79,7 +91,7 @@ impl Engine {
                 report.unknown_tool.push(rec.key.clone());
                 continue;
             };
-            match self.compensate_one(run, tool.as_ref(), &rec).await {
+            match self.compensate_one(run, tool.as_ref(), &rec, actor).await {
                 Ok(true) => report.compensated.push(rec.key.clone()),
                 Ok(false) => report.already_compensated.push(rec.key.clone()),
                 Err(e) => report.failed.push((rec.key.clone(), e)),
@@ -89,7 +101,13 @@ impl Engine {
     }
 
     /// Compensate one record: `Ok(true)` if it ran now, `Ok(false)` if it was already recorded.
-    async fn compensate_one(&self, run: &RunContext, tool: &dyn DynTool, rec: &EffectRecord) -> Result<bool, String> {
+    async fn compensate_one(
+        &self,
+        run: &RunContext,
+        tool: &dyn DynTool,
+        rec: &EffectRecord,
+        actor: &str,
+    ) -> Result<bool, String> {
         let meta = tool.meta();
         let decision = decide(PolicyInput {
             class: rec.class,
@@ -130,7 +148,7 @@ impl Engine {
             {
                 OpOutcome::Claimed { attempt, .. } => attempt,
                 OpOutcome::Recorded(_) => {
-                    mark_compensated(self, &rec.key).await;
+                    mark_compensated(self, &rec.key, actor).await;
                     return Ok(false);
                 }
                 OpOutcome::InFlight(_) => {
@@ -177,7 +195,7 @@ impl Engine {
                     if let Err(e) = store.complete(&key, attempt, serde_json::Value::Null).await {
                         tracing::warn!(error = %e, key, "compensation ran but its record failed");
                     }
-                    mark_compensated(self, &rec.key).await;
+                    mark_compensated(self, &rec.key, actor).await;
                     return Ok(true);
                 }
                 Err(e) => {
@@ -205,8 +223,8 @@ impl Engine {
     }
 }
 
-async fn mark_compensated(engine: &Engine, key: &str) {
-    match engine.store().mark_compensated(key, COMPENSATION_ACTOR).await {
+async fn mark_compensated(engine: &Engine, key: &str, actor: &str) {
+    match engine.store().mark_compensated(key, actor).await {
         Ok(_) => {}
         Err(StoreError::Rejected(crate::record::Rejected::InvalidState {
             state: RecordState::Compensated,

@@ -124,6 +124,27 @@ async fn an_operator_approves_a_parked_refund_and_resolves_an_email_in_doubt() {
     assert_eq!(anonymous.status, 401);
     assert_eq!(anonymous.header("www-authenticate"), Some("Bearer"));
     assert_eq!(get(addr, "tok-nobody-0000000000", "/api/records").await.status, 401);
+    // Who am I; the pages are served to anyone (they hold no data) and may not be framed.
+    let me = get(addr, OLAF, "/api/me").await.json();
+    assert_eq!(
+        (&me["name"], &me["roles"], &me["can_compensate"]),
+        (
+            &serde_json::json!("olaf"),
+            &serde_json::json!(["operator"]),
+            &serde_json::json!(false)
+        )
+    );
+    let page = request(addr, "GET", "/", &[], "").await.unwrap();
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("effect-tool console") && !page.body.contains(&refund_key));
+    let csp = page.header("content-security-policy").unwrap();
+    assert!(
+        csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"),
+        "{csp}"
+    );
+    // Compensation needs the engine (this console has none): said, not attempted.
+    let abandon = serde_json::json!({"run": "desk"});
+    assert_eq!(post(addr, OLAF, "/api/compensate", abandon).await.status, 501);
 
     // The list: what needs a person, newest first, paged.
     let list = get(addr, IVY, "/api/records").await;

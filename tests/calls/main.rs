@@ -9,6 +9,7 @@ mod common;
 
 mod approvals_bind;
 mod console_api;
+mod console_browser;
 mod engine_cancellation;
 mod engine_core;
 mod engine_faults_hang;

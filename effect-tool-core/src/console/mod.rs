@@ -1,10 +1,10 @@
-//! The operator's HTTP API (feature `console`): the records that need a person, one record with
-//! its audit trail, and a person's actions on them (approve, deny, resolve, amend), as JSON, for
-//! scripts and the web console.
+//! The operator's console (feature `console`): the records that need a person, one record with
+//! its input and audit trail, and a person's actions on them (approve, deny, resolve, amend,
+//! compensate a run), as web pages for people and as JSON for scripts.
 //!
-//! Mount [`Console::router`] in the application (it then knows the tools, and checks a
-//! resolution's output against the tool's output type), or run `effect-tool serve --tokens FILE`
-//! for a journal alone.
+//! Mount [`Console::router`] in the application (it then knows the tools, checks a resolution's
+//! output against the tool's output type, and with [`Console::with_engine`] can compensate a
+//! run), or run `effect-tool serve --tokens FILE` for a journal alone.
 //!
 //! ```no_run
 //! # async fn example(store: std::sync::Arc<dyn effect_tool_core::Store>) -> Result<(), Box<dyn std::error::Error>> {
@@ -20,12 +20,16 @@
 //!
 //! | route | what |
 //! |---|---|
+//! | `GET /` | the list page: the records that need a person, with filters and paging |
+//! | `GET /record?key=KEY` | the record page: input, attempts, audit trail, and the actions its state allows |
+//! | `GET /api/me` | who the request is from: `{"name", "roles", "resolver_role", "can_compensate"}` |
 //! | `GET /api/records?state=&tool=&run=&limit=&offset=` | records, newest first; by default those that need a person (`in-doubt,awaiting-approval,stale`) |
 //! | `GET /api/record?key=KEY` | one record (its input without sensitive values) and its audit trail |
 //! | `POST /api/approve` `{"key"}` | approve a parked call: needs the role the tool asks for |
 //! | `POST /api/deny` `{"key", "reason"}` | deny it: the same role |
 //! | `POST /api/resolve` `{"key", "verdict": "applied", "output"}` or `{"key", "verdict": "not-applied"}` | settle a record in doubt: needs the resolver role (`operator` by default) |
 //! | `POST /api/amend` (the same body) | correct a resolution |
+//! | `POST /api/compensate` `{"run"}` | abandon a run: compensate each of its completed compensable effects once, newest first ([`Engine::abandon_run_by`](crate::Engine::abandon_run_by)); needs the resolver role and [`Console::with_engine`] |
 //!
 //! **Who may act.** No request is served without an identity from the [`OperatorAuth`]
 //! (401). An approval or denial needs the role the tool names (`approval = "manager"`); a
@@ -33,12 +37,20 @@
 //! scoped to their name, `<name>/...`, as the MCP server scopes its principals' runs). Every
 //! action goes to the audit trail under the identity's name.
 //!
+//! **The pages** hold no data: they are the same for everyone and served without an identity.
+//! Their script asks the API for everything, and a person without the authenticating proxy
+//! signs in with their token, which the page keeps in the tab's `sessionStorage` and sends as
+//! `Authorization: Bearer`. What the journal holds (inputs come from a model) is only ever put
+//! on the page as text, and the pages' `Content-Security-Policy` allows no script but the
+//! console's own, no inline script, and no framing.
+//!
 //! **Cross-site requests.** Every action is a `POST` with a JSON body (`Content-Type:
 //! application/json`, which a page of another site cannot send without the browser asking this
 //! server first); a request whose `Origin` is not this server's own, or whose `Sec-Fetch-Site`
 //! is `cross-site` or `same-site`, is refused (403).
 
 mod auth;
+mod page;
 
 pub use auth::{Identity, OperatorAuth, StaticTokens, TokensError, TrustedHeader};
 
@@ -54,18 +66,26 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::context::RunContext;
 use crate::dyn_tool::DynTool;
+use crate::engine::Engine;
 use crate::error::StoreError;
 use crate::record::{EffectRecord, RecordState, Verdict};
 use crate::store::{Filter, Store, StoreExt};
 use crate::toolkit::Toolkit;
 
-/// The operator API (see the module docs).
+/// Makes the run context a compensation runs in, from the run's id
+/// ([`Console::with_run_context`]).
+type RunContextFn = dyn Fn(&str) -> RunContext + Send + Sync;
+
+/// The operator console: its pages and JSON API (see the module docs).
 pub struct Console {
     store: Arc<dyn Store>,
     auth: Box<dyn OperatorAuth>,
     tools: HashMap<String, Arc<dyn DynTool>>,
     resolver_role: String,
+    engine: Option<Engine>,
+    run_context: Arc<RunContextFn>,
 }
 
 impl std::fmt::Debug for Console {
@@ -74,6 +94,7 @@ impl std::fmt::Debug for Console {
             .field("store", &self.store.backend_name())
             .field("tools", &self.tools.keys().collect::<Vec<_>>())
             .field("resolver_role", &self.resolver_role)
+            .field("can_compensate", &self.engine.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -86,6 +107,8 @@ impl Console {
             auth: Box::new(auth),
             tools: HashMap::new(),
             resolver_role: "operator".into(),
+            engine: None,
+            run_context: Arc::new(|run: &str| RunContext::new(run)),
         }
     }
 
@@ -96,25 +119,46 @@ impl Console {
         self
     }
 
+    /// Let operators compensate a run (`POST /api/compensate`, the record page's button) through
+    /// `engine`, with the tools given to [`Console::with_toolkit`]: each completed compensable
+    /// effect of the run is undone once, newest first, under the operator's name in the audit
+    /// trail. `engine` must journal into the console's store.
+    pub fn with_engine(mut self, engine: Engine) -> Self {
+        self.engine = Some(engine);
+        self
+    }
+
+    /// The run context a compensation runs in, made from the run's id: for compensation hooks
+    /// that need values of the application's (`RunContext::with_value`). By default
+    /// `RunContext::new(run_id)`.
+    pub fn with_run_context(mut self, make: impl Fn(&str) -> RunContext + Send + Sync + 'static) -> Self {
+        self.run_context = Arc::new(make);
+        self
+    }
+
     /// The role a resolution or an amendment needs (default `operator`).
     pub fn with_resolver_role(mut self, role: impl Into<String>) -> Self {
         self.resolver_role = role.into();
         self
     }
 
-    /// The routes (see the module docs), every one behind the identity and cross-site checks.
+    /// The routes (see the module docs): the pages, and the API behind the identity and
+    /// cross-site checks.
     pub fn router(self) -> axum::Router {
         use axum::routing::{get, post};
         let state = Arc::new(self);
-        axum::Router::new()
+        let api = axum::Router::new()
+            .route("/api/me", get(me))
             .route("/api/records", get(list))
             .route("/api/record", get(show))
             .route("/api/approve", post(approve))
             .route("/api/deny", post(deny))
             .route("/api/resolve", post(resolve))
             .route("/api/amend", post(amend))
+            .route("/api/compensate", post(compensate))
             .layer(axum::middleware::from_fn_with_state(state.clone(), gate))
-            .with_state(state)
+            .with_state(state);
+        page::routes().merge(api)
     }
 }
 
@@ -365,6 +409,57 @@ async fn deny(
         .await
         .map_err(store_refusal)?;
     Ok(Json(json!({ "record": rec })))
+}
+
+async fn me(State(console): State<Arc<Console>>, axum::Extension(who): axum::Extension<Identity>) -> Json<Value> {
+    Json(json!({
+        "name": who.name, "roles": who.roles, "resolver_role": console.resolver_role,
+        "can_compensate": console.engine.is_some(),
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+struct RunQuery {
+    run: String,
+}
+
+/// Abandon a run: its compensable effects undone, once each.
+async fn compensate(
+    State(console): State<Arc<Console>>,
+    axum::Extension(who): axum::Extension<Identity>,
+    Json(body): Json<RunQuery>,
+) -> Result<Json<Value>, Refusal> {
+    let Some(engine) = &console.engine else {
+        return Err(Refusal(
+            StatusCode::NOT_IMPLEMENTED,
+            "this console cannot run compensations".into(),
+            "mount the console in the application, with `Console::with_engine` and its toolkit",
+        ));
+    };
+    let role = &console.resolver_role;
+    if !who.has_role(role) {
+        return Err(Refusal(
+            StatusCode::FORBIDDEN,
+            format!("{} needs role `{role}` to compensate a run", who.name),
+            "ask an operator",
+        ));
+    }
+    let tools: Vec<Arc<dyn DynTool>> = console.tools.values().cloned().collect();
+    let run = (console.run_context)(&body.run);
+    let report = engine
+        .abandon_run_by(&run, &tools, &who.name)
+        .await
+        .map_err(store_refusal)?;
+    let failed: Vec<Value> = report
+        .failed
+        .iter()
+        .map(|(key, error)| json!({ "key": key, "error": error }))
+        .collect();
+    Ok(Json(json!({
+        "run": body.run, "complete": report.is_complete(), "compensated": report.compensated,
+        "already_compensated": report.already_compensated, "failed": failed,
+        "unknown_tool": report.unknown_tool, "pending": report.pending,
+    })))
 }
 
 #[derive(Debug, Deserialize)]

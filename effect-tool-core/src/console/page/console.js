@@ -1,0 +1,220 @@
+// The operator console: a page over the console's JSON API (`api/...`, same origin).
+// Everything the journal holds is shown with textContent, never as HTML: tool inputs come from
+// a model and may hold anything.
+"use strict";
+
+const TOKEN = "effect-tool-console-token";
+const NEEDS_A_PERSON = ["in-doubt", "awaiting-approval", "stale"];
+const $ = (id) => document.getElementById(id);
+
+function text(tag, value, attrs) {
+  const el = document.createElement(tag);
+  if (value !== undefined && value !== null) el.textContent = String(value);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, v);
+  return el;
+}
+
+function when(ms) {
+  return typeof ms === "number" ? new Date(ms).toISOString().replace(".000Z", "Z") : "";
+}
+
+function show(message, isError) {
+  const box = $("message");
+  box.textContent = message;
+  box.className = isError ? "error" : "";
+  box.hidden = false;
+}
+
+async function api(path, body) {
+  const headers = { Accept: "application/json" };
+  const token = sessionStorage.getItem(TOKEN);
+  if (token) headers.Authorization = "Bearer " + token;
+  const init = { headers, credentials: "same-origin" };
+  if (body !== undefined) {
+    init.method = "POST";
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const response = await fetch("api/" + path, init);
+  let json = null;
+  try { json = await response.json(); } catch (_) { /* not JSON */ }
+  return { ok: response.ok, status: response.status, json: json || {} };
+}
+
+function refusal(answer) {
+  const hint = answer.json.hint ? " (" + answer.json.hint + ")" : "";
+  return (answer.json.error || "HTTP " + answer.status) + hint;
+}
+
+async function boot() {
+  $("signin-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    sessionStorage.setItem(TOKEN, $("signin-token").value.trim());
+    location.reload();
+  });
+  $("signout").addEventListener("click", () => {
+    sessionStorage.removeItem(TOKEN);
+    location.reload();
+  });
+  const me = await api("me");
+  if (me.status === 401) {
+    if (sessionStorage.getItem(TOKEN)) show("That token was not accepted.", true);
+    sessionStorage.removeItem(TOKEN);
+    $("signin-view").hidden = false;
+    return;
+  }
+  if (!me.ok) { show(refusal(me), true); return; }
+  const roles = (me.json.roles || []).join(", ") || "no roles";
+  $("whoami").textContent = "Signed in as " + me.json.name + " (" + roles + ")";
+  $("whoami").hidden = false;
+  $("signout").hidden = !sessionStorage.getItem(TOKEN);
+  const params = new URLSearchParams(location.search);
+  if (location.pathname.endsWith("/record")) {
+    await recordView(params.get("key") || "", me.json);
+  } else {
+    await listView(params);
+  }
+}
+
+async function listView(params) {
+  $("list-view").hidden = false;
+  const states = (params.get("state") || NEEDS_A_PERSON.join(",")).split(",");
+  for (const box of document.querySelectorAll('#filters input[name="state"]')) {
+    box.checked = states.includes(box.value);
+  }
+  $("filter-tool").value = params.get("tool") || "";
+  $("filter-run").value = params.get("run") || "";
+  $("filters").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const next = new URLSearchParams();
+    const checked = [...document.querySelectorAll('#filters input[name="state"]:checked')].map((b) => b.value);
+    if (checked.length) next.set("state", checked.join(","));
+    if ($("filter-tool").value.trim()) next.set("tool", $("filter-tool").value.trim());
+    if ($("filter-run").value.trim()) next.set("run", $("filter-run").value.trim());
+    location.search = next.toString();
+  });
+
+  const query = new URLSearchParams(params);
+  if (!query.get("state")) query.set("state", NEEDS_A_PERSON.join(","));
+  const answer = await api("records?" + query.toString());
+  if (!answer.ok) { show(refusal(answer), true); return; }
+  const { records, total, offset, next_offset: nextOffset } = answer.json;
+  $("count").textContent = total === 0
+    ? "Nothing here."
+    : "Records " + (offset + 1) + "–" + (offset + records.length) + " of " + total + ".";
+  const body = document.querySelector("#records tbody");
+  for (const r of records) {
+    const row = document.createElement("tr");
+    row.dataset.key = r.key;
+    const keyCell = document.createElement("td");
+    keyCell.appendChild(text("a", r.key, { href: "record?key=" + encodeURIComponent(r.key) }));
+    row.appendChild(keyCell);
+    row.appendChild(text("td", r.tool));
+    row.appendChild(text("td", r.class));
+    row.appendChild(text("td", r.state, { class: "state" }));
+    row.appendChild(text("td", r.run_id));
+    row.appendChild(text("td", r.approval_role && r.state === "awaiting-approval" ? r.approval_role : ""));
+    row.appendChild(text("td", r.reason));
+    row.appendChild(text("td", when(r.updated_at)));
+    body.appendChild(row);
+  }
+  const limit = Number(params.get("limit")) || 50;
+  const page = (o) => { const p = new URLSearchParams(params); p.set("offset", String(o)); return "?" + p.toString(); };
+  if (offset > 0) { $("previous").href = page(Math.max(0, offset - limit)); $("previous").hidden = false; }
+  if (nextOffset !== null && nextOffset !== undefined) { $("next").href = page(nextOffset); $("next").hidden = false; }
+}
+
+async function recordView(key, me) {
+  $("record-view").hidden = false;
+  $("record-key").textContent = key;
+  const answer = await api("record?key=" + encodeURIComponent(key));
+  if (!answer.ok) { show(refusal(answer), true); return; }
+  const { record: r, state, audit } = answer.json;
+  const fields = $("record-fields");
+  const field = (name, value) => {
+    if (value === undefined || value === null || value === "") return;
+    fields.appendChild(text("dt", name));
+    fields.appendChild(text("dd", value, name === "State" ? { id: "state", class: "state" } : {}));
+  };
+  field("State", state);
+  field("Tool", r.tool);
+  field("Class", r.class);
+  field("Run", r.run_id);
+  field("Thread", r.thread_id);
+  field("Attempt", r.attempt);
+  field("Reason", r.reason);
+  field("Approval role", r.approval_role);
+  field("Decided by", r.decided_by);
+  field("Created", when(r.created_at));
+  field("Updated", when(r.updated_at));
+  field("Lease until", when(r.lease_until));
+  field("Expires", when(r.expires_at));
+  if (r.holder) field("Holder", [r.holder.worker, r.holder.host, "pid " + r.holder.pid].filter(Boolean).join(", "));
+  $("record-input").textContent = JSON.stringify(r.input, null, 2);
+  if (r.output !== null && r.output !== undefined) {
+    $("record-output-title").hidden = false;
+    $("record-output").hidden = false;
+    $("record-output").textContent = JSON.stringify(r.output, null, 2);
+  }
+
+  const act = async (path, body, done) => {
+    const result = await api(path, body);
+    if (!result.ok) { show(refusal(result), true); return; }
+    sessionStorage.setItem("effect-tool-console-done", done);
+    location.reload();
+  };
+  const done = sessionStorage.getItem("effect-tool-console-done");
+  if (done) { sessionStorage.removeItem("effect-tool-console-done"); show(done, false); }
+
+  if (state === "awaiting-approval") {
+    $("approval-actions").hidden = false;
+    $("approval-role").textContent = r.approval_role || "";
+    $("approve").addEventListener("click", () => act("approve", { key }, "Approved: the agent's next call runs it."));
+    $("deny").addEventListener("click", () =>
+      act("deny", { key, reason: $("deny-reason").value.trim() || null }, "Denied."));
+  }
+  const settled = state === "completed" || state === "failed";
+  if (state === "in-doubt" || state === "stale" || settled) {
+    $("resolve-actions").hidden = false;
+    const path = settled ? "amend" : "resolve";
+    if (settled) {
+      $("resolve-title").textContent = "Amend";
+      $("resolve-help").textContent = "Correct what is recorded, if a person's earlier resolution was wrong.";
+    }
+    $("resolve-applied").addEventListener("click", () => {
+      let output;
+      try { output = JSON.parse($("resolve-output").value || "null"); } catch (e) {
+        show("The output is not JSON: " + e.message, true);
+        return;
+      }
+      act(path, { key, verdict: "applied", output }, "Recorded as applied: the agent's next call replays this output.");
+    });
+    $("resolve-not-applied").addEventListener("click", () =>
+      act(path, { key, verdict: "not-applied" }, "Recorded as not applied: the agent's next call runs it."));
+  }
+  if (me.can_compensate && r.class === "compensable") {
+    $("compensate-actions").hidden = false;
+    $("compensate-run").textContent = r.run_id;
+    $("compensate").addEventListener("click", async () => {
+      const result = await api("compensate", { run: r.run_id });
+      if (!result.ok) { show(refusal(result), true); return; }
+      const c = result.json;
+      sessionStorage.setItem("effect-tool-console-done",
+        "Compensated: " + (c.compensated.length) + " now, " + c.already_compensated.length + " before" +
+        (c.complete ? "." : "; not complete: " + JSON.stringify({ failed: c.failed, pending: c.pending, unknown_tool: c.unknown_tool })));
+      location.reload();
+    });
+  }
+
+  const trail = document.querySelector("#audit tbody");
+  for (const entry of audit) {
+    const row = document.createElement("tr");
+    row.appendChild(text("td", when(entry.at)));
+    row.appendChild(text("td", entry.actor));
+    row.appendChild(text("td", entry.action));
+    row.appendChild(text("td", entry.detail === null || entry.detail === undefined ? "" : JSON.stringify(entry.detail)));
+    trail.appendChild(row);
+  }
+}
+
+boot().catch((e) => show("The console failed: " + e, true));

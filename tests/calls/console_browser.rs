@@ -1,0 +1,394 @@
+//! The web console in a real browser: headless Chromium (Debian's `chromium`) driven through
+//! WebDriver (`chromedriver`, the `fantoccini` client). An operator signs in with a token,
+//! finds a parked refund on the list page and approves it, resolves an email in doubt with the
+//! output it had, and compensates a run from a record's page. The agent's next calls then run
+//! or replay, counted by ledgers the engine cannot see; the audit trail names the operator. A
+//! model's input holding HTML is shown as text and runs nothing.
+//!
+//! Needs `chromium` and `chromedriver` (`apt-get install chromium chromium-driver`, which
+//! `scripts/test.sh` does); skips loudly without them, unless `EFFECT_TOOL_REQUIRE_BROWSER=1`
+//! (CI), where it fails.
+#![cfg(all(feature = "console", feature = "sqlite"))]
+
+use crate::common;
+
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::desk::SendEmail;
+use common::ledger::Downstream;
+use effect_tool::console::{Console, Identity, StaticTokens};
+use effect_tool::store::sqlite::SqliteStore;
+use effect_tool::{CallOptions, EffectClass, EffectCtx, Engine, RunContext, Store, Tool, ToolError, Toolkit};
+use fantoccini::{Client, ClientBuilder, Locator};
+
+const MARIA: &str = "tok-maria-manager-0001"; // manager, operator
+
+/// A refund that waits for a manager; answers the refund's id.
+struct Refund(Arc<Downstream>);
+
+impl Tool for Refund {
+    type Args = u64;
+    type Output = u64;
+    type Error = ToolError;
+    const NAME: &'static str = "refund";
+    const CLASS: EffectClass = EffectClass::Irreversible;
+    const APPROVAL: Option<&'static str> = Some("manager");
+
+    async fn call(&self, ctx: &EffectCtx, cents: u64) -> Result<u64, ToolError> {
+        self.0.apply(&ctx.idempotency_key());
+        Ok(cents + 1)
+    }
+}
+
+/// Holds a seat (the airline's ledger); compensation releases it (the release ledger).
+struct HoldSeat {
+    holds: Arc<Downstream>,
+    releases: Arc<Downstream>,
+}
+
+impl Tool for HoldSeat {
+    type Args = String;
+    type Output = String;
+    type Error = ToolError;
+    const NAME: &'static str = "hold_seat";
+    const CLASS: EffectClass = EffectClass::Compensable;
+    const HAS_COMPENSATE: bool = true;
+
+    async fn call(&self, ctx: &EffectCtx, seat: String) -> Result<String, ToolError> {
+        self.holds.apply(&ctx.idempotency_key());
+        Ok(format!("hold-{seat}"))
+    }
+
+    async fn compensate(&self, _ctx: &EffectCtx, _seat: &String, hold: &String) -> Result<(), ToolError> {
+        self.releases.apply(hold);
+        Ok(())
+    }
+}
+
+/// chromedriver on a free port, killed on drop.
+struct Driver {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The browser's two programs, or `None` (the test skips, unless CI requires them).
+fn browser() -> Option<(String, String)> {
+    // The full path: chromedriver wants the browser's binary as a path.
+    let found = |names: &[&str]| {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        names.iter().find_map(|n| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join(n))
+                .find(|p| p.is_file())
+                .map(|p| p.to_string_lossy().into_owned())
+        })
+    };
+    let chromium = found(&["chromium", "chromium-browser", "google-chrome"]);
+    let driver = found(&["chromedriver"]);
+    match (chromium, driver) {
+        (Some(c), Some(d)) => Some((c, d)),
+        _ => {
+            assert!(
+                std::env::var_os("EFFECT_TOOL_REQUIRE_BROWSER").is_none(),
+                "EFFECT_TOOL_REQUIRE_BROWSER is set but chromium or chromedriver is missing: apt-get install chromium chromium-driver"
+            );
+            eprintln!(
+                "SKIPPED: the browser test needs chromium and chromedriver (apt-get install chromium chromium-driver)"
+            );
+            None
+        }
+    }
+}
+
+fn start_driver(program: &str) -> Driver {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(program)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting chromedriver");
+    let until = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < until, "chromedriver did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Driver { child, port }
+}
+
+async fn open_browser(driver: &Driver, chromium: &str) -> Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        serde_json::json!({
+            "binary": chromium,
+            // Root in a container: no sandbox; no GPU; /dev/shm may be small.
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--no-first-run", "--window-size=1280,1024"],
+        }),
+    );
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    ClientBuilder::new(connector)
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{}", driver.port))
+        .await
+        .expect("a WebDriver session in headless Chromium")
+}
+
+async fn serve(console: Console) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = console.router().into_make_service_with_connect_info::<SocketAddr>();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+/// The text of the element `css`, once it is shown.
+async fn shown_text(browser: &Client, css: &str) -> String {
+    let el = browser
+        .wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css(&format!("{css}:not([hidden])")))
+        .await
+        .unwrap_or_else(|e| panic!("`{css}` never showed: {e}"));
+    el.text().await.unwrap()
+}
+
+/// Click `id` and wait for the page's answer in `#message` (the page reloads after an action).
+async fn act(browser: &Client, id: &str) -> String {
+    browser.find(Locator::Id(id)).await.unwrap().click().await.unwrap();
+    shown_text(browser, "#message").await
+}
+
+/// Open the list page and follow the link of the record under `key`.
+async fn open_record(browser: &Client, base: &str, key: &str) {
+    browser.goto(&format!("{base}/")).await.unwrap();
+    let link = browser
+        .wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css(&format!("#records tbody tr[data-key=\"{key}\"] a")))
+        .await
+        .unwrap_or_else(|e| panic!("the list page never listed `{key}`: {e}"));
+    link.click().await.unwrap();
+    assert_eq!(shown_text(browser, "#record-key").await, key);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_approves_resolves_and_compensates_in_a_real_browser() {
+    let Some((chromium, chromedriver)) = browser() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("journal.db")).unwrap());
+    let (bank, mail) = (Arc::new(Downstream::default()), Arc::new(Downstream::default()));
+    let (holds, releases) = (Arc::new(Downstream::default()), Arc::new(Downstream::default()));
+    let engine = Engine::new(store.clone());
+    let refund = Refund(bank.clone());
+    let email = SendEmail(mail.clone());
+    let seat = HoldSeat {
+        holds: holds.clone(),
+        releases: releases.clone(),
+    };
+    let toolkit = Toolkit::new()
+        .with(Refund(bank.clone()))
+        .with(SendEmail(mail.clone()))
+        .with(HoldSeat {
+            holds: holds.clone(),
+            releases: releases.clone(),
+        });
+    let tokens = StaticTokens::new().with(MARIA, Identity::new("maria", ["manager", "operator"]));
+    let console = Console::new(store.clone(), tokens)
+        .with_toolkit(&toolkit)
+        .with_engine(engine.clone());
+    let base = format!("http://{}", serve(console).await);
+
+    // The agent: a refund parks for a manager; an email (to an address holding HTML, as a model
+    // may write it) goes in doubt; a seat is held in another run.
+    let run = RunContext::new("desk");
+    let refund_key = engine
+        .call(&refund, &run, CallOptions::default(), 5000)
+        .await
+        .unwrap_err()
+        .as_approval_pending()
+        .unwrap()
+        .key
+        .clone();
+    let to = r#"<img src=x onerror="document.title='pwned'">@example.com"#.to_owned();
+    engine
+        .call(&email, &run, CallOptions::default(), to.clone())
+        .await
+        .unwrap_err();
+    let trip = RunContext::new("trip");
+    let hold = engine
+        .call(&seat, &trip, CallOptions::default(), "12A".into())
+        .await
+        .unwrap();
+    assert_eq!((bank.effects(), mail.effects(), holds.effects()), (0, 1, 1));
+    let email_key = store
+        .list(&effect_tool::store::Filter {
+            tool: Some("send_email".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()[0]
+        .key
+        .clone();
+    let hold_key = store
+        .list(&effect_tool::store::Filter {
+            tool: Some("hold_seat".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()[0]
+        .key
+        .clone();
+
+    let driver = start_driver(&chromedriver);
+    let browser = open_browser(&driver, &chromium).await;
+    let outcome = async {
+        // Signing in: the page asks for a token, keeps it in the tab.
+        browser.goto(&format!("{base}/")).await.unwrap();
+        shown_text(&browser, "#signin-view").await;
+        browser
+            .find(Locator::Id("signin-token"))
+            .await
+            .unwrap()
+            .send_keys(MARIA)
+            .await
+            .unwrap();
+        browser
+            .find(Locator::Id("signin"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        assert!(shown_text(&browser, "#whoami").await.contains("maria"));
+
+        // The list shows what needs a person: the parked refund and the email in doubt.
+        browser
+            .wait()
+            .at_most(Duration::from_secs(20))
+            .for_element(Locator::Css("#records tbody tr"))
+            .await
+            .expect("the list page shows records");
+        let listed = browser.find_all(Locator::Css("#records tbody tr")).await.unwrap();
+        assert_eq!(
+            listed.len(),
+            2,
+            "the refund and the email need a person; the hold does not"
+        );
+
+        // Approve the refund on its page.
+        open_record(&browser, &base, &refund_key).await;
+        assert_eq!(shown_text(&browser, "#state").await, "awaiting-approval");
+        assert!(act(&browser, "approve").await.starts_with("Approved"));
+
+        // Resolve the email: it went out, as message id "m-1". Its input is shown as text.
+        open_record(&browser, &base, &email_key).await;
+        assert_eq!(shown_text(&browser, "#state").await, "in-doubt");
+        let input = shown_text(&browser, "#record-input").await;
+        assert!(input.contains("<img src=x onerror="), "shown as text: {input}");
+        assert!(
+            browser
+                .find_all(Locator::Css("#record-input img, img"))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(browser.title().await.unwrap(), "effect-tool console");
+        browser
+            .find(Locator::Id("resolve-output"))
+            .await
+            .unwrap()
+            .send_keys(r#""m-1""#)
+            .await
+            .unwrap();
+        assert!(
+            act(&browser, "resolve-applied")
+                .await
+                .starts_with("Recorded as applied")
+        );
+
+        // Compensate the trip from its hold's page, found with the list's filters: completed
+        // records of run `trip`.
+        browser.goto(&format!("{base}/")).await.unwrap();
+        shown_text(&browser, "#list-view").await;
+        for state in ["in-doubt", "awaiting-approval", "stale", "completed"] {
+            let css = format!("#filters input[value=\"{state}\"]");
+            browser.find(Locator::Css(&css)).await.unwrap().click().await.unwrap();
+        }
+        browser
+            .find(Locator::Id("filter-run"))
+            .await
+            .unwrap()
+            .send_keys("trip")
+            .await
+            .unwrap();
+        browser
+            .find(Locator::Id("apply-filters"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let link = browser
+            .wait()
+            .at_most(Duration::from_secs(20))
+            .for_element(Locator::Css(&format!("#records tbody tr[data-key=\"{hold_key}\"] a")))
+            .await
+            .expect("the filtered list shows the hold");
+        assert_eq!(
+            browser.find_all(Locator::Css("#records tbody tr")).await.unwrap().len(),
+            1
+        );
+        link.click().await.unwrap();
+        assert_eq!(shown_text(&browser, "#record-key").await, hold_key);
+        assert!(act(&browser, "compensate").await.starts_with("Compensated: 1 now"));
+        assert_eq!(shown_text(&browser, "#state").await, "compensated");
+        let trail = shown_text(&browser, "#audit").await;
+        assert!(trail.contains("maria"), "the audit trail names the operator: {trail}");
+    };
+    // Close the browser whatever happened, then report.
+    let result = tokio::time::timeout(Duration::from_secs(120), outcome).await;
+    let _ = browser.close().await;
+    drop(driver);
+    result.expect("the browser walk-through took over two minutes");
+
+    // The agent's next calls: the refund runs once, the email replays what the operator said,
+    // the hold was released once. The ledgers count.
+    assert_eq!(
+        engine.call(&refund, &run, CallOptions::default(), 5000).await.unwrap(),
+        5001
+    );
+    assert_eq!(
+        engine.call(&email, &run, CallOptions::default(), to).await.unwrap(),
+        "m-1"
+    );
+    assert_eq!((bank.effects(), mail.effects(), releases.effects()), (1, 1, 1));
+    assert!(releases.has(&hold));
+    let audit = store.audit(Some(&refund_key)).await.unwrap();
+    assert!(
+        audit.iter().any(|e| e.action == "approve" && e.actor == "maria"),
+        "{audit:?}"
+    );
+    let audit = store.audit(Some(&email_key)).await.unwrap();
+    assert!(
+        audit.iter().any(|e| e.action == "resolve" && e.actor == "maria"),
+        "{audit:?}"
+    );
+}
