@@ -5,6 +5,8 @@
 //!   and the call may not take it over. Built on [`Engine::events`]: a call that ended
 //!   `blocked` or `awaiting-approval` is looked up in the journal, and each (record, state,
 //!   last change) is notified once per engine, however many calls find it.
+//!   [`Engine::on_needs_person_sweeping`] also sweeps the journal now and then, for the stale
+//!   claims of workers that died and that no call meets again.
 //! - [`webhook`] (feature `webhook`) delivers those notifications as signed JSON POSTs, retried
 //!   until the receiver acknowledges them.
 //! - [`RunHandle::wait_for_approval`](crate::RunHandle::wait_for_approval) parks a task until a
@@ -171,13 +173,54 @@ impl Engine {
     /// Call `notify` for every record a call of this engine finds needing a person (see the
     /// [`notify`](crate::notify) module), once per record and state. Runs until the returned
     /// watch is dropped. Needs a tokio runtime.
+    ///
+    /// Only records that a call of this engine meets are notified: a claim whose worker died
+    /// and that no call meets again goes stale unnoticed. [`Engine::on_needs_person_sweeping`]
+    /// also looks through the journal.
     pub fn on_needs_person(&self, notify: impl Fn(NeedsPerson) + Send + Sync + 'static) -> NeedsPersonWatch {
+        self.watch_needs_person(None, notify)
+    }
+
+    /// [`Engine::on_needs_person`], and every `every` a sweep of the journal for the records
+    /// that need a person (in doubt, awaiting approval, a claim whose lease ended), whoever made
+    /// them: a worker that died mid-call, another process's calls. Each is still notified once
+    /// per record and state (per engine: run one sweeping watch, not one per worker). A sweep
+    /// lists those records; on a large journal give it minutes, not seconds.
+    pub fn on_needs_person_sweeping(
+        &self,
+        every: Duration,
+        notify: impl Fn(NeedsPerson) + Send + Sync + 'static,
+    ) -> NeedsPersonWatch {
+        self.watch_needs_person(Some(every), notify)
+    }
+
+    fn watch_needs_person(
+        &self,
+        sweep: Option<Duration>,
+        notify: impl Fn(NeedsPerson) + Send + Sync + 'static,
+    ) -> NeedsPersonWatch {
         let mut events = self.events();
         let store = self.store().clone();
         let task = tokio::spawn(async move {
             let mut seen = Seen::default();
+            let mut ticks = sweep.map(|every| {
+                let mut t = tokio::time::interval(every);
+                t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                t
+            });
             loop {
-                let key = match events.recv().await {
+                let event = tokio::select! {
+                    biased;
+                    event = events.recv() => event,
+                    _ = async { ticks.as_mut().expect("only polled with a sweep").tick().await }, if ticks.is_some() => {
+                        match sweep_journal(store.as_ref()).await {
+                            Ok(found) => found.into_iter().filter(|n| seen.first(&n.id)).for_each(&notify),
+                            Err(e) => tracing::warn!(error = %e, "could not sweep the journal for records that need a person"),
+                        }
+                        continue;
+                    }
+                };
+                let key = match event {
                     Ok(EngineEvent::Call(call))
                         if matches!(call.disposition, Disposition::Blocked | Disposition::AwaitingApproval) =>
                     {
@@ -202,6 +245,23 @@ impl Engine {
         });
         NeedsPersonWatch { task }
     }
+}
+
+/// The records of the journal that need a person now, oldest change first.
+async fn sweep_journal(store: &dyn Store) -> Result<Vec<NeedsPerson>, StoreError> {
+    let filter = crate::store::Filter {
+        states: vec![RecordState::InDoubt, RecordState::AwaitingApproval, RecordState::Claimed],
+        ..Default::default()
+    };
+    let now = store.now();
+    let mut found: Vec<NeedsPerson> = store
+        .list(&filter)
+        .await?
+        .iter()
+        .filter_map(|rec| NeedsPerson::of(rec, now))
+        .collect();
+    found.sort_by_key(|n| n.since);
+    Ok(found)
 }
 
 async fn needs_person(store: &dyn Store, key: &str) -> Result<Option<NeedsPerson>, StoreError> {

@@ -313,3 +313,62 @@ fn a_webhook_url_must_be_http_with_a_host() {
     }
     assert!(Webhook::new("https://hooks.slack.com/services/T0/B0/x").is_ok());
 }
+
+/// Hangs until its task is aborted: a worker that dies mid-call.
+struct Hang(Arc<Downstream>);
+
+impl Tool for Hang {
+    type Args = String;
+    type Output = String;
+    type Error = ToolError;
+    const NAME: &'static str = "export_report";
+    const CLASS: EffectClass = EffectClass::Irreversible;
+
+    async fn call(&self, ctx: &EffectCtx, _report: String) -> Result<String, ToolError> {
+        self.0.apply(&ctx.idempotency_key());
+        std::future::pending().await
+    }
+}
+
+#[tokio::test]
+async fn a_sweeping_watch_notifies_what_no_call_of_its_engine_met_a_dead_workers_stale_claim_included() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.db");
+    let (mail, reports) = (Arc::new(Downstream::default()), Arc::new(Downstream::default()));
+    // The notifier: its own engine and store object, which makes no call at all.
+    let notifier = Engine::new(SqliteStore::open(&path).unwrap());
+    let inbox = Inbox::default();
+    let _watch = notifier.on_needs_person_sweeping(Duration::from_millis(20), inbox.sink());
+
+    // A worker (another store object on the journal, as another process): its email goes in
+    // doubt, and it dies in the middle of an export, whose claim (60 ms lease) goes stale.
+    let worker = common::short_engine(SqliteStore::open(&path).unwrap());
+    let run = RunContext::new("nightly");
+    let email = SendEmail(mail.clone());
+    assert!(
+        worker
+            .call(&email, &run, CallOptions::default(), "ops@example.com".into())
+            .await
+            .unwrap_err()
+            .as_blocked()
+            .is_some()
+    );
+    let export = {
+        let (worker, run, hang) = (worker.clone(), run.clone(), Hang(reports.clone()));
+        tokio::spawn(async move { worker.call(&hang, &run, CallOptions::default(), "q3".into()).await })
+    };
+    while reports.requests() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    export.abort();
+    drop(worker);
+
+    let got = inbox.wait_for(2).await;
+    let states: Vec<(&str, &str)> = got.iter().map(|n| (n.state, n.tool.as_str())).collect();
+    assert!(states.contains(&("in-doubt", "send_email")), "{got:#?}");
+    assert!(states.contains(&("stale", "export_report")), "{got:#?}");
+    // Many sweeps later, still one notification per record and state.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(inbox.0.lock().unwrap().len(), 2, "{:#?}", inbox.0.lock().unwrap());
+    assert_eq!((mail.effects(), reports.effects()), (1, 1));
+}
