@@ -250,7 +250,11 @@ impl Engine {
 /// The records of the journal that need a person now, oldest change first.
 async fn sweep_journal(store: &dyn Store) -> Result<Vec<NeedsPerson>, StoreError> {
     let filter = crate::store::Filter {
-        states: vec![RecordState::InDoubt, RecordState::AwaitingApproval, RecordState::Claimed],
+        states: vec![
+            RecordState::InDoubt,
+            RecordState::AwaitingApproval,
+            RecordState::Claimed,
+        ],
         ..Default::default()
     };
     let now = store.now();
