@@ -110,6 +110,19 @@ async fn each_record_that_needs_a_person_is_notified_once_with_what_to_do() {
     assert!(refund.next_step.contains("--as manager"), "{refund:?}");
     assert!(refund.text.contains("waits for approval by manager"), "{refund:?}");
     assert_eq!(refund.input, serde_json::json!(5000));
+    // The example body in deploy/ (what a Slack incoming webhook is given) has exactly the
+    // fields of a real one, and a text to show.
+    let example: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/webhook/needs-person.example.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let fields = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(fields(&example), fields(&serde_json::to_value(email).unwrap()));
+    assert_eq!(example["state"], "in-doubt");
+    assert!(!email.text.is_empty() && example["text"].as_str().is_some_and(|t| !t.is_empty()));
     // One email was sent (the ledger); the refund did not run.
     assert_eq!((mail.requests(), bank.requests()), (1, 0));
 }
