@@ -403,6 +403,15 @@ impl Op {
         }
     }
 
+    /// Whether it is a person's decision (approve, deny, resolve, amend): what
+    /// [`Store::changed`](crate::Store::changed) wakes waiters for.
+    pub fn is_decision(&self) -> bool {
+        matches!(
+            self,
+            Op::Approve { .. } | Op::Deny { .. } | Op::Resolve { .. } | Op::Amend { .. }
+        )
+    }
+
     /// The operation's name, for logs and errors.
     pub fn name(&self) -> &'static str {
         match self {

@@ -54,10 +54,7 @@ impl MemoryStore {
     /// Apply `op` under the lock: [`transition`] on the record, the record it writes put in
     /// its place, and the transition's audit entry appended.
     fn apply_now(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
-        let decision = matches!(
-            op,
-            Op::Approve { .. } | Op::Deny { .. } | Op::Resolve { .. } | Op::Amend { .. }
-        );
+        let decision = op.is_decision();
         let outcome = self.transition_now(key, op)?;
         if decision {
             self.decided.notify_waiters();

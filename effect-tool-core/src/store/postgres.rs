@@ -138,12 +138,17 @@ macro_rules! bounded {
 }
 
 mod batch;
+mod connect;
 mod libpq;
+mod listen;
+mod query;
 mod tls;
 
 pub use tls::SslMode;
 
 use self::batch::{Answer, Work};
+use self::query::{RECORD_TYPES, Stmt};
+use tokio_postgres::types::Type;
 use super::row::StoredRow;
 use super::{Filter, Store};
 use crate::class::EffectClass;
@@ -269,6 +274,19 @@ pub struct PgOptions {
     /// A PEM file of the root certificate(s) to trust instead of the platform's, when the URL
     /// has no `sslrootcert` (the URL's wins): the CA of a private or self-signed server.
     pub ssl_root_cert: Option<PathBuf>,
+    /// A PEM file of this client's certificate (and its chain), shown to a server that asks for
+    /// one, when the URL has no `sslcert` (the URL's wins, then `PGSSLCERT`). See
+    /// [TLS](self#tls).
+    pub ssl_cert: Option<PathBuf>,
+    /// The PEM file of [`PgOptions::ssl_cert`]'s private key, when the URL has no `sslkey` (the
+    /// URL's wins, then `PGSSLKEY`). Readable by its owner only (0600), as libpq requires.
+    pub ssl_key: Option<PathBuf>,
+    /// The connections go through a pooler in transaction mode (PgBouncer with `pool_mode =
+    /// transaction`, Supavisor, RDS Proxy...), where one session's prepared statements and
+    /// `LISTEN` do not survive its transaction: statements are sent unnamed, and
+    /// [`Store::changed`] never fires (waiters poll). Also set by `pgbouncer=true` in the URL.
+    /// See [Poolers](self#poolers).
+    pub transaction_pooler: bool,
 }
 
 impl Default for PgOptions {
@@ -281,6 +299,9 @@ impl Default for PgOptions {
             statement_timeout: Duration::from_secs(10),
             ssl_mode: None,
             ssl_root_cert: None,
+            ssl_cert: None,
+            ssl_key: None,
+            transaction_pooler: false,
         }
     }
 }
@@ -304,6 +325,13 @@ impl std::fmt::Debug for PostgresStore {
 struct Shared {
     pool: Pool,
     options: PgOptions,
+    /// Statements are sent unnamed ([`PgOptions::transaction_pooler`]).
+    unnamed: bool,
+    /// When the next connection attempt may go, after failed ones.
+    backoff: connect::Backoff,
+    /// The `LISTEN` connection that wakes [`Store::changed`]; `None` behind a transaction
+    /// pooler.
+    listener: Option<listen::Listener>,
     sql: Sql,
     /// The TLS settings, to explain failed connections.
     tls: tls::Tls,
@@ -324,18 +352,22 @@ const GC_CHUNK: i64 = 10_000;
 
 /// The statements, with the schema filled in.
 struct Sql {
-    claim_fast: String,
+    claim_fast: Stmt,
     /// [`Sql::claim_fast`] committed without waiting for its WAL flush (see [`UNFLUSHED`]).
-    claim_fast_unflushed: String,
-    batch: String,
+    claim_fast_unflushed: Stmt,
+    batch: Stmt,
     /// [`Sql::batch`] committed without waiting for its WAL flush.
-    batch_unflushed: String,
-    read: String,
-    insert: String,
-    update: String,
-    gc: String,
-    audit: String,
-    append_audit: String,
+    batch_unflushed: Stmt,
+    read: Stmt,
+    insert: Stmt,
+    update: Stmt,
+    /// [`Sql::update`] that also sends the record's key on the schema's notification channel
+    /// ([`listen`]), in the same transaction: a person's decision.
+    update_notify: Stmt,
+    clock: Stmt,
+    gc: Stmt,
+    audit: Stmt,
+    append_audit: Stmt,
     list_prefix: String,
 }
 
@@ -361,26 +393,28 @@ fn select_cols(alias: &str) -> String {
 }
 
 impl Sql {
-    fn new(s: &str) -> Sql {
+    /// The statements for schema `s` (quoted), notifying on `channel`.
+    fn new(s: &str, channel: &str) -> Sql {
         let r = select_cols("r.");
         let claim_fast = |one: &str| {
-            format!(
-                "WITH ins AS (INSERT INTO {s}.records ({COLS}) VALUES ({VALUES}) ON CONFLICT (key) DO NOTHING RETURNING row_version)
+            Stmt::new(
+                format!(
+                    "WITH ins AS (INSERT INTO {s}.records ({COLS}) VALUES ({VALUES}) ON CONFLICT (key) DO NOTHING RETURNING row_version)
                  SELECT {CLOCK} AS db_now, (SELECT row_version FROM ins) AS inserted, {r}
                  FROM (SELECT {one}) AS one LEFT JOIN {s}.records r ON r.key = $1"
+                ),
+                &RECORD_TYPES,
             )
         };
-        Sql {
-            claim_fast: claim_fast("1"),
-            claim_fast_unflushed: claim_fast(UNFLUSHED),
-            batch: batch::batch_sql(s, COLS, &r, CLOCK, None),
-            batch_unflushed: batch::batch_sql(s, COLS, &r, CLOCK, Some(UNFLUSHED)),
-            read: format!("SELECT {CLOCK} AS db_now, {r} FROM (SELECT 1) AS one LEFT JOIN {s}.records r ON r.key = $1"),
-            insert: format!(
-                "INSERT INTO {s}.records ({COLS}) VALUES ({VALUES}) ON CONFLICT (key) DO NOTHING RETURNING row_version"
-            ),
-            update: format!(
-                "WITH upd AS (
+        let update_types: Vec<Type> = RECORD_TYPES
+            .iter()
+            .cloned()
+            .chain([Type::INT8, Type::INT8, Type::INT8, Type::TEXT, Type::TEXT, Type::TEXT])
+            .collect();
+        let update = |notify: &str| {
+            Stmt::new(
+                format!(
+                    "WITH upd AS (
                    UPDATE {s}.records SET version = $2, tool = $3, class = $4, run_id = $5, thread_id = $6,
                      call_id = $7, fingerprint = $8, input = $9::text::json, state = $10, attempt = $11,
                      lease_until = $12, output = $13::text::json, reason = $14, approval_role = $15,
@@ -391,20 +425,56 @@ impl Sql {
                  aud AS (
                    INSERT INTO {s}.audit (key, at, actor, action, detail)
                    SELECT key, $24, $25, $26, $27::text::json FROM upd WHERE $26::text IS NOT NULL)
-                 SELECT row_version FROM upd"
+                 SELECT row_version{notify} FROM upd"
+                ),
+                &update_types,
+            )
+        };
+        Sql {
+            claim_fast: claim_fast("1"),
+            claim_fast_unflushed: claim_fast(UNFLUSHED),
+            batch: Stmt::new(batch::batch_sql(s, COLS, &r, CLOCK, None), &batch::ARRAY_PARAM_TYPES),
+            batch_unflushed: Stmt::new(
+                batch::batch_sql(s, COLS, &r, CLOCK, Some(UNFLUSHED)),
+                &batch::ARRAY_PARAM_TYPES,
             ),
-            gc: format!(
-                "DELETE FROM {s}.records WHERE key IN (
-                   SELECT key FROM {s}.records
-                   WHERE version = $2 AND expires_at IS NOT NULL AND expires_at <= $1
-                     AND state NOT IN ('in-doubt', 'awaiting-approval', 'claimed')
-                   LIMIT $3)"
+            read: Stmt::new(
+                format!("SELECT {CLOCK} AS db_now, {r} FROM (SELECT 1) AS one LEFT JOIN {s}.records r ON r.key = $1"),
+                &[Type::TEXT],
             ),
-            audit: format!(
-                "SELECT key, at, actor, action, detail::text FROM {s}.audit WHERE ($1::text IS NULL OR key = $1) ORDER BY id"
+            insert: Stmt::new(
+                format!(
+                    "INSERT INTO {s}.records ({COLS}) VALUES ({VALUES}) ON CONFLICT (key) DO NOTHING RETURNING row_version"
+                ),
+                &RECORD_TYPES,
             ),
-            append_audit: format!(
-                "INSERT INTO {s}.audit (key, at, actor, action, detail) VALUES ($1, $2, $3, $4, $5::text::json)"
+            update: update(""),
+            update_notify: update(&format!(", pg_notify('{channel}', key)::text")),
+            clock: Stmt::new(format!("SELECT {CLOCK}"), &[]),
+            gc: Stmt::new(
+                format!(
+                    "WITH gone AS (
+                   DELETE FROM {s}.records WHERE key IN (
+                     SELECT key FROM {s}.records
+                     WHERE version = $2 AND expires_at IS NOT NULL AND expires_at <= $1
+                       AND state NOT IN ('in-doubt', 'awaiting-approval', 'claimed')
+                     LIMIT $3)
+                   RETURNING 1)
+                 SELECT count(*) FROM gone"
+                ),
+                &[Type::INT8, Type::INT4, Type::INT8],
+            ),
+            audit: Stmt::new(
+                format!(
+                    "SELECT key, at, actor, action, detail::text FROM {s}.audit WHERE ($1::text IS NULL OR key = $1) ORDER BY id"
+                ),
+                &[Type::TEXT],
+            ),
+            append_audit: Stmt::new(
+                format!(
+                    "INSERT INTO {s}.audit (key, at, actor, action, detail) VALUES ($1, $2, $3, $4, $5::text::json)"
+                ),
+                &[Type::TEXT, Type::INT8, Type::TEXT, Type::TEXT, Type::TEXT],
             ),
             list_prefix: format!("SELECT {} FROM {s}.records WHERE true", select_cols("")),
         }
@@ -432,11 +502,32 @@ impl PostgresStore {
             })?),
             (None, None) => None,
         };
-        let root_cert = options
-            .ssl_root_cert
-            .clone()
-            .or_else(|| env("PGSSLROOTCERT").map(PathBuf::from));
-        let (url, tls) = tls::resolve(url, ssl_mode, root_cert.as_deref())?;
+        let path = |given: &Option<PathBuf>, var: &str| given.clone().or_else(|| env(var).map(PathBuf::from));
+        let root_cert = path(&options.ssl_root_cert, "PGSSLROOTCERT");
+        let cert = path(&options.ssl_cert, "PGSSLCERT");
+        let key = path(&options.ssl_key, "PGSSLKEY");
+        let home = env("HOME").map(PathBuf::from);
+        let (url, params) = tls::split_params(url)?;
+        let tls = tls::resolve(
+            &params,
+            tls::Given {
+                mode: ssl_mode,
+                root_cert: root_cert.as_deref(),
+                cert: cert.as_deref(),
+                key: key.as_deref(),
+                home: home.as_deref(),
+            },
+        )?;
+        let unnamed = match params.get("pgbouncer") {
+            None => options.transaction_pooler,
+            Some("true" | "1" | "on" | "yes") => true,
+            Some("false" | "0" | "off" | "no") => false,
+            Some(other) => {
+                return Err(StoreError::Backend(format!(
+                    "invalid pgbouncer=`{other}` in the PostgreSQL URL: use pgbouncer=true when the connections go through a pooler in transaction mode, or leave it out"
+                )));
+            }
+        };
         let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
             StoreError::Backend(format!(
                 "invalid PostgreSQL URL (expected postgres://user:password@host:port/database): {e}"
@@ -448,7 +539,20 @@ impl PostgresStore {
         }
         config.connect_timeout(options.connect_timeout);
         config.ssl_mode(tls.tokio_mode());
-        let pool = Pool::builder(Manager::new(config, tls.connector()?))
+        let connector = connect::Connector {
+            tls: tls.connector()?,
+            prefer: tls.mode == SslMode::Prefer,
+        };
+        let listener = (!unnamed).then(|| {
+            listen::Listener::new(
+                config.clone(),
+                connector.tls.clone(),
+                connector.prefer,
+                listen::channel(&options.schema),
+            )
+        });
+        let manager = Manager::from_connect(config, connector, deadpool_postgres::ManagerConfig::default());
+        let pool = Pool::builder(manager)
             .max_size(options.pool_size.max(1))
             // The most recently used connection first: a sequential caller keeps one warm
             // connection (and server process) instead of rotating through all of them.
@@ -461,7 +565,10 @@ impl PostgresStore {
         let store = PostgresStore {
             shared: Arc::new(Shared {
                 pool,
-                sql: Sql::new(&schema),
+                sql: Sql::new(&schema, &listen::channel(&options.schema)),
+                unnamed,
+                backoff: connect::Backoff::default(),
+                listener,
                 options,
                 tls,
                 clock_offset: AtomicI64::new(0),
@@ -503,16 +610,70 @@ impl PostgresStore {
         &self.shared.options
     }
 
+    /// Run `stmt` on `client` ([`query::rows`]: prepared, or unnamed behind a transaction pooler).
+    async fn rows(
+        &self,
+        client: &deadpool_postgres::Object,
+        stmt: &Stmt,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        query::rows(client, self.shared.unnamed, stmt, params).await.map_err(pg)
+    }
+
+    /// [`PostgresStore::rows`] of a statement that answers exactly one row.
+    async fn row(
+        &self,
+        client: &deadpool_postgres::Object,
+        stmt: &Stmt,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<tokio_postgres::Row, StoreError> {
+        let mut rows = self.rows(client, stmt, params).await?;
+        match rows.len() {
+            1 => Ok(rows.swap_remove(0)),
+            n => Err(StoreError::Backend(format!(
+                "PostgreSQL answered {n} rows where the journal's statement returns one: is the connection going through a proxy that rewrites queries?"
+            ))),
+        }
+    }
+
+    /// A pooled connection. When none can be opened (the server is down, failing over, or
+    /// refuses), attempts go on with backoff ([`connect`]) until
+    /// [`PgOptions::connect_timeout`] has passed since the first.
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
-        self.shared.pool.get().await.map_err(|e| {
-            if let Some(tls) = self.shared.tls.explain(&e) {
-                return StoreError::Backend(format!("cannot connect to PostgreSQL: {tls}"));
+        let until = tokio::time::Instant::now() + self.shared.options.connect_timeout;
+        loop {
+            self.shared.backoff.wait().await;
+            let e = match self.shared.pool.get().await {
+                Ok(client) => {
+                    self.shared.backoff.succeeded();
+                    return Ok(client);
+                }
+                Err(e) => e,
+            };
+            // Only a failure to open a connection is worth another attempt; a pool that is
+            // full until `wait_timeout` is not.
+            let opening = matches!(
+                e,
+                deadpool_postgres::PoolError::Backend(_)
+                    | deadpool_postgres::PoolError::Timeout(deadpool_postgres::TimeoutType::Create)
+            );
+            // A refusal by the TLS rules will not change by trying again.
+            let tls = self.shared.tls.explain(&e);
+            if opening && tls.is_none() {
+                let wait = self.shared.backoff.failed();
+                if tokio::time::Instant::now() + wait < until {
+                    tracing::debug!(error = %error_chain(&e), ?wait, "cannot connect to PostgreSQL; trying again");
+                    continue;
+                }
             }
-            StoreError::Backend(format!(
+            if let Some(tls) = tls {
+                return Err(StoreError::Backend(format!("cannot connect to PostgreSQL: {tls}")));
+            }
+            return Err(StoreError::Backend(format!(
                 "cannot get a PostgreSQL connection: {}; check that the database is up and reachable",
                 error_chain(&e)
-            ))
-        })
+            )));
+        }
     }
 
     /// Close `client`, whose statements did not finish within [`PgOptions::statement_timeout`],
@@ -545,14 +706,14 @@ impl PostgresStore {
             return Ok(());
         }
         let tx = client.transaction().await.map_err(pg)?;
-        tx.execute(
-            "SELECT pg_advisory_xact_lock(hashtext('effect-tool:' || $1::text))",
-            &[&name],
+        tx.query_typed(
+            "SELECT pg_advisory_xact_lock(hashtext('effect-tool:' || $1::text))::text",
+            &[(&name, Type::TEXT)],
         )
         .await
         .map_err(pg)?;
         let exists = tx
-            .query_opt("SELECT 1 FROM pg_namespace WHERE nspname = $1", &[&name])
+            .query_typed_opt("SELECT 1 FROM pg_namespace WHERE nspname = $1", &[(&name, Type::TEXT)])
             .await
             .map_err(pg)?
             .is_some();
@@ -561,7 +722,7 @@ impl PostgresStore {
         }
         tx.batch_execute(&migrations_table(s)).await.map_err(pg)?;
         let current: i32 = tx
-            .query_one(&format!("SELECT coalesce(max(version), 0) FROM {s}.migrations"), &[])
+            .query_typed_one(&format!("SELECT coalesce(max(version), 0) FROM {s}.migrations"), &[])
             .await
             .map_err(pg)?
             .get(0);
@@ -571,9 +732,9 @@ impl PostgresStore {
         for (version, mname, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
             tracing::info!(schema = %name, version, name = mname, "applying effect-tool migration");
             tx.batch_execute(&sql.replace("{schema}", s)).await.map_err(pg)?;
-            tx.execute(
+            tx.query_typed(
                 &format!("INSERT INTO {s}.migrations (version, name) VALUES ($1, $2)"),
-                &[version, mname],
+                &[(version, Type::INT4), (mname, Type::TEXT)],
             )
             .await
             .map_err(pg)?;
@@ -584,10 +745,9 @@ impl PostgresStore {
     async fn sync_clock(&self) -> Result<(), StoreError> {
         let client = self.client().await?;
         bounded!(self, client, async {
-            let st = client.prepare_cached(&format!("SELECT {CLOCK}")).await.map_err(pg)?;
             for _ in 0..3 {
                 let before = now_millis();
-                let db: i64 = client.query_one(&st, &[]).await.map_err(pg)?.get(0);
+                let db: i64 = self.row(&client, &self.shared.sql.clock, &[]).await?.get(0);
                 self.observe_clock(db, before);
             }
             Ok(())
@@ -623,9 +783,8 @@ impl PostgresStore {
     /// Insert `rec` if the key is still absent; its row version, or `None` if someone else
     /// inserted first.
     async fn insert(&self, client: &deadpool_postgres::Object, rec: &EffectRecord) -> Result<Option<i64>, StoreError> {
-        let st = client.prepare_cached(&self.shared.sql.insert).await.map_err(pg)?;
         let p = RecordParams::new(rec);
-        let row = client.query_opt(&st, &p.refs()).await.map_err(pg)?;
+        let row = self.rows(client, &self.shared.sql.insert, &p.refs()).await?.into_iter().next();
         Ok(row.map(|r| r.get(0)))
     }
 
@@ -638,8 +797,13 @@ impl PostgresStore {
         row_version: i64,
         attempt: u32,
         audit: Option<AuditEntry>,
+        notify: bool,
     ) -> Result<Option<i64>, StoreError> {
-        let st = client.prepare_cached(&self.shared.sql.update).await.map_err(pg)?;
+        let stmt = if notify {
+            &self.shared.sql.update_notify
+        } else {
+            &self.shared.sql.update
+        };
         let p = RecordParams::new(rec);
         let attempt = i64::from(attempt);
         let (at, actor, action, detail) = match &audit {
@@ -653,12 +817,16 @@ impl PostgresStore {
         };
         let mut params = p.refs();
         params.extend_from_slice(&[&row_version, &attempt, &at, &actor, &action, &detail]);
-        let row = client.query_opt(&st, &params).await.map_err(pg)?;
+        let row = self.rows(client, stmt, &params).await?.into_iter().next();
         Ok(row.map(|r| r.get(0)))
     }
 
     /// The holder's fast path: a compare-and-set against the row this store wrote last.
     async fn apply_held(&self, key: &str, op: &Op) -> Result<Option<OpOutcome>, StoreError> {
+        // A person's decision takes the general path, which notifies waiters.
+        if op.is_decision() {
+            return Ok(None);
+        }
         let Some((row_version, held)) = self.forget(key) else {
             return Ok(None);
         };
@@ -674,7 +842,7 @@ impl PostgresStore {
                 bounded!(
                     self,
                     client,
-                    self.update(&client, rec, row_version, held.attempt, audit)
+                    self.update(&client, rec, row_version, held.attempt, audit, false)
                 )?
             }
             None => match self
@@ -707,10 +875,9 @@ impl PostgresStore {
         key: &str,
         op: &Op,
     ) -> Result<OpOutcome, StoreError> {
-        let st = client.prepare_cached(&self.shared.sql.read).await.map_err(pg)?;
         for _ in 0..1000 {
             let sent = now_millis();
-            let row = client.query_one(&st, &[&key]).await.map_err(pg)?;
+            let row = self.row(client, &self.shared.sql.read, &[&key]).await?;
             let db_now: i64 = row.get(0);
             self.observe_clock(db_now, sent);
             let current = PgRow::from_row(&row, 1)?.map(PgRow::decode).transpose()?;
@@ -719,7 +886,10 @@ impl PostgresStore {
             let Some(rec) = &t.write else { return Ok(t.outcome) };
             let written = match &current {
                 None => self.insert(client, rec).await?,
-                Some((before, row_version)) => self.update(client, rec, *row_version, before.attempt, audit).await?,
+                Some((before, row_version)) => {
+                    self.update(client, rec, *row_version, before.attempt, audit, op.is_decision())
+                        .await?
+                }
             };
             if let Some(v) = written {
                 self.after_write(key, v, rec);
@@ -743,24 +913,24 @@ impl PostgresStore {
         let select = format!("SELECT value FROM {s}.settings WHERE name = 'marker_secret'");
         // Read-only first: once it exists, no DDL or write privileges are needed.
         let has_table = client
-            .query_opt(
+            .query_typed_opt(
                 "SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'settings'",
-                &[&name],
+                &[(&name, Type::TEXT)],
             )
             .await
             .map_err(pg)?
             .is_some();
         let mut stored: Option<String> = None;
         if has_table {
-            stored = client.query_opt(&select, &[]).await.map_err(pg)?.map(|r| r.get(0));
+            stored = client.query_typed_opt(&select, &[]).await.map_err(pg)?.map(|r| r.get(0));
         }
         if stored.is_none() {
             let fresh = crate::marker::MarkerSecret::random()
                 .map_err(|e| StoreError::Backend(format!("cannot create the journal's marker secret: {e}")))?;
             let tx = client.transaction().await.map_err(pg)?;
-            tx.execute(
-                "SELECT pg_advisory_xact_lock(hashtext('effect-tool:' || $1::text))",
-                &[&name],
+            tx.query_typed(
+                "SELECT pg_advisory_xact_lock(hashtext('effect-tool:' || $1::text))::text",
+                &[(&name, Type::TEXT)],
             )
             .await
             .map_err(pg)?;
@@ -769,15 +939,15 @@ impl PostgresStore {
             ))
             .await
             .map_err(pg)?;
-            tx.execute(
+            tx.query_typed(
                 &format!(
                     "INSERT INTO {s}.settings (name, value) VALUES ('marker_secret', $1) ON CONFLICT (name) DO NOTHING"
                 ),
-                &[&fresh.to_hex()],
+                &[(&fresh.to_hex(), Type::TEXT)],
             )
             .await
             .map_err(pg)?;
-            stored = tx.query_opt(&select, &[]).await.map_err(pg)?.map(|r| r.get(0));
+            stored = tx.query_typed_opt(&select, &[]).await.map_err(pg)?.map(|r| r.get(0));
             tx.commit().await.map_err(pg)?;
         }
         Ok(stored)
@@ -799,10 +969,9 @@ impl PostgresStore {
                     &self.shared.sql.claim_fast_unflushed
                 };
                 let (row, sent) = bounded!(self, client, async {
-                    let st = client.prepare_cached(sql).await.map_err(pg)?;
                     let p = RecordParams::new(fresh);
                     let sent = now_millis();
-                    Ok((client.query_one(&st, &p.refs()).await.map_err(pg)?, sent))
+                    Ok((self.row(&client, sql, &p.refs()).await?, sent))
                 })?;
                 let db_now: i64 = row.get(0);
                 self.observe_clock(db_now, sent);
@@ -840,8 +1009,7 @@ impl Store for PostgresStore {
     async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
         let client = self.client().await?;
         let row = bounded!(self, client, async {
-            let st = client.prepare_cached(&self.shared.sql.read).await.map_err(pg)?;
-            client.query_one(&st, &[&key]).await.map_err(pg)
+            self.row(&client, &self.shared.sql.read, &[&key]).await
         })?;
         Ok(PgRow::from_row(&row, 1)?
             .map(PgRow::decode)
@@ -869,26 +1037,34 @@ impl Store for PostgresStore {
         let client = self.client().await?;
         let mut sql = self.shared.sql.list_prefix.clone();
         let mut params: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
+        let mut types = Vec::new();
         if let Some(run) = &filter.run_id {
             params.push(Box::new(run.clone()));
+            types.push(Type::TEXT);
             sql.push_str(&format!(" AND run_id = ${}", params.len()));
         }
         if let Some(tool) = &filter.tool {
             params.push(Box::new(tool.clone()));
+            types.push(Type::TEXT);
             sql.push_str(&format!(" AND tool = ${}", params.len()));
         }
         if !filter.states.is_empty() {
             let states: Vec<String> = filter.states.iter().map(|s| s.as_str().to_owned()).collect();
             params.push(Box::new(states));
+            types.push(Type::TEXT_ARRAY);
             sql.push_str(&format!(" AND state = ANY(${})", params.len()));
         }
         sql.push_str(" ORDER BY updated_at DESC, key ASC");
         if let Some(limit) = filter.limit {
             params.push(Box::new(i64::try_from(limit).unwrap_or(i64::MAX)));
+            types.push(Type::INT8);
             sql.push_str(&format!(" LIMIT ${}", params.len()));
         }
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect();
-        let rows = bounded!(self, client, async { client.query(&sql, &refs).await.map_err(pg) })?;
+        // Sent unnamed whatever the mode: its text changes with the filter, so a prepared
+        // statement would be parsed for one use anyway.
+        let typed: Vec<(&(dyn ToSql + Sync), Type)> = refs.iter().copied().zip(types).collect();
+        let rows = bounded!(self, client, async { client.query_typed(&sql, &typed).await.map_err(pg) })?;
         let mut listing = super::Listing {
             records: Vec::with_capacity(rows.len()),
             skipped: Vec::new(),
@@ -914,8 +1090,11 @@ impl Store for PostgresStore {
         loop {
             let client = self.client().await?;
             let chunk = bounded!(self, client, async {
-                let st = client.prepare_cached(&self.shared.sql.gc).await.map_err(pg)?;
-                client.execute(&st, &[&now, &version, &GC_CHUNK]).await.map_err(pg)
+                let gone: i64 = self
+                    .row(&client, &self.shared.sql.gc, &[&now, &version, &GC_CHUNK])
+                    .await?
+                    .get(0);
+                Ok::<_, StoreError>(u64::try_from(gone).unwrap_or_default())
             })?;
             dropped += chunk;
             if chunk < GC_CHUNK as u64 {
@@ -927,8 +1106,7 @@ impl Store for PostgresStore {
     async fn audit(&self, key: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
         let client = self.client().await?;
         let rows = bounded!(self, client, async {
-            let st = client.prepare_cached(&self.shared.sql.audit).await.map_err(pg)?;
-            client.query(&st, &[&key]).await.map_err(pg)
+            self.rows(&client, &self.shared.sql.audit, &[&key]).await
         })?;
         rows.iter()
             .map(|r| {
@@ -955,11 +1133,12 @@ impl Store for PostgresStore {
         let client = self.client().await?;
         let detail = entry.detail.as_ref().map(|d| d.to_string());
         bounded!(self, client, async {
-            let st = client.prepare_cached(&self.shared.sql.append_audit).await.map_err(pg)?;
-            client
-                .execute(&st, &[&entry.key, &entry.at, &entry.actor, &entry.action, &detail])
-                .await
-                .map_err(pg)
+            self.rows(
+                &client,
+                &self.shared.sql.append_audit,
+                &[&entry.key, &entry.at, &entry.actor, &entry.action, &detail],
+            )
+            .await
         })?;
         Ok(())
     }
@@ -972,6 +1151,16 @@ impl Store for PostgresStore {
 
     fn now(&self) -> Millis {
         now_millis() + self.shared.clock_offset.load(Ordering::Relaxed)
+    }
+
+    /// Woken by `NOTIFY`: a person's decision, made through any store on this journal (any
+    /// process), wakes the waiters of its key. Never completes behind a transaction pooler
+    /// ([`PgOptions::transaction_pooler`]): waiters poll. See [`listen`].
+    async fn changed(&self, key: &str) {
+        match &self.shared.listener {
+            Some(listener) => listener.changed(key).await,
+            None => std::future::pending().await,
+        }
     }
 
     /// The `marker_secret` row of the schema's `settings` table, both created on first use
@@ -1000,9 +1189,9 @@ fn migrations_table(s: &str) -> String {
 
 async fn applied_version(client: &deadpool_postgres::Object, name: &str, s: &str) -> Result<Option<i32>, StoreError> {
     let has_table = client
-        .query_opt(
+        .query_typed_opt(
             "SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'migrations'",
-            &[&name],
+            &[(&name, Type::TEXT)],
         )
         .await
         .map_err(pg)?
@@ -1011,7 +1200,7 @@ async fn applied_version(client: &deadpool_postgres::Object, name: &str, s: &str
         return Ok(None);
     }
     let v: i32 = client
-        .query_one(&format!("SELECT coalesce(max(version), 0) FROM {s}.migrations"), &[])
+        .query_typed_one(&format!("SELECT coalesce(max(version), 0) FROM {s}.migrations"), &[])
         .await
         .map_err(pg)?
         .get(0);
@@ -1046,14 +1235,39 @@ fn quoted_schema(name: &str) -> Result<String, StoreError> {
 
 fn pg(e: tokio_postgres::Error) -> StoreError {
     match e.as_db_error() {
-        Some(db) => StoreError::Backend(format!(
-            "PostgreSQL: {}: {}{}",
-            db.code().code(),
-            db.message(),
-            db.detail().map(|d| format!(" ({d})")).unwrap_or_default()
-        )),
+        Some(db) => {
+            let code = db.code().code();
+            // A prepared statement unknown to, or already taken in, the server session: the
+            // connection goes through a pooler that moves sessions between transactions.
+            let pooler = if code == "26000" || code == "42P05" {
+                "; the connections seem to go through a pooler in transaction mode (PgBouncer's pool_mode = transaction), which keeps no prepared statements: add pgbouncer=true to the URL (PgOptions::transaction_pooler)"
+            } else {
+                ""
+            };
+            StoreError::Backend(format!(
+                "PostgreSQL: {code}: {}{}{pooler}",
+                db.message(),
+                db.detail().map(|d| format!(" ({d})")).unwrap_or_default()
+            ))
+        }
         None => StoreError::Backend(format!("PostgreSQL: {e}")),
     }
+}
+
+/// Whether `e` says for certain that its statement was rolled back (nothing of it
+/// committed): an error the server sent (`ERROR`) that leaves the session usable. Anything
+/// else may hide a commit: no answer at all (the connection lost after the statement, or its
+/// `COMMIT`, was sent), a `FATAL` or `PANIC` that ended the session (a shutdown, a backend
+/// terminated while its commit waited for a synchronous standby: the transaction committed
+/// locally), a connection exception (class `08`), an operator intervention (class `57`, a
+/// cancelled wait for a synchronous standby among them), `40003` (statement completion
+/// unknown) or an internal error (class `XX`). Those are unknown outcomes, never "not written".
+pub(super) fn rolled_back(e: &tokio_postgres::Error) -> bool {
+    let Some(db) = e.as_db_error() else { return false };
+    let severity = db.parsed_severity();
+    let code = db.code().code();
+    let unknown_class = ["08", "57", "XX"].iter().any(|c| code.starts_with(c)) || code == "40003";
+    matches!(severity, Some(tokio_postgres::error::Severity::Error)) && !unknown_class
 }
 
 /// A record's columns as parameters `$1..$21`.

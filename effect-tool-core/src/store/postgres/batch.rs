@@ -18,7 +18,10 @@
 //!   one): a second item with the same key is answered [`Answer::Alone`] and goes alone.
 //! - A statement the server refuses (a deadlock, a timeout) was rolled back as a whole: every
 //!   item goes alone, and meets the error itself if it is still there. An error without the
-//!   server's answer (the connection lost) may hide a commit, so it is every item's error.
+//!   server's answer (the connection lost), or one that ends the session (`FATAL`: the server
+//!   shutting down, the backend terminated while its commit waited for a synchronous standby,
+//!   after which the transaction may be committed), may hide a commit, so it is every item's
+//!   error: an unknown outcome, never "not written" (see [`super::rolled_back`]).
 //! - The runner is a task of its own: a caller that stops waiting does not stop the statement
 //!   its item is in, whose effects are those of a lone write whose caller stopped waiting.
 
@@ -26,9 +29,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 
-use super::{PgRow, PostgresStore, RecordParams, StaticStr, pg};
+use super::{PgRow, PostgresStore, RecordParams, StaticStr, pg, rolled_back};
 use crate::error::StoreError;
 use crate::record::{AuditEntry, EffectRecord, Millis, now_millis};
 use crate::store::Store;
@@ -197,9 +200,8 @@ impl PostgresStore {
                 &self.shared.sql.batch_unflushed
             };
             bounded!(self, client, async {
-                let st = client.prepare_cached(sql).await.map_err(pg)?;
                 let at = now_millis();
-                let rows = client.query(&st, &columns.refs()).await;
+                let rows = super::query::rows(&client, self.shared.unnamed, sql, &columns.refs()).await;
                 Ok::<_, StoreError>((at, rows))
             })
         }
@@ -211,7 +213,7 @@ impl PostgresStore {
                 }
                 rows
             }
-            Ok((_, Err(e))) if e.as_db_error().is_some() => {
+            Ok((_, Err(e))) if rolled_back(&e) => {
                 // Refused by the server, so rolled back: each item goes alone.
                 tracing::debug!(error = %e, items = sent.len(), "PostgreSQL batch refused; its writes go alone");
                 for (_, reply) in sent {
@@ -401,6 +403,37 @@ impl<'a> Columns<'a> {
 const ARRAY_TYPES: [&str; 27] = [
     "text", "int4", "text", "text", "text", "text", "text", "text", "text", "text", "int8", "int8", "text", "text",
     "text", "text", "int8", "int8", "int8", "text", "text", "int8", "int8", "int8", "text", "text", "text",
+];
+
+/// The parameter types of the batch statement: [`ARRAY_TYPES`] as PostgreSQL array types.
+pub(super) const ARRAY_PARAM_TYPES: [Type; 27] = [
+    Type::TEXT_ARRAY,
+    Type::INT4_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::INT8_ARRAY,
+    Type::INT8_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::INT8_ARRAY,
+    Type::INT8_ARRAY,
+    Type::INT8_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::INT8_ARRAY,
+    Type::INT8_ARRAY,
+    Type::INT8_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::TEXT_ARRAY,
 ];
 
 /// The batch statement for schema `s` (quoted); `cols` is the record's columns, `r` the same

@@ -16,7 +16,7 @@ use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
@@ -100,21 +100,68 @@ pub(super) struct Tls {
     pub asked: SslMode,
     /// The roots of the verifying modes.
     pub roots: Roots,
+    /// The certificate this client shows when the server asks for one (mTLS).
+    pub client: Option<ClientCert>,
 }
 
-/// Read `sslmode` and `sslrootcert` out of `url` (the URL's own values win over the options'),
-/// and return the URL without them, for tokio-postgres, with the settings.
-pub(super) fn resolve(url: &str, mode: Option<SslMode>, root_cert: Option<&Path>) -> Result<(String, Tls), StoreError> {
-    let (rest, url_mode, url_root) = split_params(url)?;
-    let url_mode = match url_mode {
-        Some(name) => Some(SslMode::parse(&name).ok_or_else(|| {
+/// A client certificate (PEM, with its chain) and its private key (PEM: PKCS#8, PKCS#1 or
+/// SEC1), for servers that require one (`clientcert=verify-ca|verify-full` or `cert`
+/// authentication in `pg_hba.conf`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ClientCert {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// The connection-string parameters this crate reads itself (tokio-postgres refuses those it
+/// does not know): libpq's TLS settings, and `pgbouncer` (see `PgOptions::transaction_pooler`).
+const TAKEN: [&str; 5] = ["sslmode", "sslrootcert", "sslcert", "sslkey", "pgbouncer"];
+
+/// The parameters of [`TAKEN`] found in a connection string, with their (decoded) values.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Params(Vec<(&'static str, String)>);
+
+impl Params {
+    /// The value of `name` (one of [`TAKEN`]), the last one given.
+    pub(super) fn get(&self, name: &str) -> Option<&str> {
+        self.0.iter().rev().find(|(k, _)| *k == name).map(|(_, v)| v.as_str())
+    }
+
+    fn take(&mut self, key: &str, value: String) -> bool {
+        match TAKEN.iter().find(|k| **k == key) {
+            Some(k) => {
+                self.0.push((k, value));
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The TLS settings given outside the connection string ([`super::PgOptions`], then the `PG*`
+/// environment variables); the string's own win.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Given<'a> {
+    pub mode: Option<SslMode>,
+    pub root_cert: Option<&'a Path>,
+    pub cert: Option<&'a Path>,
+    pub key: Option<&'a Path>,
+    /// The home folder, for libpq's default client certificate (`~/.postgresql/postgresql.crt`).
+    pub home: Option<&'a Path>,
+}
+
+/// The TLS settings of a connection string's parameters (taken out by [`split_params`]) and of
+/// `given` (the string's win).
+pub(super) fn resolve(params: &Params, given: Given<'_>) -> Result<Tls, StoreError> {
+    let url_mode = match params.get("sslmode") {
+        Some(name) => Some(SslMode::parse(name).ok_or_else(|| {
             StoreError::Backend(format!(
                 "invalid sslmode `{name}` in the PostgreSQL URL: use disable, prefer, require, verify-ca or verify-full"
             ))
         })?),
         None => None,
     };
-    let roots = match url_root.as_deref() {
+    let roots = match params.get("sslrootcert") {
         Some("") => {
             return Err(StoreError::Backend(
                 "empty sslrootcert in the PostgreSQL URL: give the path of a PEM file of the server's CA certificate (or `system`)".into(),
@@ -122,9 +169,9 @@ pub(super) fn resolve(url: &str, mode: Option<SslMode>, root_cert: Option<&Path>
         }
         Some("system") => Roots::System,
         Some(path) => Roots::File(PathBuf::from(path)),
-        None => root_cert.map_or(Roots::Platform, |p| Roots::File(p.to_owned())),
+        None => given.root_cert.map_or(Roots::Platform, |p| Roots::File(p.to_owned())),
     };
-    let asked = url_mode.or(mode);
+    let asked = url_mode.or(given.mode);
     let mode = match (asked, &roots) {
         (None, Roots::System) => SslMode::VerifyFull,
         (Some(weak), Roots::System) if weak != SslMode::VerifyFull => {
@@ -136,11 +183,55 @@ pub(super) fn resolve(url: &str, mode: Option<SslMode>, root_cert: Option<&Path>
         (mode, _) => mode.unwrap_or_default(),
     };
     let asked = asked.unwrap_or(mode);
-    Ok((rest, Tls { mode, asked, roots }))
+    let client = client_cert(params, given)?;
+    Ok(Tls {
+        mode,
+        asked,
+        roots,
+        client,
+    })
 }
 
-/// `url` without its `sslmode` and `sslrootcert` parameters, and their values.
-pub(super) fn split_params(url: &str) -> Result<(String, Option<String>, Option<String>), StoreError> {
+/// The client certificate and key, as libpq finds them: `sslcert`/`sslkey` in the string, else
+/// given (`PgOptions`, `PGSSLCERT`/`PGSSLKEY`), else `~/.postgresql/postgresql.crt` and
+/// `postgresql.key` when that certificate exists. A certificate named explicitly must exist
+/// (libpq would go on without it: a refused connection then says less than this error).
+fn client_cert(params: &Params, given: Given<'_>) -> Result<Option<ClientCert>, StoreError> {
+    let default_dir = given.home.map(|h| h.join(".postgresql"));
+    let named = params.get("sslcert").filter(|p| !p.is_empty()).map(PathBuf::from);
+    let named = named.or_else(|| given.cert.map(Path::to_owned));
+    let cert = match named {
+        Some(path) => {
+            if !path.exists() {
+                return Err(StoreError::Backend(format!(
+                    "the client certificate file sslcert=`{}` does not exist: give the path of a PEM file of this client's certificate, or leave sslcert out",
+                    path.display()
+                )));
+            }
+            path
+        }
+        None => match default_dir.as_ref().map(|d| d.join("postgresql.crt")) {
+            Some(path) if path.exists() => path,
+            _ => return Ok(None),
+        },
+    };
+    let key = params
+        .get("sslkey")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| given.key.map(Path::to_owned))
+        .or_else(|| default_dir.map(|d| d.join("postgresql.key")))
+        .ok_or_else(|| {
+            StoreError::Backend(format!(
+                "the client certificate sslcert=`{}` has no key: give sslkey=PATH (a PEM file of its private key)",
+                cert.display()
+            ))
+        })?;
+    Ok(Some(ClientCert { cert, key }))
+}
+
+/// `url` without the parameters this crate reads itself ([`TAKEN`]), and those parameters.
+pub(super) fn split_params(url: &str) -> Result<(String, Params), StoreError> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         split_url(url)
     } else {
@@ -148,20 +239,18 @@ pub(super) fn split_params(url: &str) -> Result<(String, Option<String>, Option<
     }
 }
 
-type Split = (String, Option<String>, Option<String>);
+type Split = (String, Params);
 
 fn split_url(url: &str) -> Result<Split, StoreError> {
     let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_owned(), None, None));
+        return Ok((url.to_owned(), Params::default()));
     };
-    let (mut mode, mut root) = (None, None);
+    let mut params = Params::default();
     let mut kept = Vec::new();
     for pair in query.split('&') {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        match percent_decode(key)?.as_str() {
-            "sslmode" => mode = Some(percent_decode(value)?),
-            "sslrootcert" => root = Some(percent_decode(value)?),
-            _ => kept.push(pair),
+        if !params.take(&percent_decode(key)?, percent_decode(value)?) {
+            kept.push(pair);
         }
     }
     let rest = if kept.is_empty() {
@@ -169,7 +258,7 @@ fn split_url(url: &str) -> Result<Split, StoreError> {
     } else {
         format!("{base}?{}", kept.join("&"))
     };
-    Ok((rest, mode, root))
+    Ok((rest, params))
 }
 
 fn percent_decode(s: &str) -> Result<String, StoreError> {
@@ -206,7 +295,7 @@ fn split_key_value(s: &str) -> Result<Split, StoreError> {
             "invalid PostgreSQL connection string ({what}): expected postgres://user:password@host:port/database or `key=value` pairs"
         ))
     };
-    let (mut mode, mut root) = (None, None);
+    let mut params = Params::default();
     let mut kept: Vec<&str> = Vec::new();
     let mut chars = s.char_indices().peekable();
     loop {
@@ -246,13 +335,11 @@ fn split_key_value(s: &str) -> Result<Split, StoreError> {
             return Err(invalid(&format!("the value of `{key}` has no closing quote")));
         }
         let end = chars.peek().map_or(s.len(), |&(i, _)| i);
-        match key {
-            "sslmode" => mode = Some(value),
-            "sslrootcert" => root = Some(value),
-            _ => kept.push(&s[start..end]),
+        if !params.take(key, value) {
+            kept.push(&s[start..end]);
         }
     }
-    Ok((kept.join(" "), mode, root))
+    Ok((kept.join(" "), params))
 }
 
 impl Tls {
@@ -284,10 +371,20 @@ impl Tls {
         } else {
             Arc::new(Unverified(provider))
         };
-        let mut config = builder
-            .dangerous()
-            .with_custom_certificate_verifier(verifier)
-            .with_no_client_auth();
+        let builder = builder.dangerous().with_custom_certificate_verifier(verifier);
+        let mut config = match &self.client {
+            None => builder.with_no_client_auth(),
+            Some(client) => {
+                let (certs, key) = client.read()?;
+                builder.with_client_auth_cert(certs, key).map_err(|e| {
+                    StoreError::Backend(format!(
+                        "the client certificate sslcert=`{}` and key sslkey=`{}` cannot be used together: {e}; give the key of that certificate",
+                        client.cert.display(),
+                        client.key.display()
+                    ))
+                })?
+            }
+        };
         // As libpq 17 does: required by servers that take TLS directly (sslnegotiation=direct),
         // ignored by older servers.
         config.alpn_protocols = vec![b"postgresql".to_vec()];
@@ -419,6 +516,50 @@ impl Tls {
     }
 }
 
+impl ClientCert {
+    /// The certificate chain and the key, read from their files. As libpq, a key file that
+    /// the group or others may read is refused (0600, or 0640 when owned by root).
+    fn read(&self) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), StoreError> {
+        let cert = self.cert.display();
+        let certs = CertificateDer::pem_file_iter(&self.cert)
+            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| {
+                StoreError::Backend(format!(
+                    "cannot read the client certificate file sslcert=`{cert}`: {e}; give a PEM file (-----BEGIN CERTIFICATE-----)"
+                ))
+            })?;
+        if certs.is_empty() {
+            return Err(StoreError::Backend(format!(
+                "the client certificate file sslcert=`{cert}` holds no certificate: give a PEM file with a -----BEGIN CERTIFICATE----- block"
+            )));
+        }
+        let shown = self.key.display();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::{MetadataExt, PermissionsExt};
+            let meta = std::fs::metadata(&self.key).map_err(|e| {
+                StoreError::Backend(format!(
+                    "cannot read the client key file sslkey=`{shown}`: {e}; give the path of the PEM file of the private key of sslcert=`{cert}`"
+                ))
+            })?;
+            let mode = meta.permissions().mode();
+            let allowed = if meta.uid() == 0 { 0o037 } else { 0o077 };
+            if mode & allowed != 0 {
+                return Err(StoreError::Backend(format!(
+                    "the client key file sslkey=`{shown}` has group or world access (mode {:o}), which libpq refuses too: chmod 0600 it (or 0640 when it is owned by root)",
+                    mode & 0o777
+                )));
+            }
+        }
+        let key = PrivateKeyDer::from_pem_file(&self.key).map_err(|e| {
+            StoreError::Backend(format!(
+                "cannot read the client key file sslkey=`{shown}`: {e}; give a PEM file of an unencrypted private key (PKCS#8, PKCS#1 or SEC1)"
+            ))
+        })?;
+        Ok((certs, key))
+    }
+}
+
 /// `verify-ca`: the chain is checked, the host name is not.
 #[derive(Debug)]
 struct ChainOnly(Arc<WebPkiServerVerifier>);
@@ -511,8 +652,10 @@ impl ServerCertVerifier for Unverified {
 mod tests {
     use super::*;
 
-    fn split(url: &str) -> Split {
-        split_params(url).unwrap()
+    fn split(url: &str) -> (String, Option<String>, Option<String>) {
+        let (rest, params) = split_params(url).unwrap();
+        let get = |k: &str| params.get(k).map(str::to_owned);
+        (rest, get("sslmode"), get("sslrootcert"))
     }
 
     #[test]
@@ -550,7 +693,15 @@ mod tests {
 
     #[test]
     fn modes_follow_libpq() {
-        let mode = |url: &str, opt: Option<SslMode>, root: Option<&Path>| resolve(url, opt, root).map(|(_, t)| t);
+        let mode = |url: &str, opt: Option<SslMode>, root: Option<&Path>| {
+            let (_, params) = split_params(url)?;
+            let given = Given {
+                mode: opt,
+                root_cert: root,
+                ..Given::default()
+            };
+            resolve(&params, given)
+        };
         let u = "postgres://u@h/db";
         assert_eq!(mode(u, None, None).unwrap().mode, SslMode::Prefer);
         assert_eq!(
@@ -582,6 +733,7 @@ mod tests {
             mode: SslMode::VerifyFull,
             asked: SslMode::VerifyFull,
             roots: Roots::File("/nonexistent/effect-tool-ca.pem".into()),
+            client: None,
         };
         let err = tls.connector().err().unwrap().to_string();
         assert!(
@@ -594,6 +746,7 @@ mod tests {
             mode: SslMode::VerifyCa,
             asked: SslMode::VerifyCa,
             roots: Roots::File(dir.clone()),
+            client: None,
         };
         let err = tls.connector().err().unwrap().to_string();
         std::fs::remove_file(&dir).unwrap();
@@ -603,7 +756,52 @@ mod tests {
             mode: SslMode::Require,
             asked: SslMode::Require,
             roots: Roots::File("/nonexistent".into()),
+            client: None,
         };
         assert!(tls.connector().is_ok());
+    }
+
+    #[test]
+    fn client_certificates_are_found_as_libpq_finds_them() {
+        let dir = std::env::temp_dir().join(format!("et-mtls-{}-{}", std::process::id(), fastrand::u64(..)));
+        std::fs::create_dir_all(dir.join(".postgresql")).unwrap();
+        let cert = |url: &str, given: Given<'_>| {
+            let (rest, params) = split_params(url).unwrap();
+            assert!(!rest.contains("sslcert") && !rest.contains("sslkey"), "{rest}");
+            resolve(&params, given).map(|t| t.client)
+        };
+        let home = Given {
+            home: Some(&dir),
+            ..Given::default()
+        };
+        assert_eq!(cert("host=h", home).unwrap(), None, "no certificate anywhere: none");
+        let err = cert("host=h sslcert=/nonexistent/c.crt", home).unwrap_err().to_string();
+        assert!(err.contains("does not exist"), "{err}");
+        let default = dir.join(".postgresql/postgresql.crt");
+        std::fs::write(&default, "").unwrap();
+        assert_eq!(
+            cert("host=h", home).unwrap(),
+            Some(ClientCert {
+                cert: default.clone(),
+                key: dir.join(".postgresql/postgresql.key")
+            }),
+            "libpq's default files"
+        );
+        let named = format!("postgres://u@h/db?sslcert={}&sslkey=%2Fk.pem", default.display());
+        assert_eq!(
+            cert(&named, Given { key: Some(Path::new("/given.key")), ..home }).unwrap(),
+            Some(ClientCert {
+                cert: default.clone(),
+                key: "/k.pem".into()
+            }),
+            "the string's key wins"
+        );
+        let given = Given {
+            cert: Some(&default),
+            key: Some(Path::new("/given.key")),
+            ..Given::default()
+        };
+        assert_eq!(cert("host=h", given).unwrap().unwrap().key, PathBuf::from("/given.key"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
