@@ -21,6 +21,12 @@
 # (superuser, like `postgres`) is refused over plain TCP (`hostnossl ... reject` in pg_hba.conf),
 # for tests that must see TLS really in use.
 #
+# Client certificates: the role `effect_tool_mtls` must show a certificate signed by the same CA
+# and naming it (`hostssl ... trust clientcert=verify-full`; refused over plain TCP and without a
+# certificate); `$DIR/tls/client.crt` and `client.key` (mode 0600) are one, beside the CA file.
+# The role `effect_tool_plain_only` is refused over TLS (`hostssl ... reject`), for the test of
+# `sslmode=prefer` falling back to plain TCP after the TLS attempt fails, as libpq does.
+#
 # Settings: EFFECT_TOOL_PG_DIR (default /tmp/effect-tool-pg), EFFECT_TOOL_PG_PORT (default: the
 # first free port from 54329).
 set -euo pipefail
@@ -77,14 +83,31 @@ make_tls() {
     openssl x509 -req -in "$t/server.csr" -CA "$t/ca.crt" -CAkey "$t/ca.key" -CAcreateserial \
         -days 3650 -extfile "$t/server.ext" -out "$t/server.crt" >>"$t/openssl.log" 2>&1 ||
         { cat "$t/openssl.log" >&2; exit 1; }
-    chmod 0644 "$t/ca.crt"
-    cp "$t/server.crt" "$t/server.key" "$data/"
-    chown postgres: "$data/server.crt" "$data/server.key" 2>/dev/null || true
+    # A client certificate for the role effect_tool_mtls (its CN is the role's name).
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=effect_tool_mtls" \
+        -keyout "$t/client.key" -out "$t/client.csr" >>"$t/openssl.log" 2>&1 ||
+        { cat "$t/openssl.log" >&2; exit 1; }
+    printf '%s\n' "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature" \
+        "extendedKeyUsage=clientAuth" >"$t/client.ext"
+    openssl x509 -req -in "$t/client.csr" -CA "$t/ca.crt" -CAkey "$t/ca.key" -CAcreateserial \
+        -days 3650 -extfile "$t/client.ext" -out "$t/client.crt" >>"$t/openssl.log" 2>&1 ||
+        { cat "$t/openssl.log" >&2; exit 1; }
+    chmod 0600 "$t/client.key"
+    chmod 0644 "$t/ca.crt" "$t/client.crt"
+    cp "$t/server.crt" "$t/server.key" "$t/ca.crt" "$data/"
+    chown postgres: "$data/server.crt" "$data/server.key" "$data/ca.crt" 2>/dev/null || true
     chmod 0600 "$data/server.key"
-    printf '%s\n' "ssl = on" "ssl_cert_file = 'server.crt'" "ssl_key_file = 'server.key'" \
+    printf '%s\n' "ssl = on" "ssl_cert_file = 'server.crt'" "ssl_key_file = 'server.key'" "ssl_ca_file = 'ca.crt'" \
         >>"$data/postgresql.conf"
-    # First match wins: the TLS-only role is refused over plain TCP before the `trust` rules.
-    { echo "hostnossl all effect_tool_tls_only 0.0.0.0/0 reject"; cat "$data/pg_hba.conf"; } >"$t/pg_hba.conf"
+    # First match wins: the TLS-only role is refused over plain TCP before the `trust` rules;
+    # the mTLS role needs TLS and a certificate naming it; the plain-only role is refused over TLS.
+    {
+        echo "hostnossl all effect_tool_tls_only 0.0.0.0/0 reject"
+        echo "hostssl all effect_tool_mtls 0.0.0.0/0 trust clientcert=verify-full"
+        echo "host all effect_tool_mtls 0.0.0.0/0 reject"
+        echo "hostssl all effect_tool_plain_only 0.0.0.0/0 reject"
+        cat "$data/pg_hba.conf"
+    } >"$t/pg_hba.conf"
     cat "$t/pg_hba.conf" >"$data/pg_hba.conf"
 }
 
@@ -132,6 +155,8 @@ start() {
         { cat "$DIR/server.log" >&2; exit 1; }
     as_postgres "$bin/createdb" -h 127.0.0.1 -p "$port" -U postgres "$DB"
     as_postgres "$bin/createuser" -h 127.0.0.1 -p "$port" -U postgres --superuser effect_tool_tls_only
+    as_postgres "$bin/createuser" -h 127.0.0.1 -p "$port" -U postgres --superuser effect_tool_mtls
+    as_postgres "$bin/createuser" -h 127.0.0.1 -p "$port" -U postgres --superuser effect_tool_plain_only
     exports
 }
 

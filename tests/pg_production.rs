@@ -1,0 +1,27 @@
+//! PostgreSQL in production (issue 17): through PgBouncer in transaction pooling mode, client
+//! certificates and libpq's `sslmode=prefer`, `LISTEN`/`NOTIFY` across store objects, and a
+//! failover of a primary to its synchronous standby under worker processes.
+//!
+//! Needs `EFFECT_TOOL_PG_URL` (`eval "$(.ci/postgres.sh start)"`), `--features postgres`, and
+//! for the pooler cases Debian's `pgbouncer` (`scripts/test.sh` installs it). Without them the
+//! cases print a loud SKIPPED line and pass, unless `EFFECT_TOOL_REQUIRE_PG=1` (CI), where they
+//! fail. The servers of their own (PgBouncer, the primary and standby) are started on free
+//! ports by the cases and stopped by them, also when they fail.
+
+mod common;
+
+#[cfg(feature = "postgres")]
+mod pg_production {
+    pub mod bouncer;
+    pub mod certificates;
+    pub mod failover;
+    pub mod notify;
+    pub mod support;
+}
+
+/// Built without the `postgres` feature: nothing to run, which CI must not accept.
+#[cfg(not(feature = "postgres"))]
+#[test]
+fn postgres_feature_disabled() {
+    common::postgres_feature_disabled("production cases (PgBouncer, certificates, notify, failover)");
+}
