@@ -79,7 +79,7 @@ pidfile = {d}/pgbouncer.pid
     };
     let script = format!(
         "{runner}{PGBOUNCER} {d}/pgbouncer.ini >{d}/stdout.log 2>&1 & pid=$!; cat >/dev/null; \
-         kill $(cat {d}/pgbouncer.pid 2>/dev/null) 2>/dev/null || kill $pid; wait"
+         kill $(cat {d}/pgbouncer.pid 2>/dev/null) 2>/dev/null || kill $pid; wait; rm -rf {d}"
     );
     let mut guard = std::process::Command::new("sh")
         .args(["-c", &script])
