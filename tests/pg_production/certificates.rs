@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use effect_tool_core::{Store, StoreExt};
 use effect_tool_core::store::postgres::{PgOptions, PostgresStore};
+use effect_tool_core::{Store, StoreExt};
 
 use super::support;
 
@@ -49,8 +49,12 @@ fn copy_with_mode(file: &Path, dir: &Path, mode: u32) -> PathBuf {
 /// and the error says what to do.
 #[test]
 fn a_server_that_requires_a_client_certificate_gets_one() {
-    let Some(url) = support::pg_url("a_server_that_requires_a_client_certificate_gets_one") else { return };
-    let Some(tls) = support::tls_dir("a_server_that_requires_a_client_certificate_gets_one") else { return };
+    let Some(url) = support::pg_url("a_server_that_requires_a_client_certificate_gets_one") else {
+        return;
+    };
+    let Some(tls) = support::tls_dir("a_server_that_requires_a_client_certificate_gets_one") else {
+        return;
+    };
     let (ca, cert, key) = (tls.join("ca.crt"), tls.join("client.crt"), tls.join("client.key"));
     runtime().block_on(async {
         let verify = format!("sslmode=verify-full&sslrootcert={}", ca.display());
@@ -107,7 +111,9 @@ fn a_server_that_requires_a_client_certificate_gets_one() {
 /// `sslmode=require` does not fall back.
 #[test]
 fn prefer_falls_back_to_plain_tcp_after_a_failed_tls_attempt() {
-    let Some(url) = support::pg_url("prefer_falls_back_to_plain_tcp_after_a_failed_tls_attempt") else { return };
+    let Some(url) = support::pg_url("prefer_falls_back_to_plain_tcp_after_a_failed_tls_attempt") else {
+        return;
+    };
     runtime().block_on(async {
         let prefer = url_as(&url, "effect_tool_plain_only", "sslmode=prefer&application_name=et-prefer-fallback");
         let store = PostgresStore::connect_with(&prefer, options(&support::schema("prefer")))
@@ -141,7 +147,9 @@ fn prefer_falls_back_to_plain_tcp_after_a_failed_tls_attempt() {
 /// behind a lock into a clean error long before the client's own timeout.
 #[test]
 fn application_name_and_a_server_statement_timeout() {
-    let Some(url) = support::pg_url("application_name_and_a_server_statement_timeout") else { return };
+    let Some(url) = support::pg_url("application_name_and_a_server_statement_timeout") else {
+        return;
+    };
     runtime().block_on(async {
         let schema = support::schema("stmt_timeout");
         let named = format!("{url}?application_name=et-named-store&options=-c%20statement_timeout%3D200");
@@ -171,9 +179,11 @@ fn application_name_and_a_server_statement_timeout() {
 
         // Hold the records table locked; the store's read waits behind it until the server's
         // statement_timeout (200 ms) cancels it, not the client's (20 s).
-        raw.batch_execute(&format!("BEGIN; LOCK TABLE \"{schema}\".records IN ACCESS EXCLUSIVE MODE"))
-            .await
-            .unwrap();
+        raw.batch_execute(&format!(
+            "BEGIN; LOCK TABLE \"{schema}\".records IN ACCESS EXCLUSIVE MODE"
+        ))
+        .await
+        .unwrap();
         let started = std::time::Instant::now();
         let err = store.get("k").await.expect_err("cancelled by the server").to_string();
         raw.batch_execute("ROLLBACK").await.unwrap();

@@ -169,9 +169,16 @@ fn worker() {
         while !dir.join("stop").exists() {
             macro_rules! call {
                 ($tool:expr) => {{
-                    let report = engine.call_with_report(&$tool, &run, CallOptions::default(), n).await;
+                    let report = engine
+                        .call_with_report(&$tool, &run, CallOptions::default(), n)
+                        .await;
                     let line = match &report.result {
-                        Ok(out) => format!("{} R {} {n} {} {out}\n", now_ms(), tool_name(&$tool), report.disposition.as_str()),
+                        Ok(out) => format!(
+                            "{} R {} {n} {} {out}\n",
+                            now_ms(),
+                            tool_name(&$tool),
+                            report.disposition.as_str()
+                        ),
                         Err(e) => format!(
                             "{} E {} {n} {} {}\n",
                             now_ms(),
@@ -235,7 +242,10 @@ impl Cluster {
             self.dir.0.display()
         );
         let log = self.dir.0.join(format!("{which}.log"));
-        let ok = self.pg_ctl(which, &["-l", log.to_str().unwrap(), "-w", "-t", "60", "-o", &opts, "start"]);
+        let ok = self.pg_ctl(
+            which,
+            &["-l", log.to_str().unwrap(), "-w", "-t", "60", "-o", &opts, "start"],
+        );
         assert!(
             ok,
             "starting the {which}: {}",
@@ -252,7 +262,11 @@ impl Cluster {
     fn new() -> Cluster {
         let dir = support::ScratchDir::new("failover");
         let pg_ctl = pg_bin("pg_ctl");
-        let runner = if support::is_root() { "runuser -u postgres -- " } else { "" };
+        let runner = if support::is_root() {
+            "runuser -u postgres -- "
+        } else {
+            ""
+        };
         let d = dir.0.display();
         let script = format!(
             "cat >/dev/null; for s in primary standby; do {runner}{} -D {d}/$s -m immediate -w stop >/dev/null 2>&1; done; rm -rf {d}",
@@ -284,19 +298,41 @@ impl Cluster {
         assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
         cluster.start("primary", cluster.primary_port, "");
         let out = as_postgres(pg_bin("createdb"))
-            .args(["-h", "127.0.0.1", "-p", &cluster.primary_port.to_string(), "-U", "postgres"])
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &cluster.primary_port.to_string(),
+                "-U",
+                "postgres",
+            ])
             .arg("effect_tool_test")
             .output()
             .unwrap();
-        assert!(out.status.success(), "createdb: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "createdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let out = as_postgres(pg_bin("pg_basebackup"))
-            .args(["-h", "127.0.0.1", "-p", &cluster.primary_port.to_string(), "-U", "postgres"])
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &cluster.primary_port.to_string(),
+                "-U",
+                "postgres",
+            ])
             .arg("-D")
             .arg(cluster.data("standby"))
             .args(["-X", "stream", "-R", "-c", "fast", "-N"])
             .output()
             .expect("running pg_basebackup");
-        assert!(out.status.success(), "pg_basebackup: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "pg_basebackup: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let auto = cluster.data("standby").join("postgresql.auto.conf");
         let mut conf = std::fs::OpenOptions::new().append(true).open(&auto).unwrap();
         writeln!(
@@ -315,11 +351,29 @@ impl Cluster {
         // Only now, and only on the primary (the standby's copy of the configuration is older):
         // commits wait for the standby's flush; once promoted, it waits for nobody.
         let out = as_postgres(pg_bin("psql"))
-            .args(["-h", "127.0.0.1", "-p", &cluster.primary_port.to_string(), "-U", "postgres", "-d", "postgres"])
-            .args(["-c", "ALTER SYSTEM SET synchronous_standby_names = 'standby1'", "-c", "SELECT pg_reload_conf()"])
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &cluster.primary_port.to_string(),
+                "-U",
+                "postgres",
+                "-d",
+                "postgres",
+            ])
+            .args([
+                "-c",
+                "ALTER SYSTEM SET synchronous_standby_names = 'standby1'",
+                "-c",
+                "SELECT pg_reload_conf()",
+            ])
             .output()
             .unwrap();
-        assert!(out.status.success(), "synchronous_standby_names: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "synchronous_standby_names: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         cluster
     }
 
@@ -340,7 +394,11 @@ impl Cluster {
         let main = self.postmaster("primary");
         let children = Command::new("pgrep").args(["-P", &main]).output().unwrap();
         self.killed = std::iter::once(main.clone())
-            .chain(String::from_utf8_lossy(&children.stdout).split_whitespace().map(str::to_owned))
+            .chain(
+                String::from_utf8_lossy(&children.stdout)
+                    .split_whitespace()
+                    .map(str::to_owned),
+            )
             .collect();
         let status = Command::new("kill").args(["-KILL", &main]).status().unwrap();
         assert!(status.success(), "kill -KILL {main}");
@@ -482,7 +540,9 @@ fn failover_to_a_synchronous_standby_loses_nothing_and_applies_nothing_twice() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         // The journal's schema, made once before the workers start.
-        PostgresStore::connect_with(&primary_url, worker_options()).await.unwrap();
+        PostgresStore::connect_with(&primary_url, worker_options())
+            .await
+            .unwrap();
     });
     let ready = started.elapsed();
 
@@ -495,7 +555,13 @@ fn failover_to_a_synchronous_standby_loses_nothing_and_applies_nothing_twice() {
         (0..WORKERS)
             .map(|w| {
                 Command::new(std::env::current_exe().unwrap())
-                    .args(["--ignored", "--exact", "pg_production::failover::worker", "--nocapture", "--test-threads=1"])
+                    .args([
+                        "--ignored",
+                        "--exact",
+                        "pg_production::failover::worker",
+                        "--nocapture",
+                        "--test-threads=1",
+                    ])
                     .env(JOB, job_of(&url, &files.0, w))
                     .stdin(Stdio::null())
                     .stdout(Stdio::null())
@@ -510,9 +576,12 @@ fn failover_to_a_synchronous_standby_loses_nothing_and_applies_nothing_twice() {
             .filter(|o| o.ok && o.tool != "lookup" && o.at > after)
             .count()
     };
-    wait_for("every worker's first results", &mut workers, Duration::from_secs(60), || {
-        (0..WORKERS).all(|w| recorded(w, 0) >= BEFORE)
-    });
+    wait_for(
+        "every worker's first results",
+        &mut workers,
+        Duration::from_secs(60),
+        || (0..WORKERS).all(|w| recorded(w, 0) >= BEFORE),
+    );
 
     let killed_at = now_ms();
     cluster.kill_primary();
@@ -520,9 +589,12 @@ fn failover_to_a_synchronous_standby_loses_nothing_and_applies_nothing_twice() {
     cluster.promote_standby();
     let promoted_at = now_ms();
     let promote = kill.elapsed();
-    wait_for("every worker's results after the promotion", &mut workers, Duration::from_secs(60), || {
-        (0..WORKERS).all(|w| recorded(w, promoted_at) >= AFTER)
-    });
+    wait_for(
+        "every worker's results after the promotion",
+        &mut workers,
+        Duration::from_secs(60),
+        || (0..WORKERS).all(|w| recorded(w, promoted_at) >= AFTER),
+    );
     std::fs::write(files.0.join("stop"), "").unwrap();
     let until = Instant::now() + Duration::from_secs(30);
     for w in &mut workers.0 {
@@ -539,8 +611,9 @@ fn failover_to_a_synchronous_standby_loses_nothing_and_applies_nothing_twice() {
     }
 
     // Whatever the workers did is in their files; the journal is on the promoted server.
-    let results: Vec<(usize, Outcome)> =
-        (0..WORKERS).flat_map(|w| outcomes(&files.0, w).into_iter().map(move |o| (w, o))).collect();
+    let results: Vec<(usize, Outcome)> = (0..WORKERS)
+        .flat_map(|w| outcomes(&files.0, w).into_iter().map(move |o| (w, o)))
+        .collect();
     let effects = effects(&files.0);
     let journal = rt.block_on(async {
         let raw = support::raw(&cluster.url(cluster.standby_port)).await;
@@ -557,7 +630,11 @@ fn failover_to_a_synchronous_standby_loses_nothing_and_applies_nothing_twice() {
             let n: u64 = r.get::<_, String>(1).parse().unwrap();
             (
                 (r.get::<_, String>(0), n),
-                (r.get::<_, String>(2), r.get::<_, i64>(3) as u64, r.get::<_, Option<String>>(4)),
+                (
+                    r.get::<_, String>(2),
+                    r.get::<_, i64>(3) as u64,
+                    r.get::<_, Option<String>>(4),
+                ),
             )
         })
         .collect::<std::collections::HashMap<_, _>>()
@@ -573,7 +650,12 @@ fn failover_to_a_synchronous_standby_loses_nothing_and_applies_nothing_twice() {
         .map(|(_, o)| o.at)
         .collect();
     times.sort_unstable();
-    let last_before = times.iter().rev().find(|t| **t <= killed_at).copied().unwrap_or(killed_at);
+    let last_before = times
+        .iter()
+        .rev()
+        .find(|t| **t <= killed_at)
+        .copied()
+        .unwrap_or(killed_at);
     let outage = times
         .windows(2)
         .filter(|w| w[1] > killed_at)
@@ -614,11 +696,7 @@ fn failover_to_a_synchronous_standby_loses_nothing_and_applies_nothing_twice() {
 type Row = (String, u64, Option<String>);
 
 /// The properties, each failing with what it found.
-fn check(
-    results: &[(usize, Outcome)],
-    effects: &[Effect],
-    journal: &std::collections::HashMap<(String, u64), Row>,
-) {
+fn check(results: &[(usize, Outcome)], effects: &[Effect], journal: &std::collections::HashMap<(String, u64), Row>) {
     use std::collections::{BTreeMap, BTreeSet};
     // At most once: compensable and irreversible effects; one idempotency key per idempotent one.
     let mut applied: BTreeMap<(&str, u64), Vec<&Effect>> = BTreeMap::new();
@@ -630,7 +708,10 @@ fn check(
             "reserve" | "pay" => assert!(list.len() == 1, "{tool} {n} applied {} times: {list:?}", list.len()),
             "refund" => {
                 let keys: BTreeSet<&str> = list.iter().map(|e| e.4.as_str()).collect();
-                assert!(keys.len() == 1, "refund {n} sent with several idempotency keys: {keys:?}");
+                assert!(
+                    keys.len() == 1,
+                    "refund {n} sent with several idempotency keys: {keys:?}"
+                );
             }
             other => panic!("unexpected tool {other} in a ledger"),
         }

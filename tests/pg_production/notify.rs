@@ -67,7 +67,9 @@ async fn listening_session(raw: &tokio_postgres::Client, app: &str) -> i32 {
 
 #[test]
 fn a_decision_through_one_store_wakes_a_waiter_on_another() {
-    let Some(url) = support::pg_url("a_decision_through_one_store_wakes_a_waiter_on_another") else { return };
+    let Some(url) = support::pg_url("a_decision_through_one_store_wakes_a_waiter_on_another") else {
+        return;
+    };
     tokio::runtime::Runtime::new().unwrap().block_on(async {
         let schema = support::schema("notify");
         let app = format!("et-notify-{}", std::process::id());
@@ -96,7 +98,9 @@ fn a_decision_through_one_store_wakes_a_waiter_on_another() {
         park(&deciding, "deny-me").await;
         let w = waiter(&waiting, "deny-me").await;
         deciding.deny("deny-me", "fin", Some("no".into())).await.unwrap();
-        tokio::time::timeout(WAKE_WITHIN, w).await.expect("the denial woke the waiter");
+        tokio::time::timeout(WAKE_WITHIN, w)
+            .await
+            .expect("the denial woke the waiter");
 
         // The listening connection is cut (a server restart, a failover): it listens again and
         // wakes every waiter, and the next decision wakes its waiter.

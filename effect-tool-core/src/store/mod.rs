@@ -190,12 +190,15 @@ pub trait Store: Send + Sync + 'static {
         Ok(None)
     }
 
-    /// Completes when a person's decision on `key` (approve, deny, resolve, amend) went through
-    /// this store object, so that a task waiting for it
+    /// Completes when a person's decision on `key` (approve, deny, resolve, amend) was made,
+    /// so that a task waiting for it
     /// ([`RunHandle::wait_for_approval`](crate::RunHandle::wait_for_approval)) reads the record
-    /// again at once. A hint, not a guarantee: waiters poll as well, which is all they do for
-    /// decisions made by other processes. The default never completes (waiters only poll);
-    /// [`MemoryStore`] implements it.
+    /// again at once. A hint, not a guarantee (it may also complete for no decision): waiters
+    /// poll as well. The default never completes (waiters only poll). [`MemoryStore`] wakes
+    /// for decisions made through the same store object; the PostgreSQL store for decisions
+    /// made through any store on the journal, in any process (`LISTEN`/`NOTIFY`; not behind a
+    /// pooler in transaction mode). SQLite's does not implement it: decisions of other processes
+    /// are found by polling.
     async fn changed(&self, key: &str) {
         let _ = key;
         std::future::pending::<()>().await

@@ -75,12 +75,13 @@ where
 pub(super) fn failed_after_tls(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut next = Some(err);
     while let Some(e) = next {
-        if e.downcast_ref::<rustls::Error>().is_some() || e.downcast_ref::<tokio_postgres::error::DbError>().is_some()
-        {
+        if e.downcast_ref::<rustls::Error>().is_some() || e.downcast_ref::<tokio_postgres::error::DbError>().is_some() {
             return true;
         }
         if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && io.get_ref().is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+            && io
+                .get_ref()
+                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
         {
             return true;
         }

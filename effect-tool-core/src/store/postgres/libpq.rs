@@ -3,8 +3,9 @@
 //!
 //! - For every setting the connection string leaves out: `PGHOST` (a comma-separated list, a
 //!   path for a Unix socket directory; `localhost` when unset), `PGPORT`, `PGUSER`,
-//!   `PGDATABASE`, `PGAPPNAME`. `PGSSLMODE` and `PGSSLROOTCERT` apply when neither the URL nor
-//!   [`PgOptions`](super::PgOptions) sets them. `PGCONNECT_TIMEOUT` is not read: the timeout is
+//!   `PGDATABASE`, `PGAPPNAME`. `PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT` and `PGSSLKEY` apply
+//!   when neither the URL nor [`PgOptions`](super::PgOptions) sets them (read in `connect_with`,
+//!   beside the TLS settings). `PGCONNECT_TIMEOUT` is not read: the timeout is
 //!   `PgOptions::connect_timeout`.
 //! - The password, when the string has none: `PGPASSWORD`, else the first matching line of the
 //!   password file (`PGPASSFILE`, default `~/.pgpass`): `host:port:database:user:password`, `*`

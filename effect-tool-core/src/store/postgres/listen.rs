@@ -130,7 +130,9 @@ async fn listen(
         };
         match result {
             Ok(()) => tracing::info!(%channel, "the PostgreSQL LISTEN connection closed; listening again"),
-            Err(e) => tracing::info!(%channel, error = %super::error_chain(&e), ?wait, "the PostgreSQL LISTEN connection failed; listening again"),
+            Err(e) => {
+                tracing::info!(%channel, error = %super::error_chain(&e), ?wait, "the PostgreSQL LISTEN connection failed; listening again")
+            }
         }
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(BACKOFF.1);

@@ -789,7 +789,14 @@ mod tests {
         );
         let named = format!("postgres://u@h/db?sslcert={}&sslkey=%2Fk.pem", default.display());
         assert_eq!(
-            cert(&named, Given { key: Some(Path::new("/given.key")), ..home }).unwrap(),
+            cert(
+                &named,
+                Given {
+                    key: Some(Path::new("/given.key")),
+                    ..home
+                }
+            )
+            .unwrap(),
             Some(ClientCert {
                 cert: default.clone(),
                 key: "/k.pem".into()
