@@ -183,10 +183,11 @@
 //!   e.g. while a commit waited for a synchronous standby, when PostgreSQL has committed
 //!   locally), connection exceptions (`08`), operator interventions (`57`), `40003` and
 //!   internal errors (`XX`) are unknown outcomes.
-//! - **Reconnecting with backoff.** New connections are tried again after 25 ms, doubling to
-//!   1 s, all callers of a store sharing one schedule, for up to
-//!   [`PgOptions::connect_timeout`] per operation, so calls made during the failover wait for
-//!   the new primary instead of failing at once. Pooled connections to the old primary are
+//! - **Reconnecting with backoff.** Once a store has connected, new connections that fail are
+//!   tried again after 25 ms, doubling to 1 s, all callers of a store sharing one schedule, for
+//!   up to [`PgOptions::connect_timeout`] per operation, so calls made during the failover wait
+//!   for the new primary instead of failing at once. (A store that never reached its server
+//!   fails at once: `connect_with` says so.) Pooled connections to the old primary are
 //!   dropped as they are found closed.
 //! - **What survives.** With synchronous replication (`synchronous_standby_names` and the
 //!   default `synchronous_commit = on`), every write the store acknowledged, except an
@@ -760,8 +761,8 @@ impl PostgresStore {
     }
 
     /// A pooled connection. When none can be opened (the server is down, failing over, or
-    /// refuses), attempts go on with backoff ([`connect`]) until
-    /// [`PgOptions::connect_timeout`] has passed since the first.
+    /// refuses) after the store has connected once, attempts go on with backoff ([`connect`])
+    /// until [`PgOptions::connect_timeout`] has passed since the first.
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
         let until = tokio::time::Instant::now() + self.shared.options.connect_timeout;
         loop {
@@ -782,7 +783,7 @@ impl PostgresStore {
             );
             // A refusal by the TLS rules will not change by trying again.
             let tls = self.shared.tls.explain(&e);
-            if opening && tls.is_none() {
+            if opening && tls.is_none() && self.shared.backoff.reconnecting() {
                 let wait = self.shared.backoff.failed();
                 if tokio::time::Instant::now() + wait < until {
                     tracing::debug!(error = %error_chain(&e), ?wait, "cannot connect to PostgreSQL; trying again");

@@ -8,10 +8,12 @@
 //!   store does not send every caller at it at once: after a failed connection attempt the
 //!   next waits 25 ms, doubling to at most 1 s (with jitter), all callers sharing one schedule,
 //!   and [`PgOptions::connect_timeout`](super::PgOptions::connect_timeout) bounds how long one
-//!   operation keeps trying. A multi-host string (`host=a,b target_session_attrs=read-write`)
+//!   operation keeps trying. Only once the store has connected: a store that never reached its
+//!   server (a wrong address, a server that is not there) says so at once. A multi-host string (`host=a,b target_session_attrs=read-write`)
 //!   is tried host by host on every attempt, so a promoted standby is found by the next one.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use deadpool_postgres::Connect;
@@ -97,6 +99,9 @@ const BACKOFF: (Duration, Duration) = (Duration::from_millis(25), Duration::from
 #[derive(Default)]
 pub(super) struct Backoff {
     state: Mutex<State>,
+    /// Whether a connection was ever made: until then a failure is reported at once (a
+    /// wrong address or a server that is not there should not take `connect_timeout` to say so).
+    connected: AtomicBool,
 }
 
 #[derive(Default)]
@@ -130,8 +135,14 @@ impl Backoff {
         wait
     }
 
+    /// Whether the store ever connected (only then is a failure worth attempts with backoff).
+    pub(super) fn reconnecting(&self) -> bool {
+        self.connected.load(Ordering::Relaxed)
+    }
+
     /// A connection was made: attempts go at once again.
     pub(super) fn succeeded(&self) {
+        self.connected.store(true, Ordering::Relaxed);
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if s.failures > 0 {
             tracing::info!(failures = s.failures, "PostgreSQL reachable again");
