@@ -31,7 +31,7 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
 fi
 export EFFECT_TOOL_REQUIRE_BROWSER=1
 
-# A real PgBouncer (Debian's 1.18) for tests/pg_production.rs: the conformance suite through it
+# A real PgBouncer (Debian's 1.18) for tests/pg_production/: the conformance suite through it
 # in transaction pooling mode. The test starts and stops its own instance.
 if [ ! -x /usr/sbin/pgbouncer ] && command -v apt-get >/dev/null 2>&1; then
   (export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq --no-install-recommends pgbouncer >/dev/null 2>&1 ||

@@ -553,21 +553,7 @@ fn failover_to_a_synchronous_standby_loses_nothing_and_applies_nothing_twice() {
     );
     let mut workers = Workers(
         (0..WORKERS)
-            .map(|w| {
-                Command::new(std::env::current_exe().unwrap())
-                    .args([
-                        "--ignored",
-                        "--exact",
-                        "pg_production::failover::worker",
-                        "--nocapture",
-                        "--test-threads=1",
-                    ])
-                    .env(JOB, job_of(&url, &files.0, w))
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .spawn()
-                    .expect("spawning a worker")
-            })
+            .map(|w| crate::common::worker::spawn(module_path!(), JOB, &job_of(&url, &files.0, w)))
             .collect(),
     );
     let recorded = |w: usize, after: u128| {

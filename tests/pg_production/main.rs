@@ -8,16 +8,23 @@
 //! fail. The servers of their own (PgBouncer, the primary and standby) are started on free
 //! ports by the cases and stopped by them, also when they fail.
 
+//!
+//! One test binary (as `tests/calls/` and the others, see TESTING.md, "Layout"): a test is named
+//! `<file>::<test>`, e.g. `cargo test --all-features --test pg_production failover::`.
+
+#[path = "../common/mod.rs"]
 mod common;
 
 #[cfg(feature = "postgres")]
-mod pg_production {
-    pub mod bouncer;
-    pub mod certificates;
-    pub mod failover;
-    pub mod notify;
-    pub mod support;
-}
+mod bouncer;
+#[cfg(feature = "postgres")]
+mod certificates;
+#[cfg(feature = "postgres")]
+mod failover;
+#[cfg(feature = "postgres")]
+mod notify;
+#[cfg(feature = "postgres")]
+mod support;
 
 /// Built without the `postgres` feature: nothing to run, which CI must not accept.
 #[cfg(not(feature = "postgres"))]
