@@ -228,3 +228,36 @@ fn statements_of_one_client_run_in_different_server_sessions() {
         },
     );
 }
+
+/// Behind a transaction pooler no `LISTEN` is possible: a task waiting for a person's decision
+/// polls, and still returns the decision another store object (another process, in production)
+/// made through the pooler.
+#[test]
+fn waiting_for_a_decision_through_the_pooler_polls_and_finds_it() {
+    effect_tool_core::conformance::run::<PgBouncerHarness, _, _>(
+        "waiting_for_a_decision_through_the_pooler_polls_and_finds_it",
+        || async {
+            use effect_tool_core::StoreExt;
+            let url = PgBouncerHarness::url();
+            let schema = support::schema("bouncer_wait");
+            let agent = PgBouncerHarness::connect(&url, &schema).await;
+            let person = PgBouncerHarness::connect(&url, &schema).await;
+            let intent = effect_tool_core::record::Intent {
+                approval: Some("finance".to_owned()),
+                ..crate::common::intent("bouncer-wait")
+            };
+            agent.claim("wait-me", intent, 30_000, false).await.unwrap();
+            let decide = tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                person.approve("wait-me", "fin", "finance").await.unwrap();
+            });
+            let run = effect_tool_core::Engine::new(agent).run(effect_tool_core::RunContext::new("bouncer-wait"));
+            let answer = run.wait_for_approval("wait-me", Duration::from_secs(30)).await.unwrap();
+            decide.await.unwrap();
+            assert!(
+                matches!(answer, effect_tool_core::notify::ApprovalAnswer::Approved { .. }),
+                "{answer:?}"
+            );
+        },
+    );
+}

@@ -957,8 +957,9 @@ impl RunHandle {
     /// [`ApprovalPending`]), or `timeout` passes, without calling the
     /// tool again. Then call it again: an approved call runs (once), a denied one fails with the
     /// reason. Reads the journal with backoff (20 ms, doubling, at most 1 s), and at once when a
-    /// decision goes through the same [`MemoryStore`](crate::MemoryStore)
-    /// ([`Store::changed`]). Cancel it by dropping the future (e.g. in a `tokio::select!`).
+    /// decision goes through the same [`MemoryStore`](crate::MemoryStore), or through any
+    /// PostgreSQL store on the journal, in any process (`NOTIFY`; not behind a pooler in
+    /// transaction mode) ([`Store::changed`]). Cancel it by dropping the future (e.g. in a `tokio::select!`).
     pub async fn wait_for_approval(
         &self,
         key: &str,
