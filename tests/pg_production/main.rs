@@ -24,6 +24,8 @@ mod failover;
 #[cfg(feature = "postgres")]
 mod notify;
 #[cfg(feature = "postgres")]
+mod retention;
+#[cfg(feature = "postgres")]
 mod support;
 
 /// Built without the `postgres` feature: nothing to run, which CI must not accept.

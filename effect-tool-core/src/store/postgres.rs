@@ -77,8 +77,10 @@
 //! connection is closed rather than pooled, so the next caller does not wait behind it. The
 //! engine treats that error as it treats a lost connection: a claim whose answer was lost is
 //! released once the journal answers again, and a record write is retried within
-//! [`crate::Engine::with_store_retry`]'s window. `gc` deletes in chunks of 10,000 records, each
-//! its own statement, so a large collection fits the same bound.
+//! [`crate::Engine::with_store_retry`]'s window. `gc` deletes in chunks, each its own statement
+//! and transaction, sized to take about 100 ms each (from 1,000 records, halving after a slower
+//! chunk and doubling after a fast one, between 100 and 10,000), so a large collection fits the
+//! same bound and holds its row locks (which a claim of a collected key waits for) briefly.
 //!
 //! A server-side `statement_timeout` shorter than this one (`ALTER ROLE app SET
 //! statement_timeout = '5s'`) turns a slow statement into a clean error (rolled back, outcome
@@ -469,10 +471,15 @@ struct Shared {
 
 const HELD_MAX: usize = 10_000;
 
-/// How many records one `gc` statement deletes: each chunk is its own short transaction (under
-/// [`PgOptions::statement_timeout`]), so a large collection neither holds its locks for long
-/// nor needs a longer timeout.
-const GC_CHUNK: i64 = 10_000;
+/// How many records one `gc` statement deletes at first, at least, and at most. Each chunk is its
+/// own transaction (under [`PgOptions::statement_timeout`]), whose row locks (which a claim of
+/// the same key waits for) last until its commit; the size follows [`GC_LOCK_TARGET`].
+const GC_CHUNK: (i64, i64, i64) = (1_000, 100, 10_000);
+
+/// How long one `gc` statement should take: a chunk that took longer halves the next, one that
+/// took less than a quarter of it doubles the next, so a large collection holds its locks for
+/// about this long at a time whatever the server's speed.
+const GC_LOCK_TARGET: Duration = Duration::from_millis(100);
 
 /// The statements, with the schema filled in.
 struct Sql {
@@ -577,12 +584,18 @@ impl Sql {
             clock: Stmt::new(format!("SELECT {CLOCK}"), &[]),
             gc: Stmt::new(
                 format!(
+                    // The conditions are repeated on the DELETE itself: a row changed (claimed
+                    // again) after the subquery's snapshot is checked again as it is now, and
+                    // kept (PostgreSQL rechecks only the DELETE's own conditions on the newer
+                    // row, not the subquery's).
                     "WITH gone AS (
                    DELETE FROM {s}.records WHERE key IN (
                      SELECT key FROM {s}.records
                      WHERE version = $2 AND expires_at IS NOT NULL AND expires_at <= $1
                        AND state NOT IN ('in-doubt', 'awaiting-approval', 'claimed')
                      LIMIT $3)
+                     AND version = $2 AND expires_at IS NOT NULL AND expires_at <= $1
+                     AND state NOT IN ('in-doubt', 'awaiting-approval', 'claimed')
                    RETURNING 1)
                  SELECT count(*) FROM gone"
                 ),
@@ -1220,19 +1233,27 @@ impl Store for PostgresStore {
 
     async fn gc(&self, now: Millis) -> Result<u64, StoreError> {
         let version = RECORD_VERSION as i32;
+        let (mut size, min, max) = GC_CHUNK;
         let mut dropped = 0;
         loop {
             let client = self.client().await?;
+            let started = tokio::time::Instant::now();
             let chunk = bounded!(self, client, async {
                 let gone: i64 = self
-                    .row(&client, &self.shared.sql.gc, &[&now, &version, &GC_CHUNK])
+                    .row(&client, &self.shared.sql.gc, &[&now, &version, &size])
                     .await?
                     .get(0);
                 Ok::<_, StoreError>(u64::try_from(gone).unwrap_or_default())
             })?;
             dropped += chunk;
-            if chunk < GC_CHUNK as u64 {
+            if chunk < size as u64 {
                 return Ok(dropped);
+            }
+            let took = started.elapsed();
+            if took > GC_LOCK_TARGET {
+                size = (size / 2).max(min);
+            } else if took < GC_LOCK_TARGET / 4 {
+                size = (size * 2).min(max);
             }
         }
     }
