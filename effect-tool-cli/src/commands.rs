@@ -250,6 +250,7 @@ async fn list(store: &dyn Store, args: ListArgs, json: bool, io: &mut Io<'_>) ->
         states,
         // With `stale`, some claims are dropped after listing: limit afterwards.
         limit: if want_stale { None } else { args.limit },
+        ..Filter::default()
     };
     let listing = store.list_report(&filter).await?;
     let note = skipped_note(&listing);

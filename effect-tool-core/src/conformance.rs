@@ -1721,6 +1721,68 @@ pub mod cases {
             .await
             .unwrap();
         assert!(none.is_empty());
+
+        // Pages of two, each after the last record of the one before: every record once, in
+        // the listing's order.
+        let mut filter = Filter {
+            limit: Some(2),
+            ..Filter::default()
+        };
+        let mut paged = Vec::new();
+        loop {
+            let page = s.list(&filter).await.unwrap();
+            assert!(page.len() <= 2, "a page holds at most its limit");
+            let last = page.last().cloned();
+            let full = page.len() == 2;
+            paged.extend(keys(page));
+            match last {
+                Some(last) if full => filter = filter.next_page(&last),
+                _ => break,
+            }
+        }
+        assert_eq!(
+            paged, newest_first,
+            "the pages, one after the other, are the whole listing"
+        );
+        // A page keeps the other conditions.
+        let newest = s.get(&made[4]).await.unwrap().unwrap();
+        let r1_after = keys(
+            s.list(
+                &Filter {
+                    run_id: Some("r1".to_owned()),
+                    ..Filter::default()
+                }
+                .next_page(&newest),
+            )
+            .await
+            .unwrap(),
+        );
+        assert_eq!(r1_after, vec![made[1].clone(), made[0].clone()]);
+        // A time range of `updated_at`: from the second record's (included) to the fourth's
+        // (excluded).
+        let mut at = Vec::new();
+        for k in &made {
+            at.push(s.get(k).await.unwrap().unwrap().updated_at);
+        }
+        let ranged = keys(
+            s.list(&Filter {
+                updated_since: Some(at[1]),
+                updated_before: Some(at[3]),
+                ..Filter::default()
+            })
+            .await
+            .unwrap(),
+        );
+        let expected: Vec<String> = newest_first
+            .iter()
+            .filter(|k| {
+                let t = at[made.iter().position(|m| m == *k).unwrap()];
+                t >= at[1] && t < at[3]
+            })
+            .cloned()
+            .collect();
+        assert!(expected.contains(&made[1]) && !expected.contains(&made[3]), "{at:?}");
+        assert_eq!(ranged, expected);
     }
 
     /// Many tasks claim the same keys at once: exactly one claim per key wins.

@@ -286,6 +286,7 @@ async fn list(State(console): State<Arc<Console>>, Query(q): Query<ListQuery>) -
         tool: q.tool,
         states,
         limit: None,
+        ..Filter::default()
     };
     let store = &console.store;
     let now = store.now();

@@ -1199,6 +1199,26 @@ impl Store for PostgresStore {
             types.push(Type::TEXT_ARRAY);
             sql.push_str(&format!(" AND state = ANY(${})", params.len()));
         }
+        if let Some(since) = filter.updated_since {
+            params.push(Box::new(since));
+            types.push(Type::INT8);
+            sql.push_str(&format!(" AND updated_at >= ${}", params.len()));
+        }
+        if let Some(before) = filter.updated_before {
+            params.push(Box::new(before));
+            types.push(Type::INT8);
+            sql.push_str(&format!(" AND updated_at < ${}", params.len()));
+        }
+        if let Some(after) = &filter.after {
+            params.push(Box::new(after.updated_at));
+            types.push(Type::INT8);
+            params.push(Box::new(after.key.clone()));
+            types.push(Type::TEXT);
+            let (at, key) = (params.len() - 1, params.len());
+            sql.push_str(&format!(
+                " AND (updated_at < ${at} OR (updated_at = ${at} AND key > ${key}))"
+            ));
+        }
         sql.push_str(" ORDER BY updated_at DESC, key ASC");
         if let Some(limit) = filter.limit {
             params.push(Box::new(i64::try_from(limit).unwrap_or(i64::MAX)));

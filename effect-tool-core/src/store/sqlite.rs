@@ -1077,6 +1077,23 @@ fn list_sql(filter: &Filter) -> (String, Vec<rusqlite::types::Value>) {
             .collect();
         sql.push_str(&format!(" AND ({})", terms.join(" OR ")));
     }
+    if let Some(since) = filter.updated_since {
+        args.push(SqlValue::Integer(since));
+        sql.push_str(&format!(" AND updated_at >= ?{}", args.len()));
+    }
+    if let Some(before) = filter.updated_before {
+        args.push(SqlValue::Integer(before));
+        sql.push_str(&format!(" AND updated_at < ?{}", args.len()));
+    }
+    if let Some(after) = &filter.after {
+        args.push(SqlValue::Integer(after.updated_at));
+        let at = args.len();
+        args.push(SqlValue::Text(after.key.clone()));
+        sql.push_str(&format!(
+            " AND (updated_at < ?{at} OR (updated_at = ?{at} AND key > ?{}))",
+            args.len()
+        ));
+    }
     sql.push_str(" ORDER BY updated_at DESC, key ASC");
     if let Some(limit) = filter.limit {
         args.push(SqlValue::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
