@@ -2155,23 +2155,32 @@ impl Harness for PostgresHarness {
         Arc::new(PostgresHarness::connect(url, schema).await)
     }
     async fn plant_future_record(&self, key: &str) -> bool {
-        let (client, conn) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
-            .await
-            .expect("connect to PostgreSQL directly");
-        tokio::spawn(conn);
-        let version = (crate::record::RECORD_VERSION + 1) as i32;
-        client
+        plant_future_postgres_record(&self.url, &self.schema, key).await;
+        true
+    }
+}
+
+/// Write, behind the store's back (a direct connection to `url`, no TLS), a record under `key`
+/// in the PostgreSQL journal of schema `schema` as a future version of effect-tool would
+/// ([`Harness::plant_future_record`]), for harnesses of PostgreSQL journals reached another way
+/// (through a pooler, say).
+#[cfg(feature = "postgres")]
+pub async fn plant_future_postgres_record(url: &str, schema: &str, key: &str) {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect to PostgreSQL directly");
+    tokio::spawn(conn);
+    let version = (crate::record::RECORD_VERSION + 1) as i32;
+    client
             .execute(
                 &format!(
                     "INSERT INTO \"{}\".records (key, version, tool, class, run_id, fingerprint, input, state, attempt,
                        created_at, updated_at, expires_at, output)
                      VALUES ($1, $2, 'future_tool', 'teleport', 'r', 'f', '{{\"v2\":\"shape\"}}', 'quantum', 7, 0, 0, 1, '\"x\"')",
-                    self.schema
+                    schema
                 ),
                 &[&key, &version],
             )
             .await
             .expect("plant a future record");
-        true
-    }
 }

@@ -174,20 +174,8 @@ impl Harness for PgBouncerHarness {
 
     async fn plant_future_record(&self, key: &str) -> bool {
         // Behind the store's back, on the server itself.
-        let client = support::raw(&std::env::var(PG_URL_ENV).unwrap()).await;
-        let version = (effect_tool_core::record::RECORD_VERSION + 1) as i32;
-        client
-            .execute(
-                &format!(
-                    "INSERT INTO \"{}\".records (key, version, tool, class, run_id, fingerprint, input, state, attempt,
-                       created_at, updated_at, expires_at, output)
-                     VALUES ($1, $2, 'future_tool', 'teleport', 'r', 'f', '{{\"v2\":\"shape\"}}', 'quantum', 7, 0, 0, 1, '\"x\"')",
-                    self.schema
-                ),
-                &[&key, &version],
-            )
-            .await
-            .expect("plant a future record");
+        let server = std::env::var(PG_URL_ENV).unwrap();
+        effect_tool_core::conformance::plant_future_postgres_record(&server, &self.schema, key).await;
         true
     }
 }

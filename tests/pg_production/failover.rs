@@ -253,6 +253,17 @@ impl Cluster {
         );
     }
 
+    /// Run the client program `name` (as `postgres`) against the primary, with `args`.
+    fn client(&self, name: &str, args: &[&str]) {
+        let port = self.primary_port.to_string();
+        let out = as_postgres(pg_bin(name))
+            .args(["-h", "127.0.0.1", "-p", &port, "-U", "postgres"])
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("running {name}: {e}"));
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
     fn url(&self, port: u16) -> String {
         format!("postgres://postgres@127.0.0.1:{port}/effect_tool_test")
     }
@@ -297,41 +308,20 @@ impl Cluster {
             .expect("running initdb");
         assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
         cluster.start("primary", cluster.primary_port, "");
-        let out = as_postgres(pg_bin("createdb"))
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &cluster.primary_port.to_string(),
-                "-U",
-                "postgres",
-            ])
-            .arg("effect_tool_test")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "createdb: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let out = as_postgres(pg_bin("pg_basebackup"))
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &cluster.primary_port.to_string(),
-                "-U",
-                "postgres",
-            ])
-            .arg("-D")
-            .arg(cluster.data("standby"))
-            .args(["-X", "stream", "-R", "-c", "fast", "-N"])
-            .output()
-            .expect("running pg_basebackup");
-        assert!(
-            out.status.success(),
-            "pg_basebackup: {}",
-            String::from_utf8_lossy(&out.stderr)
+        cluster.client("createdb", &["effect_tool_test"]);
+        let standby = cluster.data("standby");
+        cluster.client(
+            "pg_basebackup",
+            &[
+                "-D",
+                standby.to_str().unwrap(),
+                "-X",
+                "stream",
+                "-R",
+                "-c",
+                "fast",
+                "-N",
+            ],
         );
         let auto = cluster.data("standby").join("postgresql.auto.conf");
         let mut conf = std::fs::OpenOptions::new().append(true).open(&auto).unwrap();
@@ -350,29 +340,16 @@ impl Cluster {
         );
         // Only now, and only on the primary (the standby's copy of the configuration is older):
         // commits wait for the standby's flush; once promoted, it waits for nobody.
-        let out = as_postgres(pg_bin("psql"))
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &cluster.primary_port.to_string(),
-                "-U",
-                "postgres",
+        cluster.client(
+            "psql",
+            &[
                 "-d",
                 "postgres",
-            ])
-            .args([
                 "-c",
                 "ALTER SYSTEM SET synchronous_standby_names = 'standby1'",
                 "-c",
                 "SELECT pg_reload_conf()",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "synchronous_standby_names: {}",
-            String::from_utf8_lossy(&out.stderr)
+            ],
         );
         cluster
     }
