@@ -1,6 +1,7 @@
 //! The command line, as clap types.
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use effect_tool_core::store::Cursor;
 use effect_tool_core::{RecordState, Window};
 
 /// Shown after `--help`: the store, the exit codes.
@@ -165,9 +166,70 @@ pub struct ListArgs {
     /// expired: its worker crashed or hangs).
     #[arg(long, value_delimiter = ',', value_parser = parse_state_filter, value_name = "STATE")]
     pub state: Vec<StateFilter>,
-    /// At most this many records.
+    /// At most this many records. When there are more, the last line says how to read the
+    /// next page (`--after CURSOR`).
     #[arg(long)]
     pub limit: Option<usize>,
+    /// Only records last updated at or after WHEN: an RFC 3339 time (`2026-12-01T09:00:00Z`)
+    /// or a time ago (`90m`, `2h`, `7days`).
+    #[arg(long, value_parser = parse_when, value_name = "WHEN")]
+    pub since: Option<When>,
+    /// Only records last updated before WHEN (as --since).
+    #[arg(long, value_parser = parse_when, value_name = "WHEN")]
+    pub before: Option<When>,
+    /// The next page: the records after CURSOR, as the previous page's last line printed it.
+    #[arg(long, value_parser = parse_cursor, value_name = "CURSOR")]
+    pub after: Option<Cursor>,
+}
+
+/// A point in time on the command line: an instant, or a span before now (the journal's clock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    /// Milliseconds since the Unix epoch.
+    At(i64),
+    /// This long before now.
+    Ago(std::time::Duration),
+}
+
+impl When {
+    /// Milliseconds since the Unix epoch, `now` being the journal's clock.
+    pub fn millis(self, now: i64) -> i64 {
+        match self {
+            When::At(ms) => ms,
+            When::Ago(d) => now.saturating_sub(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        }
+    }
+}
+
+fn parse_when(s: &str) -> Result<When, String> {
+    if let Ok(t) = humantime::parse_rfc3339_weak(s) {
+        let ms = t
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_err(|_| format!("`{s}` is before 1970"))?
+            .as_millis();
+        return Ok(When::At(i64::try_from(ms).unwrap_or(i64::MAX)));
+    }
+    humantime::parse_duration(s)
+        .map(When::Ago)
+        .map_err(|_| format!("`{s}` is neither a time (2026-12-01T09:00:00Z) nor a time ago (90m, 2h, 7days)"))
+}
+
+/// The text form of a listing's place: `<updated_at ms>:<key>`.
+pub fn cursor_text(c: &Cursor) -> String {
+    format!("{}:{}", c.updated_at, c.key)
+}
+
+fn parse_cursor(s: &str) -> Result<Cursor, String> {
+    let bad = || format!("`{s}` is not a cursor: give the `--after` value the previous page printed");
+    let (at, key) = s.split_once(':').ok_or_else(bad)?;
+    let updated_at = at.parse().map_err(|_| bad())?;
+    if key.is_empty() {
+        return Err(bad());
+    }
+    Ok(Cursor {
+        updated_at,
+        key: key.to_owned(),
+    })
 }
 
 /// `resolve` options.
@@ -294,6 +356,20 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn times_and_cursors_parse() {
+        assert_eq!(parse_when("2h"), Ok(When::Ago(std::time::Duration::from_secs(7200))));
+        assert_eq!(parse_when("1970-01-01T00:00:01Z"), Ok(When::At(1000)));
+        assert_eq!(When::Ago(std::time::Duration::from_secs(1)).millis(5000), 4000);
+        assert!(parse_when("yesterday-ish").unwrap_err().contains("neither a time"));
+        let c = Cursor {
+            updated_at: 17,
+            key: "run:tool:ab:cd".into(),
+        };
+        assert_eq!(parse_cursor(&cursor_text(&c)), Ok(c));
+        assert!(parse_cursor("no-colon").is_err() && parse_cursor("x:key").is_err());
     }
 
     #[test]

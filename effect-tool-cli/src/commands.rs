@@ -250,7 +250,9 @@ async fn list(store: &dyn Store, args: ListArgs, json: bool, io: &mut Io<'_>) ->
         states,
         // With `stale`, some claims are dropped after listing: limit afterwards.
         limit: if want_stale { None } else { args.limit },
-        ..Filter::default()
+        updated_since: args.since.map(|w| w.millis(now)),
+        updated_before: args.before.map(|w| w.millis(now)),
+        after: args.after.clone(),
     };
     let listing = store.list_report(&filter).await?;
     let note = skipped_note(&listing);
@@ -287,6 +289,16 @@ async fn list(store: &dyn Store, args: ListArgs, json: bool, io: &mut Io<'_>) ->
     table.write(io.out).map_err(io_error)?;
     let n = records.len();
     write(io.out, &format!("{n} record{}\n", if n == 1 { "" } else { "s" }))?;
+    // A full page may have a next one: say how to read it.
+    if let (Some(limit), Some(last)) = (args.limit, records.last())
+        && n == limit
+    {
+        let cursor = crate::cli::cursor_text(&effect_tool_core::store::Cursor::of(last));
+        write(
+            io.out,
+            &format!("next page: the same command with --after {}\n", shell_quote(&cursor)),
+        )?;
+    }
     note.map_or(Ok(()), |n| write(io.out, &n))
 }
 

@@ -91,8 +91,36 @@ async fn list(j: &Journal) {
     assert!(by_tool.ok().contains(&parked) && !by_tool.ok().contains(&doubt));
     let none = j.cli(&["list", "--run", &run, "--state", "denied"]);
     assert_eq!(none.ok(), "no records match\n");
+    // Pages: a full page says how to read the next one; the next one has the other record.
     let limited = j.cli(&["list", "--run", &run, "--limit", "1"]);
-    assert!(limited.ok().ends_with("1 record\n"), "{limited:?}");
+    let first = limited.ok();
+    let next = first
+        .lines()
+        .last()
+        .and_then(|l| l.strip_prefix("next page: the same command with --after "))
+        .unwrap_or_else(|| panic!("no next page: {first}"));
+    assert!(first.contains("1 record\n"), "{first}");
+    let cursor = next.trim_matches('\'');
+    let second = j.cli(&["list", "--run", &run, "--limit", "1", "--after", cursor]);
+    let second = second.ok();
+    let shown = |text: &str| [&doubt, &parked].iter().filter(|k| text.contains(k.as_str())).count();
+    assert_eq!((shown(first), shown(second)), (1, 1), "{first}{second}");
+    assert_ne!(first.contains(&doubt), second.contains(&doubt), "{first}{second}");
+    let last = j.cli(&["list", "--run", &run, "--limit", "2", "--after", cursor]);
+    assert!(
+        last.ok().ends_with("1 record\n"),
+        "a page not full is the last: {last:?}"
+    );
+    // A time range: updated within the hour; before 1970-01-02 nothing.
+    assert!(
+        j.cli(&["list", "--run", &run, "--since", "1h"])
+            .ok()
+            .ends_with("2 records\n")
+    );
+    let old = j.cli(&["list", "--run", &run, "--before", "1970-01-02T00:00:00Z"]);
+    assert_eq!(old.ok(), "no records match\n");
+    let future = j.cli(&["list", "--run", &run, "--since", "2999-01-01T00:00:00Z"]);
+    assert_eq!(future.ok(), "no records match\n");
 
     // JSON for scripts: the records in the stored schema.
     let json = j.cli(&["list", "--run", &run, "--json"]).json();
