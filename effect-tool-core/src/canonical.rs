@@ -204,13 +204,10 @@ impl<'de> Visitor<'de> for StrictVisitor {
     fn visit_str<E>(self, v: &str) -> Result<Value, E> {
         Ok(Value::String(v.to_owned()))
     }
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
+    // No `visit_string` or `visit_none`: JSON text never reaches them (serde_json hands strings
+    // to `visit_str`/`visit_borrowed_str`, and `null` to `visit_unit`), and serde's defaults
+    // forward `visit_string` to `visit_str`.
     fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_none<E>(self) -> Result<Value, E> {
         Ok(Value::Null)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
