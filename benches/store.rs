@@ -12,7 +12,10 @@
 //!   one caller: its claim is flushed before the tool runs, as the idempotent one's is not;
 //! - `journal SQL alone`: the statements the journal runs for a new call (the lookup on
 //!   SQLite, the claim's INSERT, the record's UPDATE) on the baseline's plain connection, with
-//!   no engine: what a new call costs in the database itself, whoever sends it.
+//!   no engine: what a new call costs in the database itself, whoever sends it; and the same
+//!   with the claim committed unflushed, as for an idempotent tool (SQLite: `PRAGMA synchronous
+//!   = NORMAL` for the claim, back to `FULL` for the record; PostgreSQL: the claim's statement
+//!   sets `synchronous_commit = off` for its transaction).
 //!
 //! Targets: an idempotent new call (sequential) ≤ 1.3 × one raw commit on SQLite FULL, ≤ 1.2 ×
 //! one raw commit plus one raw point SELECT on PostgreSQL (its claim needs no flush of its own);
@@ -20,7 +23,8 @@
 //! throughput; replay ≤ 2 × a raw point SELECT.
 //!
 //! `EFFECT_TOOL_BENCH_ONLY=fresh` measures instead the first 2,000 new calls of a new SQLite
-//! journal (FULL) against 2,000 on a warm one, interleaved (target: fresh ≤ 1.2 × warm).
+//! journal (FULL) against 2,000 on a warm one, in alternating blocks of 100 (target: fresh ≤
+//! 1.2 × warm).
 //!
 //! Run: `cargo bench --bench store` (SQLite), and with PostgreSQL:
 //! `eval "$(.ci/postgres.sh start)" && cargo bench --features postgres --bench store`.
@@ -152,7 +156,7 @@ struct Figures {
     /// What an idempotent new call is held to on this backend.
     target: IdempotentTarget,
     /// Per round: raw commit, raw select, sequential, 64 callers, replay, irreversible
-    /// sequential, the journal's SQL alone (seconds per op).
+    /// sequential, the journal's SQL alone, the same with the claim unflushed (seconds per op).
     rounds: Vec<Vec<f64>>,
 }
 
@@ -346,14 +350,19 @@ fn sqlite(rt: &tokio::runtime::Runtime, dir: &std::path::Path, synchronous: Sync
                 .unwrap();
         }
     });
-    let journal_sql: Op<'_> = Box::new(|n| {
-        let keys = new_keys(n);
-        let mut lookup = floor
+    // `unflushed`: the claim commits under `synchronous = NORMAL`, the record under the
+    // configured level, as the store does for an idempotent tool (two `PRAGMA`s per call).
+    let journal_sql = |unflushed: bool| -> Op<'_> {
+        let (floor, payload, checkpoint) = (&floor, &payload, &checkpoint);
+        let switch = unflushed && synchronous == Synchronous::Full;
+        Box::new(move |n| {
+            let keys = new_keys(n);
+            let mut lookup = floor
             .prepare_cached(
                 "SELECT version, state, attempt, output, fingerprint, lease_until FROM effect_records WHERE key = ?1",
             )
             .unwrap();
-        let mut claim = floor
+            let mut claim = floor
             .prepare_cached(
                 "INSERT INTO effect_records (key, version, tool, class, run_id, thread_id, call_id, fingerprint, input,
                    state, attempt, lease_until, output, reason, approval_role, decided_by, created_at, updated_at,
@@ -362,34 +371,42 @@ fn sqlite(rt: &tokio::runtime::Runtime, dir: &std::path::Path, synchronous: Sync
                    NULL, NULL, NULL, NULL, ?5, ?5, NULL)",
             )
             .unwrap();
-        let mut record = floor
-            .prepare_cached(
-                "UPDATE effect_records SET state = 'completed', lease_until = NULL, output = ?2, updated_at = ?3
+            let mut record = floor
+                .prepare_cached(
+                    "UPDATE effect_records SET state = 'completed', lease_until = NULL, output = ?2, updated_at = ?3
                  WHERE key = ?1 AND state = 'claimed' AND attempt = 1 AND updated_at = ?4 AND lease_until IS ?5
                    AND version = 1",
-            )
-            .unwrap();
-        let start = Instant::now();
-        for (i, key) in keys.iter().enumerate() {
-            let now = effect_tool::record::now_millis();
-            let found = lookup.exists([key]).unwrap();
-            assert!(!found);
-            claim
-                .execute(rusqlite::params![key, FINGERPRINT, payload, now + 30_000, now])
+                )
                 .unwrap();
-            let n = record
-                .execute(rusqlite::params![key, "12345", now + 1, now, now + 30_000])
-                .unwrap();
-            assert_eq!(n, 1);
-            if i % 64 == 63 {
-                checkpoint.send(()).unwrap();
+            let start = Instant::now();
+            for (i, key) in keys.iter().enumerate() {
+                let now = effect_tool::record::now_millis();
+                let found = lookup.exists([key]).unwrap();
+                assert!(!found);
+                if switch {
+                    floor.execute_batch("PRAGMA synchronous = NORMAL").unwrap();
+                }
+                claim
+                    .execute(rusqlite::params![key, FINGERPRINT, payload, now + 30_000, now])
+                    .unwrap();
+                if switch {
+                    floor.execute_batch("PRAGMA synchronous = FULL").unwrap();
+                }
+                let n = record
+                    .execute(rusqlite::params![key, "12345", now + 1, now, now + 30_000])
+                    .unwrap();
+                assert_eq!(n, 1);
+                if i % 64 == 63 {
+                    checkpoint.send(()).unwrap();
+                }
             }
-        }
-        start.elapsed()
-    });
+            start.elapsed()
+        })
+    };
     let mut ops = vec![raw_commit, raw_select];
     ops.extend(engine_ops(rt, Arc::new(store)));
-    ops.push(journal_sql);
+    ops.push(journal_sql(false));
+    ops.push(journal_sql(true));
     let target = match synchronous {
         Synchronous::Full => IdempotentTarget::OneCommit(Some(1.3)),
         Synchronous::Normal => IdempotentTarget::OneCommit(None),
@@ -462,7 +479,7 @@ fn postgres(rt: &tokio::runtime::Runtime) -> Option<Figures> {
     // The journal's own SQL for a new call, on the plain connection, no engine: the claim's
     // INSERT (the engine does no lookup first on PostgreSQL: a claim answers replays) and the
     // record's compare-and-set UPDATE.
-    let (claim, record) = rt.block_on(async {
+    let (claim, claim_unflushed, record) = rt.block_on(async {
         let claim = raw
             .prepare(
                 "INSERT INTO effect_tool_bench.records (key, version, tool, class, run_id, thread_id, call_id,
@@ -470,6 +487,20 @@ fn postgres(rt: &tokio::runtime::Runtime) -> Option<Figures> {
                    created_at, updated_at, expires_at)
                  VALUES ($1, 1, 'issue_refund', 'idempotent', 'bench-floor', NULL, NULL, $2, $3::text::json, 'claimed',
                    1, $4, NULL, NULL, NULL, NULL, $5, $5, NULL)
+                 ON CONFLICT (key) DO NOTHING RETURNING row_version",
+            )
+            .await
+            .unwrap();
+        // The same insert, committed without waiting for its WAL flush, as the store sends
+        // an idempotent tool's claim (the setting made inside the one statement).
+        let claim_unflushed = raw
+            .prepare(
+                "INSERT INTO effect_tool_bench.records (key, version, tool, class, run_id, thread_id, call_id,
+                   fingerprint, input, state, attempt, lease_until, output, reason, approval_role, decided_by,
+                   created_at, updated_at, expires_at)
+                 SELECT $1::text, 1, 'issue_refund', 'idempotent', 'bench-floor', NULL, NULL, $2::text, $3::text::json,
+                   'claimed', 1, $4::bigint, NULL, NULL, NULL, NULL, $5::bigint, $5::bigint, NULL
+                 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS one
                  ON CONFLICT (key) DO NOTHING RETURNING row_version",
             )
             .await
@@ -482,29 +513,34 @@ fn postgres(rt: &tokio::runtime::Runtime) -> Option<Figures> {
             )
             .await
             .unwrap();
-        (claim, record)
+        (claim, claim_unflushed, record)
     });
-    let journal_sql: Op<'_> = Box::new(|n| {
-        let keys = new_keys(n);
-        rt.block_on(async {
-            let start = Instant::now();
-            for key in &keys {
-                let now = effect_tool::record::now_millis();
-                let row = raw
-                    .query_one(&claim, &[key, &FINGERPRINT, &payload, &(now + 30_000), &now])
-                    .await
-                    .unwrap();
-                let version: i64 = row.get(0);
-                raw.query_one(&record, &[key, &"12345", &(now + 1), &version])
-                    .await
-                    .unwrap();
-            }
-            start.elapsed()
+    let journal_sql = |unflushed: bool| -> Op<'_> {
+        let (raw, record) = (&raw, &record);
+        let (claim, payload) = (if unflushed { &claim_unflushed } else { &claim }, &payload);
+        Box::new(move |n| {
+            let keys = new_keys(n);
+            rt.block_on(async {
+                let start = Instant::now();
+                for key in &keys {
+                    let now = effect_tool::record::now_millis();
+                    let row = raw
+                        .query_one(claim, &[key, &FINGERPRINT, payload, &(now + 30_000), &now])
+                        .await
+                        .unwrap();
+                    let version: i64 = row.get(0);
+                    raw.query_one(record, &[key, &"12345", &(now + 1), &version])
+                        .await
+                        .unwrap();
+                }
+                start.elapsed()
+            })
         })
-    });
+    };
     let mut ops = vec![raw_commit, raw_select];
     ops.extend(engine_ops(rt, Arc::new(store)));
-    ops.push(journal_sql);
+    ops.push(journal_sql(false));
+    ops.push(journal_sql(true));
     Some(Figures {
         backend: "PostgreSQL 15, loopback TCP".to_owned(),
         target: IdempotentTarget::CommitAndSelect(1.2),
@@ -528,9 +564,9 @@ fn print_by_class(all: &[Figures], in_memory_irreversible: f64) {
     let mark = |ok: bool| if ok { "✓" } else { "✗" };
     println!("\nDurability by class, in the same rounds:\n");
     println!(
-        "| backend | idempotent new call | ÷ its baseline (target) | irreversible new call | ÷ 2 raw commits (target ≤ 1.2) |"
+        "| backend | idempotent new call | ÷ its baseline (target) | its SQL alone (claim unflushed) | SQL ÷ baseline | call ÷ its SQL | irreversible new call | ÷ 2 raw commits (target ≤ 1.2) |"
     );
-    println!("|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for f in all {
         let idem = f.ratio(|r| r[2] / f.target.base(r));
         let idem_target = match f.target.limit() {
@@ -539,15 +575,21 @@ fn print_by_class(all: &[Figures], in_memory_irreversible: f64) {
         };
         let irr = f.ratio(|r| r[5] / (2.0 * r[0]));
         println!(
-            "| {} | {} | {idem:.2} ÷ {} ({idem_target}) | {} | {irr:.2} {} |",
+            "| {} | {} | {idem:.2} ÷ {} ({idem_target}) | {} | {:.2} | {:.2} | {} | {irr:.2} {} |",
             f.backend,
             us(f.col(2)),
             f.target.label(),
+            us(f.col(7)),
+            f.ratio(|r| r[7] / f.target.base(r)),
+            f.ratio(|r| r[2] / r[7]),
             us(f.col(5)),
             mark(irr <= 1.2),
         );
     }
-    println!("| in-memory store | — | — | {} | — |", us(in_memory_irreversible));
+    println!(
+        "| in-memory store | — | — | — | — | — | {} | — |",
+        us(in_memory_irreversible)
+    );
 }
 
 /// Calls in a fresh journal's first stretch, and in each warm sample.
@@ -558,9 +600,14 @@ fn timed_calls(rt: &tokio::runtime::Runtime, engine: &Engine, n: u64) -> f64 {
     new_calls(rt, engine, &Refund, &RunContext::new("bench-fresh"), n).as_secs_f64() / n as f64
 }
 
+/// Calls per block: the fresh and the warm journal take turns, a block each.
+const FRESH_BLOCK: u64 = 100;
+
 /// A fresh journal against a warm one (SQLite FULL): per round, the first `FRESH_CALLS` new
-/// calls of a journal just created (its files growing from nothing), then `FRESH_CALLS` on a
-/// journal warmed by 10,000 calls, interleaved.
+/// calls of a journal just created (its files growing from nothing) and `FRESH_CALLS` on a
+/// journal warmed by 10,000 calls, in alternating blocks of `FRESH_BLOCK` calls, so that the
+/// disk's swings (its fsync latency moves by 10× from one minute to the next on a shared
+/// machine) hit both alike.
 fn fresh_vs_warm(rt: &tokio::runtime::Runtime, dir: &std::path::Path) {
     let warm = Engine::new(SqliteStore::open(dir.join("warm.db")).unwrap());
     timed_calls(rt, &warm, 10_000);
@@ -568,12 +615,17 @@ fn fresh_vs_warm(rt: &tokio::runtime::Runtime, dir: &std::path::Path) {
         .map(|i| {
             let path = dir.join(format!("fresh-{i}.db"));
             let fresh = Engine::new(SqliteStore::open(&path).unwrap());
-            let f = timed_calls(rt, &fresh, FRESH_CALLS);
+            let (mut f, mut w) = (0.0, 0.0);
+            for _ in 0..FRESH_CALLS / FRESH_BLOCK {
+                f += timed_calls(rt, &fresh, FRESH_BLOCK);
+                w += timed_calls(rt, &warm, FRESH_BLOCK);
+            }
             drop(fresh);
             for suffix in ["", "-wal", "-shm"] {
                 let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
             }
-            (f, timed_calls(rt, &warm, FRESH_CALLS))
+            let blocks = (FRESH_CALLS / FRESH_BLOCK) as f64;
+            (f / blocks, w / blocks)
         })
         .collect();
     let fresh = median(rounds.iter().map(|r| r.0).collect());

@@ -65,7 +65,11 @@
 //!   copies few pages. Under a steady stream of writes they never let the WAL start over, so
 //!   SQLite's automatic checkpoint, in a commit, still runs when the WAL reaches 10,000 pages
 //!   (~40 MB) with `FULL`, 40,000 (~160 MB) with `NORMAL`, where it costs a larger share of a
-//!   commit (SQLite's default is 1,000).
+//!   commit (SQLite's default is 1,000). With `FULL`, the checkpoint thread also keeps the WAL
+//!   file a few MB longer than the frames in it, up to that bound (zeros written past its end
+//!   under the write lock, then synced), so that a commit's fsync overwrites blocks the file
+//!   already has instead of also growing the file, which cost a new (or reopened) journal's
+//!   first ~2,000 calls up to twice as much.
 //!   Reads (`get`, `list`, `audit`) run on tokio's blocking pool over separate read
 //!   connections (WAL lets them proceed while a write commits).
 //! - **Lookups and claims that need no write never take the write lock.** [`Store::lookup`]
@@ -232,10 +236,11 @@ impl SqliteStore {
         // Checkpoints run on their own thread and connection, asked for often enough that the
         // WAL rarely reaches SQLite's automatic checkpoint in a caller's commit.
         let checkpointer = open_connection(&path, &options, false)?;
+        let ahead = WalAhead::new(&path, &options, &checkpointer);
         let (checkpoint, checkpoint_rx) = mpsc::sync_channel(1);
         std::thread::Builder::new()
             .name("effect-tool-sqlite-checkpoint".to_owned())
-            .spawn(move || checkpoint_loop(checkpointer, checkpoint_rx))
+            .spawn(move || checkpoint_loop(checkpointer, checkpoint_rx, ahead))
             .map_err(|e| StoreError::Backend(format!("cannot start the SQLite checkpoint thread: {e}")))?;
         let mut readers = Vec::with_capacity(options.read_connections);
         for _ in 0..options.read_connections.max(1) {
@@ -1269,15 +1274,116 @@ fn autocheckpoint_pages(synchronous: Synchronous) -> usize {
 /// The checkpoint thread: copy committed WAL frames into the database file when the writer
 /// asks, without blocking it (`PASSIVE` waits for no lock, and skips frames a reader still
 /// needs). It syncs the database file as the connection's `synchronous` setting says before
-/// the WAL is reused, as SQLite's own automatic checkpoints do: durability is unchanged.
-fn checkpoint_loop(conn: Connection, asked: mpsc::Receiver<()>) {
+/// the WAL is reused, as SQLite's own automatic checkpoints do: durability is unchanged. Then,
+/// under `FULL`, it keeps the WAL file ahead of the frames written ([`WalAhead`]).
+fn checkpoint_loop(conn: Connection, asked: mpsc::Receiver<()>, ahead: Option<WalAhead>) {
     while asked.recv().is_ok() {
         let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
             Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
         });
-        if let Err(e) = done {
-            tracing::debug!(error = %e, "a background SQLite checkpoint failed; the next one, or the writer, will do it");
+        match done {
+            Ok((_, frames, _)) => {
+                if let Some(ahead) = &ahead {
+                    ahead.keep_ahead(&conn, u64::try_from(frames).unwrap_or(0));
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "a background SQLite checkpoint failed; the next one, or the writer, will do it")
+            }
         }
+    }
+}
+
+/// How far ahead of the last frame written the WAL file is kept (bytes), at least.
+const WAL_AHEAD_LOW: u64 = 4 << 20;
+/// How much the WAL file is extended by at a time (bytes).
+const WAL_AHEAD_STEP: u64 = 4 << 20;
+
+/// Keeps the WAL file longer than the frames in it, with blocks already written (zeros), so
+/// that a commit's fsync under `synchronous = FULL` does not also extend the file.
+///
+/// A commit that appends past the file's end makes its fsync write the file system's metadata
+/// too (the new blocks, the file's size: on ext4 a journal commit), which measured about twice
+/// the cost of an fsync that overwrites blocks the file already has (BENCHMARKS.md, "a fresh
+/// journal"). The WAL grows until SQLite's checkpoint in a commit lets it start over
+/// ([`autocheckpoint_pages`]), then is rewritten from its start; every new journal, and every
+/// journal opened again (the last connection to close removes the WAL), went through that
+/// growth: its first ~2,000 new calls.
+///
+/// Safe beside SQLite: the zeros are written past the file's end only while this connection
+/// holds the write lock (`BEGIN IMMEDIATE`, then `ROLLBACK`: nothing is written to the
+/// journal), so no frame is appended meanwhile, and SQLite reads a WAL only up to its last valid
+/// frame (a zero frame ends recovery, as the end of the file does). The WAL has no locks of its
+/// own (they are on the `-shm` file), so opening and closing it here releases none of SQLite's.
+/// The extension is synced here, on the checkpoint thread, not by a caller's commit.
+struct WalAhead {
+    wal: PathBuf,
+    /// A frame's size: the page and its 24-byte header.
+    frame: u64,
+    /// The most the WAL reaches before SQLite's checkpoint in a commit starts it over (bytes).
+    bound: u64,
+}
+
+impl WalAhead {
+    /// `None` unless the journal is a file with `synchronous = FULL` (with `NORMAL`, commits do
+    /// not fsync, and the WAL's bound is four times larger).
+    fn new(path: &Path, options: &SqliteOptions, conn: &Connection) -> Option<WalAhead> {
+        let name = path.to_string_lossy();
+        if options.synchronous != Synchronous::Full || name.starts_with("file:") || name == ":memory:" {
+            return None;
+        }
+        // The name SQLite gives the WAL: its own full path of the journal, with `-wal`.
+        let file: String = conn
+            .query_row("SELECT file FROM pragma_database_list WHERE name = 'main'", [], |r| {
+                r.get(0)
+            })
+            .ok()?;
+        let page: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0)).ok()?;
+        let frame = u64::try_from(page).ok()? + 24;
+        Some(WalAhead {
+            wal: PathBuf::from(format!("{file}-wal")),
+            frame,
+            bound: 32 + (autocheckpoint_pages(options.synchronous) as u64 + 256) * frame,
+        })
+    }
+
+    /// After a checkpoint found `frames` frames in the WAL: extend the file if its end is near.
+    fn keep_ahead(&self, conn: &Connection, frames: u64) {
+        let end = 32 + frames * self.frame;
+        let Ok(len) = std::fs::metadata(&self.wal).map(|m| m.len()) else {
+            return;
+        };
+        if len >= self.bound || end + WAL_AHEAD_LOW <= len {
+            return;
+        }
+        if let Err(e) = self.extend(conn, (end.max(len) + WAL_AHEAD_STEP).min(self.bound)) {
+            tracing::debug!(error = %e, wal = %self.wal.display(), "could not extend the SQLite WAL ahead of its writes");
+        }
+    }
+
+    fn extend(&self, conn: &Connection, to: u64) -> Result<(), Box<dyn std::error::Error>> {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut file = std::fs::OpenOptions::new().write(true).open(&self.wal)?;
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        let written = (|| -> std::io::Result<()> {
+            // Under the write lock: the file's end is where the zeros may go.
+            let len = file.metadata()?.len();
+            if len < to {
+                file.seek(SeekFrom::Start(len))?;
+                let zeros = vec![0u8; 256 << 10];
+                let mut at = len;
+                while at < to {
+                    let n = (to - at).min(zeros.len() as u64) as usize;
+                    file.write_all(&zeros[..n])?;
+                    at += n as u64;
+                }
+            }
+            Ok(())
+        })();
+        conn.execute_batch("ROLLBACK")?;
+        written?;
+        file.sync_data()?;
+        Ok(())
     }
 }
 
@@ -1434,6 +1540,87 @@ mod tests {
             )
             .unwrap();
         assert_eq!(v, newer.to_string());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Valid frames at the start of a WAL file (its header's salts and page size), and the
+    /// file's length.
+    fn wal_frames(wal: &Path) -> (u64, u64) {
+        let bytes = std::fs::read(wal).unwrap();
+        let be32 = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap());
+        let page = be32(8) as usize;
+        let salt = (be32(16), be32(20));
+        let (mut frames, mut at) = (0, 32);
+        while at + 24 + page <= bytes.len() && (be32(at + 8), be32(at + 12)) == salt {
+            frames += 1;
+            at += 24 + page;
+        }
+        (frames, bytes.len() as u64)
+    }
+
+    /// Under `FULL`, the checkpoint thread keeps the WAL file longer than its frames (zeros past
+    /// them), and a journal whose WAL ends in those zeros opens with every record (a copy of
+    /// the files without the `-shm`, as a crash or a power loss leaves them: SQLite recovers
+    /// the WAL and stops at the first zero frame).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_wal_is_kept_ahead_of_its_frames_and_recovers_before_the_zeros() {
+        use crate::record::{Intent, RecordState};
+        use crate::store::StoreExt;
+        let (dir, path) = scratch("wal-ahead");
+        let store = SqliteStore::open(&path).unwrap();
+        let wal = PathBuf::from(format!("{}-wal", path.display()));
+        let intent = Intent {
+            class: crate::EffectClass::Irreversible,
+            ..writer::tests::intent()
+        };
+        // Enough writes for a few background checkpoints, so that the thread has extended it.
+        for i in 0..300 {
+            let key = format!("k{i}");
+            store.claim(&key, intent.clone(), 60_000, false).await.unwrap();
+            store.complete(&key, 1, serde_json::json!(i)).await.unwrap();
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let (frames, len) = loop {
+            let (frames, len) = wal_frames(&wal);
+            if len >= 32 + frames * 4120 + WAL_AHEAD_LOW {
+                break (frames, len);
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the WAL was never extended: {frames} frames, {len} bytes"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        assert!(frames > 0);
+        // Past the frames ever written (a WAL that started over keeps older frames after its
+        // new ones): zeros.
+        let bytes = std::fs::read(&wal).unwrap();
+        let tail = &bytes[(len - WAL_AHEAD_LOW) as usize..];
+        assert!(
+            tail.iter().all(|b| *b == 0),
+            "the WAL's last bytes are zeros ({frames} frames, {len} bytes)"
+        );
+
+        // As a crash leaves it: the journal and its WAL, no shared memory.
+        let copy = dir.join("copy");
+        std::fs::create_dir_all(&copy).unwrap();
+        std::fs::copy(&path, copy.join("j.db")).unwrap();
+        std::fs::write(copy.join("j.db-wal"), &bytes).unwrap();
+        let reopened = SqliteStore::open(copy.join("j.db")).unwrap();
+        for i in 0..300 {
+            let rec = reopened
+                .get(&format!("k{i}"))
+                .await
+                .unwrap()
+                .expect("every record survives");
+            assert_eq!(
+                (rec.state, rec.output),
+                (RecordState::Completed, Some(serde_json::json!(i)))
+            );
+        }
+        // And it goes on writing over the zeros.
+        reopened.claim("after", intent, 60_000, false).await.unwrap();
+        drop((store, reopened));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -486,7 +486,7 @@ fn run_batch(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::future::Future;
     use std::task::{Context, Waker};
     use std::time::Duration;
@@ -612,7 +612,27 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    fn intent() -> Intent {
+    /// Why the writer sets the level between transactions ([`set_level`]): SQLite refuses to
+    /// change `synchronous` inside one (an error, not a silent no-op), and takes it between two.
+    #[test]
+    fn synchronous_cannot_change_inside_a_transaction() {
+        let (dir, store) = scratch_store("level-in-tx");
+        let conn = rusqlite::Connection::open(store.path()).unwrap();
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let refused = conn.execute_batch("PRAGMA synchronous = NORMAL").unwrap_err();
+        assert!(
+            refused.to_string().contains("may not be changed inside a transaction"),
+            "{refused}"
+        );
+        conn.execute_batch("ROLLBACK; PRAGMA synchronous = NORMAL").unwrap();
+        let level: i64 = conn.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap();
+        assert_eq!(level, 1, "NORMAL, set between transactions");
+        drop((conn, store));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An idempotent tool's intent, for the SQLite store's tests.
+    pub(in crate::store::sqlite) fn intent() -> Intent {
         Intent {
             tool: "refund".into(),
             class: crate::EffectClass::Idempotent,
