@@ -1,4 +1,9 @@
 //! The in-memory journal: for tests and single-process use. Nothing survives the process.
+//!
+//! Durability, per class: none for any class (a claim and a record are kept only in this
+//! process's memory, so [`Op::needs_flush`] is not read). A process that dies loses the journal,
+//! and with it the evidence a compensable or irreversible claim is kept for: use the SQLite or
+//! PostgreSQL journal wherever calls must survive the process.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -166,6 +166,14 @@ pub(crate) fn skipped(error: &StoreError, key: Option<&str>) -> Skipped {
 /// Implementations must make [`Store::apply`] atomic per key across every process sharing the
 /// journal: read the record, run [`crate::record::transition`], write the result, append the
 /// op's audit entry, as one unit.
+///
+/// Durability, per class (see [the module docs](crate::store#durability-follows-the-class)): every
+/// operation is committed before it is answered; one for which [`Op::needs_flush`] is `true`
+/// (a compensable or irreversible claim, every record, release, in-doubt mark and person's
+/// decision) must also be on disk, surviving a power loss. The claim of an idempotent tool may
+/// be answered before it is on disk only if a later flushed write cannot survive without it
+/// (one log written in commit order, as SQLite's and PostgreSQL's WALs are); a store that
+/// cannot promise that flushes it too, which is always correct.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// The record under `key`.
