@@ -191,7 +191,9 @@ async fn a_read_only_file_system_fails_the_open_and_work_resumes_once_writable()
     let path = fs.path("j.db");
     drop(SqliteStore::open(&path).expect("creating the journal"));
     // Linux refuses to remount read-only while a file is open for writing: the fault a process
-    // meets is a journal on a file system that is read-only when it starts.
+    // meets is a journal on a file system that is read-only when it starts. So first the
+    // checkpoint thread's connection must have closed.
+    wait_closed(&path);
     fs.remount("ro");
     let err = SqliteStore::open(&path).expect_err("a read-only journal cannot take claims");
     let text = err.to_string();
@@ -220,8 +222,14 @@ async fn populated(path: &Path, n: usize) {
     }
     drop(engine);
     drop(store);
-    // The last connection to close (the checkpoint thread's, which stops on its own) folds the
-    // WAL into the file and removes it: damage done to the file must not be masked by it.
+    // Damage done to the file must not be masked by the WAL.
+    wait_closed(path);
+}
+
+/// Wait until the journal at `path` is closed: the last connection to close (the checkpoint
+/// thread's, which stops on its own a moment after the store is dropped) folds the WAL into
+/// the file and removes it.
+fn wait_closed(path: &Path) {
     let wal = path.with_extension("db-wal");
     for _ in 0..1000 {
         if !wal.exists() {
