@@ -647,6 +647,28 @@ mod tests {
         assert_eq!(to_string(&v), "{\"a\":1,\"b\":{\"\u{10000}\":2,\"\u{e000}\":1}}");
     }
 
+    /// The fast path itself (output alone cannot tell it from sorting, which is always right):
+    /// names below U+E000, in strictly increasing order, are taken as the map holds them; any
+    /// other map is sorted. With serde_json's `preserve_order` (turned on by other crates of a
+    /// build) the map is in insertion order, and an out-of-order map must be sorted too.
+    #[test]
+    fn the_fast_path_takes_only_names_below_u_e000_in_increasing_order() {
+        let taken = |v: &Value| matches!(members(v.as_object().unwrap()), Members::InOrder(_));
+        assert!(taken(&json!({"a": 1, "b": 2, "\u{d7ff}": 3})));
+        assert!(taken(&json!({"only": 1})));
+        assert!(
+            !taken(&json!({"a": 1, "\u{e000}": 2})),
+            "U+E000 itself is not below U+E000"
+        );
+        assert!(!taken(&json!({"\u{10000}": 1})));
+        let mut out_of_order = Map::new();
+        out_of_order.insert("b".into(), json!(1));
+        out_of_order.insert("a".into(), json!(2));
+        let insertion_ordered = out_of_order.keys().next().map(String::as_str) == Some("b");
+        assert_eq!(taken(&Value::Object(out_of_order.clone())), !insertion_ordered);
+        assert_eq!(to_string(&Value::Object(out_of_order)), r#"{"a":2,"b":1}"#);
+    }
+
     #[test]
     fn write_string_escapes() {
         assert_eq!(
