@@ -10,41 +10,16 @@ use crate::common;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use common::desk::SendEmail;
+use common::desk::{ApprovedRefund as Refund, SendEmail, serve_console as serve};
 use common::http::{Answer, encode, request};
 use common::ledger::Downstream;
 use effect_tool::console::{Console, Identity, StaticTokens};
 use effect_tool::store::sqlite::SqliteStore;
-use effect_tool::{CallOptions, EffectClass, EffectCtx, Engine, RunContext, Store, Tool, ToolError, Toolkit};
+use effect_tool::{CallOptions, Engine, RunContext, Store, Toolkit};
 
 const MARIA: &str = "tok-maria-manager-0001"; // manager, operator
 const OLAF: &str = "tok-olaf-operator-0002"; // operator
 const IVY: &str = "tok-ivy-intern-000003"; // no roles
-
-/// Refunds with a manager's approval; answers the refund's id.
-struct Refund(Arc<Downstream>);
-
-impl Tool for Refund {
-    type Args = u64;
-    type Output = u64;
-    type Error = ToolError;
-    const NAME: &'static str = "refund";
-    const CLASS: EffectClass = EffectClass::Irreversible;
-    const APPROVAL: Option<&'static str> = Some("manager");
-
-    async fn call(&self, ctx: &EffectCtx, cents: u64) -> Result<u64, ToolError> {
-        self.0.apply(&ctx.idempotency_key());
-        Ok(cents + 1)
-    }
-}
-
-async fn serve(console: Console) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = console.router().into_make_service_with_connect_info::<SocketAddr>();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    addr
-}
 
 async fn post(addr: SocketAddr, token: &str, path: &str, body: serde_json::Value) -> Answer {
     let auth = format!("Authorization: Bearer {token}");

@@ -12,12 +12,11 @@
 
 use crate::common;
 
-use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::desk::SendEmail;
+use common::desk::{ApprovedRefund as Refund, SendEmail, serve_console as serve};
 use common::ledger::Downstream;
 use effect_tool::console::{Console, Identity, StaticTokens};
 use effect_tool::store::sqlite::SqliteStore;
@@ -25,23 +24,6 @@ use effect_tool::{CallOptions, EffectClass, EffectCtx, Engine, RunContext, Store
 use fantoccini::{Client, ClientBuilder, Locator};
 
 const MARIA: &str = "tok-maria-manager-0001"; // manager, operator
-
-/// A refund that waits for a manager; answers the refund's id.
-struct Refund(Arc<Downstream>);
-
-impl Tool for Refund {
-    type Args = u64;
-    type Output = u64;
-    type Error = ToolError;
-    const NAME: &'static str = "refund";
-    const CLASS: EffectClass = EffectClass::Irreversible;
-    const APPROVAL: Option<&'static str> = Some("manager");
-
-    async fn call(&self, ctx: &EffectCtx, cents: u64) -> Result<u64, ToolError> {
-        self.0.apply(&ctx.idempotency_key());
-        Ok(cents + 1)
-    }
-}
 
 /// Holds a seat (the airline's ledger); compensation releases it (the release ledger).
 struct HoldSeat {
@@ -147,14 +129,6 @@ async fn open_browser(driver: &Driver, chromium: &str) -> Client {
         .connect(&format!("http://127.0.0.1:{}", driver.port))
         .await
         .expect("a WebDriver session in headless Chromium")
-}
-
-async fn serve(console: Console) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = console.router().into_make_service_with_connect_info::<SocketAddr>();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    addr
 }
 
 /// The text of the element `css`, once it is shown.

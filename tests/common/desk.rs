@@ -1,4 +1,5 @@
-//! Tools of a support desk that the tests of people and observability share.
+//! Tools of a support desk that the tests of people and observability share, and the operator
+//! console serving them.
 
 use std::sync::Arc;
 
@@ -40,4 +41,34 @@ impl Tool for SendEmail {
             "the connection dropped after sending to {to}"
         )))
     }
+}
+
+/// A refund of `cents` that waits for a manager's approval; answers the refund's id
+/// (`cents + 1`). Applied at the bank (the ledger) once per idempotency key.
+pub struct ApprovedRefund(pub Arc<Downstream>);
+
+impl Tool for ApprovedRefund {
+    type Args = u64;
+    type Output = u64;
+    type Error = ToolError;
+    const NAME: &'static str = "refund";
+    const CLASS: EffectClass = EffectClass::Irreversible;
+    const APPROVAL: Option<&'static str> = Some("manager");
+
+    async fn call(&self, ctx: &EffectCtx, cents: u64) -> Result<u64, ToolError> {
+        self.0.apply(&ctx.idempotency_key());
+        Ok(cents + 1)
+    }
+}
+
+/// Serve `console` on a free loopback port (with the peer's address, as `TrustedHeader` needs).
+#[cfg(feature = "console")]
+pub async fn serve_console(console: effect_tool::console::Console) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = console
+        .router()
+        .into_make_service_with_connect_info::<std::net::SocketAddr>();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
 }

@@ -419,6 +419,19 @@ async fn me(State(console): State<Arc<Console>>, axum::Extension(who): axum::Ext
     }))
 }
 
+/// Whether `who` holds the resolver role, which resolving, amending and compensating need.
+fn may_resolve(console: &Console, who: &Identity, action: &str) -> Result<(), Refusal> {
+    let role = &console.resolver_role;
+    if who.has_role(role) {
+        return Ok(());
+    }
+    Err(Refusal(
+        StatusCode::FORBIDDEN,
+        format!("{} needs role `{role}` to {action}", who.name),
+        "ask an operator",
+    ))
+}
+
 #[derive(Debug, Deserialize)]
 struct RunQuery {
     run: String,
@@ -437,14 +450,7 @@ async fn compensate(
             "mount the console in the application, with `Console::with_engine` and its toolkit",
         ));
     };
-    let role = &console.resolver_role;
-    if !who.has_role(role) {
-        return Err(Refusal(
-            StatusCode::FORBIDDEN,
-            format!("{} needs role `{role}` to compensate a run", who.name),
-            "ask an operator",
-        ));
-    }
+    may_resolve(&console, &who, "compensate a run")?;
     let tools: Vec<Arc<dyn DynTool>> = console.tools.values().cloned().collect();
     let run = (console.run_context)(&body.run);
     let report = engine
@@ -471,14 +477,7 @@ struct Resolution {
 }
 
 async fn settle(console: &Arc<Console>, who: &Identity, body: Resolution, amend: bool) -> Result<Json<Value>, Refusal> {
-    let role = &console.resolver_role;
-    if !who.has_role(role) {
-        return Err(Refusal(
-            StatusCode::FORBIDDEN,
-            format!("{} needs role `{role}` to resolve records", who.name),
-            "ask an operator",
-        ));
-    }
+    may_resolve(console, who, "resolve records")?;
     let rec = record_or_404(console, &body.key).await?;
     if let (Verdict::Applied { output }, Some(tool)) = (&body.verdict, console.tools.get(&rec.tool))
         && let Err(why) = tool.check_output(output)
