@@ -31,21 +31,27 @@ files=()
 core_tests=(decisions)
 read -r -a root_tests <<< "${ROOT_TESTS:-calls journals}"
 read -r -a root_skip <<< "${ROOT_SKIP:-engine_faults_ keys_big_integers:: testing_kit:: people_notify:: console_api:: store_postgres:: crash_sqlite:: crash_postgres:: journal_faults:: journal_files::}"
-tests=(--test-package effect-tool-core --test-package effect-tool --cargo-test-arg=--lib)
+tests=(--test-package effect-tool-core,effect-tool --cargo-test-arg=--lib)
+# The same selection as plain `cargo test` arguments, for the script's own baseline (below).
+baseline_targets=(-p effect-tool-core -p effect-tool --lib)
+baseline_filters=()
 for t in "${core_tests[@]}" "${root_tests[@]}"; do
     tests+=("--cargo-test-arg=--test=$t")
+    baseline_targets+=("--test=$t")
 done
 if [[ ${#root_skip[@]} -gt 0 ]]; then
     tests+=("--cargo-test-arg=--")
     for s in "${root_skip[@]}"; do
         tests+=("--cargo-test-arg=--skip=$s")
+        baseline_filters+=("--skip=$s")
     done
 fi
+root_mode=1
 diff_base=""
 extra=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        --core-only) tests=(--test-package effect-tool-core); shift ;;
+        --core-only) tests=(--test-package effect-tool-core); root_mode=0; shift ;;
         --in-diff)
             shift
             diff_base="HEAD"
@@ -83,4 +89,27 @@ fi
 
 export CARGO_TARGET_DIR="${MUTANTS_TARGET_DIR:-$PWD/target/mutants}"
 export CARGO_PROFILE_DEV_DEBUG=0 CARGO_TERM_COLOR=never
+features=(--features effect-tool-core/testing,effect-tool-core/sqlite)
+if [[ $root_mode == 1 ]]; then
+    # cargo-mutants' own baseline runs only the mutated package's tests (effect-tool-core), where
+    # the root crate's test binaries do not exist, so it fails. This script runs the baseline
+    # itself, unmutated, with the root tests, then tells cargo-mutants to skip its own and
+    # derives the test timeout from it (3x the baseline's run, at least 60 s). A mutant's build
+    # (both crates and every selected test binary, incrementally) may take 15 min.
+    log="${MUTANTS_OUT:-target/mutants-out}.baseline.log"
+    echo "baseline (unmutated): cargo test ${baseline_targets[*]} -- ${baseline_filters[*]}"
+    cargo test --no-run "${features[@]}" "${baseline_targets[@]}" > "$log" 2>&1 || {
+        echo "the unmutated tests do not build: see $log; no mutants tested" >&2
+        exit 1
+    }
+    t0=$(date +%s)
+    cargo test "${features[@]}" "${baseline_targets[@]}" -- "${baseline_filters[@]}" >> "$log" 2>&1 || {
+        echo "the unmutated tests fail: see $log; no mutants tested" >&2
+        exit 1
+    }
+    test_secs=$(( $(date +%s) - t0 ))
+    timeout=$(( test_secs * 3 > 60 ? test_secs * 3 : 60 ))
+    echo "baseline passed in ${test_secs} s: test timeout ${timeout} s"
+    args+=(--baseline=skip --timeout "$timeout" --build-timeout 900)
+fi
 exec cargo mutants "${args[@]}" "${extra[@]}"
