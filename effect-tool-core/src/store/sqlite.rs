@@ -57,9 +57,12 @@
 //!   transaction, each with its own transition, in arrival order, and one commit (one fsync)
 //!   serves them all, so concurrent callers share commits instead of waiting for each other's
 //!   fsync. A database locked by another process is not waited for on the caller's thread:
-//!   the batch moves to tokio's blocking pool, which waits up to the busy timeout. On a
-//!   current-thread runtime with `synchronous = FULL`, every batch commits from the blocking
-//!   pool, so that callers keep queueing behind its fsync instead of each paying its own. WAL
+//!   the batch moves to tokio's blocking pool, which waits up to the busy timeout. With
+//!   `synchronous = FULL` on a multi-thread runtime the leader commits inside
+//!   `tokio::task::block_in_place`, so that the worker's other tasks (timers, servers) move to
+//!   another thread for the fsync's length instead of waiting for it; on a current-thread
+//!   runtime every such batch commits from the blocking pool, so that callers keep queueing
+//!   behind its fsync instead of each paying its own. WAL
 //!   checkpoints (copying committed pages into the database file, milliseconds each) run on a
 //!   thread and connection of their own every 128 operations, so that a caller's commit
 //!   copies few pages. Under a steady stream of writes they never let the WAL start over, so
