@@ -72,6 +72,19 @@ fn hooked(inner: Arc<dyn Store>) -> Arc<Hooked> {
     Faulty::new(inner, Hooks::default())
 }
 
+/// An engine whose lease (10 s) no stall of the test machine outlasts, for tests that wait for
+/// no lease to end.
+fn long_lease_engine(store: impl Store + 'static) -> Engine {
+    Engine::with_config(
+        store,
+        effect_tool::EngineConfig {
+            lease: Duration::from_secs(10),
+            ..short()
+        },
+    )
+    .with_store_retry(Duration::from_millis(100))
+}
+
 async fn state(engine: &Engine, key: &str) -> Option<RecordState> {
     engine.store().get(key).await.unwrap().map(|r| r.state)
 }
@@ -202,6 +215,9 @@ async fn cancelled_while_taking_over_an_unknown_outcome_keeps_it_in_doubt() {
     assert!(crashed.await.unwrap_err().is_cancelled());
     until_stale(engine.store().as_ref(), &key).await;
 
+    // The takeover and the re-run wait for no lease: a long one, which a stall of a loaded
+    // machine cannot end midway.
+    let engine = long_lease_engine(store.clone());
     let r2 = RunContext::new("r1");
     store.cancel_on("claim", &r2);
     let err = engine
@@ -274,7 +290,10 @@ async fn cancelled_during_recover_the_tool_is_not_started() {
     let down = Arc::new(Downstream::default());
     let script = Script::new(&down, &[Step::Ok]);
     let tool = Post(script.clone());
-    let engine = short_engine(MemoryStore::new());
+    // Nothing here waits for a lease to end (the crashed claim below has none left), so the
+    // engine's lease is long: a 60 ms one could end during a stall of a loaded machine, and
+    // the claim would be lost rather than released.
+    let engine = long_lease_engine(MemoryStore::new());
     let run = RunContext::new("r1");
     let key = key_of(&tool, &run, &"a".into());
     // A crashed claim: the next call reconciles through recover.
