@@ -156,7 +156,8 @@ struct Figures {
     /// What an idempotent new call is held to on this backend.
     target: IdempotentTarget,
     /// Per round: raw commit, raw select, sequential, 64 callers, replay, irreversible
-    /// sequential, the journal's SQL alone, the same with the claim unflushed (seconds per op).
+    /// sequential, the journal's SQL alone, the same with the claim unflushed (seconds per op);
+    /// on SQLite also the replay's SQL alone and the store's lookup alone.
     rounds: Vec<Vec<f64>>,
 }
 
@@ -403,10 +404,54 @@ fn sqlite(rt: &tokio::runtime::Runtime, dir: &std::path::Path, synchronous: Sync
             start.elapsed()
         })
     };
+    // Where a replay's time goes: a call recorded through the engine, then (a) the store's
+    // replay SELECT of it on the plain connection (its columns read, nothing decoded): the SQL
+    // alone; (b) the store's own `lookup_recorded` of it, the engine's first look at a key.
+    let store: Arc<dyn Store> = Arc::new(store);
+    let replayed = {
+        let run = RunContext::new("bench-replay");
+        let args = input(NEXT.fetch_add(1, Ordering::Relaxed));
+        rt.block_on(Engine::new(store.clone()).call(&Refund, &run, CallOptions::default(), args.clone()))
+            .unwrap();
+        effect_tool::key::identify(&Refund, &run, &args).unwrap().key
+    };
+    let replay_sql: Op<'_> = {
+        let (floor, key) = (&floor, replayed.clone());
+        Box::new(move |n| {
+            let mut st = floor
+                .prepare_cached(
+                    "SELECT version, state, fingerprint, call_id, output, expires_at, call_ids FROM effect_records WHERE key = ?1",
+                )
+                .unwrap();
+            let start = Instant::now();
+            for _ in 0..n {
+                let mut rows = st.query([&key]).unwrap();
+                let r = rows.next().unwrap().unwrap();
+                for i in 0..7 {
+                    std::hint::black_box(r.get_ref(i).unwrap());
+                }
+            }
+            start.elapsed()
+        })
+    };
+    let store_lookup: Op<'_> = {
+        let (store, key) = (store.clone(), replayed);
+        Box::new(move |n| {
+            rt.block_on(async {
+                let start = Instant::now();
+                for _ in 0..n {
+                    std::hint::black_box(store.lookup_recorded(&key).await.unwrap().unwrap());
+                }
+                start.elapsed()
+            })
+        })
+    };
     let mut ops = vec![raw_commit, raw_select];
-    ops.extend(engine_ops(rt, Arc::new(store)));
+    ops.extend(engine_ops(rt, store));
     ops.push(journal_sql(false));
     ops.push(journal_sql(true));
+    ops.push(replay_sql);
+    ops.push(store_lookup);
     let target = match synchronous {
         Synchronous::Full => IdempotentTarget::OneCommit(Some(1.3)),
         Synchronous::Normal => IdempotentTarget::OneCommit(None),
@@ -715,6 +760,27 @@ fn main() {
             us(f.col(6)),
             f.ratio(|r| r[6] / (2.0 * r[0])),
             f.ratio(|r| r[2] / r[6]),
+        );
+    }
+    println!(
+        "\nWhere a replay's time goes (SQLite): the store's replay SELECT sent by hand on a plain connection, \
+         and the store's own `lookup_recorded`, in the same rounds:\n"
+    );
+    println!(
+        "| backend | replay | ÷ raw select (target ≤ 1.5) | its SQL alone | SQL ÷ raw select | the store's lookup | lookup ÷ raw select | replay ÷ lookup (the engine's) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for f in all.iter().filter(|f| f.rounds[0].len() > 9) {
+        println!(
+            "| {} | {} | {:.2} | {} | {:.2} | {} | {:.2} | {:.2} |",
+            f.backend,
+            us(f.col(4)),
+            f.ratio(|r| r[4] / r[1]),
+            us(f.col(8)),
+            f.ratio(|r| r[8] / r[1]),
+            us(f.col(9)),
+            f.ratio(|r| r[9] / r[1]),
+            f.ratio(|r| r[4] / r[9]),
         );
     }
     println!("\n(medians of {ROUNDS} interleaved rounds; each ratio is the median of its per-round ratios)");

@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::journal::{FailWhen, Faulty};
+use common::journal::{FailWhen, Fault, Faulty, Then};
 use common::ledger::Downstream;
 use effect_tool::record::Op;
 use effect_tool::store::sqlite::SqliteStore;
@@ -528,4 +528,130 @@ async fn reliability_matrix_sqlite() {
         let journal = move || -> Arc<dyn Store> { Arc::new(SqliteStore::open(&path).unwrap()) };
         run_matrix(chunk, &journal).await;
     }
+}
+
+/// Beyond the table: an irreversible tool with `recover` whose every execution ends in an
+/// unknown outcome that `recover` then finds did not land. Each time, nothing happened, so the
+/// call is tried again, up to the tool's `max_attempts` (3) and not once more; then the call
+/// fails with the last outcome and nobody needs to look (the effect is known not to be there).
+#[tokio::test]
+async fn unknown_outcomes_that_recover_finds_absent_are_tried_max_attempts_times_exactly() {
+    let bank = Bank::new(Act::UnknownNotApplied);
+    bank.plan.lock().unwrap().extend([Act::UnknownNotApplied; 4]);
+    let tool = tool_of(Class::IrreversibleRecover, &bank);
+    let engine = engine(Arc::new(MemoryStore::new()));
+    let report = tool
+        .call_json(
+            &engine,
+            &RunContext::new("r1"),
+            CallOptions::call_id("c1"),
+            serde_json::json!({ "to": "ann" }),
+        )
+        .await;
+    let executions = 5 - bank.plan.lock().unwrap().len();
+    assert_eq!(executions, 3, "executions of the 5 planned, with max_attempts = 3");
+    assert!(report.result.is_err(), "{}", outcome(&report));
+    assert_eq!(bank.counts(), (0, 0), "no effect ever landed");
+}
+
+/// The first record write of a call commits, but its answer is lost (a connection cut between
+/// the commit and its reply). The engine writes the record again, the journal refuses the
+/// repeat (the record is already there), and the engine finds the record it wrote itself: the
+/// call succeeds with its output, once, instead of reporting its claim lost.
+#[tokio::test]
+async fn a_record_written_whose_answer_was_lost_is_found_and_the_call_succeeds() {
+    struct LoseFirstCompletion(std::sync::atomic::AtomicBool);
+    impl Fault for LoseFirstCompletion {
+        fn on(&self, op: &Op) -> Then {
+            if matches!(op, Op::Complete { .. }) && !self.0.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                Then::ForwardThenFail("connection lost after the commit")
+            } else {
+                Then::Forward
+            }
+        }
+    }
+    for class in [Class::Irreversible, Class::Idempotent] {
+        let bank = Bank::new(Act::Ok);
+        let tool = tool_of(class, &bank);
+        let store = Faulty::new(
+            Arc::new(MemoryStore::new()),
+            LoseFirstCompletion(std::sync::atomic::AtomicBool::new(false)),
+        );
+        let engine = engine(store);
+        let report = tool
+            .call_json(
+                &engine,
+                &RunContext::new("r1"),
+                CallOptions::call_id("c1"),
+                serde_json::json!({ "to": "ann" }),
+            )
+            .await;
+        assert_eq!(outcome(&report), "ok:executed:1", "{class:?}");
+        assert_eq!(bank.counts(), (1, 1), "{class:?}: one request, one effect");
+    }
+}
+
+/// An attempt that loses its claim while its tool runs (here: its claim is released under it,
+/// as an operator's `effect-tool resolve` or a takeover would leave it) and another attempt
+/// then records the call. The first attempt's error names the attempt that owns the key now and
+/// carries that attempt's recorded result, never the first attempt's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_that_lost_its_claim_names_the_attempt_that_owns_the_key_and_its_result() {
+    // The first execution hangs (until its lease is found lost); the second records.
+    let bank = Bank::new(Act::CrashBefore);
+    let tool = tool_of(Class::Idempotent, &bank);
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    // A lease long enough that the second attempt records long before the first attempt's
+    // next renewal (a third of the lease) is refused.
+    let long = || {
+        Engine::with_config(
+            store.clone(),
+            EngineConfig {
+                lease: Duration::from_secs(3),
+                poll_interval: Duration::from_millis(2),
+            },
+        )
+    };
+    let args = serde_json::json!({ "to": "ann" });
+    let first = {
+        let (tool, engine, args) = (tool.clone(), long(), args.clone());
+        tokio::spawn(async move {
+            tool.call_json(&engine, &RunContext::new("r1"), CallOptions::call_id("c1"), args)
+                .await
+        })
+    };
+    bank.started.notified().await;
+    let key = store.list(&effect_tool::Filter::default()).await.unwrap()[0]
+        .key
+        .clone();
+    store
+        .apply(
+            &key,
+            Op::Release {
+                attempt: 1,
+                reason: Some("released under it".into()),
+            },
+        )
+        .await
+        .unwrap();
+    let second = tool
+        .call_json(&long(), &RunContext::new("r1"), CallOptions::call_id("c2"), args)
+        .await;
+    assert_eq!(outcome(&second), "ok:executed:2");
+    let recorded = second.result.unwrap();
+
+    let first = first.await.unwrap();
+    match first.result {
+        Err(EffectError::ClaimLost {
+            attempt,
+            current,
+            recorded: theirs,
+            ..
+        }) => {
+            assert_eq!((attempt, current), (1, Some(2)), "the attempt that owns the key now");
+            assert_eq!(theirs.as_deref(), Some(&recorded), "the owner's recorded result");
+        }
+        other => panic!("expected ClaimLost, got {other:?}"),
+    }
+    assert_eq!(bank.counts(), (1, 1), "one effect, the second attempt's");
 }

@@ -17,6 +17,9 @@ pub enum Then {
     Fail(&'static str),
     /// Never answer (a write that hangs; the caller may give up on it).
     Hang,
+    /// Apply it, then fail its answer with [`StoreError::Backend`] and this message (a
+    /// connection cut between the commit and its reply).
+    ForwardThenFail(&'static str),
 }
 
 /// The test's hand on a [`Faulty`] journal: asked about every operation before it is applied.
@@ -56,6 +59,10 @@ impl<F: Fault> Store for Faulty<F> {
             Then::Forward => self.inner.apply(key, op).await,
             Then::Fail(message) => Err(StoreError::Backend(message.into())),
             Then::Hang => std::future::pending().await,
+            Then::ForwardThenFail(message) => {
+                self.inner.apply(key, op).await?;
+                Err(StoreError::Backend(message.into()))
+            }
         }
     }
     async fn list(&self, f: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
