@@ -20,8 +20,10 @@
 //! `gc(now)`) makes them collectable without touching them.
 //!
 //! SQLite: the rows are inserted with the store closed, from one connection with
-//! `journal_mode = OFF` and a 2 GB page cache, in transactions of 100,000 rows sorted by key;
-//! then the file goes back to WAL and the store is opened again. PostgreSQL: the journal's
+//! `synchronous = OFF` and a 2 GB page cache, in transactions of 100,000 rows sorted by key
+//! (still in WAL: leaving it for `journal_mode = OFF` failed with `SQLITE_BUSY` while the
+//! closed store's threads still held the file); then the WAL is checkpointed and truncated and
+//! the store opened again. PostgreSQL: the journal's
 //! indexes are dropped, the rows inserted 10,000 per statement (`unnest`), the indexes created
 //! again from their own definitions, then `VACUUM ANALYZE` (what autovacuum would have done).
 //!
@@ -315,9 +317,7 @@ fn report(backend: &str, sizes: &[Size], gc: Option<(u64, f64, Stall)>) {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let us = |s: f64| format!("{:.1} µs", s * 1e6);
     println!("\n{backend} (load average now: {})\n", load.trim());
-    println!(
-        "| records | fill | raw commit | raw select | new call | ÷ raw commit | replay | ÷ raw select |"
-    );
+    println!("| records | fill | raw commit | raw select | new call | ÷ raw commit | replay | ÷ raw select |");
     println!("|---|---|---|---|---|---|---|---|");
     for s in sizes {
         println!(
@@ -356,7 +356,11 @@ fn report(backend: &str, sizes: &[Size], gc: Option<(u64, f64, Stall)>) {
     if let Some(dir) = std::path::Path::new(&out).parent() {
         let _ = std::fs::create_dir_all(dir);
     }
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&out).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&out)
+        .unwrap();
     let at = effect_tool::record::now_millis() / 1000;
     for s in sizes {
         writeln!(
@@ -396,7 +400,9 @@ fn sizes() -> Vec<u64> {
 /// Insert filled records `from..to` into the SQLite journal at `path` (the store closed).
 fn sqlite_fill(path: &std::path::Path, template: &str, from: u64, to: u64, expires: i64) {
     let conn = rusqlite::Connection::open(path).unwrap();
-    conn.execute_batch("PRAGMA journal_mode = DELETE; PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -2000000;")
+    // The store's threads (its checkpointer) may still be closing their connections.
+    conn.busy_timeout(Duration::from_secs(60)).unwrap();
+    conn.execute_batch("PRAGMA synchronous = OFF; PRAGMA cache_size = -2000000;")
         .unwrap();
     const CHUNK: u64 = 100_000;
     let mut at = from;
@@ -433,7 +439,9 @@ fn sqlite_fill(path: &std::path::Path, template: &str, from: u64, to: u64, expir
         tx.commit().unwrap();
         at = end;
     }
-    conn.execute_batch("PRAGMA journal_mode = WAL;").unwrap();
+    // Start the measurements with the WAL copied back and emptied, as a journal at rest.
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
 }
 
 fn sqlite(rt: &tokio::runtime::Runtime, dir: &std::path::Path) {
@@ -446,7 +454,8 @@ fn sqlite(rt: &tokio::runtime::Runtime, dir: &std::path::Path) {
     let template = {
         let engine = Engine::new(SqliteStore::open(&path).unwrap());
         let run = RunContext::new(run_of(0));
-        rt.block_on(engine.call(&Refund, &run, CallOptions::default(), input(0))).unwrap();
+        rt.block_on(engine.call(&Refund, &run, CallOptions::default(), input(0)))
+            .unwrap();
         effect_tool::key::identify(&Refund, &run, &input(0)).unwrap().key
     };
     {
@@ -460,7 +469,11 @@ fn sqlite(rt: &tokio::runtime::Runtime, dir: &std::path::Path) {
             )
             .unwrap();
         let r0 = row(0, expires);
-        assert_eq!((fp, inp, run), (r0.fingerprint, r0.input, r0.run_id), "generated rows differ from real ones");
+        assert_eq!(
+            (fp, inp, run),
+            (r0.fingerprint, r0.input, r0.run_id),
+            "generated rows differ from real ones"
+        );
     }
     let mut filled = 1u64;
     let mut results = Vec::new();
@@ -559,7 +572,8 @@ fn postgres(rt: &tokio::runtime::Runtime) {
     });
     let engine = Engine::new(store.clone());
     let run = RunContext::new(run_of(0));
-    rt.block_on(engine.call(&Refund, &run, CallOptions::default(), input(0))).unwrap();
+    rt.block_on(engine.call(&Refund, &run, CallOptions::default(), input(0)))
+        .unwrap();
     let template = effect_tool::key::identify(&Refund, &run, &input(0)).unwrap().key;
     rt.block_on(async {
         let row0 = raw
@@ -571,7 +585,11 @@ fn postgres(rt: &tokio::runtime::Runtime) {
             .unwrap();
         let r0 = row(0, expires);
         assert_eq!(
-            (row0.get::<_, String>(0), row0.get::<_, String>(1), row0.get::<_, String>(2)),
+            (
+                row0.get::<_, String>(0),
+                row0.get::<_, String>(1),
+                row0.get::<_, String>(2)
+            ),
             (r0.fingerprint, r0.input, r0.run_id),
             "generated rows differ from real ones"
         );
@@ -588,7 +606,9 @@ fn postgres(rt: &tokio::runtime::Runtime) {
         let fill_secs = t.elapsed().as_secs_f64();
         filled = size;
         eprintln!("growth: PostgreSQL filled to {size} in {fill_secs:.1} s");
-        let insert = rt.block_on(raw.prepare("INSERT INTO growth_raw (v) VALUES ($1)")).unwrap();
+        let insert = rt
+            .block_on(raw.prepare("INSERT INTO growth_raw (v) VALUES ($1)"))
+            .unwrap();
         let select = rt
             .block_on(raw.prepare(&format!(
                 "SELECT state, fingerprint, output::text, expires_at FROM {S}.records WHERE key = $1"

@@ -98,7 +98,10 @@ mod pg {
             let next = Arc::new(AtomicU64::new((round << 48) | (me << 40)));
             for _ in 0..tasks {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                engine.call(&Refund, &run, CallOptions::default(), input(i)).await.unwrap();
+                engine
+                    .call(&Refund, &run, CallOptions::default(), input(i))
+                    .await
+                    .unwrap();
             }
             let wait = start_at - now_ms();
             if wait > 0 {
@@ -132,8 +135,10 @@ mod pg {
     }
 
     /// The pgbench script: the two statements of an idempotent new call, as the store sends each
-    /// alone (`claim_fast_unflushed` and `update` in `store/postgres.rs`), with a key unique per
-    /// client and transaction.
+    /// alone (`claim_fast_unflushed` and `update` in `store/postgres.rs`, copied from the
+    /// server's log of a real call with `log_statement = all`), with a key unique per client and
+    /// transaction; the values the store sends as parameters are constants here, but the key,
+    /// the times and the claim's row version (`\gset` from the claim's answer).
     fn pgbench_script() -> String {
         let s = SCHEMA;
         let cols = "key, version, tool, class, run_id, thread_id, call_id, fingerprint, input, state, attempt, \
@@ -144,12 +149,12 @@ mod pg {
         let clock = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
         let key = "'pgbench:issue_refund:' || :client_id || ':' || :n";
         let input = r#"'{"amount_cents":12345,"currency":"EUR","order_id":"ord_0000000000000001","reason":"customer returned the damaged item"}'"#;
-        let holder = r#"'{"worker":"pgbench","instance":"x","host":"localhost","pid":1}'"#;
+        let holder = r#"'{"instance":"d9e8d1031c7768950546bfdca43fa5ab","host":"vm","pid":12496}'"#;
         format!(
             "\\set n random(1, 1000000000000)
 \\set now 1800000000000
 WITH ins AS (INSERT INTO {s}.records ({cols}) VALUES ({key}, 1, 'issue_refund', 'idempotent', 'pgbench', NULL, NULL, '0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0', {input}::text::json, 'claimed', 1, :now + 30000, NULL::text::json, NULL, NULL, NULL, :now, :now, NULL, NULL, {holder}) ON CONFLICT (key) DO NOTHING RETURNING row_version) SELECT {clock} AS db_now, (SELECT row_version FROM ins) AS inserted, {r} FROM (SELECT set_config('synchronous_commit', 'off', true)) AS one LEFT JOIN {s}.records r ON r.key = {key} \\gset
-WITH upd AS (UPDATE {s}.records SET version = 1, tool = 'issue_refund', class = 'idempotent', run_id = 'pgbench', thread_id = NULL, call_id = NULL, fingerprint = '0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0', input = {input}::text::json, state = 'completed', attempt = 1, lease_until = NULL, output = '12345'::text::json, reason = NULL, approval_role = NULL, decided_by = NULL, created_at = :now, updated_at = :now + 1, expires_at = NULL, call_ids = NULL, holder = {holder}, row_version = nextval('{s}.row_version_seq') WHERE key = {key} AND row_version = :inserted AND attempt = 1 RETURNING key, row_version), aud AS (INSERT INTO {s}.audit (key, at, actor, action, detail) SELECT key, :now, 'engine', NULL, NULL::text::json FROM upd WHERE NULL::text IS NOT NULL) SELECT row_version FROM upd;
+WITH upd AS (UPDATE {s}.records SET version = 1, tool = 'issue_refund', class = 'idempotent', run_id = 'pgbench', thread_id = NULL, call_id = NULL, fingerprint = '0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0', input = {input}::text::json, state = 'completed', attempt = 1, lease_until = NULL, output = '12345'::text::json, reason = NULL, approval_role = NULL, decided_by = NULL, created_at = :now, updated_at = :now + 1, expires_at = NULL, call_ids = NULL, holder = {holder}, row_version = nextval('{s}.row_version_seq') WHERE key = {key} AND row_version = :inserted AND attempt = 1 RETURNING key, row_version), aud AS (INSERT INTO {s}.audit (key, at, actor, action, detail) SELECT key, NULL::int8, NULL::text, NULL::text, NULL::text::json FROM upd WHERE NULL::text IS NOT NULL) SELECT row_version FROM upd;
 "
         )
     }
@@ -194,7 +199,15 @@ WITH upd AS (UPDATE {s}.records SET version = 1, tool = 'issue_refund', class = 
         let jobs: u64 = env_or("PGBENCH_JOBS", 8);
         let secs: u64 = env_or("WORKERS_SECS", 10);
         let out = Command::new(bin)
-            .args(["-n", "-M", "prepared", "-c", &clients.to_string(), "-j", &jobs.to_string()])
+            .args([
+                "-n",
+                "-M",
+                "prepared",
+                "-c",
+                &clients.to_string(),
+                "-j",
+                &jobs.to_string(),
+            ])
             .args(["-T", &secs.to_string(), "-f"])
             .arg(script)
             .arg(url)
@@ -225,11 +238,18 @@ WITH upd AS (UPDATE {s}.records SET version = 1, tool = 'issue_refund', class = 
         let settings = rt.block_on(async {
             let (raw, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
             tokio::spawn(conn);
-            raw.batch_execute(&format!("DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")).await.unwrap();
+            raw.batch_execute(&format!("DROP SCHEMA IF EXISTS {SCHEMA} CASCADE"))
+                .await
+                .unwrap();
             // The schema made once, before the workers race for it.
             drop(PostgresStore::connect_with(url, options()).await.unwrap());
             let mut settings = Vec::new();
-            for name in ["max_connections", "shared_buffers", "synchronous_commit", "wal_sync_method"] {
+            for name in [
+                "max_connections",
+                "shared_buffers",
+                "synchronous_commit",
+                "wal_sync_method",
+            ] {
                 let v: String = raw.query_one(&format!("SHOW {name}"), &[]).await.unwrap().get(0);
                 settings.push(format!("{name} = {v}"));
             }
@@ -250,7 +270,10 @@ WITH upd AS (UPDATE {s}.records SET version = 1, tool = 'issue_refund', class = 
                 (workers_round(url, round), p)
             };
             let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-            eprintln!("workers: round {round}: workers {w:.0} calls/s, pgbench {p:.0} tps, load {}", load.trim());
+            eprintln!(
+                "workers: round {round}: workers {w:.0} calls/s, pgbench {p:.0} tps, load {}",
+                load.trim()
+            );
             rows.push((w, p, load.split_whitespace().next().unwrap_or("?").to_owned()));
         }
         println!(
@@ -275,7 +298,9 @@ WITH upd AS (UPDATE {s}.records SET version = 1, tool = 'issue_refund', class = 
             rt.block_on(async {
                 let (raw, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
                 tokio::spawn(conn);
-                raw.batch_execute(&format!("DROP SCHEMA {SCHEMA} CASCADE")).await.unwrap();
+                raw.batch_execute(&format!("DROP SCHEMA {SCHEMA} CASCADE"))
+                    .await
+                    .unwrap();
             });
         }
     }
