@@ -264,6 +264,9 @@ fn random_keys(rng: &mut Rng, filled: u64, n: u64) -> Vec<String> {
         .collect()
 }
 
+/// What `gc_under_load` saw: records deleted (or gc's error), seconds, the caller's stall.
+type Gc = (Result<u64, String>, f64, Stall);
+
 /// The longest single call a caller making new calls saw while `gc` ran, and how many it made.
 #[derive(Clone, Copy)]
 struct Stall {
@@ -273,8 +276,8 @@ struct Stall {
 }
 
 /// Run `gc` (at a `now` past every filled record's expiry) while one task makes new calls;
-/// returns (records deleted, seconds, the caller's stall).
-fn gc_under_load(rt: &tokio::runtime::Runtime, store: Arc<dyn Store>, expires: i64) -> (u64, f64, Stall) {
+/// returns (records deleted, or gc's error; seconds; the caller's stall).
+fn gc_under_load(rt: &tokio::runtime::Runtime, store: Arc<dyn Store>, expires: i64) -> Gc {
     let engine = Engine::new(store.clone());
     rt.block_on(async {
         let done = Arc::new(AtomicBool::new(false));
@@ -306,14 +309,14 @@ fn gc_under_load(rt: &tokio::runtime::Runtime, store: Arc<dyn Store>, expires: i
         tokio::time::sleep(Duration::from_millis(200)).await;
         let start = Instant::now();
         let gc = tokio::spawn(async move { store.gc(expires + 1_000_000).await });
-        let deleted = gc.await.unwrap().expect("gc failed");
+        let deleted = gc.await.unwrap().map_err(|e| e.to_string());
         let secs = start.elapsed().as_secs_f64();
         done.store(true, Ordering::Relaxed);
         (deleted, secs, probe.await.unwrap())
     })
 }
 
-fn report(backend: &str, sizes: &[Size], gc: Option<(u64, f64, Stall)>) {
+fn report(backend: &str, sizes: &[Size], gc: Option<&Gc>) {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let us = |s: f64| format!("{:.1} µs", s * 1e6);
     println!("\n{backend} (load average now: {})\n", load.trim());
@@ -344,9 +347,12 @@ fn report(backend: &str, sizes: &[Size], gc: Option<(u64, f64, Stall)>) {
         );
     }
     if let Some((deleted, secs, stall)) = gc {
+        let what = match deleted {
+            Ok(n) => format!("{n} records in {secs:.1} s = {:.0} records/s", *n as f64 / secs),
+            Err(e) => format!("FAILED after {secs:.1} s: {e}"),
+        };
         println!(
-            "\ngc: {deleted} records in {secs:.1} s = {:.0} records/s; a caller beside it: {} calls, the longest {:.1} ms, {} over 100 ms",
-            deleted as f64 / secs,
+            "\ngc: {what}; a caller beside it: {} calls, the longest {:.1} ms, {} over 100 ms",
             stall.calls,
             stall.longest.as_secs_f64() * 1e3,
             stall.over_100ms,
@@ -380,13 +386,30 @@ fn report(backend: &str, sizes: &[Size], gc: Option<(u64, f64, Stall)>) {
     if let Some((deleted, secs, stall)) = gc {
         writeln!(
             f,
-            "{backend}-gc\t{deleted}\t{secs}\t{}\t{}\t{}\t\t\t{at}",
+            "{backend}-gc\t{}\t{secs}\t{}\t{}\t{}\t\t\t{at}",
+            deleted.as_ref().map_or(-1, |n| *n as i64),
             stall.longest.as_secs_f64(),
             stall.calls,
             stall.over_100ms
         )
         .unwrap();
     }
+}
+
+/// One size's figures on stderr as soon as they are measured (a long `gc` comes after them).
+fn progress(s: &Size) {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    eprintln!(
+        "growth: {} records: raw commit {:.1} µs, raw select {:.1} µs, new call {:.1} µs ({:.2}×), replay {:.1} µs ({:.2}×); load {}",
+        s.records,
+        s.col(0) * 1e6,
+        s.col(1) * 1e6,
+        s.col(2) * 1e6,
+        s.ratio(|r| r[2] / r[0]),
+        s.col(3) * 1e6,
+        s.ratio(|r| r[3] / r[1]),
+        load.trim()
+    );
 }
 
 fn sizes() -> Vec<u64> {
@@ -530,6 +553,7 @@ fn sqlite(rt: &tokio::runtime::Runtime, dir: &std::path::Path) {
             fill_secs,
             rounds,
         });
+        progress(results.last().unwrap());
         seed += 1;
         if size == last && std::env::var("GROWTH_GC").is_ok_and(|v| v == "1") {
             gc = Some(gc_under_load(rt, Arc::new(store.clone()), expires));
@@ -539,7 +563,7 @@ fn sqlite(rt: &tokio::runtime::Runtime, dir: &std::path::Path) {
     }
     let db = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
     eprintln!("growth: SQLite file {} MB", db >> 20);
-    report("SQLite FULL", &results, gc);
+    report("SQLite FULL", &results, gc.as_ref());
     if std::env::var("GROWTH_KEEP").is_err() {
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
@@ -644,11 +668,22 @@ fn postgres(rt: &tokio::runtime::Runtime) {
             fill_secs,
             rounds,
         });
+        progress(results.last().unwrap());
         if size == last && std::env::var("GROWTH_GC").is_ok_and(|v| v == "1") {
             gc = Some(gc_under_load(rt, Arc::new(store.clone()), expires));
         }
     }
-    report("PostgreSQL 15", &results, gc);
+    if let Some((Err(_), _, _)) = &gc {
+        let left: i64 = rt
+            .block_on(raw.query_one(
+                &format!("SELECT count(*) FROM {S}.records WHERE expires_at IS NOT NULL AND expires_at <= $1"),
+                &[&(expires + 1_000_000)],
+            ))
+            .unwrap()
+            .get(0);
+        eprintln!("growth: gc failed with {left} collectable records left");
+    }
+    report("PostgreSQL 15", &results, gc.as_ref());
     if std::env::var("GROWTH_KEEP").is_err() {
         rt.block_on(raw.batch_execute(&format!("DROP SCHEMA {S} CASCADE; DROP TABLE growth_raw;")))
             .unwrap();

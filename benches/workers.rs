@@ -147,14 +147,16 @@ mod pg {
                  r.state, r.attempt, r.lease_until, r.output::text, r.reason, r.approval_role, r.decided_by, \
                  r.created_at, r.updated_at, r.expires_at, r.call_ids, r.holder, r.row_version";
         let clock = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
-        let key = "'pgbench:issue_refund:' || :client_id || ':' || :n";
+        // A key as long as the engine's (run, tool, 64 hex digits); no `:name` inside a literal, which
+        // pgbench would take for a variable.
+        let key = "'pgbench-' || :client_id::text || ':' || 'issue_refund:' || lpad(:n::text, 64, '0')";
         let input = r#"'{"amount_cents":12345,"currency":"EUR","order_id":"ord_0000000000000001","reason":"customer returned the damaged item"}'"#;
         let holder = r#"'{"instance":"d9e8d1031c7768950546bfdca43fa5ab","host":"vm","pid":12496}'"#;
         format!(
             "\\set n random(1, 1000000000000)
 \\set now 1800000000000
-WITH ins AS (INSERT INTO {s}.records ({cols}) VALUES ({key}, 1, 'issue_refund', 'idempotent', 'pgbench', NULL, NULL, '0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0', {input}::text::json, 'claimed', 1, :now + 30000, NULL::text::json, NULL, NULL, NULL, :now, :now, NULL, NULL, {holder}) ON CONFLICT (key) DO NOTHING RETURNING row_version) SELECT {clock} AS db_now, (SELECT row_version FROM ins) AS inserted, {r} FROM (SELECT set_config('synchronous_commit', 'off', true)) AS one LEFT JOIN {s}.records r ON r.key = {key} \\gset
-WITH upd AS (UPDATE {s}.records SET version = 1, tool = 'issue_refund', class = 'idempotent', run_id = 'pgbench', thread_id = NULL, call_id = NULL, fingerprint = '0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0', input = {input}::text::json, state = 'completed', attempt = 1, lease_until = NULL, output = '12345'::text::json, reason = NULL, approval_role = NULL, decided_by = NULL, created_at = :now, updated_at = :now + 1, expires_at = NULL, call_ids = NULL, holder = {holder}, row_version = nextval('{s}.row_version_seq') WHERE key = {key} AND row_version = :inserted AND attempt = 1 RETURNING key, row_version), aud AS (INSERT INTO {s}.audit (key, at, actor, action, detail) SELECT key, NULL::int8, NULL::text, NULL::text, NULL::text::json FROM upd WHERE NULL::text IS NOT NULL) SELECT row_version FROM upd;
+WITH ins AS (INSERT INTO {s}.records ({cols}) VALUES ({key}, 1, 'issue_refund', 'idempotent', 'pgbench', NULL, NULL, '0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0', {input}::text::json, 'claimed', 1, :now::int8 + 30000, NULL::text::json, NULL, NULL, NULL, :now, :now, NULL, NULL, {holder}) ON CONFLICT (key) DO NOTHING RETURNING row_version) SELECT {clock} AS db_now, (SELECT row_version FROM ins) AS inserted, {r} FROM (SELECT set_config('synchronous_commit', 'off', true)) AS one LEFT JOIN {s}.records r ON r.key = {key} \\gset
+WITH upd AS (UPDATE {s}.records SET version = 1, tool = 'issue_refund', class = 'idempotent', run_id = 'pgbench', thread_id = NULL, call_id = NULL, fingerprint = '0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0', input = {input}::text::json, state = 'completed', attempt = 1, lease_until = NULL, output = '12345'::text::json, reason = NULL, approval_role = NULL, decided_by = NULL, created_at = :now, updated_at = :now::int8 + 1, expires_at = NULL, call_ids = NULL, holder = {holder}, row_version = nextval('{s}.row_version_seq') WHERE key = {key} AND row_version = :inserted AND attempt = 1 RETURNING key, row_version), aud AS (INSERT INTO {s}.audit (key, at, actor, action, detail) SELECT key, NULL::int8, NULL::text, NULL::text, NULL::text::json FROM upd WHERE NULL::text IS NOT NULL) SELECT row_version FROM upd;
 "
         )
     }
@@ -224,7 +226,7 @@ WITH upd AS (UPDATE {s}.records SET version = 1, tool = 'issue_refund', class = 
             .find_map(|l| l.strip_prefix("tps = "))
             .and_then(|l| l.split_whitespace().next())
             .and_then(|n| n.parse().ok())
-            .expect("pgbench's tps");
+            .unwrap_or_else(|| panic!("no tps in pgbench's output: {text}{}", String::from_utf8_lossy(&out.stderr)));
         let failed = text.lines().find(|l| l.contains("failed")).unwrap_or("").to_owned();
         eprintln!("workers: pgbench {tps:.0} tps {failed}");
         tps
@@ -258,6 +260,10 @@ WITH upd AS (UPDATE {s}.records SET version = 1, tool = 'issue_refund', class = 
         let dir = tempfile::tempdir().unwrap();
         let script = dir.path().join("journal.sql");
         std::fs::write(&script, pgbench_script()).unwrap();
+        if std::env::var("WORKERS_PRINT_SCRIPT").is_ok() {
+            println!("{}", pgbench_script());
+            return;
+        }
         let rounds: u64 = env_or("WORKERS_ROUNDS", 3);
         let mut rows = Vec::new();
         for round in 0..rounds {
