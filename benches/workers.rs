@@ -15,7 +15,8 @@
 //!
 //! Run: `eval "$(.ci/postgres.sh start)"`, raise the server's `max_connections` above
 //! `PGBENCH_CLIENTS` (see BENCHMARKS.md), then `cargo bench --features postgres --bench workers`.
-//! `WORKERS_ROUNDS` (default 3) rounds of each.
+//! `WORKERS_ROUNDS` (default 3) rounds of each. `WORKERS_PRINT_SCRIPT=1` prints the pgbench
+//! script and stops.
 
 #[cfg(feature = "postgres")]
 mod pg {
