@@ -134,7 +134,7 @@ fn row(n: u64, expires: i64) -> Row {
         run_id,
         created_at,
         // 9 in 10 carry an expiry (in the future until gc's `now`).
-        expires_at: (n % 10 != 0).then_some(expires + (n % 1000) as i64),
+        expires_at: (!n.is_multiple_of(10)).then_some(expires + (n % 1000) as i64),
     }
 }
 
@@ -500,11 +500,10 @@ fn sqlite(rt: &tokio::runtime::Runtime, dir: &std::path::Path) {
     }
     let mut filled = 1u64;
     let mut results = Vec::new();
-    let mut seed = 1;
     let all = sizes();
     let last = *all.last().unwrap();
     let mut gc = None;
-    for size in all {
+    for (seed, size) in (1u64..).zip(all) {
         let t = Instant::now();
         sqlite_fill(&path, &template, filled, size, expires);
         let fill_secs = t.elapsed().as_secs_f64();
@@ -554,7 +553,6 @@ fn sqlite(rt: &tokio::runtime::Runtime, dir: &std::path::Path) {
             rounds,
         });
         progress(results.last().unwrap());
-        seed += 1;
         if size == last && std::env::var("GROWTH_GC").is_ok_and(|v| v == "1") {
             gc = Some(gc_under_load(rt, Arc::new(store.clone()), expires));
         }

@@ -227,7 +227,12 @@ WITH upd AS (UPDATE {s}.records SET version = 1, tool = 'issue_refund', class = 
             .find_map(|l| l.strip_prefix("tps = "))
             .and_then(|l| l.split_whitespace().next())
             .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no tps in pgbench's output: {text}{}", String::from_utf8_lossy(&out.stderr)));
+            .unwrap_or_else(|| {
+                panic!(
+                    "no tps in pgbench's output: {text}{}",
+                    String::from_utf8_lossy(&out.stderr)
+                )
+            });
         let failed = text.lines().find(|l| l.contains("failed")).unwrap_or("").to_owned();
         eprintln!("workers: pgbench {tps:.0} tps {failed}");
         tps
