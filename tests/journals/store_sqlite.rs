@@ -364,3 +364,84 @@ fn sqlite_lists_skip_rows_they_cannot_read_and_report_them() {
         assert!(report.compensated.is_empty());
     });
 }
+
+/// `gc` deletes in chunks, each its own write: a collection larger than one chunk drops every
+/// expired record and keeps the unexpired ones and the claims, and a write made while it runs
+/// goes between two chunks instead of waiting for the whole collection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_gc_collects_in_chunks_that_let_other_writes_in() {
+    use effect_tool::record::{Op, RECORD_VERSION};
+    use effect_tool::store::sqlite::SqliteStore;
+    use effect_tool::{Filter, Store};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.db");
+    let store = SqliteStore::open(&path).unwrap();
+    {
+        // 20,000 completed records expired at 1,000; 10 expiring at 10^12; 10 expired claims.
+        let mut raw = rusqlite::Connection::open(&path).unwrap();
+        let tx = raw.transaction().unwrap();
+        let mut insert = tx
+            .prepare(
+                "INSERT INTO effect_records (key, version, tool, class, run_id, fingerprint, input, state, attempt,
+                   created_at, updated_at, expires_at, lease_until)
+                 VALUES (?1, ?2, 't', 'idempotent', 'r', 'f', '{}', ?3, 1, 0, 0, ?4, ?5)",
+            )
+            .unwrap();
+        let rows = (0..20_000)
+            .map(|i| (format!("old-{i}"), "completed", 1_000i64, None))
+            .chain((0..10).map(|i| (format!("new-{i}"), "completed", 1_000_000_000_000, None)))
+            .chain((0..10).map(|i| (format!("claim-{i}"), "claimed", 1_000, Some(1_000i64))));
+        for (key, state, expires, lease) in rows {
+            insert
+                .execute(rusqlite::params![key, RECORD_VERSION, state, expires, lease])
+                .unwrap();
+        }
+        drop(insert);
+        tx.commit().unwrap();
+    }
+    let collecting = {
+        let store = store.clone();
+        tokio::spawn(async move { store.gc(2_000).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    // A write while gc runs: answered between two chunks.
+    let intent = effect_tool::record::Intent {
+        tool: "t".into(),
+        class: effect_tool::EffectClass::Idempotent,
+        run_id: "r".into(),
+        thread_id: None,
+        call_id: None,
+        fingerprint: "f".into(),
+        input: serde_json::json!({}),
+        ttl_ms: None,
+        approval: None,
+        approval_ttl_ms: None,
+        holder: None,
+    };
+    store
+        .apply(
+            "during-gc",
+            Op::Claim {
+                intent,
+                lease_ms: 60_000,
+                takeover_in_doubt: false,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        !collecting.is_finished(),
+        "the write waited for the whole collection instead of one chunk"
+    );
+    assert_eq!(collecting.await.unwrap().expect("gc"), 20_000);
+    let left = store.list(&Filter::all()).await.unwrap();
+    assert_eq!(
+        left.len(),
+        21,
+        "the unexpired records, the claims and the new claim stay"
+    );
+    assert!(left.iter().all(|r| !r.key.starts_with("old-")));
+    assert_eq!(store.gc(2_000).await.expect("gc again"), 0);
+    let _ = store.get("during-gc").await.unwrap().unwrap();
+}
