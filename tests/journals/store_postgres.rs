@@ -791,12 +791,13 @@ fn postgres_gc_collects_more_than_one_chunk() {
         let (schema, url) = locator.split_once(' ').unwrap();
         let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
         tokio::spawn(conn);
-        // 25,000 completed records expired at 1,000; 10 completed records expiring at 10^12;
-        // 10 claims expired at 1,000 (claims are never collected).
+        // 25,000 completed records expired between 1,000 and 8,000 (each chunk resumes from the
+        // latest one the last chunk deleted, and ties span chunks); 10 completed records
+        // expiring at 10^12; 10 claims expired at 1,000 (claims are never collected).
         client
             .batch_execute(&format!(
                 "INSERT INTO \"{schema}\".records (key, version, tool, class, run_id, fingerprint, input, state, attempt, created_at, updated_at, expires_at)
-                   SELECT 'old-' || i, 1, 't', 'idempotent', 'r', 'f', '{{}}', 'completed', 1, 0, 0, 1000 FROM generate_series(1, 25000) i;
+                   SELECT 'old-' || i, 1, 't', 'idempotent', 'r', 'f', '{{}}', 'completed', 1, 0, 0, 1000 + i % 7000 FROM generate_series(1, 25000) i;
                  INSERT INTO \"{schema}\".records (key, version, tool, class, run_id, fingerprint, input, state, attempt, created_at, updated_at, expires_at)
                    SELECT 'new-' || i, 1, 't', 'idempotent', 'r', 'f', '{{}}', 'completed', 1, 0, 0, 1000000000000 FROM generate_series(1, 10) i;
                  INSERT INTO \"{schema}\".records (key, version, tool, class, run_id, fingerprint, input, state, attempt, created_at, updated_at, expires_at, lease_until)
@@ -804,10 +805,10 @@ fn postgres_gc_collects_more_than_one_chunk() {
             ))
             .await
             .unwrap();
-        assert_eq!(store.gc(2_000).await.expect("gc"), 25_000);
+        assert_eq!(store.gc(10_000).await.expect("gc"), 25_000);
         let left = store.list(&Filter::all()).await.unwrap();
         assert_eq!(left.len(), 20, "the unexpired records and the claims stay");
         assert!(left.iter().all(|r| !r.key.starts_with("old-")));
-        assert_eq!(store.gc(2_000).await.expect("gc again"), 0);
+        assert_eq!(store.gc(10_000).await.expect("gc again"), 0);
     });
 }
