@@ -15,7 +15,7 @@
 # Environment: JOBS (parallel mutants, default 1 on a shared machine), MUTANTS_TARGET_DIR
 # (a build directory kept between runs, default target/mutants, so dependencies build once),
 # MUTANTS_OUT (where results go, default target/mutants-out), ROOT_TESTS (the root crate's test
-# binaries to run, space-separated: `calls journals`), ROOT_SKIP (test-name substrings skipped in
+# binaries to run, space-separated: `calls journals declarations`), ROOT_SKIP (test-name substrings skipped in
 # them: by default the PostgreSQL, fault, crash and HTTP tests, which skip here or take minutes
 # per mutant).
 # Needs `cargo install cargo-mutants --locked`. Equivalent mutants are excluded, with their
@@ -29,7 +29,7 @@ files=()
 # the root crate's tests of the engine's decisions and of the journals (the conformance suite).
 # Each test binary holds many files' tests, named `<file>::<test>`: ROOT_SKIP leaves out files.
 core_tests=(decisions)
-read -r -a root_tests <<< "${ROOT_TESTS:-calls journals}"
+read -r -a root_tests <<< "${ROOT_TESTS:-calls journals declarations}"
 read -r -a root_skip <<< "${ROOT_SKIP:-engine_faults_ keys_big_integers:: testing_kit:: people_notify:: console_api:: store_postgres:: crash_sqlite:: crash_postgres:: journal_faults:: journal_files::}"
 tests=(--test-package effect-tool-core,effect-tool --cargo-test-arg=--lib)
 # The same selection as plain `cargo test` arguments, for the script's own baseline (below).
