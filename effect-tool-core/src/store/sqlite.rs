@@ -429,7 +429,7 @@ impl Store for SqliteStore {
         Ok(self.list_report(filter).await?.records)
     }
 
-    /// Deletes in chunks of [`GC_CHUNK`] records, each its own write transaction, so that
+    /// Deletes in chunks of 1,000 records (`GC_CHUNK`), each its own write transaction, so that
     /// other writes (of this process and of others) wait for one chunk at most, not for the
     /// whole collection. A failure stops it; the records deleted until then stay deleted.
     async fn gc(&self, now: Millis) -> Result<u64, StoreError> {
