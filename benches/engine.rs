@@ -10,44 +10,15 @@
 //!
 //! Run: `cargo bench --bench engine` (`-- dispatch` for the second group alone)
 
+mod common;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use effect_tool::{CallOptions, EffectClass, EffectCtx, Engine, MemoryStore, RunContext, Tool, ToolError};
-use serde::{Deserialize, Serialize};
+use effect_tool::{CallOptions, Engine, MemoryStore, RunContext, Tool};
 use sha2::{Digest, Sha256};
 
-#[derive(Clone, Serialize, Deserialize, schemars::JsonSchema)]
-struct RefundArgs {
-    order_id: String,
-    amount_cents: u64,
-    currency: String,
-    reason: String,
-}
-
-/// About 100 bytes of JSON.
-fn input(n: u64) -> RefundArgs {
-    RefundArgs {
-        order_id: format!("ord_{n:016}"),
-        amount_cents: 12_345,
-        currency: "EUR".into(),
-        reason: "customer returned the damaged item".into(),
-    }
-}
-
-struct Refund;
-
-impl Tool for Refund {
-    type Args = RefundArgs;
-    type Output = u64;
-    type Error = ToolError;
-    const NAME: &'static str = "issue_refund";
-    const CLASS: EffectClass = EffectClass::Idempotent;
-
-    async fn call(&self, _ctx: &EffectCtx, args: RefundArgs) -> Result<u64, ToolError> {
-        Ok(args.amount_cents)
-    }
-}
+use common::{Refund, RefundArgs, input};
 
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread()

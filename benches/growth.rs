@@ -36,46 +36,17 @@
 //! Run: `benches/growth.sh` (both backends and the plot), or
 //! `GROWTH_BACKEND=sqlite cargo bench --bench growth`.
 
+mod common;
+
 use std::io::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use effect_tool::store::sqlite::{SqliteOptions, SqliteStore};
-use effect_tool::{CallOptions, EffectClass, EffectCtx, Engine, RunContext, Store, Tool, ToolError};
-use serde::{Deserialize, Serialize};
+use effect_tool::{CallOptions, Engine, RunContext, Store};
 
-#[derive(Clone, Serialize, Deserialize, schemars::JsonSchema)]
-struct RefundArgs {
-    order_id: String,
-    amount_cents: u64,
-    currency: String,
-    reason: String,
-}
-
-/// About 100 bytes of JSON (the input of `benches/store.rs`).
-fn input(n: u64) -> RefundArgs {
-    RefundArgs {
-        order_id: format!("ord_{n:016}"),
-        amount_cents: 12_345,
-        currency: "EUR".into(),
-        reason: "customer returned the damaged item".into(),
-    }
-}
-
-struct Refund;
-
-impl Tool for Refund {
-    type Args = RefundArgs;
-    type Output = u64;
-    type Error = ToolError;
-    const NAME: &'static str = "issue_refund";
-    const CLASS: EffectClass = EffectClass::Idempotent;
-
-    async fn call(&self, _ctx: &EffectCtx, args: RefundArgs) -> Result<u64, ToolError> {
-        Ok(args.amount_cents)
-    }
-}
+use common::{Refund, RefundArgs, input};
 
 /// Records per run in the filled journal.
 const PER_RUN: u64 = 1_000;

@@ -27,6 +27,8 @@
 //! Run: `cargo bench --bench responsiveness` (`EFFECT_TOOL_BENCH_SECS` per measurement, default
 //! 2; `EFFECT_TOOL_BENCH_ROUNDS`, default 3).
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
@@ -34,40 +36,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use effect_tool::store::sqlite::{SqliteOptions, SqliteStore, Synchronous};
-use effect_tool::{CallOptions, EffectClass, EffectCtx, Engine, MemoryStore, RunContext, Store, Tool, ToolError};
-use serde::{Deserialize, Serialize};
+use effect_tool::{CallOptions, Engine, MemoryStore, RunContext, Store};
 
-#[derive(Clone, Serialize, Deserialize, schemars::JsonSchema)]
-struct RefundArgs {
-    order_id: String,
-    amount_cents: u64,
-    currency: String,
-    reason: String,
-}
-
-/// About 100 bytes of JSON, as in `benches/store.rs`.
-fn input(n: u64) -> RefundArgs {
-    RefundArgs {
-        order_id: format!("ord_{n:016}"),
-        amount_cents: 12_345,
-        currency: "EUR".into(),
-        reason: "customer returned the damaged item".into(),
-    }
-}
-
-struct Refund;
-
-impl Tool for Refund {
-    type Args = RefundArgs;
-    type Output = u64;
-    type Error = ToolError;
-    const NAME: &'static str = "issue_refund";
-    const CLASS: EffectClass = EffectClass::Idempotent;
-
-    async fn call(&self, _ctx: &EffectCtx, args: RefundArgs) -> Result<u64, ToolError> {
-        Ok(args.amount_cents)
-    }
-}
+use common::{Refund, input};
 
 static NEXT: AtomicU64 = AtomicU64::new(1);
 

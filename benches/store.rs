@@ -32,45 +32,16 @@
 //! the measurements of one backend run interleaved, round by round, and each ratio is the
 //! median of the ratios within a round, so a change in the machine's load skews them less.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use effect_tool::store::sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use effect_tool::{CallOptions, EffectClass, EffectCtx, Engine, RunContext, Store, Tool, ToolError};
-use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Serialize, Deserialize, schemars::JsonSchema)]
-struct RefundArgs {
-    order_id: String,
-    amount_cents: u64,
-    currency: String,
-    reason: String,
-}
-
-/// About 100 bytes of JSON.
-fn input(n: u64) -> RefundArgs {
-    RefundArgs {
-        order_id: format!("ord_{n:016}"),
-        amount_cents: 12_345,
-        currency: "EUR".into(),
-        reason: "customer returned the damaged item".into(),
-    }
-}
-
-struct Refund;
-
-impl Tool for Refund {
-    type Args = RefundArgs;
-    type Output = u64;
-    type Error = ToolError;
-    const NAME: &'static str = "issue_refund";
-    const CLASS: EffectClass = EffectClass::Idempotent;
-
-    async fn call(&self, _ctx: &EffectCtx, args: RefundArgs) -> Result<u64, ToolError> {
-        Ok(args.amount_cents)
-    }
-}
+use common::{Refund, RefundArgs, input};
 
 /// The same tool, irreversible: its claim must be on disk before it runs.
 struct Charge;

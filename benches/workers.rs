@@ -18,6 +18,8 @@
 //! `WORKERS_ROUNDS` (default 3) rounds of each. `WORKERS_PRINT_SCRIPT=1` prints the pgbench
 //! script and stops.
 
+mod common;
+
 #[cfg(feature = "postgres")]
 mod pg {
     use std::process::{Command, Stdio};
@@ -26,40 +28,9 @@ mod pg {
     use std::time::Duration;
 
     use effect_tool::store::postgres::{PgOptions, PostgresStore, SslMode};
-    use effect_tool::{CallOptions, EffectClass, EffectCtx, Engine, RunContext, Tool, ToolError};
-    use serde::{Deserialize, Serialize};
+    use effect_tool::{CallOptions, Engine, RunContext};
 
-    #[derive(Clone, Serialize, Deserialize, schemars::JsonSchema)]
-    struct RefundArgs {
-        order_id: String,
-        amount_cents: u64,
-        currency: String,
-        reason: String,
-    }
-
-    /// About 100 bytes of JSON (the input of `benches/store.rs`).
-    fn input(n: u64) -> RefundArgs {
-        RefundArgs {
-            order_id: format!("ord_{n:016}"),
-            amount_cents: 12_345,
-            currency: "EUR".into(),
-            reason: "customer returned the damaged item".into(),
-        }
-    }
-
-    struct Refund;
-
-    impl Tool for Refund {
-        type Args = RefundArgs;
-        type Output = u64;
-        type Error = ToolError;
-        const NAME: &'static str = "issue_refund";
-        const CLASS: EffectClass = EffectClass::Idempotent;
-
-        async fn call(&self, _ctx: &EffectCtx, args: RefundArgs) -> Result<u64, ToolError> {
-            Ok(args.amount_cents)
-        }
-    }
+    use crate::common::{Refund, input};
 
     const SCHEMA: &str = "effect_tool_workers";
 
