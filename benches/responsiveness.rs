@@ -122,6 +122,36 @@ fn client(addr: std::net::SocketAddr, stop: Arc<AtomicBool>) -> Vec<f64> {
     latencies
 }
 
+/// `n` tasks making new calls through an engine on `store` until `stop`, each counted in `calls`.
+fn spawn_callers(
+    store: Arc<dyn Store>,
+    n: usize,
+    stop: &Arc<AtomicBool>,
+    calls: &Arc<AtomicU64>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let engine = Engine::new(store);
+    let run = RunContext::new("responsiveness");
+    (0..n)
+        .map(|_| {
+            let (engine, run, stop, calls) = (engine.clone(), run.clone(), stop.clone(), calls.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let i = NEXT.fetch_add(1, Ordering::Relaxed);
+                    engine
+                        .call(&Refund, &run, CallOptions::default(), input(i))
+                        .await
+                        .unwrap();
+                    calls.fetch_add(1, Ordering::Relaxed);
+                    // A real agent's loop awaits something between calls (the model, the
+                    // network); on the in-memory store a call never waits, and without this
+                    // the callers would starve the timer driver.
+                    tokio::task::yield_now().await;
+                }
+            })
+        })
+        .collect()
+}
+
 /// Run one measurement of `secs` under `load` on a fresh runtime.
 fn measure(load: Load, dir: &std::path::Path, secs: f64, workers: usize) -> Samples {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -153,47 +183,10 @@ fn measure(load: Load, dir: &std::path::Path, secs: f64, workers: usize) -> Samp
         let memory_calls = Arc::new(AtomicU64::new(0));
         let mut extra = Vec::new();
         if busy {
-            let engine = Engine::new(Arc::new(MemoryStore::new()));
-            let run = RunContext::new("busy");
-            for _ in 0..64 {
-                let (engine, run, stop, calls) = (engine.clone(), run.clone(), stop.clone(), memory_calls.clone());
-                extra.push(tokio::spawn(async move {
-                    while !stop.load(Ordering::Relaxed) {
-                        let i = NEXT.fetch_add(1, Ordering::Relaxed);
-                        engine
-                            .call(&Refund, &run, CallOptions::default(), input(i))
-                            .await
-                            .unwrap();
-                        calls.fetch_add(1, Ordering::Relaxed);
-                        tokio::task::yield_now().await;
-                    }
-                }));
-            }
+            extra = spawn_callers(Arc::new(MemoryStore::new()), 64, &stop, &memory_calls);
         }
-        let callers: Vec<_> = store
-            .map(|store| {
-                let engine = Engine::new(store);
-                let run = RunContext::new("responsiveness");
-                (0..load.callers())
-                    .map(|_| {
-                        let (engine, run, stop, calls) = (engine.clone(), run.clone(), stop.clone(), calls.clone());
-                        tokio::spawn(async move {
-                            while !stop.load(Ordering::Relaxed) {
-                                let i = NEXT.fetch_add(1, Ordering::Relaxed);
-                                engine
-                                    .call(&Refund, &run, CallOptions::default(), input(i))
-                                    .await
-                                    .unwrap();
-                                calls.fetch_add(1, Ordering::Relaxed);
-                                // A real agent's loop awaits something between calls (the model,
-                                // the network); on the in-memory store a call never waits, and
-                                // without this the callers would starve the timer driver.
-                                tokio::task::yield_now().await;
-                            }
-                        })
-                    })
-                    .collect()
-            })
+        let callers = store
+            .map(|store| spawn_callers(store, load.callers(), &stop, &calls))
             .unwrap_or_default();
         // Let the callers reach their steady state (the first batches, the WAL's first pages).
         tokio::time::sleep(Duration::from_millis(200)).await;
