@@ -319,10 +319,10 @@ pub struct Compiled {
     /// The schema to send.
     pub schema: Value,
     /// What the dialect cannot express, field by field (`` `note`: at most 200 characters, moved
-    /// into the description ``). The dispatcher still enforces all of it.
+    /// into the description ``), sorted. The dispatcher still enforces all of it.
     pub moved: Vec<String>,
     /// Why the schema cannot be strict ([`Dialect::OpenAiStrict`] only; empty: it can). When it
-    /// is not empty, [`Compiled::schema`] must not be sent with `"strict": true`.
+    /// is not empty, [`Compiled::schema`] must not be sent with `"strict": true`. Sorted.
     pub not_strict: Vec<String>,
 }
 
@@ -387,7 +387,15 @@ pub fn compile(schema: &Value, dialect: Dialect) -> Compiled {
     if rules.strict {
         super::make_strict(&mut out, 0);
     }
-    let Compiler { moved, not_strict, .. } = c;
+    let Compiler {
+        mut moved,
+        mut not_strict,
+        ..
+    } = c;
+    // Sorted, so that the lists do not depend on the order a map keeps its names in (serde_json's
+    // `preserve_order`, which another crate in the build may turn on).
+    moved.sort();
+    not_strict.sort();
     Compiled {
         dialect,
         schema: out,
