@@ -265,10 +265,11 @@ fn members(map: &Map<String, Value>) -> Members<'_> {
     // serde_json's map is sorted by UTF-8 bytes (or in insertion order with `preserve_order`);
     // RFC 8785 wants UTF-16 code units, which differ for characters above the BMP versus
     // U+E000..U+FFFF. Keys already in order and below U+E000 (the common case: ASCII names)
-    // are written as they come, without sorting a copy.
+    // are written as they come, without sorting a copy. (A name is below U+E000 when its UTF-8
+    // has no byte from 0xEE up: those lead U+E000 and above, continuation bytes are below.)
     let mut prev: Option<&str> = None;
     let in_order = map.keys().all(|k| {
-        let ok = k.chars().all(|c| c < '\u{e000}') && prev.is_none_or(|p| p < k.as_str());
+        let ok = k.bytes().all(|b| b < 0xEE) && prev.is_none_or(|p| p < k.as_str());
         prev = Some(k);
         ok
     });

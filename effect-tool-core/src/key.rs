@@ -129,7 +129,19 @@ pub fn call_key(
     redacted: &Value,
     custom: Option<String>,
 ) -> CallKey {
-    let fingerprint = fingerprint(redacted);
+    with_fingerprint(rule, window, run, tool, redacted, fingerprint(redacted), custom)
+}
+
+/// [`call_key`], the input's fingerprint already computed.
+fn with_fingerprint(
+    rule: KeyRule,
+    window: Window,
+    run: &RunContext,
+    tool: &str,
+    redacted: &Value,
+    fingerprint: String,
+    custom: Option<String>,
+) -> CallKey {
     let key = match (custom, rule) {
         (Some(custom), _) => scoped_custom_key(window, run, &custom),
         (None, KeyRule::Fields(fields)) => {
@@ -216,11 +228,14 @@ pub struct CallIdentity {
 /// [`canonical`]'s "Integers" section): the error names its path and says to send it as a string.
 pub fn identify<T: crate::Tool>(tool: &T, run: &RunContext, args: &T::Args) -> Result<CallIdentity, serde_json::Error> {
     let input = redact(serde_json::to_value(args)?, T::SENSITIVE);
-    // An integer RFC 8785 would round into another one's key is refused, not merged.
-    canonical::check_exact(&input).map_err(<serde_json::Error as serde::ser::Error>::custom)?;
+    // One walk makes the canonical form and refuses an integer RFC 8785 would round into
+    // another one's key (refused, not merged).
+    let canonical = canonical::try_to_string(&input).map_err(<serde_json::Error as serde::ser::Error>::custom)?;
     let custom = tool.key(args);
     let keyed = custom.is_some() || T::KEY_RULE != KeyRule::Default;
-    let CallKey { key, fingerprint } = call_key(T::KEY_RULE, T::WINDOW, run, T::NAME, &input, custom);
+    let fingerprint = sha256_hex(canonical.as_bytes());
+    let CallKey { key, fingerprint } =
+        with_fingerprint(T::KEY_RULE, T::WINDOW, run, T::NAME, &input, fingerprint, custom);
     Ok(CallIdentity {
         key,
         fingerprint,
