@@ -338,9 +338,12 @@ fn engine(store: impl Store + 'static) -> Engine {
     Engine::with_config(store, config()).with_store_retry(Duration::from_millis(50))
 }
 
+/// A lease short enough that a crashed row's claim goes stale at once, long enough that a live
+/// call renews it in time on a loaded machine (at 40 ms a SQLite row under load once lapsed
+/// its own claim and counted an attempt more).
 fn config() -> EngineConfig {
     EngineConfig {
-        lease: Duration::from_millis(40),
+        lease: Duration::from_millis(150),
         poll_interval: Duration::from_millis(2),
     }
 }
@@ -530,6 +533,17 @@ async fn reliability_matrix_sqlite() {
     }
 }
 
+/// `tool` called for ann in run `r1`, as the tool call `call_id`.
+async fn call_ann(
+    tool: &Arc<dyn DynTool>,
+    engine: &Engine,
+    call_id: &str,
+) -> effect_tool::CallReport<serde_json::Value, String> {
+    let args = serde_json::json!({ "to": "ann" });
+    tool.call_json(engine, &RunContext::new("r1"), CallOptions::call_id(call_id), args)
+        .await
+}
+
 /// Beyond the table: an irreversible tool with `recover` whose every execution ends in an
 /// unknown outcome that `recover` then finds did not land. Each time, nothing happened, so the
 /// call is tried again, up to the tool's `max_attempts` (3) and not once more; then the call
@@ -540,14 +554,7 @@ async fn unknown_outcomes_that_recover_finds_absent_are_tried_max_attempts_times
     bank.plan.lock().unwrap().extend([Act::UnknownNotApplied; 4]);
     let tool = tool_of(Class::IrreversibleRecover, &bank);
     let engine = engine(Arc::new(MemoryStore::new()));
-    let report = tool
-        .call_json(
-            &engine,
-            &RunContext::new("r1"),
-            CallOptions::call_id("c1"),
-            serde_json::json!({ "to": "ann" }),
-        )
-        .await;
+    let report = call_ann(&tool, &engine, "c1").await;
     let executions = 5 - bank.plan.lock().unwrap().len();
     assert_eq!(executions, 3, "executions of the 5 planned, with max_attempts = 3");
     assert!(report.result.is_err(), "{}", outcome(&report));
@@ -577,15 +584,7 @@ async fn a_record_written_whose_answer_was_lost_is_found_and_the_call_succeeds()
             Arc::new(MemoryStore::new()),
             LoseFirstCompletion(std::sync::atomic::AtomicBool::new(false)),
         );
-        let engine = engine(store);
-        let report = tool
-            .call_json(
-                &engine,
-                &RunContext::new("r1"),
-                CallOptions::call_id("c1"),
-                serde_json::json!({ "to": "ann" }),
-            )
-            .await;
+        let report = call_ann(&tool, &engine(store), "c1").await;
         assert_eq!(outcome(&report), "ok:executed:1", "{class:?}");
         assert_eq!(bank.counts(), (1, 1), "{class:?}: one request, one effect");
     }
@@ -612,13 +611,9 @@ async fn an_attempt_that_lost_its_claim_names_the_attempt_that_owns_the_key_and_
             },
         )
     };
-    let args = serde_json::json!({ "to": "ann" });
     let first = {
-        let (tool, engine, args) = (tool.clone(), long(), args.clone());
-        tokio::spawn(async move {
-            tool.call_json(&engine, &RunContext::new("r1"), CallOptions::call_id("c1"), args)
-                .await
-        })
+        let (tool, engine) = (tool.clone(), long());
+        tokio::spawn(async move { call_ann(&tool, &engine, "c1").await })
     };
     bank.started.notified().await;
     let key = store.list(&effect_tool::Filter::default()).await.unwrap()[0]
@@ -634,9 +629,7 @@ async fn an_attempt_that_lost_its_claim_names_the_attempt_that_owns_the_key_and_
         )
         .await
         .unwrap();
-    let second = tool
-        .call_json(&long(), &RunContext::new("r1"), CallOptions::call_id("c2"), args)
-        .await;
+    let second = call_ann(&tool, &long(), "c2").await;
     assert_eq!(outcome(&second), "ok:executed:2");
     let recorded = second.result.unwrap();
 

@@ -211,6 +211,95 @@ async fn abandoning_a_run_compensates_each_effect_once_newest_first() {
     assert_eq!(audit.iter().filter(|a| a.action == "compensate").count(), 3);
 }
 
+/// A compensation that keeps failing transiently is tried the tool's `max_attempts` times (3)
+/// within one abandonment, not once more; the run's report says it failed, and the booking is
+/// still there for the next abandonment to undo.
+#[tokio::test]
+async fn a_compensation_failing_transiently_is_tried_max_attempts_times() {
+    let hotel = Arc::new(Hotel::default());
+    *hotel.fail_cancellations.lock().unwrap() = 4;
+    let tool = Arc::new(Reserve { hotel: hotel.clone() });
+    let engine = Engine::new(MemoryStore::new());
+    let run = RunContext::new("trip-6");
+    engine
+        .call(&*tool, &run, CallOptions::default(), "101".into())
+        .await
+        .unwrap();
+    let tools: Vec<Arc<dyn DynTool>> = vec![tool.clone()];
+    let report = engine.abandon_run(&run, &tools).await.unwrap();
+    assert!(report.compensated.is_empty(), "{report:?}");
+    assert!(report.failed[0].1.contains("hotel API busy"), "{report:?}");
+    assert_eq!(*hotel.fail_cancellations.lock().unwrap(), 1, "3 of the 4 failures used");
+    assert!(hotel.cancelled.lock().unwrap().is_empty());
+
+    let again = engine.abandon_run(&run, &tools).await.unwrap();
+    assert_eq!(again.compensated.len(), 1, "{again:?}");
+    assert_eq!(*hotel.cancelled.lock().unwrap(), vec!["101"]);
+}
+
+/// Abandoning a run undoes only effects that happened: a booking that failed definitively
+/// (released), one parked for approval, one approved but not yet run, and one denied are left
+/// alone, never compensated and never reported; the completed booking beside them is undone.
+#[tokio::test]
+async fn abandoning_a_run_undoes_only_effects_that_happened() {
+    let hotel = Arc::new(Hotel::default());
+    let tool = Arc::new(Reserve { hotel: hotel.clone() });
+    let engine = Engine::new(MemoryStore::new());
+    let store = engine.store();
+    let run = RunContext::new("trip-7");
+    engine
+        .call(&*tool, &run, CallOptions::default(), "101".into())
+        .await
+        .unwrap();
+    let parked = |room: &str| effect_tool::record::Intent {
+        approval: Some("ops".into()),
+        ..booking("trip-7", serde_json::json!(room))
+    };
+    store
+        .claim(
+            "trip-7:reserve:failed",
+            booking("trip-7", serde_json::json!("102")),
+            60_000,
+            false,
+        )
+        .await
+        .unwrap();
+    store
+        .release("trip-7:reserve:failed", 1, Some("no room".into()))
+        .await
+        .unwrap();
+    for (key, room) in [
+        ("trip-7:reserve:parked", "103"),
+        ("trip-7:reserve:approved", "104"),
+        ("trip-7:reserve:denied", "105"),
+    ] {
+        store.claim(key, parked(room), 60_000, false).await.unwrap();
+    }
+    store.approve("trip-7:reserve:approved", "carol", "ops").await.unwrap();
+    store.deny("trip-7:reserve:denied", "carol", None).await.unwrap();
+    let states: Vec<RecordState> = {
+        let mut all = store.list(&effect_tool::Filter::default()).await.unwrap();
+        all.sort_by(|a, b| a.key.cmp(&b.key));
+        all.iter().map(|r| r.state).collect()
+    };
+    use RecordState::{Approved, AwaitingApproval, Completed, Denied, Released};
+    assert_eq!(
+        states,
+        [Completed, Approved, Denied, Released, AwaitingApproval],
+        "the records the test meant to write"
+    );
+
+    let tools: Vec<Arc<dyn DynTool>> = vec![tool.clone()];
+    let report = engine.abandon_run(&run, &tools).await.unwrap();
+    let undone = effect_tool::key::identify(&*tool, &run, &"101".to_owned()).unwrap().key;
+    assert_eq!(report.compensated, vec![undone], "{report:?}");
+    assert!(
+        report.is_complete() && report.already_compensated.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(*hotel.cancelled.lock().unwrap(), vec!["101"]);
+}
+
 /// The claim of a [`Reserve`] booking in `run` with `input`, as the journal holds it (for the
 /// records a test writes through the store, not through the engine).
 fn booking(run: &str, input: serde_json::Value) -> effect_tool::record::Intent {

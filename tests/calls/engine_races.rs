@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::journal::{FailWhen, Faulty, crashed_claim, until_stale};
+use common::journal::{FailWhen, Fault, Faulty, Then, crashed_claim, until_stale};
 use common::ledger::Downstream;
 use common::script::{Script, Step, scripted};
 use common::{key_of, run, short, short_engine};
@@ -50,6 +50,13 @@ scripted!(
     Idempotent,
     recover = false,
     approval = None,
+    window = Window::Thread
+);
+scripted!(
+    ThreadWire,
+    Irreversible,
+    recover = false,
+    approval = Some("finance"),
     window = Window::Thread
 );
 scripted!(
@@ -918,6 +925,97 @@ async fn a_follower_in_another_run_takes_over_from_a_cancelled_leader() {
     );
     assert_eq!(script.executions(), 1);
     assert_eq!(down.requests(), 0);
+}
+
+/// A follower that joined a leader which then succeeded shares the leader's result: it is told
+/// `Shared`, and never claims the key itself (a follower that took the leader's place instead
+/// would find the record and report `Replayed`).
+#[tokio::test]
+async fn a_follower_of_a_leader_that_succeeds_shares_its_result() {
+    let down = Arc::new(Downstream::default());
+    let script = Script::new(&down, &[Step::HoldThenOk]);
+    let tool = Charge(script.clone());
+    let engine = short_engine(MemoryStore::new());
+    let r = run("r1");
+    let leader = {
+        let (engine, tool, r) = (engine.clone(), tool.clone(), r.clone());
+        tokio::spawn(async move {
+            engine
+                .call_with_report(&tool, &r, CallOptions::default(), "ann".into())
+                .await
+        })
+    };
+    script.started.notified().await;
+    let call = engine.call_with_report(&tool, &r, CallOptions::default(), "ann".into());
+    let mut call = std::pin::pin!(call);
+    // The leader is executing, so its slot is there: the first poll joins it.
+    assert!(futures::poll!(call.as_mut()).is_pending());
+    script.hold.add_permits(1);
+    let led = leader.await.unwrap();
+    let followed = call.await;
+    assert_eq!(led.disposition, Disposition::Executed);
+    assert_eq!(followed.result.unwrap(), led.result.unwrap());
+    assert_eq!(followed.disposition, Disposition::Shared);
+    assert_eq!((script.executions(), down.requests()), (1, 1));
+}
+
+/// Holds every claim at a gate until the test lets it through, and says when one arrived.
+struct GatedClaims {
+    gate: Arc<Semaphore>,
+    reached: Notify,
+}
+
+impl Fault for GatedClaims {
+    fn on(&self, op: &Op) -> Then {
+        if matches!(op, Op::Claim { .. }) {
+            self.reached.notify_one();
+            Then::Gated(self.gate.clone())
+        } else {
+            Then::Forward
+        }
+    }
+}
+
+/// A follower in another run (a thread window shares the key across runs) whose leader parks
+/// the call for a person's approval is told that its own run waits: the `ApprovalPending` it
+/// gets names its run, not the leader's.
+#[tokio::test]
+async fn a_follower_in_another_run_is_told_that_its_own_run_awaits_approval() {
+    let down = Arc::new(Downstream::default());
+    let script = Script::new(&down, &[Step::Ok]);
+    let tool = ThreadWire(script.clone());
+    let journal = Faulty::new(
+        Arc::new(MemoryStore::new()),
+        GatedClaims {
+            gate: Arc::new(Semaphore::new(0)),
+            reached: Notify::new(),
+        },
+    );
+    let engine = short_engine(journal.clone());
+    let (r1, r2) = (run("r1").with_thread("t"), run("r2").with_thread("t"));
+    let leader = {
+        let (engine, tool, r1) = (engine.clone(), tool.clone(), r1.clone());
+        tokio::spawn(async move { engine.call(&tool, &r1, CallOptions::default(), "ann".into()).await })
+    };
+    // The leader's claim (the write that parks the call) is held: its slot is there.
+    journal.reached.notified().await;
+    let call = engine.call_with_report(&tool, &r2, CallOptions::default(), "ann".into());
+    let mut call = std::pin::pin!(call);
+    assert!(futures::poll!(call.as_mut()).is_pending());
+    journal.gate.add_permits(1);
+    let led = leader.await.unwrap().unwrap_err();
+    let followed = call.await;
+    let led = led.as_approval_pending().expect("the leader parks the call");
+    assert_eq!((led.run_id.as_str(), led.role.as_str()), ("r1", "finance"));
+    let err = followed.result.unwrap_err();
+    let pending = err.as_approval_pending().unwrap_or_else(|| panic!("{err}"));
+    assert_eq!(pending.run_id, "r2", "the follower's own run waits");
+    assert_eq!(
+        (pending.key.as_str(), pending.role.as_str()),
+        (led.key.as_str(), "finance")
+    );
+    assert_eq!(followed.disposition, Disposition::AwaitingApproval);
+    assert_eq!((script.executions(), down.requests()), (0, 0));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -20,6 +20,8 @@ pub enum Then {
     /// Apply it, then fail its answer with [`StoreError::Backend`] and this message (a
     /// connection cut between the commit and its reply).
     ForwardThenFail(&'static str),
+    /// Wait for a permit of this gate, then pass it on (a slow write the test holds open).
+    Gated(Arc<tokio::sync::Semaphore>),
 }
 
 /// The test's hand on a [`Faulty`] journal: asked about every operation before it is applied.
@@ -62,6 +64,10 @@ impl<F: Fault> Store for Faulty<F> {
             Then::ForwardThenFail(message) => {
                 self.inner.apply(key, op).await?;
                 Err(StoreError::Backend(message.into()))
+            }
+            Then::Gated(gate) => {
+                let _permit = gate.acquire().await.expect("the test's gate is never closed");
+                self.inner.apply(key, op).await
             }
         }
     }
