@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 use effect_tool::store::sqlite::{SqliteOptions, SqliteStore};
 use effect_tool::{CallOptions, Engine, RunContext, Store};
 
-use common::{Refund, RefundArgs, input};
+use common::{Calibration, Op, Refund, RefundArgs, input, measure_interleaved, median};
 
 /// Records per run in the filled journal.
 const PER_RUN: u64 = 1_000;
@@ -125,44 +125,41 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-fn round_budget() -> Duration {
-    Duration::from_millis(env_or("GROWTH_ROUND_MS", 300))
+/// Each op of a round calibrated to about `GROWTH_ROUND_MS` (300 ms).
+fn calibration() -> Calibration {
+    Calibration {
+        budget: Duration::from_millis(env_or("GROWTH_ROUND_MS", 300)),
+        min: 32,
+        max: 1 << 20,
+    }
 }
 
-/// A measured operation: `run(n)` performs `n` operations and returns the time they took.
-type Op<'a> = Box<dyn FnMut(u64) -> Duration + 'a>;
-
-/// Per-operation times (seconds) of every op in every round, interleaved (round 1 of each,
-/// then round 2 of each, ...), each op calibrated to about one round budget.
-fn measure_interleaved(ops: &mut [Op<'_>], rounds: usize) -> Vec<Vec<f64>> {
-    let budget = round_budget();
-    let sizes: Vec<u64> = ops
-        .iter_mut()
-        .map(|run| {
-            let mut n = 8u64;
-            loop {
-                let t = run(n);
-                if t >= budget / 4 || n >= 1 << 20 {
-                    let per = t.as_secs_f64() / n as f64;
-                    break ((budget.as_secs_f64() / per) as u64).clamp(32, 1 << 20);
-                }
-                n *= 4;
-            }
-        })
-        .collect();
-    (0..rounds)
-        .map(|_| {
-            ops.iter_mut()
-                .zip(&sizes)
-                .map(|(run, &n)| run(n).as_secs_f64() / n as f64)
-                .collect()
-        })
-        .collect()
+/// Measure one size, `size` records filled in `fill_secs`: the two raw baselines `raw` and the
+/// engine's ops over `engine`, interleaved. The figures go to `results` and to stderr.
+fn measure_size(
+    rt: &tokio::runtime::Runtime,
+    raw: [Op<'_>; 2],
+    engine: Engine,
+    size: u64,
+    fill_secs: f64,
+    seed: u64,
+    results: &mut Vec<Size>,
+) {
+    let mut ops = Vec::from(raw);
+    ops.extend(engine_ops(rt, engine, size, seed));
+    let rounds = measure_interleaved(&mut ops, rounds(), &calibration());
+    drop(ops);
+    results.push(Size {
+        records: size,
+        fill_secs,
+        rounds,
+    });
+    progress(results.last().unwrap());
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
+/// Whether gc is measured after `size`: at the last size, with `GROWTH_GC=1`.
+fn gc_at(size: u64, last: u64) -> bool {
+    size == last && std::env::var("GROWTH_GC").is_ok_and(|v| v == "1")
 }
 
 /// The engine's two measurements over `engine`: new calls, and replays of random filled
@@ -514,17 +511,16 @@ fn sqlite(rt: &tokio::runtime::Runtime, dir: &std::path::Path) {
             start.elapsed()
         });
         let engine = Engine::new(store.clone());
-        let mut ops = vec![raw_commit, raw_select];
-        ops.extend(engine_ops(rt, engine, filled, seed));
-        let rounds = measure_interleaved(&mut ops, rounds());
-        drop(ops);
-        results.push(Size {
-            records: size,
+        measure_size(
+            rt,
+            [raw_commit, raw_select],
+            engine,
+            size,
             fill_secs,
-            rounds,
-        });
-        progress(results.last().unwrap());
-        if size == last && std::env::var("GROWTH_GC").is_ok_and(|v| v == "1") {
+            seed,
+            &mut results,
+        );
+        if gc_at(size, last) {
             gc = Some(gc_under_load(rt, Arc::new(store.clone()), expires));
         }
         drop(store);
@@ -628,17 +624,16 @@ fn postgres(rt: &tokio::runtime::Runtime) {
                 start.elapsed()
             })
         });
-        let mut ops = vec![raw_commit, raw_select];
-        ops.extend(engine_ops(rt, engine.clone(), filled, seed));
-        let rounds = measure_interleaved(&mut ops, rounds());
-        drop(ops);
-        results.push(Size {
-            records: size,
+        measure_size(
+            rt,
+            [raw_commit, raw_select],
+            engine.clone(),
+            size,
             fill_secs,
-            rounds,
-        });
-        progress(results.last().unwrap());
-        if size == last && std::env::var("GROWTH_GC").is_ok_and(|v| v == "1") {
+            seed,
+            &mut results,
+        );
+        if gc_at(size, last) {
             gc = Some(gc_under_load(rt, Arc::new(store.clone()), expires));
         }
     }

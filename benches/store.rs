@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 use effect_tool::store::sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use effect_tool::{CallOptions, EffectClass, EffectCtx, Engine, RunContext, Store, Tool, ToolError};
 
-use common::{Refund, RefundArgs, input};
+use common::{Calibration, Op, Refund, RefundArgs, input, measure_interleaved, median};
 
 /// The same tool, irreversible: its claim must be on disk before it runs.
 struct Charge;
@@ -63,44 +63,17 @@ static NEXT: AtomicU64 = AtomicU64::new(1);
 /// Rounds per measurement; each figure is the median over them.
 const ROUNDS: usize = 9;
 
-fn round_budget() -> Duration {
+/// Each op of a round calibrated to about `EFFECT_TOOL_BENCH_ROUND_MS` (250 ms).
+fn calibration() -> Calibration {
     let ms = std::env::var("EFFECT_TOOL_BENCH_ROUND_MS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(250);
-    Duration::from_millis(ms)
-}
-
-/// A measured operation: `run(n)` performs `n` operations and returns the time they took.
-type Op<'a> = Box<dyn FnMut(u64) -> Duration + 'a>;
-
-/// Per-operation times (seconds) of every op in every round. The ops run interleaved (round 1
-/// of each, then round 2 of each, ...) so that a change in the machine's load hits them alike,
-/// and ratios are taken within a round.
-fn measure_interleaved(ops: &mut [Op<'_>], rounds: usize) -> Vec<Vec<f64>> {
-    let budget = round_budget();
-    let sizes: Vec<u64> = ops
-        .iter_mut()
-        .map(|run| {
-            let mut n = 8u64;
-            loop {
-                let t = run(n);
-                if t >= budget / 4 || n >= 1 << 22 {
-                    let per = t.as_secs_f64() / n as f64;
-                    break ((budget.as_secs_f64() / per) as u64).clamp(64, 1 << 22);
-                }
-                n *= 4;
-            }
-        })
-        .collect();
-    (0..rounds)
-        .map(|_| {
-            ops.iter_mut()
-                .zip(&sizes)
-                .map(|(run, &n)| run(n).as_secs_f64() / n as f64)
-                .collect()
-        })
-        .collect()
+    Calibration {
+        budget: Duration::from_millis(ms),
+        min: 64,
+        max: 1 << 22,
+    }
 }
 
 /// `n` keys of new calls, as the engine computes them (run `bench-floor`), and a fingerprint.
@@ -116,11 +89,6 @@ fn new_keys(n: u64) -> Vec<String> {
 
 /// A fingerprint's size (SHA-256 in hex).
 const FINGERPRINT: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
 
 struct Figures {
     backend: String,
@@ -430,7 +398,7 @@ fn sqlite(rt: &tokio::runtime::Runtime, dir: &std::path::Path, synchronous: Sync
     Figures {
         backend: format!("SQLite, synchronous = {}", format!("{synchronous:?}").to_uppercase()),
         target,
-        rounds: measure_interleaved(&mut ops, ROUNDS),
+        rounds: measure_interleaved(&mut ops, ROUNDS, &calibration()),
     }
 }
 
@@ -560,7 +528,7 @@ fn postgres(rt: &tokio::runtime::Runtime) -> Option<Figures> {
     Some(Figures {
         backend: "PostgreSQL 15, loopback TCP".to_owned(),
         target: IdempotentTarget::CommitAndSelect(1.2),
-        rounds: measure_interleaved(&mut ops, ROUNDS),
+        rounds: measure_interleaved(&mut ops, ROUNDS, &calibration()),
     })
 }
 
@@ -680,7 +648,7 @@ fn main() {
     // The engine's own cost, without a database: what no backend can go below.
     let floor = {
         let mut ops = engine_ops(&rt, Arc::new(effect_tool::MemoryStore::new()));
-        measure_interleaved(&mut ops, ROUNDS)
+        measure_interleaved(&mut ops, ROUNDS, &calibration())
     };
     println!(
         "\n| backend | raw insert commit | raw point select | new call, sequential | ÷ 2 raw commits | new call, 64 callers (per call) | speed-up (target ≥ 4) | replay | ÷ raw select (target ≤ 2) |"

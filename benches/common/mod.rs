@@ -4,6 +4,8 @@
 // Each bench binary uses its own part of the fixture.
 #![allow(dead_code)]
 
+use std::time::Duration;
+
 use effect_tool::{EffectClass, EffectCtx, Tool, ToolError};
 use serde::{Deserialize, Serialize};
 
@@ -39,4 +41,49 @@ impl Tool for Refund {
     async fn call(&self, _ctx: &EffectCtx, args: RefundArgs) -> Result<u64, ToolError> {
         Ok(args.amount_cents)
     }
+}
+
+/// A measured operation: `run(n)` performs `n` operations and returns the time they took.
+pub type Op<'a> = Box<dyn FnMut(u64) -> Duration + 'a>;
+
+/// How many operations one measurement of an op runs: about `budget`'s worth, between `min`
+/// and `max`.
+pub struct Calibration {
+    pub budget: Duration,
+    pub min: u64,
+    pub max: u64,
+}
+
+/// Per-operation times (seconds) of every op in every round. The ops run interleaved (round 1
+/// of each, then round 2 of each, ...) so that a change in the machine's load hits them alike,
+/// and ratios are taken within a round. Each op is first calibrated to `cal`.
+pub fn measure_interleaved(ops: &mut [Op<'_>], rounds: usize, cal: &Calibration) -> Vec<Vec<f64>> {
+    let sizes: Vec<u64> = ops
+        .iter_mut()
+        .map(|run| {
+            let mut n = 8u64;
+            loop {
+                let t = run(n);
+                if t >= cal.budget / 4 || n >= cal.max {
+                    let per = t.as_secs_f64() / n as f64;
+                    break ((cal.budget.as_secs_f64() / per) as u64).clamp(cal.min, cal.max);
+                }
+                n *= 4;
+            }
+        })
+        .collect();
+    (0..rounds)
+        .map(|_| {
+            ops.iter_mut()
+                .zip(&sizes)
+                .map(|(run, &n)| run(n).as_secs_f64() / n as f64)
+                .collect()
+        })
+        .collect()
+}
+
+/// The median of `v` (the upper one of an even count).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
 }
