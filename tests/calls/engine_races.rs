@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::journal::{FailWhen, Fault, Faulty, Then, crashed_claim, until_stale};
+use common::journal::{FailWhen, Fault, Faulty, Then, claim_elsewhere, crashed_claim, until_stale};
 use common::ledger::Downstream;
 use common::script::{Script, Step, scripted};
 use common::{key_of, run, short, short_engine};
@@ -365,6 +365,133 @@ async fn a_slow_recover_keeps_its_claim_sqlite() {
 
 /// If the claim is lost anyway while `recover` runs (renewals fail), the engine does not run
 /// the tool on a claim that is no longer its own: it looks again and shares the newer result.
+/// Counts the claims a journal is asked for, and fails those past the 100th (a waiter that
+/// asks without waiting would otherwise spin for ever on a paused clock).
+struct CountClaims(AtomicUsize);
+
+impl Fault for CountClaims {
+    fn on(&self, op: &Op) -> Then {
+        if matches!(op, Op::Claim { .. }) && self.0.fetch_add(1, Ordering::SeqCst) >= 100 {
+            return Then::Fail("more than 100 claims");
+        }
+        Then::Forward
+    }
+}
+
+/// A call that finds another process's live claim waits until that claim's lease ends, not a
+/// whole poll interval past it, and does not ask the journal again meanwhile: with a poll
+/// interval of 10 s and a lease ending in 1 s, it takes the claim over 1 s later, after a
+/// claim or two. On tokio's paused clock, which the journal's clock follows here, so the times
+/// are exact.
+#[tokio::test(start_paused = true)]
+async fn a_waiter_looks_again_when_the_holders_lease_ends() {
+    let start = tokio::time::Instant::now();
+    let clock = move || 1_700_000_000_000 + start.elapsed().as_millis() as i64;
+    let journal = Faulty::new(
+        Arc::new(MemoryStore::with_clock(clock)),
+        CountClaims(AtomicUsize::new(0)),
+    );
+    let config = EngineConfig {
+        lease: Duration::from_secs(30),
+        poll_interval: Duration::from_secs(10),
+    };
+    let engine = Engine::with_config(journal.clone(), config);
+    let down = Arc::new(Downstream::default());
+    let script = Script::new(&down, &[Step::Ok]);
+    let tool = Sync(script.clone());
+    let r = run("r1");
+    claim_elsewhere(&engine, &tool, &r, &"ann".to_owned(), 1_000).await;
+    let out = engine
+        .call(&tool, &r, CallOptions::default(), "ann".into())
+        .await
+        .unwrap();
+    let waited = start.elapsed();
+    assert!(out.contains("attempt 2"), "{out}");
+    assert!(
+        waited >= Duration::from_millis(1_000) && waited <= Duration::from_millis(1_100),
+        "took the claim over {waited:?} after it was made, its lease 1 s"
+    );
+    let claims = journal.0.load(Ordering::SeqCst);
+    // The other process's claim, the call's first, the takeover (and one more if the first
+    // look again lands on the lease's last millisecond).
+    assert!((3..=4).contains(&claims), "{claims} claims");
+    assert_eq!(down.requests(), 1);
+}
+
+/// A waiter that keeps finding a live claim backs off: it looks again after the poll interval
+/// (2 ms), doubling each time up to 500 ms, until the holder's lease (10 s) ends. About 28
+/// looks in 10 s, never hundreds. On tokio's paused clock, which the journal's clock follows.
+#[tokio::test(start_paused = true)]
+async fn a_waiter_backs_off_doubling_up_to_half_a_second() {
+    let start = tokio::time::Instant::now();
+    let clock = move || 1_700_000_000_000 + start.elapsed().as_millis() as i64;
+    let journal = Faulty::new(
+        Arc::new(MemoryStore::with_clock(clock)),
+        CountClaims(AtomicUsize::new(0)),
+    );
+    let config = EngineConfig {
+        lease: Duration::from_secs(30),
+        poll_interval: Duration::from_millis(2),
+    };
+    let engine = Engine::with_config(journal.clone(), config);
+    let down = Arc::new(Downstream::default());
+    let tool = Sync(Script::new(&down, &[Step::Ok]));
+    let r = run("r1");
+    claim_elsewhere(&engine, &tool, &r, &"ann".to_owned(), 10_000).await;
+    engine
+        .call(&tool, &r, CallOptions::default(), "ann".into())
+        .await
+        .unwrap();
+    // 2 + 4 + ... + 256 ms (8 looks, 510 ms), then every 500 ms up to 10 s (19 more), plus the
+    // other process's claim and the call's first.
+    let claims = journal.0.load(Ordering::SeqCst);
+    assert!((28..=32).contains(&claims), "{claims} claims in 10 s");
+    assert_eq!(down.requests(), 1);
+}
+
+/// A journal whose claims answer only after the lease has run out, and whose renewals fail: every
+/// claim lapses before the tool could start. The call claims again, and after the third lapse
+/// it stops with `ClaimLost` instead of claiming forever; the tool never ran. (Paused clock.)
+#[tokio::test(start_paused = true)]
+async fn a_claim_that_keeps_lapsing_before_the_tool_starts_ends_after_three_tries() {
+    struct SlowClaims(AtomicUsize);
+    impl Fault for SlowClaims {
+        fn on(&self, op: &Op) -> Then {
+            match op {
+                Op::Claim { .. } => {
+                    self.0.fetch_add(1, Ordering::SeqCst);
+                    Then::Delayed(Duration::from_millis(150))
+                }
+                Op::Renew { .. } => Then::Fail("journal unreachable"),
+                _ => Then::Forward,
+            }
+        }
+    }
+    let start = tokio::time::Instant::now();
+    let clock = move || 1_700_000_000_000 + start.elapsed().as_millis() as i64;
+    let journal = Faulty::new(
+        Arc::new(MemoryStore::with_clock(clock)),
+        SlowClaims(AtomicUsize::new(0)),
+    );
+    let config = EngineConfig {
+        lease: Duration::from_millis(100),
+        poll_interval: Duration::from_millis(2),
+    };
+    let engine = Engine::with_config(journal.clone(), config).with_store_retry(Duration::from_millis(10));
+    let down = Arc::new(Downstream::default());
+    let script = Script::new(&down, &[Step::Ok]);
+    let tool = Sync(script.clone());
+    let r = run("r1");
+    let call = engine.call(&tool, &r, CallOptions::default(), "ann".into());
+    let err = tokio::time::timeout(Duration::from_secs(60), call)
+        .await
+        .expect("the call gives up instead of claiming forever")
+        .unwrap_err();
+    assert!(matches!(err, EffectError::ClaimLost { .. }), "{err}");
+    assert_eq!(journal.0.load(Ordering::SeqCst), 3, "three claims, each lapsed");
+    assert_eq!((script.executions(), down.requests()), (0, 0));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_claim_lost_during_recover_is_not_run_on() {
     let down = Arc::new(Downstream::default());

@@ -22,6 +22,8 @@ pub enum Then {
     ForwardThenFail(&'static str),
     /// Wait for a permit of this gate, then pass it on (a slow write the test holds open).
     Gated(Arc<tokio::sync::Semaphore>),
+    /// Wait this long (on tokio's clock), then pass it on (a slow journal).
+    Delayed(Duration),
 }
 
 /// The test's hand on a [`Faulty`] journal: asked about every operation before it is applied.
@@ -67,6 +69,10 @@ impl<F: Fault> Store for Faulty<F> {
             }
             Then::Gated(gate) => {
                 let _permit = gate.acquire().await.expect("the test's gate is never closed");
+                self.inner.apply(key, op).await
+            }
+            Then::Delayed(delay) => {
+                tokio::time::sleep(delay).await;
                 self.inner.apply(key, op).await
             }
         }
@@ -135,6 +141,18 @@ pub async fn until_stale(store: &dyn Store, key: &str) {
 /// Leave a claim as a crashed process would: `tool` called with `args` in `run`, claimed at
 /// attempt 1, lease already over. Returns its key.
 pub async fn crashed_claim<T: Tool>(engine: &Engine, tool: &T, run: &RunContext, args: &T::Args) -> String {
+    claim_elsewhere(engine, tool, run, args, 0).await
+}
+
+/// Claim as another process would: `tool` called with `args` in `run`, claimed at attempt 1
+/// with a lease of `lease_ms` (0: already over, a crashed claim). Returns its key.
+pub async fn claim_elsewhere<T: Tool>(
+    engine: &Engine,
+    tool: &T,
+    run: &RunContext,
+    args: &T::Args,
+    lease_ms: u64,
+) -> String {
     let id = effect_tool::key::identify(tool, run, args).unwrap();
     let intent = Intent {
         tool: T::NAME.into(),
@@ -149,7 +167,7 @@ pub async fn crashed_claim<T: Tool>(engine: &Engine, tool: &T, run: &RunContext,
         approval_ttl_ms: None,
         holder: None,
     };
-    let claimed = engine.store().claim(&id.key, intent, 0, false).await.unwrap();
+    let claimed = engine.store().claim(&id.key, intent, lease_ms, false).await.unwrap();
     assert!(matches!(claimed, OpOutcome::Claimed { attempt: 1, .. }), "{claimed:?}");
     id.key
 }
