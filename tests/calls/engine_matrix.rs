@@ -590,6 +590,37 @@ async fn a_record_written_whose_answer_was_lost_is_found_and_the_call_succeeds()
     }
 }
 
+/// The record write fails twice (the journal briefly unreachable), then succeeds: the engine
+/// retries it with backoff within its store-retry window, the call succeeds once, and the
+/// journal holds the completed record (no claim left behind for the next call to reconcile).
+#[tokio::test]
+async fn a_record_write_that_fails_for_a_moment_is_retried_until_written() {
+    struct FailTwice(std::sync::atomic::AtomicUsize);
+    impl Fault for FailTwice {
+        fn on(&self, op: &Op) -> Then {
+            if matches!(op, Op::Complete { .. }) && self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 2 {
+                Then::Fail("journal unreachable")
+            } else {
+                Then::Forward
+            }
+        }
+    }
+    let bank = Bank::new(Act::Ok);
+    let tool = tool_of(Class::Irreversible, &bank);
+    let store = Faulty::new(Arc::new(MemoryStore::new()), FailTwice(Default::default()));
+    let engine = Engine::with_config(store.clone(), config()).with_store_retry(Duration::from_secs(5));
+    let report = call_ann(&tool, &engine, "c1").await;
+    assert_eq!(outcome(&report), "ok:executed:1");
+    assert_eq!(
+        store.0.load(std::sync::atomic::Ordering::SeqCst),
+        3,
+        "two failed writes, then one"
+    );
+    let recs = store.list(&effect_tool::Filter::default()).await.unwrap();
+    assert_eq!(recs[0].state, effect_tool::RecordState::Completed);
+    assert_eq!(bank.counts(), (1, 1));
+}
+
 /// An attempt that loses its claim while its tool runs (here: its claim is released under it,
 /// as an operator's `effect-tool resolve` or a takeover would leave it) and another attempt
 /// then records the call. The first attempt's error names the attempt that owns the key now and
