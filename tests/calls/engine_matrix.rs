@@ -621,6 +621,40 @@ async fn a_record_write_that_fails_for_a_moment_is_retried_until_written() {
     assert_eq!(bank.counts(), (1, 1));
 }
 
+/// A record write that keeps failing is retried with backoff doubling from 20 ms (20, 40, 80,
+/// 160, 320 ms) while the next wait still ends within the store-retry window (1 s): six writes
+/// in all, then the call succeeds (its effect happened) and leaves the claim for the next
+/// attempt to reconcile. On tokio's paused clock, so the count is exact.
+#[tokio::test(start_paused = true)]
+async fn a_record_write_that_keeps_failing_is_retried_with_doubling_backoff_within_the_window() {
+    // Fails the first 100 writes (a retry loop that does not back off would spin for ever on
+    // the paused clock: it ends there instead, and the count shows it).
+    struct FailAlways(std::sync::atomic::AtomicUsize);
+    impl Fault for FailAlways {
+        fn on(&self, op: &Op) -> Then {
+            if matches!(op, Op::Complete { .. }) && self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 100 {
+                Then::Fail("journal unreachable")
+            } else {
+                Then::Forward
+            }
+        }
+    }
+    let bank = Bank::new(Act::Ok);
+    let tool = tool_of(Class::Irreversible, &bank);
+    let store = Faulty::new(Arc::new(MemoryStore::new()), FailAlways(Default::default()));
+    let engine = Engine::with_config(store.clone(), config()).with_store_retry(Duration::from_secs(1));
+    let report = call_ann(&tool, &engine, "c1").await;
+    assert_eq!(outcome(&report), "ok:executed:1");
+    assert_eq!(
+        store.0.load(std::sync::atomic::Ordering::SeqCst),
+        6,
+        "the write, then 5 retries"
+    );
+    let recs = store.list(&effect_tool::Filter::default()).await.unwrap();
+    assert_eq!(recs[0].state, effect_tool::RecordState::Claimed, "left to reconcile");
+    assert_eq!(bank.counts(), (1, 1));
+}
+
 /// An attempt that loses its claim while its tool runs (here: its claim is released under it,
 /// as an operator's `effect-tool resolve` or a takeover would leave it) and another attempt
 /// then records the call. The first attempt's error names the attempt that owns the key now and
