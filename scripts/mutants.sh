@@ -97,6 +97,12 @@ if [[ $root_mode == 1 ]]; then
     # derives the test timeout from it (3x the baseline's run, at least 60 s). A mutant's build
     # (both crates and every selected test binary, incrementally) may take 15 min.
     log="${MUTANTS_OUT:-target/mutants-out}.baseline.log"
+    # cargo-mutants builds each mutant in a copy of the tree with this same target directory,
+    # and cargo names a workspace crate's build by its path *within* the workspace: the last
+    # mutant's build of effect-tool-core is newer than these sources, so cargo would take it as
+    # up to date and the baseline would test a mutant (it once did: a retry loop without
+    # backoff). Touching the sources makes cargo build them again.
+    find effect-tool-core/src src -name '*.rs' -exec touch {} +
     echo "baseline (unmutated): cargo test ${baseline_targets[*]} -- ${baseline_filters[*]}"
     cargo test --no-run "${features[@]}" "${baseline_targets[@]}" > "$log" 2>&1 || {
         echo "the unmutated tests do not build: see $log; no mutants tested" >&2
