@@ -590,69 +590,58 @@ async fn a_record_written_whose_answer_was_lost_is_found_and_the_call_succeeds()
     }
 }
 
+/// Fails the first `.0` record writes (the journal unreachable for a while) and counts every
+/// record write in `.1`.
+struct FailRecords(usize, std::sync::atomic::AtomicUsize);
+
+impl Fault for FailRecords {
+    fn on(&self, op: &Op) -> Then {
+        if matches!(op, Op::Complete { .. }) && self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < self.0 {
+            Then::Fail("journal unreachable")
+        } else {
+            Then::Forward
+        }
+    }
+}
+
+/// The irreversible tool called once on a journal whose first `failing` record writes fail,
+/// the engine retrying them for `window`: the call's outcome, how many record writes the
+/// journal saw, and the state the record was left in. The tool's effect happened once.
+async fn record_through_failures(failing: usize, window: Duration) -> (String, usize, effect_tool::RecordState) {
+    let bank = Bank::new(Act::Ok);
+    let tool = tool_of(Class::Irreversible, &bank);
+    let store = Faulty::new(Arc::new(MemoryStore::new()), FailRecords(failing, Default::default()));
+    let engine = Engine::with_config(store.clone(), config()).with_store_retry(window);
+    let report = call_ann(&tool, &engine, "c1").await;
+    assert_eq!(bank.counts(), (1, 1));
+    let recs = store.list(&effect_tool::Filter::default()).await.unwrap();
+    let writes = store.1.load(std::sync::atomic::Ordering::SeqCst);
+    (outcome(&report), writes, recs[0].state)
+}
+
 /// The record write fails twice (the journal briefly unreachable), then succeeds: the engine
 /// retries it with backoff within its store-retry window, the call succeeds once, and the
 /// journal holds the completed record (no claim left behind for the next call to reconcile).
 #[tokio::test]
 async fn a_record_write_that_fails_for_a_moment_is_retried_until_written() {
-    struct FailTwice(std::sync::atomic::AtomicUsize);
-    impl Fault for FailTwice {
-        fn on(&self, op: &Op) -> Then {
-            if matches!(op, Op::Complete { .. }) && self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 2 {
-                Then::Fail("journal unreachable")
-            } else {
-                Then::Forward
-            }
-        }
-    }
-    let bank = Bank::new(Act::Ok);
-    let tool = tool_of(Class::Irreversible, &bank);
-    let store = Faulty::new(Arc::new(MemoryStore::new()), FailTwice(Default::default()));
-    let engine = Engine::with_config(store.clone(), config()).with_store_retry(Duration::from_secs(5));
-    let report = call_ann(&tool, &engine, "c1").await;
-    assert_eq!(outcome(&report), "ok:executed:1");
-    assert_eq!(
-        store.0.load(std::sync::atomic::Ordering::SeqCst),
-        3,
-        "two failed writes, then one"
-    );
-    let recs = store.list(&effect_tool::Filter::default()).await.unwrap();
-    assert_eq!(recs[0].state, effect_tool::RecordState::Completed);
-    assert_eq!(bank.counts(), (1, 1));
+    let (outcome, writes, state) = record_through_failures(2, Duration::from_secs(5)).await;
+    assert_eq!(outcome, "ok:executed:1");
+    assert_eq!(writes, 3, "two failed writes, then one");
+    assert_eq!(state, effect_tool::RecordState::Completed);
 }
 
 /// A record write that keeps failing is retried with backoff doubling from 20 ms (20, 40, 80,
 /// 160, 320 ms) while the next wait still ends within the store-retry window (1 s): six writes
 /// in all, then the call succeeds (its effect happened) and leaves the claim for the next
-/// attempt to reconcile. On tokio's paused clock, so the count is exact.
+/// attempt to reconcile. On tokio's paused clock, so the count is exact. (The first 100 writes
+/// fail: a retry loop that does not back off would spin for ever on the paused clock, and ends
+/// there instead, the count showing it.)
 #[tokio::test(start_paused = true)]
 async fn a_record_write_that_keeps_failing_is_retried_with_doubling_backoff_within_the_window() {
-    // Fails the first 100 writes (a retry loop that does not back off would spin for ever on
-    // the paused clock: it ends there instead, and the count shows it).
-    struct FailAlways(std::sync::atomic::AtomicUsize);
-    impl Fault for FailAlways {
-        fn on(&self, op: &Op) -> Then {
-            if matches!(op, Op::Complete { .. }) && self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 100 {
-                Then::Fail("journal unreachable")
-            } else {
-                Then::Forward
-            }
-        }
-    }
-    let bank = Bank::new(Act::Ok);
-    let tool = tool_of(Class::Irreversible, &bank);
-    let store = Faulty::new(Arc::new(MemoryStore::new()), FailAlways(Default::default()));
-    let engine = Engine::with_config(store.clone(), config()).with_store_retry(Duration::from_secs(1));
-    let report = call_ann(&tool, &engine, "c1").await;
-    assert_eq!(outcome(&report), "ok:executed:1");
-    assert_eq!(
-        store.0.load(std::sync::atomic::Ordering::SeqCst),
-        6,
-        "the write, then 5 retries"
-    );
-    let recs = store.list(&effect_tool::Filter::default()).await.unwrap();
-    assert_eq!(recs[0].state, effect_tool::RecordState::Claimed, "left to reconcile");
-    assert_eq!(bank.counts(), (1, 1));
+    let (outcome, writes, state) = record_through_failures(100, Duration::from_secs(1)).await;
+    assert_eq!(outcome, "ok:executed:1");
+    assert_eq!(writes, 6, "the write, then 5 retries");
+    assert_eq!(state, effect_tool::RecordState::Claimed, "left to reconcile");
 }
 
 /// An attempt that loses its claim while its tool runs (here: its claim is released under it,

@@ -378,6 +378,36 @@ impl Fault for CountClaims {
     }
 }
 
+/// A memory journal behind `fault` whose clock is tokio's (paused in these tests).
+fn journal_on_tokio_clock<F: Fault>(fault: F) -> Arc<Faulty<F>> {
+    let start = tokio::time::Instant::now();
+    let clock = move || 1_700_000_000_000 + start.elapsed().as_millis() as i64;
+    Faulty::new(Arc::new(MemoryStore::with_clock(clock)), fault)
+}
+
+/// An idempotent call for ann that finds another process's claim, its lease `held_ms` long,
+/// on an engine polling from `poll`: the call's output, how long it took on tokio's clock, and
+/// how many claims the journal was asked for (the other process's included).
+async fn call_behind_a_claim(held_ms: u64, poll: Duration) -> (String, Duration, usize) {
+    let start = tokio::time::Instant::now();
+    let journal = journal_on_tokio_clock(CountClaims(AtomicUsize::new(0)));
+    let config = EngineConfig {
+        lease: Duration::from_secs(30),
+        poll_interval: poll,
+    };
+    let engine = Engine::with_config(journal.clone(), config);
+    let down = Arc::new(Downstream::default());
+    let tool = Sync(Script::new(&down, &[Step::Ok]));
+    let r = run("r1");
+    claim_elsewhere(&engine, &tool, &r, &"ann".to_owned(), held_ms).await;
+    let out = engine
+        .call(&tool, &r, CallOptions::default(), "ann".into())
+        .await
+        .unwrap();
+    assert_eq!(down.requests(), 1);
+    (out, start.elapsed(), journal.0.load(Ordering::SeqCst))
+}
+
 /// A call that finds another process's live claim waits until that claim's lease ends, not a
 /// whole poll interval past it, and does not ask the journal again meanwhile: with a poll
 /// interval of 10 s and a lease ending in 1 s, it takes the claim over 1 s later, after a
@@ -385,37 +415,15 @@ impl Fault for CountClaims {
 /// are exact.
 #[tokio::test(start_paused = true)]
 async fn a_waiter_looks_again_when_the_holders_lease_ends() {
-    let start = tokio::time::Instant::now();
-    let clock = move || 1_700_000_000_000 + start.elapsed().as_millis() as i64;
-    let journal = Faulty::new(
-        Arc::new(MemoryStore::with_clock(clock)),
-        CountClaims(AtomicUsize::new(0)),
-    );
-    let config = EngineConfig {
-        lease: Duration::from_secs(30),
-        poll_interval: Duration::from_secs(10),
-    };
-    let engine = Engine::with_config(journal.clone(), config);
-    let down = Arc::new(Downstream::default());
-    let script = Script::new(&down, &[Step::Ok]);
-    let tool = Sync(script.clone());
-    let r = run("r1");
-    claim_elsewhere(&engine, &tool, &r, &"ann".to_owned(), 1_000).await;
-    let out = engine
-        .call(&tool, &r, CallOptions::default(), "ann".into())
-        .await
-        .unwrap();
-    let waited = start.elapsed();
+    let (out, waited, claims) = call_behind_a_claim(1_000, Duration::from_secs(10)).await;
     assert!(out.contains("attempt 2"), "{out}");
     assert!(
         waited >= Duration::from_millis(1_000) && waited <= Duration::from_millis(1_100),
         "took the claim over {waited:?} after it was made, its lease 1 s"
     );
-    let claims = journal.0.load(Ordering::SeqCst);
     // The other process's claim, the call's first, the takeover (and one more if the first
     // look again lands on the lease's last millisecond).
     assert!((3..=4).contains(&claims), "{claims} claims");
-    assert_eq!(down.requests(), 1);
 }
 
 /// A waiter that keeps finding a live claim backs off: it looks again after the poll interval
@@ -423,30 +431,10 @@ async fn a_waiter_looks_again_when_the_holders_lease_ends() {
 /// looks in 10 s, never hundreds. On tokio's paused clock, which the journal's clock follows.
 #[tokio::test(start_paused = true)]
 async fn a_waiter_backs_off_doubling_up_to_half_a_second() {
-    let start = tokio::time::Instant::now();
-    let clock = move || 1_700_000_000_000 + start.elapsed().as_millis() as i64;
-    let journal = Faulty::new(
-        Arc::new(MemoryStore::with_clock(clock)),
-        CountClaims(AtomicUsize::new(0)),
-    );
-    let config = EngineConfig {
-        lease: Duration::from_secs(30),
-        poll_interval: Duration::from_millis(2),
-    };
-    let engine = Engine::with_config(journal.clone(), config);
-    let down = Arc::new(Downstream::default());
-    let tool = Sync(Script::new(&down, &[Step::Ok]));
-    let r = run("r1");
-    claim_elsewhere(&engine, &tool, &r, &"ann".to_owned(), 10_000).await;
-    engine
-        .call(&tool, &r, CallOptions::default(), "ann".into())
-        .await
-        .unwrap();
+    let (_, _, claims) = call_behind_a_claim(10_000, Duration::from_millis(2)).await;
     // 2 + 4 + ... + 256 ms (8 looks, 510 ms), then every 500 ms up to 10 s (19 more), plus the
     // other process's claim and the call's first.
-    let claims = journal.0.load(Ordering::SeqCst);
     assert!((28..=32).contains(&claims), "{claims} claims in 10 s");
-    assert_eq!(down.requests(), 1);
 }
 
 /// A journal whose claims answer only after the lease has run out, and whose renewals fail: every
@@ -467,12 +455,7 @@ async fn a_claim_that_keeps_lapsing_before_the_tool_starts_ends_after_three_trie
             }
         }
     }
-    let start = tokio::time::Instant::now();
-    let clock = move || 1_700_000_000_000 + start.elapsed().as_millis() as i64;
-    let journal = Faulty::new(
-        Arc::new(MemoryStore::with_clock(clock)),
-        SlowClaims(AtomicUsize::new(0)),
-    );
+    let journal = journal_on_tokio_clock(SlowClaims(AtomicUsize::new(0)));
     let config = EngineConfig {
         lease: Duration::from_millis(100),
         poll_interval: Duration::from_millis(2),
