@@ -30,7 +30,7 @@ files=()
 # Each test binary holds many files' tests, named `<file>::<test>`: ROOT_SKIP leaves out files.
 core_tests=(decisions)
 read -r -a root_tests <<< "${ROOT_TESTS:-calls journals declarations}"
-read -r -a root_skip <<< "${ROOT_SKIP:-engine_faults_ keys_big_integers:: testing_kit:: people_notify:: console_api:: store_postgres:: crash_sqlite:: crash_postgres:: journal_faults:: journal_files::}"
+read -r -a root_skip <<< "${ROOT_SKIP:-engine_faults_hang:: engine_faults_pause:: engine_faults_restart:: engine_faults_shutdown:: keys_big_integers:: testing_kit:: people_notify:: console_api:: store_postgres:: crash_sqlite:: crash_postgres:: journal_faults:: journal_files::}"
 tests=(--test-package effect-tool-core,effect-tool --cargo-test-arg=--lib)
 # The same selection as plain `cargo test` arguments, for the script's own baseline (below).
 baseline_targets=(-p effect-tool-core -p effect-tool --lib)
