@@ -216,3 +216,57 @@ async fn a_claim_whose_answer_was_lost_is_released_before_the_tool_runs() {
     assert_eq!(again.disposition, Disposition::Executed);
     assert_eq!((down.requests(), tool.runs.load(Ordering::SeqCst)), (1, 1));
 }
+
+/// The same call sent to two processes at once (a client's retry): the first claims and runs
+/// its tool; the second's claim is answered with the first's live claim, and that answer is
+/// lost. The second must not take the live claim it finds for its own lost one (same run,
+/// tool-call id and input, but another holder, written before it sent): it is left alone, the
+/// first process records its effect, and the effect happened once.
+#[tokio::test]
+async fn a_lost_claim_answer_never_releases_another_processs_live_claim() {
+    let store = Arc::new(LosesClaimAnswer {
+        inner: MemoryStore::new(),
+        armed: AtomicBool::new(false),
+    });
+    let config = EngineConfig {
+        lease: Duration::from_secs(10),
+        ..EngineConfig::default()
+    };
+    let (first, second) = (
+        Engine::with_config(store.clone(), config),
+        Engine::with_config(store.clone(), config),
+    );
+    let down = Arc::new(Downstream::default());
+    let tool = Transfer::new(&down);
+    let run = RunContext::new("lost-answer-twice");
+    let running = {
+        let (tool, run) = (tool.clone(), run.clone());
+        tokio::spawn(async move {
+            first
+                .call_with_report(&tool, &run, CallOptions::call_id("c1"), "ann".into())
+                .await
+        })
+    };
+    tool.started.notified().await;
+    store.armed.store(true, Ordering::SeqCst);
+    let retry = second
+        .call_with_report(&tool, &run, CallOptions::call_id("c1"), "ann".into())
+        .await;
+    assert!(
+        matches!(retry.result, Err(EffectError::Store { .. })),
+        "{:?}",
+        retry.result
+    );
+    let key = effect_tool::key::identify(&tool, &run, &"ann".to_owned()).unwrap().key;
+    let rec = store.get(&key).await.unwrap().unwrap();
+    assert_eq!(
+        (rec.state, rec.attempt),
+        (RecordState::Claimed, 1),
+        "the first process's claim is still its own: {rec:?}"
+    );
+    tool.go.add_permits(1);
+    let done = running.await.unwrap();
+    assert_eq!(done.result.as_deref().ok(), Some("sent to ann"), "{done:?}");
+    assert_eq!(store.get(&key).await.unwrap().unwrap().state, RecordState::Completed);
+    assert_eq!((down.requests(), tool.runs.load(Ordering::SeqCst)), (1, 1));
+}
