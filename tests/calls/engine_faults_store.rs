@@ -146,6 +146,9 @@ fn a_postgres_outage_after_the_effect_is_retried_until_recorded() {
 struct LosesClaimAnswer {
     inner: MemoryStore,
     armed: AtomicBool,
+    /// Whether the live claim of attempt 1 is renewed right after the lost claim (its holder's
+    /// renewal loop landing between the lost claim and the look for it).
+    renew_attempt_1: bool,
 }
 
 #[async_trait::async_trait]
@@ -157,6 +160,17 @@ impl Store for LosesClaimAnswer {
         let claim = matches!(op, Op::Claim { .. });
         let outcome = self.inner.apply(key, op).await?;
         if claim && self.armed.swap(false, Ordering::SeqCst) {
+            if self.renew_attempt_1 {
+                self.inner
+                    .apply(
+                        key,
+                        Op::Renew {
+                            attempt: 1,
+                            lease_ms: 10_000,
+                        },
+                    )
+                    .await?;
+            }
             return Err(StoreError::Backend(
                 "connection lost: the server closed the connection unexpectedly".into(),
             ));
@@ -179,6 +193,7 @@ async fn a_claim_whose_answer_was_lost_is_released_before_the_tool_runs() {
     let store = Arc::new(LosesClaimAnswer {
         inner: MemoryStore::new(),
         armed: AtomicBool::new(true),
+        renew_attempt_1: false,
     });
     let engine = Engine::with_config(
         store.clone(),
@@ -219,14 +234,16 @@ async fn a_claim_whose_answer_was_lost_is_released_before_the_tool_runs() {
 
 /// The same call sent to two processes at once (a client's retry): the first claims and runs
 /// its tool; the second's claim is answered with the first's live claim, and that answer is
-/// lost. The second must not take the live claim it finds for its own lost one (same run,
-/// tool-call id and input, but another holder, written before it sent): it is left alone, the
-/// first process records its effect, and the effect happened once.
+/// lost; the first process's lease renewal lands just after. The second must not take the live
+/// claim it then finds for its own lost one (same run, tool-call id and input, written since it
+/// sent, but another holder's): it is left alone, the first process records its effect, and the
+/// effect happened once.
 #[tokio::test]
 async fn a_lost_claim_answer_never_releases_another_processs_live_claim() {
     let store = Arc::new(LosesClaimAnswer {
         inner: MemoryStore::new(),
         armed: AtomicBool::new(false),
+        renew_attempt_1: true,
     });
     let config = EngineConfig {
         lease: Duration::from_secs(10),
