@@ -149,17 +149,39 @@ struct LosesClaimAnswer {
     /// Whether the live claim of attempt 1 is renewed right after the lost claim (its holder's
     /// renewal loop landing between the lost claim and the look for it).
     renew_attempt_1: bool,
+    /// How many reads fail after the lost claim (the journal still not answering).
+    failing_reads: usize,
+    /// Reads since the lost claim.
+    reads_after: AtomicUsize,
+    lost: AtomicBool,
+}
+
+impl LosesClaimAnswer {
+    fn new(armed: bool, renew_attempt_1: bool, failing_reads: usize) -> Self {
+        LosesClaimAnswer {
+            inner: MemoryStore::new(),
+            armed: AtomicBool::new(armed),
+            renew_attempt_1,
+            failing_reads,
+            reads_after: AtomicUsize::new(0),
+            lost: AtomicBool::new(false),
+        }
+    }
 }
 
 #[async_trait::async_trait]
 impl Store for LosesClaimAnswer {
     async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
+        if self.lost.load(Ordering::SeqCst) && self.reads_after.fetch_add(1, Ordering::SeqCst) < self.failing_reads {
+            return Err(StoreError::Backend("the server is not answering yet".into()));
+        }
         self.inner.get(key).await
     }
     async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
         let claim = matches!(op, Op::Claim { .. });
         let outcome = self.inner.apply(key, op).await?;
         if claim && self.armed.swap(false, Ordering::SeqCst) {
+            self.lost.store(true, Ordering::SeqCst);
             if self.renew_attempt_1 {
                 self.inner
                     .apply(
@@ -190,11 +212,7 @@ impl Store for LosesClaimAnswer {
 
 #[tokio::test]
 async fn a_claim_whose_answer_was_lost_is_released_before_the_tool_runs() {
-    let store = Arc::new(LosesClaimAnswer {
-        inner: MemoryStore::new(),
-        armed: AtomicBool::new(true),
-        renew_attempt_1: false,
-    });
+    let store = Arc::new(LosesClaimAnswer::new(true, false, 0));
     let engine = Engine::with_config(
         store.clone(),
         EngineConfig {
@@ -240,11 +258,7 @@ async fn a_claim_whose_answer_was_lost_is_released_before_the_tool_runs() {
 /// effect happened once.
 #[tokio::test]
 async fn a_lost_claim_answer_never_releases_another_processs_live_claim() {
-    let store = Arc::new(LosesClaimAnswer {
-        inner: MemoryStore::new(),
-        armed: AtomicBool::new(false),
-        renew_attempt_1: true,
-    });
+    let store = Arc::new(LosesClaimAnswer::new(false, true, 0));
     let config = EngineConfig {
         lease: Duration::from_secs(10),
         ..EngineConfig::default()
@@ -286,4 +300,52 @@ async fn a_lost_claim_answer_never_releases_another_processs_live_claim() {
     assert_eq!(done.result.as_deref().ok(), Some("sent to ann"), "{done:?}");
     assert_eq!(store.get(&key).await.unwrap().unwrap().state, RecordState::Completed);
     assert_eq!((down.requests(), tool.runs.load(Ordering::SeqCst)), (1, 1));
+}
+
+/// The look for a claim whose answer was lost, when the journal does not answer it either:
+/// `failing` reads fail, within a store-retry window of 1 s. The call's claim state after it,
+/// and how many reads the look made. On tokio's paused clock (backoff 20, 40, ... ms).
+async fn look_for_a_lost_claim_through(failing: usize) -> (RecordState, usize) {
+    let store = Arc::new(LosesClaimAnswer::new(true, false, failing));
+    let engine = Engine::with_config(
+        store.clone(),
+        EngineConfig {
+            lease: Duration::from_secs(30),
+            ..EngineConfig::default()
+        },
+    )
+    .with_store_retry(Duration::from_secs(1));
+    let down = Arc::new(Downstream::default());
+    let tool = Transfer::new(&down);
+    let run = RunContext::new("lost-answer-slow");
+    let first = engine
+        .call_with_report(&tool, &run, CallOptions::call_id("c1"), "ann".into())
+        .await;
+    assert!(
+        matches!(first.result, Err(EffectError::Store { .. })),
+        "{:?}",
+        first.result
+    );
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 0, "the tool did not run");
+    let reads = store.reads_after.load(Ordering::SeqCst);
+    store.lost.store(false, Ordering::SeqCst);
+    let key = effect_tool::key::identify(&tool, &run, &"ann".to_owned()).unwrap().key;
+    (store.get(&key).await.unwrap().unwrap().state, reads)
+}
+
+/// The journal answers the look on its third try: the hidden claim is found and released.
+#[tokio::test(start_paused = true)]
+async fn a_lost_claim_is_looked_for_again_while_the_journal_does_not_answer() {
+    let (state, reads) = look_for_a_lost_claim_through(2).await;
+    assert_eq!((state, reads), (RecordState::Released, 3));
+}
+
+/// The journal never answers within the window: the look gives up after its backoff (20 + 40
+/// + 80 + 160 + 320 ms fit in 1 s: six reads), and the claim is left for the next attempt to
+/// reconcile. (The first 100 reads fail: a look that never gave up would end there, the count
+/// showing it.)
+#[tokio::test(start_paused = true)]
+async fn the_look_for_a_lost_claim_gives_up_when_its_window_ends() {
+    let (state, reads) = look_for_a_lost_claim_through(100).await;
+    assert_eq!((state, reads), (RecordState::Claimed, 6));
 }
