@@ -363,8 +363,6 @@ async fn a_slow_recover_keeps_its_claim_sqlite() {
     a_slow_recover_keeps_its_claim(a, b).await;
 }
 
-/// If the claim is lost anyway while `recover` runs (renewals fail), the engine does not run
-/// the tool on a claim that is no longer its own: it looks again and shares the newer result.
 /// Counts the claims a journal is asked for, and fails those past the 100th (a waiter that
 /// asks without waiting would otherwise spin for ever on a paused clock).
 struct CountClaims(AtomicUsize);
@@ -475,6 +473,8 @@ async fn a_claim_that_keeps_lapsing_before_the_tool_starts_ends_after_three_trie
     assert_eq!((script.executions(), down.requests()), (0, 0));
 }
 
+/// If the claim is lost anyway while `recover` runs (renewals fail), the engine does not run
+/// the tool on a claim that is no longer its own: it looks again and shares the newer result.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_claim_lost_during_recover_is_not_run_on() {
     let down = Arc::new(Downstream::default());
