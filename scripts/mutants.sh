@@ -16,8 +16,9 @@
 # (a build directory kept between runs, default target/mutants, so dependencies build once),
 # MUTANTS_OUT (where results go, default target/mutants-out), ROOT_TESTS (the root crate's test
 # binaries to run, space-separated: `calls journals declarations`), ROOT_SKIP (test-name substrings skipped in
-# them: by default the PostgreSQL, fault, crash and HTTP tests, which skip here or take minutes
-# per mutant).
+# them: by default the PostgreSQL, crash and HTTP tests and the fault tests that run worker
+# processes or a frozen server, which skip here or take minutes per mutant; the in-process
+# shutdown, pause and store-fault tests stay in).
 # Needs `cargo install cargo-mutants --locked`. Equivalent mutants are excluded, with their
 # reasons, in mutants.toml.
 set -euo pipefail
@@ -30,7 +31,7 @@ files=()
 # Each test binary holds many files' tests, named `<file>::<test>`: ROOT_SKIP leaves out files.
 core_tests=(decisions)
 read -r -a root_tests <<< "${ROOT_TESTS:-calls journals declarations}"
-read -r -a root_skip <<< "${ROOT_SKIP:-engine_faults_hang:: engine_faults_pause:: engine_faults_restart:: engine_faults_shutdown:: keys_big_integers:: testing_kit:: people_notify:: console_api:: store_postgres:: crash_sqlite:: crash_postgres:: journal_faults:: journal_files::}"
+read -r -a root_skip <<< "${ROOT_SKIP:-engine_faults_hang:: engine_faults_pause::a_paused_worker engine_faults_restart:: engine_faults_shutdown::sigterm keys_big_integers:: testing_kit:: people_notify:: console_api:: store_postgres:: crash_sqlite:: crash_postgres:: journal_faults:: journal_files::}"
 tests=(--test-package effect-tool-core,effect-tool --cargo-test-arg=--lib)
 # The same selection as plain `cargo test` arguments, for the script's own baseline (below).
 baseline_targets=(-p effect-tool-core -p effect-tool --lib)
@@ -59,7 +60,7 @@ while [[ $# -gt 0 ]]; do
             ;;
         --file) files+=("$2"); shift 2 ;;
         --) shift; extra=("$@"); break ;;
-        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
         *) echo "scripts/mutants.sh: unknown argument \`$1\` (see --help)" >&2; exit 2 ;;
     esac
 done

@@ -959,3 +959,57 @@ async fn an_unkeyed_irreversible_call_under_another_call_id_is_blocked_even_whil
     );
     assert_eq!(tool.sent.load(Ordering::SeqCst), 1);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The engine's identity and settings
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn an_engine_names_its_worker_host_and_process_in_its_holder() {
+    let plain = engine();
+    assert_eq!(plain.holder().worker, None, "no worker identity unless given");
+    let named = engine().with_worker("pod-7");
+    let holder = named.clone().holder().clone();
+    assert_eq!(holder.worker.as_deref(), Some("pod-7"));
+    assert_eq!(holder.pid, std::process::id());
+    // The host as the system names it (what `hostname` prints), trimmed; "unknown" only when
+    // no source names one.
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty());
+    if let Some(host) = host {
+        assert_eq!(holder.host, host);
+    }
+    assert!(!holder.host.is_empty());
+    // Each engine instance has its own random id: 128 bits in hex.
+    assert_eq!(holder.instance.len(), 32, "{holder:?}");
+    assert!(holder.instance.bytes().all(|b| b.is_ascii_hexdigit()), "{holder:?}");
+    assert_ne!(holder.instance, plain.holder().instance);
+}
+
+#[tokio::test]
+async fn an_engines_store_retry_window_is_thirty_seconds_unless_set_and_shared_by_its_clones() {
+    let engine = engine();
+    assert_eq!(engine.store_retry(), effect_tool::engine::DEFAULT_STORE_RETRY);
+    assert_eq!(effect_tool::engine::DEFAULT_STORE_RETRY, Duration::from_secs(30));
+    let clone = engine.clone();
+    let engine = engine.with_store_retry(Duration::from_millis(1_500));
+    assert_eq!(engine.store_retry(), Duration::from_millis(1_500));
+    assert_eq!(clone.store_retry(), Duration::from_millis(1_500), "clones share it");
+}
+
+#[test]
+fn an_engine_shows_its_settings_when_debug_printed() {
+    let engine = Engine::with_config(
+        MemoryStore::new(),
+        EngineConfig {
+            lease: Duration::from_secs(7),
+            poll_interval: Duration::from_millis(25),
+        },
+    );
+    let shown = format!("{engine:?}");
+    assert!(shown.starts_with("Engine {"), "{shown}");
+    assert!(shown.contains("lease: 7s"), "{shown}");
+}

@@ -351,12 +351,9 @@ impl Lost {
 fn new_holder() -> crate::record::Holder {
     let mut bytes = [0u8; 16];
     if getrandom::fill(&mut bytes).is_err() {
-        // No OS randomness: the time and a per-process counter still tell instances apart.
         static COUNT: AtomicUsize = AtomicUsize::new(0);
         let n = COUNT.fetch_add(1, Ordering::Relaxed) as u64;
-        let t = crate::record::now_millis() as u64;
-        bytes[..8].copy_from_slice(&t.to_le_bytes());
-        bytes[8..].copy_from_slice(&(n ^ (u64::from(std::process::id()) << 32)).to_le_bytes());
+        bytes = fallback_instance(crate::record::now_millis() as u64, n, std::process::id());
     }
     let instance = bytes.iter().map(|b| format!("{b:02x}")).collect();
     let host = std::env::var("HOSTNAME")
@@ -372,6 +369,16 @@ fn new_holder() -> crate::record::Holder {
         host,
         pid: std::process::id(),
     }
+}
+
+/// An instance id without OS randomness: the time, and a per-process counter beside the
+/// process id, still tell instances apart (of one process, and of processes started in the
+/// same millisecond).
+fn fallback_instance(millis: u64, count: u64, pid: u32) -> [u8; 16] {
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&millis.to_le_bytes());
+    bytes[8..].copy_from_slice(&(count ^ (u64::from(pid) << 32)).to_le_bytes());
+    bytes
 }
 
 impl Engine {
@@ -1244,5 +1251,26 @@ fn disposition_of<O, E>(r: &Result<O, EffectError<E>>) -> Disposition {
         Err(EffectError::Blocked(_)) => Disposition::Blocked,
         Err(EffectError::ApprovalPending(_)) => Disposition::AwaitingApproval,
         Err(_) => Disposition::Failed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn without_os_randomness_instances_differ_by_time_count_and_process() {
+        let base = super::fallback_instance(1_700_000_000_000, 0, 4_242);
+        assert_eq!(&base[..8], &1_700_000_000_000u64.to_le_bytes());
+        for other in [
+            super::fallback_instance(1_700_000_000_001, 0, 4_242),
+            super::fallback_instance(1_700_000_000_000, 1, 4_242),
+            super::fallback_instance(1_700_000_000_000, 0, 4_243),
+        ] {
+            assert_ne!(base, other);
+        }
+        // The count and the process id do not cancel out: each has its own half.
+        assert_eq!(
+            &super::fallback_instance(0, 7, 9)[8..],
+            &(7u64 | (9u64 << 32)).to_le_bytes()
+        );
     }
 }

@@ -471,15 +471,11 @@ struct Shared {
 
 const HELD_MAX: usize = 10_000;
 
-/// How many records one `gc` statement deletes at first, at least, and at most. Each chunk is its
-/// own transaction (under [`PgOptions::statement_timeout`]), whose row locks (which a claim of
-/// the same key waits for) last until its commit; the size follows [`GC_LOCK_TARGET`].
-const GC_CHUNK: (i64, i64, i64) = (1_000, 100, 10_000);
-
-/// How long one `gc` statement should take: a chunk that took longer halves the next, one that
-/// took less than a quarter of it doubles the next, so a large collection holds its locks for
-/// about this long at a time whatever the server's speed.
-const GC_LOCK_TARGET: Duration = Duration::from_millis(100);
+/// How `gc` sizes its chunks: 1,000 records at first, 100 to 10,000, each statement to take
+/// about 100 ms ([`super::GcPace`]). Each chunk is its own transaction (under
+/// [`PgOptions::statement_timeout`]), whose row locks (which a claim of the same key waits for)
+/// last until its commit.
+const GC_PACE: super::GcPace = super::GcPace::new(1_000, 100, 10_000, Duration::from_millis(100));
 
 /// The statements, with the schema filled in.
 struct Sql {
@@ -1258,13 +1254,14 @@ impl Store for PostgresStore {
 
     async fn gc(&self, now: Millis) -> Result<u64, StoreError> {
         let version = RECORD_VERSION as i32;
-        let (mut size, min, max) = GC_CHUNK;
+        let mut pace = GC_PACE;
         let mut dropped = 0;
         // Where the next chunk's scan starts: the latest `expires_at` deleted so far.
         let mut from = i64::MIN;
         loop {
             let client = self.client().await?;
             let started = tokio::time::Instant::now();
+            let size = i64::try_from(pace.size()).unwrap_or(i64::MAX);
             let (chunk, last) = bounded!(self, client, async {
                 let row = self
                     .row(&client, &self.shared.sql.gc, &[&now, &version, &size, &from])
@@ -1275,15 +1272,10 @@ impl Store for PostgresStore {
             })?;
             from = last.unwrap_or(from);
             dropped += chunk;
-            if chunk < size as u64 {
+            if chunk < pace.size() {
                 return Ok(dropped);
             }
-            let took = started.elapsed();
-            if took > GC_LOCK_TARGET {
-                size = (size / 2).max(min);
-            } else if took < GC_LOCK_TARGET / 4 {
-                size = (size * 2).min(max);
-            }
+            pace.after(started.elapsed());
         }
     }
 

@@ -429,20 +429,25 @@ impl Store for SqliteStore {
         Ok(self.list_report(filter).await?.records)
     }
 
-    /// Deletes in chunks of 1,000 records (`GC_CHUNK`), each its own write transaction, so that
-    /// other writes (of this process and of others) wait for one chunk at most, not for the
-    /// whole collection. A failure stops it; the records deleted until then stay deleted.
+    /// Deletes in chunks, each its own write transaction, so that other writes (of this process
+    /// and of others) wait for one chunk at most, not for the whole collection; each chunk is
+    /// sized to hold the write lock for about 25 ms (`GC_PACE`). A failure stops it; the
+    /// records deleted until then stay deleted.
     async fn gc(&self, now: Millis) -> Result<u64, StoreError> {
+        let mut pace = GC_PACE;
         let mut dropped = 0;
         loop {
-            let chunk = match writer::submit(&self.shared, writer::Work::Gc { now }).await {
+            let limit = pace.size();
+            let started = std::time::Instant::now();
+            let chunk = match writer::submit(&self.shared, writer::Work::Gc { now, limit }).await {
                 writer::Answer::Gc(answer) => answer?,
                 writer::Answer::Apply(_) => unreachable!("a gc is answered as one"),
             };
             dropped += chunk;
-            if chunk < GC_CHUNK {
+            if chunk < limit {
                 return Ok(dropped);
             }
+            pace.after(started.elapsed());
         }
     }
 
@@ -1247,14 +1252,16 @@ fn apply_in_tx(
     Ok(Ok(t.outcome))
 }
 
-/// The most records one garbage-collection transaction deletes: every other write waits for
-/// that transaction, so [`SqliteStore::gc`] deletes in chunks of this many, each its own
-/// write, and writers queued meanwhile go between two chunks. Deleting ~12,000 records a second
-/// on a journal of 10^6 (BENCHMARKS.md, "Growth"), a chunk holds the write lock for ~100 ms.
-const GC_CHUNK: u64 = 1_000;
+/// How [`SqliteStore::gc`] sizes its chunks: every other write of every process waits for a
+/// garbage-collection transaction, so it deletes in chunks, each its own write, and writers
+/// queued meanwhile go between two chunks. 256 records at first, 16 to 10,000, each chunk to
+/// take about 25 ms ([`super::GcPace`]): a record deleted from a large journal costs from a few
+/// µs to ~150 µs (its pages in three B-trees, read and written; BENCHMARKS.md, "Growth"), so a
+/// fixed size would hold the lock for a millisecond on one journal and a second on another.
+const GC_PACE: super::GcPace = super::GcPace::new(256, 16, 10_000, Duration::from_millis(25));
 
-/// Delete up to [`GC_CHUNK`] collectable records; how many were deleted.
-fn gc_in_tx(conn: &Connection, now: Millis) -> rusqlite::Result<u64> {
+/// Delete up to `limit` collectable records; how many were deleted.
+fn gc_in_tx(conn: &Connection, now: Millis, limit: u64) -> rusqlite::Result<u64> {
     // The SQL form of `store::collectable`; records of another version are left alone. The
     // candidates come from the `expires_at` index, oldest first.
     let n = conn
@@ -1265,7 +1272,7 @@ fn gc_in_tx(conn: &Connection, now: Millis) -> rusqlite::Result<u64> {
                   AND state NOT IN ('in-doubt', 'awaiting-approval', 'claimed')
                 ORDER BY expires_at LIMIT ?3)",
         )?
-        .execute(params![now, RECORD_VERSION, GC_CHUNK as i64])?;
+        .execute(params![now, RECORD_VERSION, i64::try_from(limit).unwrap_or(i64::MAX)])?;
     Ok(n as u64)
 }
 

@@ -74,8 +74,17 @@ impl Writer {
 // Work lives briefly in a queue; its size does not matter beside a commit.
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Work {
-    Apply { key: String, op: Op },
-    Gc { now: Millis },
+    Apply {
+        key: String,
+        op: Op,
+    },
+    /// Delete up to `limit` records collectable at `now` (one chunk of [`SqliteStore::gc`]).
+    ///
+    /// [`SqliteStore::gc`]: super::SqliteStore
+    Gc {
+        now: Millis,
+        limit: u64,
+    },
 }
 
 // Answers live briefly; their size does not matter beside a commit.
@@ -378,7 +387,9 @@ impl Leadership {
     }
 
     /// Add queued work to the batch, up to the batch bound; ask for a background checkpoint
-    /// every so many operations.
+    /// every so many operations, and after every chunk of a garbage collection (which writes
+    /// pages of hundreds of records: left to SQLite's checkpoint in a commit, they would be
+    /// copied in the commit of whichever caller reaches the WAL's bound).
     fn fill(&mut self) {
         let max = self.shared.options.max_batch.max(1);
         let mut w = self.shared.lock_writer();
@@ -386,7 +397,11 @@ impl Leadership {
             let Some(q) = w.queue.pop_front() else { break };
             self.batch.push((q.work, Reply::Waiter(q.reply)));
         }
-        w.since_checkpoint += self.batch.len();
+        w.since_checkpoint += self
+            .batch
+            .iter()
+            .map(|(work, _)| if work.is_gc() { super::CHECKPOINT_EVERY_OPS } else { 1 })
+            .sum::<usize>();
         if w.since_checkpoint >= super::CHECKPOINT_EVERY_OPS {
             w.since_checkpoint = 0;
             // Full means a checkpoint is already asked for.
@@ -504,7 +519,7 @@ fn run_batch(
     for work in batch {
         answers.push(match work {
             Work::Apply { key, op } => Answer::Apply(apply_in_tx(&tx, key, op, &mut conn.held, now)?),
-            Work::Gc { now } => Answer::Gc(Ok(gc_in_tx(&tx, *now)?)),
+            Work::Gc { now, limit } => Answer::Gc(Ok(gc_in_tx(&tx, *now, *limit)?)),
         });
     }
     tx.commit()?;
@@ -627,7 +642,7 @@ pub(super) mod tests {
                     takeover_in_doubt: false,
                 },
             },
-            Work::Gc { now: 0 },
+            Work::Gc { now: 0, limit: 1 },
         ];
         let level = |works: &[Work], configured| batch_level(&works.iter().collect::<Vec<_>>(), configured);
         assert_eq!(level(&mixed[..1], Synchronous::Full), Synchronous::Normal);
