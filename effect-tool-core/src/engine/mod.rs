@@ -351,8 +351,8 @@ impl Lost {
 fn new_holder() -> crate::record::Holder {
     let mut bytes = [0u8; 16];
     if getrandom::fill(&mut bytes).is_err() {
-        static COUNT: AtomicUsize = AtomicUsize::new(0);
-        let n = COUNT.fetch_add(1, Ordering::Relaxed) as u64;
+        static COUNT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = COUNT.fetch_add(1, Ordering::Relaxed);
         bytes = fallback_instance(crate::record::now_millis() as u64, n, std::process::id());
     }
     let instance = bytes.iter().map(|b| format!("{b:02x}")).collect();
@@ -371,13 +371,14 @@ fn new_holder() -> crate::record::Holder {
     }
 }
 
-/// An instance id without OS randomness: the time, and a per-process counter beside the
-/// process id, still tell instances apart (of one process, and of processes started in the
-/// same millisecond).
-fn fallback_instance(millis: u64, count: u64, pid: u32) -> [u8; 16] {
+/// An instance id without OS randomness: the time, a per-process counter and the process id
+/// (8, 4 and 4 bytes) still tell instances apart (of one process, and of processes started in
+/// the same millisecond).
+fn fallback_instance(millis: u64, count: u32, pid: u32) -> [u8; 16] {
     let mut bytes = [0u8; 16];
     bytes[..8].copy_from_slice(&millis.to_le_bytes());
-    bytes[8..].copy_from_slice(&(count ^ (u64::from(pid) << 32)).to_le_bytes());
+    bytes[8..12].copy_from_slice(&count.to_le_bytes());
+    bytes[12..].copy_from_slice(&pid.to_le_bytes());
     bytes
 }
 
@@ -1267,10 +1268,7 @@ mod tests {
         ] {
             assert_ne!(base, other);
         }
-        // The count and the process id do not cancel out: each has its own half.
-        assert_eq!(
-            &super::fallback_instance(0, 7, 9)[8..],
-            &(7u64 | (9u64 << 32)).to_le_bytes()
-        );
+        // The count and the process id do not mix: each has its own four bytes.
+        assert_eq!(&super::fallback_instance(0, 7, 9)[8..], &[7, 0, 0, 0, 9, 0, 0, 0]);
     }
 }
