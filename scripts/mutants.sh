@@ -91,7 +91,10 @@ fi
 export CARGO_TARGET_DIR="${MUTANTS_TARGET_DIR:-$PWD/target/mutants}"
 export CARGO_PROFILE_DEV_DEBUG=0 CARGO_TERM_COLOR=never
 features=(--features effect-tool-core/testing,effect-tool-core/sqlite)
-if [[ $root_mode == 1 ]]; then
+# `--list` and `--list-files` only name the mutants: no baseline to run for them.
+listing=0
+for a in "${extra[@]}"; do [[ $a == --list* ]] && listing=1; done
+if [[ $root_mode == 1 && $listing == 0 ]]; then
     # cargo-mutants' own baseline runs only the mutated package's tests (effect-tool-core), where
     # the root crate's test binaries do not exist, so it fails. This script runs the baseline
     # itself, unmutated, with the root tests, then tells cargo-mutants to skip its own and
