@@ -12,8 +12,9 @@
 #   scripts/mutants.sh --file policy.rs  one file (repeatable; a name under effect-tool-core/src)
 #   scripts/mutants.sh ... -- ARGS       extra arguments for cargo-mutants (e.g. --list)
 #
-# Environment: JOBS (parallel mutants, default 1 on a shared machine), MUTANTS_TARGET_DIR
-# (a build directory kept between runs, default target/mutants, so dependencies build once),
+# Environment: JOBS (parallel mutants, default 1 on a shared machine; with more, each job builds
+# in a target directory of its own), MUTANTS_TARGET_DIR (a build directory kept between runs,
+# default target/mutants, so dependencies build once; with JOBS=1 only),
 # MUTANTS_OUT (where results go, default target/mutants-out), ROOT_TESTS (the root crate's test
 # binaries to run, space-separated: `calls journals declarations`), ROOT_SKIP (test-name substrings skipped in
 # them: by default the PostgreSQL, crash and HTTP tests and the fault tests that run worker
@@ -60,7 +61,7 @@ while [[ $# -gt 0 ]]; do
             ;;
         --file) files+=("$2"); shift 2 ;;
         --) shift; extra=("$@"); break ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         *) echo "scripts/mutants.sh: unknown argument \`$1\` (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -121,5 +122,15 @@ if [[ $root_mode == 1 && $listing == 0 ]]; then
     timeout=$(( test_secs * 3 > 60 ? test_secs * 3 : 60 ))
     echo "baseline passed in ${test_secs} s: test timeout ${timeout} s"
     args+=(--baseline=skip --timeout "$timeout" --build-timeout 900)
+fi
+if [[ "${JOBS:-1}" -gt 1 ]]; then
+    # Parallel mutants must not share a target directory: cargo names a workspace crate's build
+    # by its path within the workspace, so every job's copy of the tree builds the same
+    # artifacts, and one job's test run would pick up the binary another job just built from
+    # its own mutant (seen: a mutant of `Debug for Engine` "timed out" on a shutdown test that
+    # only another job's mutant breaks, while the test that checks the Debug output passed).
+    # Unset, each job builds in its own copy's `target/` (a cold build of the dependencies
+    # once per job).
+    unset CARGO_TARGET_DIR
 fi
 exec cargo mutants "${args[@]}" "${extra[@]}"
