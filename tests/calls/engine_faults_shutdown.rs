@@ -168,6 +168,43 @@ async fn shutdown_drains_finishes_in_time_releases_unstarted_and_cancels_the_res
     assert_eq!(tool.down.requests(), 1);
 }
 
+/// On tokio's paused clock: the shutdown's hour-long deadline would pass at once (the clock
+/// jumps to the next timer when every task waits), so a shutdown that waited for it instead of
+/// for the last call shows as an hour on the clock.
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_returns_as_soon_as_the_last_call_in_flight_ends_not_at_its_deadline() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let engine = Engine::new(store.clone());
+    let tool = Gated::default();
+    let run = RunContext::new("prompt");
+    let running = {
+        let (engine, tool, run) = (engine.clone(), tool.clone(), run.clone());
+        tokio::spawn(async move {
+            engine
+                .call(&tool, &run, CallOptions::default(), "finish".to_owned())
+                .await
+        })
+    };
+    tool.started.notified().await;
+    let begun = tokio::time::Instant::now();
+    let shutdown = {
+        let engine = engine.clone();
+        tokio::spawn(async move { engine.shutdown(Duration::from_secs(3_600)).await })
+    };
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(!shutdown.is_finished(), "the shutdown waits for the running call");
+    tool.go.add_permits(1);
+    assert_eq!(running.await.unwrap().unwrap(), "done: finish");
+    let report = shutdown.await.unwrap();
+    assert!(report.drained, "{report:?}");
+    assert!(
+        begun.elapsed() < Duration::from_secs(60),
+        "the shutdown returned {:?} after it began: at its deadline, not when the last call ended",
+        begun.elapsed()
+    );
+    assert_eq!(tool.down.requests(), 1);
+}
+
 #[tokio::test]
 async fn a_shutdown_with_nothing_in_flight_returns_at_once_and_refuses_pure_tools_too() {
     struct Echo;
