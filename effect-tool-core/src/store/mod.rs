@@ -623,6 +623,7 @@ impl From<EffectRecord> for Recorded {
 /// quarter of it, twice as large; always within `min..=max`. Whatever the journal's size and
 /// the machine's speed, a write then waits for about `target` at a time, not for a chunk sized
 /// for another machine.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct GcPace {
     size: u64,
@@ -631,6 +632,7 @@ pub(crate) struct GcPace {
     target: std::time::Duration,
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 impl GcPace {
     /// Start at `size` records, and keep within `min..=max`.
     pub(crate) const fn new(size: u64, min: u64, max: u64, target: std::time::Duration) -> Self {
@@ -660,7 +662,7 @@ pub fn collectable(rec: &EffectRecord, now: Millis) -> bool {
     rec.is_expired(now) && !rec.state.needs_person() && rec.state != RecordState::Claimed
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(feature = "sqlite", feature = "postgres")))]
 mod tests {
     use super::GcPace;
     use std::time::Duration;
