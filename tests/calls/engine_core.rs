@@ -1001,7 +1001,7 @@ async fn an_engines_store_retry_window_is_thirty_seconds_unless_set_and_shared_b
 }
 
 #[test]
-fn an_engine_shows_its_settings_when_debug_printed() {
+fn an_engine_shows_its_settings_when_asked_and_when_debug_printed() {
     let engine = Engine::with_config(
         MemoryStore::new(),
         EngineConfig {
@@ -1012,4 +1012,9 @@ fn an_engine_shows_its_settings_when_debug_printed() {
     let shown = format!("{engine:?}");
     assert!(shown.starts_with("Engine {"), "{shown}");
     assert!(shown.contains("lease: 7s"), "{shown}");
+    assert_eq!(
+        engine.config().lease,
+        Duration::from_secs(7),
+        "the settings it was given"
+    );
 }
