@@ -969,7 +969,7 @@ async fn an_engine_names_its_worker_host_and_process_in_its_holder() {
     let plain = engine();
     assert_eq!(plain.holder().worker, None, "no worker identity unless given");
     let named = engine().with_worker("pod-7");
-    let holder = named.clone().holder().clone();
+    let holder = named.holder().clone();
     assert_eq!(holder.worker.as_deref(), Some("pod-7"));
     assert_eq!(holder.pid, std::process::id());
     // The host as the system names it (what `hostname` prints), trimmed; "unknown" only when
