@@ -35,30 +35,13 @@
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use effect_tool::store::sqlite::{SqliteOptions, SqliteStore, Synchronous};
-use effect_tool::{CallOptions, EffectClass, EffectCtx, Engine, RunContext, Store, Tool, ToolError};
+use effect_tool::{CallOptions, Engine, RunContext, Store, Tool};
 
-use common::{Calibration, Op, Refund, RefundArgs, input, measure_interleaved, median};
-
-/// The same tool, irreversible: its claim must be on disk before it runs.
-struct Charge;
-
-impl Tool for Charge {
-    type Args = RefundArgs;
-    type Output = u64;
-    type Error = ToolError;
-    const NAME: &'static str = "charge_card";
-    const CLASS: EffectClass = EffectClass::Irreversible;
-
-    async fn call(&self, _ctx: &EffectCtx, args: RefundArgs) -> Result<u64, ToolError> {
-        Ok(args.amount_cents)
-    }
-}
-
-static NEXT: AtomicU64 = AtomicU64::new(1);
+use common::{Calibration, Charge, NEXT, Op, Refund, RefundArgs, SqliteFloor, input, measure_interleaved, median};
 
 /// Rounds per measurement; each figure is the median over them.
 const ROUNDS: usize = 9;
@@ -75,20 +58,6 @@ fn calibration() -> Calibration {
         max: 1 << 22,
     }
 }
-
-/// `n` keys of new calls, as the engine computes them (run `bench-floor`), and a fingerprint.
-fn new_keys(n: u64) -> Vec<String> {
-    let run = RunContext::new("bench-floor");
-    (0..n)
-        .map(|_| {
-            let args = input(NEXT.fetch_add(1, Ordering::Relaxed));
-            effect_tool::key::identify(&Refund, &run, &args).unwrap().key
-        })
-        .collect()
-}
-
-/// A fingerprint's size (SHA-256 in hex).
-const FINGERPRINT: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
 
 struct Figures {
     backend: String,
@@ -266,82 +235,14 @@ fn sqlite(rt: &tokio::runtime::Runtime, dir: &std::path::Path, synchronous: Sync
         }
         start.elapsed()
     });
-    // The journal's own SQL for a new call, no engine: the lookup, the claim's INSERT, and the
-    // record's guarded UPDATE of the columns a completion changes, on a plain connection of its
-    // own, checkpointed as the store does it: a thread with its own connection runs a `PASSIVE`
-    // checkpoint every 64 new calls (128 writes), and the writer never checkpoints inline.
-    let floor = rusqlite::Connection::open(&path).unwrap();
-    floor.busy_timeout(Duration::from_secs(10)).unwrap();
-    floor
-        .execute_batch(&format!(
-            "PRAGMA synchronous = {}; PRAGMA wal_autocheckpoint = 0;",
-            synchronous_sql(synchronous)
-        ))
-        .unwrap();
-    let (checkpoint, asked) = std::sync::mpsc::channel::<()>();
-    let checkpointer = rusqlite::Connection::open(&path).unwrap();
-    checkpointer
-        .execute_batch(&format!("PRAGMA synchronous = {};", synchronous_sql(synchronous)))
-        .unwrap();
-    std::thread::spawn(move || {
-        while asked.recv().is_ok() {
-            checkpointer
-                .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
-                .unwrap();
-        }
-    });
-    // `unflushed`: the claim commits under `synchronous = NORMAL`, the record under the
-    // configured level, as the store does for an idempotent tool (two `PRAGMA`s per call).
+    // The journal's own SQL for a new call, no engine (`common::SqliteFloor`). `unflushed`: the
+    // claim commits under `synchronous = NORMAL`, the record under the configured level, as the
+    // store does for an idempotent tool.
+    let floor = SqliteFloor::open(&path, synchronous_sql(synchronous));
     let journal_sql = |unflushed: bool| -> Op<'_> {
-        let (floor, payload, checkpoint) = (&floor, &payload, &checkpoint);
+        let (floor, payload) = (&floor, &payload);
         let switch = unflushed && synchronous == Synchronous::Full;
-        Box::new(move |n| {
-            let keys = new_keys(n);
-            let mut lookup = floor
-            .prepare_cached(
-                "SELECT version, state, attempt, output, fingerprint, lease_until FROM effect_records WHERE key = ?1",
-            )
-            .unwrap();
-            let mut claim = floor
-            .prepare_cached(
-                "INSERT INTO effect_records (key, version, tool, class, run_id, thread_id, call_id, fingerprint, input,
-                   state, attempt, lease_until, output, reason, approval_role, decided_by, created_at, updated_at,
-                   expires_at)
-                 VALUES (?1, 1, 'issue_refund', 'idempotent', 'bench-floor', NULL, NULL, ?2, ?3, 'claimed', 1, ?4,
-                   NULL, NULL, NULL, NULL, ?5, ?5, NULL)",
-            )
-            .unwrap();
-            let mut record = floor
-                .prepare_cached(
-                    "UPDATE effect_records SET state = 'completed', lease_until = NULL, output = ?2, updated_at = ?3
-                 WHERE key = ?1 AND state = 'claimed' AND attempt = 1 AND updated_at = ?4 AND lease_until IS ?5
-                   AND version = 1",
-                )
-                .unwrap();
-            let start = Instant::now();
-            for (i, key) in keys.iter().enumerate() {
-                let now = effect_tool::record::now_millis();
-                let found = lookup.exists([key]).unwrap();
-                assert!(!found);
-                if switch {
-                    floor.execute_batch("PRAGMA synchronous = NORMAL").unwrap();
-                }
-                claim
-                    .execute(rusqlite::params![key, FINGERPRINT, payload, now + 30_000, now])
-                    .unwrap();
-                if switch {
-                    floor.execute_batch("PRAGMA synchronous = FULL").unwrap();
-                }
-                let n = record
-                    .execute(rusqlite::params![key, "12345", now + 1, now, now + 30_000])
-                    .unwrap();
-                assert_eq!(n, 1);
-                if i % 64 == 63 {
-                    checkpoint.send(()).unwrap();
-                }
-            }
-            start.elapsed()
-        })
+        Box::new(move |n| floor.new_calls(n, payload, switch))
     };
     // Where a replay's time goes: a call recorded through the engine, then (a) the store's
     // replay SELECT of it on the plain connection (its columns read, nothing decoded): the SQL
@@ -355,7 +256,7 @@ fn sqlite(rt: &tokio::runtime::Runtime, dir: &std::path::Path, synchronous: Sync
         effect_tool::key::identify(&Refund, &run, &args).unwrap().key
     };
     let replay_sql: Op<'_> = {
-        let (floor, key) = (&floor, replayed.clone());
+        let (floor, key) = (floor.conn(), replayed.clone());
         Box::new(move |n| {
             let mut st = floor
                 .prepare_cached(
@@ -503,13 +404,13 @@ fn postgres(rt: &tokio::runtime::Runtime) -> Option<Figures> {
         let (raw, record) = (&raw, &record);
         let (claim, payload) = (if unflushed { &claim_unflushed } else { &claim }, &payload);
         Box::new(move |n| {
-            let keys = new_keys(n);
+            let keys = common::new_keys(n);
             rt.block_on(async {
                 let start = Instant::now();
                 for key in &keys {
                     let now = effect_tool::record::now_millis();
                     let row = raw
-                        .query_one(claim, &[key, &FINGERPRINT, payload, &(now + 30_000), &now])
+                        .query_one(claim, &[key, &common::FINGERPRINT, payload, &(now + 30_000), &now])
                         .await
                         .unwrap();
                     let version: i64 = row.get(0);

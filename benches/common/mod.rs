@@ -4,9 +4,10 @@
 // Each bench binary uses its own part of the fixture.
 #![allow(dead_code)]
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-use effect_tool::{EffectClass, EffectCtx, Tool, ToolError};
+use effect_tool::{EffectClass, EffectCtx, RunContext, Tool, ToolError};
 use serde::{Deserialize, Serialize};
 
 /// The refund's arguments.
@@ -40,6 +41,131 @@ impl Tool for Refund {
 
     async fn call(&self, _ctx: &EffectCtx, args: RefundArgs) -> Result<u64, ToolError> {
         Ok(args.amount_cents)
+    }
+}
+
+/// The same tool, irreversible: its claim must be on disk before it runs.
+pub struct Charge;
+
+impl Tool for Charge {
+    type Args = RefundArgs;
+    type Output = u64;
+    type Error = ToolError;
+    const NAME: &'static str = "charge_card";
+    const CLASS: EffectClass = EffectClass::Irreversible;
+
+    async fn call(&self, _ctx: &EffectCtx, args: RefundArgs) -> Result<u64, ToolError> {
+        Ok(args.amount_cents)
+    }
+}
+
+/// Numbers every input a bench makes, so that each new call has a new key.
+pub static NEXT: AtomicU64 = AtomicU64::new(1);
+
+/// `n` keys of new calls, as the engine computes them (run `bench-floor`).
+pub fn new_keys(n: u64) -> Vec<String> {
+    let run = RunContext::new("bench-floor");
+    (0..n)
+        .map(|_| {
+            let args = input(NEXT.fetch_add(1, Ordering::Relaxed));
+            effect_tool::key::identify(&Refund, &run, &args).unwrap().key
+        })
+        .collect()
+}
+
+/// A fingerprint's size (SHA-256 in hex).
+pub const FINGERPRINT: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
+
+/// The SQLite journal's own SQL for a new call, with no engine: the lookup, the claim's
+/// `INSERT` and the record's guarded `UPDATE` of the columns a completion changes, into the
+/// store's own table on a plain connection, checkpointed as the store does it (a thread with
+/// its own connection runs a `PASSIVE` checkpoint every 64 new calls, 128 writes, and the
+/// writer never checkpoints inline). It shows what a new call costs the database itself.
+pub struct SqliteFloor {
+    conn: rusqlite::Connection,
+    checkpoint: std::sync::mpsc::Sender<()>,
+}
+
+impl SqliteFloor {
+    /// On the journal at `path` (its schema already made by the store), at `synchronous`
+    /// (`"FULL"` or `"NORMAL"`).
+    pub fn open(path: &std::path::Path, synchronous: &str) -> SqliteFloor {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        conn.busy_timeout(Duration::from_secs(10)).unwrap();
+        conn.execute_batch(&format!(
+            "PRAGMA synchronous = {synchronous}; PRAGMA wal_autocheckpoint = 0;"
+        ))
+        .unwrap();
+        let (checkpoint, asked) = std::sync::mpsc::channel::<()>();
+        let checkpointer = rusqlite::Connection::open(path).unwrap();
+        checkpointer
+            .execute_batch(&format!("PRAGMA synchronous = {synchronous};"))
+            .unwrap();
+        std::thread::spawn(move || {
+            while asked.recv().is_ok() {
+                checkpointer
+                    .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+                    .unwrap();
+            }
+        });
+        SqliteFloor { conn, checkpoint }
+    }
+
+    /// The plain connection, for other statements by hand.
+    pub fn conn(&self) -> &rusqlite::Connection {
+        &self.conn
+    }
+
+    /// `n` new calls' statements with `payload` as their input; their time. `switch`: the
+    /// claim commits under `synchronous = NORMAL` and the record under `FULL`, as the store does
+    /// for an idempotent tool on a `FULL` journal (two `PRAGMA`s per call).
+    pub fn new_calls(&self, n: u64, payload: &str, switch: bool) -> Duration {
+        let keys = new_keys(n);
+        let floor = &self.conn;
+        let mut lookup = floor
+            .prepare_cached(
+                "SELECT version, state, attempt, output, fingerprint, lease_until FROM effect_records WHERE key = ?1",
+            )
+            .unwrap();
+        let mut claim = floor
+            .prepare_cached(
+                "INSERT INTO effect_records (key, version, tool, class, run_id, thread_id, call_id, fingerprint, input,
+                   state, attempt, lease_until, output, reason, approval_role, decided_by, created_at, updated_at,
+                   expires_at)
+                 VALUES (?1, 1, 'issue_refund', 'idempotent', 'bench-floor', NULL, NULL, ?2, ?3, 'claimed', 1, ?4,
+                   NULL, NULL, NULL, NULL, ?5, ?5, NULL)",
+            )
+            .unwrap();
+        let mut record = floor
+            .prepare_cached(
+                "UPDATE effect_records SET state = 'completed', lease_until = NULL, output = ?2, updated_at = ?3
+                 WHERE key = ?1 AND state = 'claimed' AND attempt = 1 AND updated_at = ?4 AND lease_until IS ?5
+                   AND version = 1",
+            )
+            .unwrap();
+        let start = Instant::now();
+        for (i, key) in keys.iter().enumerate() {
+            let now = effect_tool::record::now_millis();
+            let found = lookup.exists([key]).unwrap();
+            assert!(!found);
+            if switch {
+                floor.execute_batch("PRAGMA synchronous = NORMAL").unwrap();
+            }
+            claim
+                .execute(rusqlite::params![key, FINGERPRINT, payload, now + 30_000, now])
+                .unwrap();
+            if switch {
+                floor.execute_batch("PRAGMA synchronous = FULL").unwrap();
+            }
+            let n = record
+                .execute(rusqlite::params![key, "12345", now + 1, now, now + 30_000])
+                .unwrap();
+            assert_eq!(n, 1);
+            if i % 64 == 63 {
+                self.checkpoint.send(()).unwrap();
+            }
+        }
+        start.elapsed()
     }
 }
 

@@ -303,9 +303,9 @@ async fn a_lost_claim_answer_never_releases_another_processs_live_claim() {
 }
 
 /// The look for a claim whose answer was lost, when the journal does not answer it either:
-/// `failing` reads fail, within a store-retry window of 1 s. The call's claim state after it,
-/// and how many reads the look made. On tokio's paused clock (backoff 20, 40, ... ms).
-async fn look_for_a_lost_claim_through(failing: usize) -> (RecordState, usize) {
+/// `failing` reads fail, within a store-retry window of `window`. The call's claim state after
+/// it, and how many reads the look made. On tokio's paused clock (backoff 20, 40, ... ms).
+async fn look_for_a_lost_claim_through(failing: usize, window: Duration) -> (RecordState, usize) {
     let store = Arc::new(LosesClaimAnswer::new(true, false, failing));
     let engine = Engine::with_config(
         store.clone(),
@@ -314,7 +314,7 @@ async fn look_for_a_lost_claim_through(failing: usize) -> (RecordState, usize) {
             ..EngineConfig::default()
         },
     )
-    .with_store_retry(Duration::from_secs(1));
+    .with_store_retry(window);
     let down = Arc::new(Downstream::default());
     let tool = Transfer::new(&down);
     let run = RunContext::new("lost-answer-slow");
@@ -336,7 +336,7 @@ async fn look_for_a_lost_claim_through(failing: usize) -> (RecordState, usize) {
 /// The journal answers the look on its third try: the hidden claim is found and released.
 #[tokio::test(start_paused = true)]
 async fn a_lost_claim_is_looked_for_again_while_the_journal_does_not_answer() {
-    let (state, reads) = look_for_a_lost_claim_through(2).await;
+    let (state, reads) = look_for_a_lost_claim_through(2, Duration::from_secs(1)).await;
     assert_eq!((state, reads), (RecordState::Released, 3));
 }
 
@@ -346,6 +346,15 @@ async fn a_lost_claim_is_looked_for_again_while_the_journal_does_not_answer() {
 /// showing it.)
 #[tokio::test(start_paused = true)]
 async fn the_look_for_a_lost_claim_gives_up_when_its_window_ends() {
-    let (state, reads) = look_for_a_lost_claim_through(100).await;
+    let (state, reads) = look_for_a_lost_claim_through(100, Duration::from_secs(1)).await;
     assert_eq!((state, reads), (RecordState::Claimed, 6));
+}
+
+/// The look waits again only if that wait ends before the window does: with a window of
+/// 300 ms, the reads at 0, 20, 60 and 140 ms fail, and the next wait (160 ms) would end at
+/// 300 ms, the window's end, so the look stops there: four reads, the claim left claimed.
+#[tokio::test(start_paused = true)]
+async fn the_look_for_a_lost_claim_does_not_wait_past_the_end_of_its_window() {
+    let (state, reads) = look_for_a_lost_claim_through(100, Duration::from_millis(300)).await;
+    assert_eq!((state, reads), (RecordState::Claimed, 4));
 }

@@ -644,6 +644,82 @@ async fn a_record_write_that_keeps_failing_is_retried_with_doubling_backoff_with
     assert_eq!(state, effect_tool::RecordState::Claimed, "left to reconcile");
 }
 
+/// A record write is retried only if the wait before it ends before the store-retry window
+/// does: with a window of 300 ms the writes at 0, 20, 60 and 140 ms fail, and the next wait
+/// (160 ms) would end at 300 ms, the window's end, so the engine stops there: four writes.
+#[tokio::test(start_paused = true)]
+async fn a_record_write_is_not_retried_after_a_wait_that_reaches_the_end_of_the_window() {
+    let (outcome, writes, state) = record_through_failures(100, Duration::from_millis(300)).await;
+    assert_eq!(outcome, "ok:executed:1");
+    assert_eq!(writes, 4, "the write, then 3 retries");
+    assert_eq!(state, effect_tool::RecordState::Claimed, "left to reconcile");
+}
+
+/// The events at `DEBUG` and above that the engine logs on this thread, as (level, message).
+#[derive(Clone, Default)]
+struct Logged(Arc<Mutex<Vec<(tracing::Level, String)>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Logged {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        struct Message(String);
+        impl tracing::field::Visit for Message {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "message" {
+                    self.0 = format!("{value:?}");
+                }
+            }
+        }
+        let mut message = Message(String::new());
+        event.record(&mut message);
+        self.0.lock().unwrap().push((*event.metadata().level(), message.0));
+    }
+}
+
+/// An operator sees a record write that keeps failing once at `WARN`, on its first retry; the
+/// retries after it (backing off, the same failure) are at `DEBUG`, so a journal outage of a
+/// few seconds is one warning per call, not one per attempt. When the window ends, the call's
+/// give-up (the effect applied, its record not written) is a warning of its own.
+#[tokio::test(start_paused = true)]
+async fn a_record_write_that_keeps_failing_warns_on_its_first_retry_and_logs_the_rest_at_debug() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let logged = Logged::default();
+    let subscriber = tracing_subscriber::registry()
+        .with(logged.clone())
+        .with(tracing_subscriber::filter::LevelFilter::DEBUG);
+    // The test's runtime is current-thread: every poll of the call is on this thread.
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let (outcome, writes, _) = record_through_failures(100, Duration::from_secs(1)).await;
+    assert_eq!((outcome.as_str(), writes), ("ok:executed:1", 6));
+    let retries: Vec<tracing::Level> = logged
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, m)| m.contains("could not record the effect's result; retrying"))
+        .map(|(level, _)| *level)
+        .collect();
+    assert_eq!(
+        retries,
+        [
+            tracing::Level::WARN,
+            tracing::Level::DEBUG,
+            tracing::Level::DEBUG,
+            tracing::Level::DEBUG,
+            tracing::Level::DEBUG
+        ],
+        "one line per retry: the first a warning, the rest at debug"
+    );
+    let gave_up = logged
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, m)| m.contains("effect applied but its record failed"))
+        .map(|(level, _)| *level)
+        .collect::<Vec<_>>();
+    assert_eq!(gave_up, [tracing::Level::WARN]);
+}
+
 /// An attempt that loses its claim while its tool runs (here: its claim is released under it,
 /// as an operator's `effect-tool resolve` or a takeover would leave it) and another attempt
 /// then records the call. The first attempt's error names the attempt that owns the key now and

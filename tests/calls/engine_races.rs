@@ -1132,24 +1132,27 @@ async fn a_follower_in_another_run_is_told_that_its_own_run_awaits_approval() {
 // ttl and windows
 // ---------------------------------------------------------------------------------------------
 
+/// An idempotent note in a thread window whose results are kept for `TTL_MS`.
+struct Note<const TTL_MS: u64>(Arc<Script>);
+
+impl<const TTL_MS: u64> Tool for Note<TTL_MS> {
+    type Args = String;
+    type Output = String;
+    type Error = ToolError;
+    const NAME: &'static str = "note";
+    const CLASS: EffectClass = EffectClass::Idempotent;
+    const WINDOW: Window = Window::Thread;
+    const TTL: Option<Duration> = Some(Duration::from_millis(TTL_MS));
+    async fn call(&self, ctx: &EffectCtx, to: String) -> Result<String, ToolError> {
+        self.0.run(ctx, &to).await
+    }
+}
+
 #[tokio::test]
 async fn ttl_and_window_edges() {
-    struct Note(Arc<Script>);
-    impl Tool for Note {
-        type Args = String;
-        type Output = String;
-        type Error = ToolError;
-        const NAME: &'static str = "note";
-        const CLASS: EffectClass = EffectClass::Idempotent;
-        const WINDOW: Window = Window::Thread;
-        const TTL: Option<Duration> = Some(Duration::from_millis(30));
-        async fn call(&self, ctx: &EffectCtx, to: String) -> Result<String, ToolError> {
-            self.0.run(ctx, &to).await
-        }
-    }
     let down = Arc::new(Downstream::default());
     let script = Script::new(&down, &[Step::Ok]);
-    let tool = Note(script.clone());
+    let tool = Note::<30>(script.clone());
     let engine = Engine::new(MemoryStore::new());
     // A thread window on a run without a thread falls back to the run.
     let no_thread = run("r1");
@@ -1192,6 +1195,37 @@ async fn ttl_and_window_edges() {
     assert!(dropped >= 1);
     assert!(engine.store().get(&r2_key).await.unwrap().is_none());
     assert!(engine.store().get(&k).await.unwrap().is_some());
+}
+
+/// A recorded result with a ttl not yet reached is replayed from the engine's first look at its
+/// key, as one without a ttl is: no claim is sent (on a durable journal a claim is a trip to
+/// the write path). Once the first call has recorded, every claim fails here, so a replay that
+/// went through a claim would fail the call.
+#[tokio::test]
+async fn a_recorded_result_within_its_ttl_is_replayed_without_a_claim() {
+    let down = Arc::new(Downstream::default());
+    let script = Script::new(&down, &[Step::Ok]);
+    let tool = Note::<3_600_000>(script.clone());
+    let claims = |op: &Op| matches!(op, Op::Claim { .. });
+    let store = Faulty::new(
+        Arc::new(MemoryStore::new()),
+        FailWhen::new(claims, "claims are refused from now on", false),
+    );
+    let engine = Engine::new(store.clone());
+    let r = run("r1");
+    let first = engine
+        .call(&tool, &r, CallOptions::default(), "a".into())
+        .await
+        .unwrap();
+    let rec = store.get(&key_of(&tool, &r, &"a".to_owned())).await.unwrap().unwrap();
+    assert!(rec.expires_at.is_some(), "the ttl is recorded");
+    store.fail.store(true, Ordering::SeqCst);
+    let again = engine
+        .call_with_report(&tool, &r, CallOptions::default(), "a".into())
+        .await;
+    assert_eq!(again.disposition, Disposition::Replayed);
+    assert_eq!(again.result.unwrap(), first);
+    assert_eq!((script.executions(), down.requests()), (1, 1));
 }
 
 // ---------------------------------------------------------------------------------------------
