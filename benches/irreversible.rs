@@ -20,13 +20,12 @@
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use effect_tool::store::sqlite::SqliteStore;
-use effect_tool::{CallOptions, Engine, RunContext, Store};
+use effect_tool::{Engine, RunContext, Store};
 
-use common::{Charge, NEXT, SqliteFloor, input, median};
+use common::{Charge, SqliteFloor, input, median, new_calls};
 
 const ROUNDS: usize = 9;
 
@@ -69,19 +68,7 @@ fn main() {
         .unwrap();
     let engine = Engine::new(store);
     let run = RunContext::new("bench");
-    let engine_calls = |k: u64| {
-        rt.block_on(async {
-            let start = Instant::now();
-            for _ in 0..k {
-                let i = NEXT.fetch_add(1, Ordering::Relaxed);
-                engine
-                    .call(&Charge, &run, CallOptions::default(), input(i))
-                    .await
-                    .unwrap();
-            }
-            start.elapsed()
-        })
-    };
+    let engine_calls = |k: u64| new_calls(&rt, &engine, &Charge, &run, k);
     let payload = serde_json::to_string(&input(0)).unwrap();
     let floor = SqliteFloor::open(&path, "FULL");
     let raw = rusqlite::Connection::open(&path).unwrap();

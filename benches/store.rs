@@ -39,9 +39,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use effect_tool::store::sqlite::{SqliteOptions, SqliteStore, Synchronous};
-use effect_tool::{CallOptions, Engine, RunContext, Store, Tool};
+use effect_tool::{CallOptions, Engine, RunContext, Store};
 
-use common::{Calibration, Charge, NEXT, Op, Refund, RefundArgs, SqliteFloor, input, measure_interleaved, median};
+use common::{Calibration, Charge, NEXT, Op, Refund, SqliteFloor, input, measure_interleaved, median, new_calls};
 
 /// Rounds per measurement; each figure is the median over them.
 const ROUNDS: usize = 9;
@@ -114,26 +114,6 @@ impl Figures {
     fn ratio(&self, within: impl Fn(&[f64]) -> f64) -> f64 {
         median(self.rounds.iter().map(|r| within(r)).collect())
     }
-}
-
-/// `n` sequential new calls of `tool` (each with a new input) through `engine`: their time.
-fn new_calls<T: Tool<Args = RefundArgs>>(
-    rt: &tokio::runtime::Runtime,
-    engine: &Engine,
-    tool: &T,
-    run: &RunContext,
-    n: u64,
-) -> Duration {
-    rt.block_on(async {
-        let start = Instant::now();
-        for _ in 0..n {
-            let i = NEXT.fetch_add(1, Ordering::Relaxed);
-            if engine.call(tool, run, CallOptions::default(), input(i)).await.is_err() {
-                panic!("a new call of {} failed", T::NAME);
-            }
-        }
-        start.elapsed()
-    })
 }
 
 /// The engine measurements over `store`: a new call with one caller, with 64, a replay, a new

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use effect_tool::{EffectClass, EffectCtx, RunContext, Tool, ToolError};
+use effect_tool::{CallOptions, EffectClass, EffectCtx, Engine, RunContext, Tool, ToolError};
 use serde::{Deserialize, Serialize};
 
 /// The refund's arguments.
@@ -61,6 +61,26 @@ impl Tool for Charge {
 
 /// Numbers every input a bench makes, so that each new call has a new key.
 pub static NEXT: AtomicU64 = AtomicU64::new(1);
+
+/// `n` sequential new calls of `tool` (each with a new input) through `engine`: their time.
+pub fn new_calls<T: Tool<Args = RefundArgs>>(
+    rt: &tokio::runtime::Runtime,
+    engine: &Engine,
+    tool: &T,
+    run: &RunContext,
+    n: u64,
+) -> Duration {
+    rt.block_on(async {
+        let start = Instant::now();
+        for _ in 0..n {
+            let i = NEXT.fetch_add(1, Ordering::Relaxed);
+            if engine.call(tool, run, CallOptions::default(), input(i)).await.is_err() {
+                panic!("a new call of {} failed", T::NAME);
+            }
+        }
+        start.elapsed()
+    })
+}
 
 /// `n` keys of new calls, as the engine computes them (run `bench-floor`).
 pub fn new_keys(n: u64) -> Vec<String> {
