@@ -1,12 +1,26 @@
 //! A paused process must not act after its lease lapsed (issue 12, fault 1).
 //!
 //! Two worker processes share one SQLite journal with an 800 ms lease. Worker A claims a key
-//! and starts an irreversible `post_comment` tool (with `recover` by marker), which waits for
-//! the test's go-ahead before posting; the test stops A with SIGSTOP right there. Worker B
-//! calls the same key: it waits out A's lease, takes the claim over, finds no marker, posts
-//! and records. Then the test resumes A with SIGCONT. The comments land in a ledger file the
+//! and starts an irreversible `post_comment` tool (with `recover` by marker), which waits at an
+//! await for the test's go-ahead (SIGUSR1) before posting; the test stops A with SIGSTOP right
+//! there. Worker B calls the same key: it waits out A's lease, takes the claim over, finds no
+//! marker, posts and records. The test sends A its go-ahead while A is still stopped, then
+//! resumes it with SIGCONT: A's tool is woken at once. The comments land in a ledger file the
 //! engine cannot see; every key must have exactly one, and A's call must say that it lost its
 //! claim (carrying B's recorded result), not return Ok with an output nobody recorded.
+//!
+//! Two things the stop must avoid, or the test tests something else:
+//! - **Stopping A in the middle of a poll.** The engine checks the lease before it polls the
+//!   tool; a process stopped after that check resumes inside the same poll. A go-ahead the tool
+//!   could read there (an earlier version looked for a file every 5 ms) is then acted on with
+//!   no await in between: the window [`EffectCtx::ensure_lease`] exists for, tested below. A
+//!   signal reaches the tool only through the runtime's signal driver, which wakes it for a
+//!   new poll, and that poll checks the lease first.
+//! - **Stopping A inside a journal transaction** (its lease renewal runs beside the tool). A
+//!   process stopped there keeps SQLite's write lock until it resumes, so B cannot write at
+//!   all: its call fails with "stayed locked", nothing run (the store's documented behaviour).
+//!   So the test waits until every thread of A has stopped, probes the write lock, and while
+//!   A holds it resumes A for a moment and stops it again.
 //!
 //! Before the engine kept its own lease clock, A resumed, posted a second comment, and its
 //! fenced completion still returned Ok.
@@ -40,12 +54,19 @@ fn config() -> EngineConfig {
     }
 }
 
-/// Posts a comment (a line in `dir/ledger`, with the call's marker) once the test has created
-/// `dir/post-<topic>`; writes `started <role> <topic>` to `dir/events` first.
+/// Posts a comment (a line in `dir/ledger`, with the call's marker); writes `started <role>
+/// <topic>` to `dir/events` first. Worker A's waits for SIGUSR1 in between.
 #[derive(Clone)]
 struct PostComment {
     dir: PathBuf,
     role: String,
+}
+
+impl PostComment {
+    /// Whether this worker's tool waits for the test's go-ahead.
+    fn waits(&self) -> bool {
+        self.role == "a"
+    }
 }
 
 impl Tool for PostComment {
@@ -57,9 +78,14 @@ impl Tool for PostComment {
     const HAS_RECOVER: bool = true;
 
     async fn call(&self, ctx: &EffectCtx, topic: String) -> Result<String, ToolError> {
+        use tokio::signal::unix::{SignalKind, signal};
+        // Listening before `started` is written: the go-ahead is sent only after it.
+        let mut go_ahead = self
+            .waits()
+            .then(|| signal(SignalKind::user_defined1()).expect("listening for SIGUSR1"));
         ledger_append(&self.dir.join("events"), &format!("started {} {topic}", self.role));
-        while !self.dir.join(format!("post-{topic}")).exists() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        if let Some(go_ahead) = &mut go_ahead {
+            go_ahead.recv().await;
         }
         let comment = format!("comment on {topic} by {} {}", self.role, ctx.marker());
         ledger_append(&self.dir.join("ledger"), &comment);
@@ -120,11 +146,17 @@ fn worker() {
                 }) => format!("claim-lost owner={current} recorded={recorded}"),
                 Err(e) => format!("error {e}"),
             };
-            let path = job.dir.join(format!("result-{}-{round}", job.role));
-            std::fs::write(path.with_extension("tmp"), said).expect("writing the result");
-            std::fs::rename(path.with_extension("tmp"), path).expect("publishing the result");
+            publish(&job.dir.join(format!("result-{}-{round}", job.role)), &said);
         }
     });
+}
+
+/// Writes `contents` to `path` whole or not at all (a temporary file renamed over it): the
+/// other side polls for `path` and reads it as soon as it exists.
+fn publish(path: &Path, contents: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, contents).expect("writing a file to publish");
+    std::fs::rename(&tmp, path).expect("publishing it");
 }
 
 fn spawn_worker(journal: &Path, dir: &Path, role: &str) -> Child {
@@ -148,6 +180,58 @@ fn signal(child: &Child, sig: &str) {
     assert!(status.success(), "kill {sig} {} failed", child.id());
 }
 
+/// A worker killed (SIGKILL works on a stopped process too) if the test ends before it does.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Whether every thread of `pid` has stopped (state `T`): `kill` returns before they all have.
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        std::fs::read_to_string(task.path().join("stat"))
+            // The state follows the command name, which is in parentheses.
+            .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T')))
+    })
+}
+
+/// Stops `child` with SIGSTOP at a moment when it holds no write lock on `journal`: once all
+/// its threads have stopped, a `BEGIN IMMEDIATE` from here must not find the journal busy; if
+/// it does, `child` is resumed for a moment and stopped again.
+fn stop_between_transactions(child: &Child, journal: &Path) {
+    let probe = rusqlite::Connection::open(journal).expect("opening the journal to probe its lock");
+    probe.busy_timeout(Duration::ZERO).expect("a probe that does not wait");
+    for _ in 0..1000 {
+        signal(child, "-STOP");
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while !all_threads_stopped(child.id()) {
+            assert!(std::time::Instant::now() < until, "worker {} did not stop", child.id());
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        match probe.execute_batch("BEGIN IMMEDIATE; ROLLBACK") {
+            Ok(()) => return,
+            Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::DatabaseBusy => {
+                signal(child, "-CONT");
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => panic!("probing the journal's write lock: {e}"),
+        }
+    }
+    panic!(
+        "worker {} held the journal's write lock at each of 1000 stops",
+        child.id()
+    );
+}
+
 fn read_result(dir: &Path, role: &str, round: usize) -> Option<String> {
     std::fs::read_to_string(dir.join(format!("result-{role}-{round}"))).ok()
 }
@@ -159,27 +243,28 @@ fn a_paused_worker_does_not_post_after_its_lease_lapsed() {
     let dir = scratch.path().to_owned();
     let journal = dir.join("journal.db");
     drop(SqliteStore::open(&journal).expect("creating the journal"));
-    let mut a = spawn_worker(&journal, &dir, "a");
-    let mut b = spawn_worker(&journal, &dir, "b");
+    let mut a = Reaped(spawn_worker(&journal, &dir, "a"));
+    let mut b = Reaped(spawn_worker(&journal, &dir, "b"));
     let mut topics = Vec::new();
     for round in 0..ROUNDS {
         let topic = format!("topic-{round}-{}", std::process::id());
         topics.push(topic.clone());
         // A claims the key and starts; stop it before it posts.
-        std::fs::write(dir.join(format!("go-a-{round}")), &topic).unwrap();
+        publish(&dir.join(format!("go-a-{round}")), &topic);
         let started = format!("started a {topic}");
-        wait_for("A to start", &mut [&mut a, &mut b], || {
+        wait_for("A to start", &mut [&mut a.0, &mut b.0], || {
             ledger_lines(&dir.join("events")).contains(&started)
         });
-        signal(&a, "-STOP");
+        stop_between_transactions(&a.0, &journal);
         // B takes the key over once A's lease has lapsed, and posts.
-        std::fs::write(dir.join(format!("post-{topic}")), "").unwrap();
-        std::fs::write(dir.join(format!("go-b-{round}")), &topic).unwrap();
-        wait_for("B's call", &mut [&mut b], || read_result(&dir, "b", round).is_some());
-        signal(&a, "-CONT");
-        wait_for("A's call", &mut [&mut a], || read_result(&dir, "a", round).is_some());
+        publish(&dir.join(format!("go-b-{round}")), &topic);
+        wait_for("B's call", &mut [&mut b.0], || read_result(&dir, "b", round).is_some());
+        // A's go-ahead, delivered when it resumes.
+        signal(&a.0, "-USR1");
+        signal(&a.0, "-CONT");
+        wait_for("A's call", &mut [&mut a.0], || read_result(&dir, "a", round).is_some());
     }
-    let (sa, sb) = (a.wait().unwrap(), b.wait().unwrap());
+    let (sa, sb) = (a.0.wait().unwrap(), b.0.wait().unwrap());
     assert!(sa.success() && sb.success(), "workers: {sa}, {sb}");
 
     let ledger = ledger_lines(&dir.join("ledger"));

@@ -14,7 +14,11 @@
 //! - **Safe across processes on one machine.** Every write runs under `BEGIN IMMEDIATE`
 //!   (SQLite's write lock): read the record, run [`crate::record::transition`], write it back,
 //!   append the audit entry, commit. A database locked by another process is waited on for
-//!   [`SqliteOptions::busy_timeout`], then reported as an error that says so.
+//!   [`SqliteOptions::busy_timeout`], then reported as an error that says so. A process that
+//!   is stopped (SIGSTOP, a debugger, a frozen container) inside one of these transactions
+//!   keeps the lock until it resumes: every other process's write then fails this way, with
+//!   nothing written, and no call runs twice. A process stopped between transactions holds
+//!   nothing (WAL readers never block a writer), and its lease lapses as usual.
 //! - **Durable, as the class asks.** WAL journal, `synchronous = FULL` by default: a call that
 //!   returned has its record on disk, even if the machine loses power right after. Per class,
 //!   under `FULL`:
