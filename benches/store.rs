@@ -76,6 +76,7 @@ enum IdempotentTarget {
     OneCommit(Option<f64>),
     /// ≤ this × one raw commit plus one raw point select (PostgreSQL: the claim is a round
     /// trip that does not wait for the disk).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     CommitAndSelect(f64),
 }
 

@@ -19,7 +19,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::ledger::Downstream;
-use common::own_postgres::OwnPostgres;
 use effect_tool::record::{AuditEntry, Op, OpOutcome};
 use effect_tool::{
     CallOptions, Disposition, EffectClass, EffectCtx, EffectError, EffectRecord, Engine, EngineConfig, Filter,
@@ -71,12 +70,15 @@ impl Tool for Transfer {
 // A PostgreSQL server stopped and started while the tool runs
 // ---------------------------------------------------------------------------------------------
 
+#[cfg(feature = "postgres")]
 const PG_DIR: &str = "/tmp/engine-pg";
+#[cfg(feature = "postgres")]
 const PG_PORT: &str = "55432";
 
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_postgres_outage_after_the_effect_is_retried_until_recorded() {
+    use common::own_postgres::OwnPostgres;
     use effect_tool::store::postgres::PostgresStore;
     let pg = OwnPostgres::start(PG_DIR, PG_PORT);
     let store = PostgresStore::connect(&pg.url)
