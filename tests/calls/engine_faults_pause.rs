@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 
-use common::worker::wait_for;
+use common::worker::{Worker, wait_for};
 use effect_tool::conformance::{ScratchDir, ledger_append, ledger_lines};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{
@@ -78,11 +78,11 @@ impl Tool for PostComment {
     const HAS_RECOVER: bool = true;
 
     async fn call(&self, ctx: &EffectCtx, topic: String) -> Result<String, ToolError> {
-        use tokio::signal::unix::{SignalKind, signal};
+        use tokio::signal::unix::SignalKind;
         // Listening before `started` is written: the go-ahead is sent only after it.
         let mut go_ahead = self
             .waits()
-            .then(|| signal(SignalKind::user_defined1()).expect("listening for SIGUSR1"));
+            .then(|| tokio::signal::unix::signal(SignalKind::user_defined1()).expect("listening for SIGUSR1"));
         ledger_append(&self.dir.join("events"), &format!("started {} {topic}", self.role));
         if let Some(go_ahead) = &mut go_ahead {
             go_ahead.recv().await;
@@ -159,7 +159,7 @@ fn publish(path: &Path, contents: &str) {
     std::fs::rename(&tmp, path).expect("publishing it");
 }
 
-fn spawn_worker(journal: &Path, dir: &Path, role: &str) -> Child {
+fn spawn_worker(journal: &Path, dir: &Path, role: &str) -> Worker {
     let job = Job {
         journal: journal.to_owned(),
         dir: dir.to_owned(),
@@ -178,18 +178,6 @@ fn signal(child: &Child, sig: &str) {
         .status()
         .expect("running kill");
     assert!(status.success(), "kill {sig} {} failed", child.id());
-}
-
-/// A worker killed (SIGKILL works on a stopped process too) if the test ends before it does.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
 }
 
 /// Whether every thread of `pid` has stopped (state `T`): `kill` returns before they all have.
@@ -243,8 +231,8 @@ fn a_paused_worker_does_not_post_after_its_lease_lapsed() {
     let dir = scratch.path().to_owned();
     let journal = dir.join("journal.db");
     drop(SqliteStore::open(&journal).expect("creating the journal"));
-    let mut a = Reaped(spawn_worker(&journal, &dir, "a"));
-    let mut b = Reaped(spawn_worker(&journal, &dir, "b"));
+    let mut a = spawn_worker(&journal, &dir, "a");
+    let mut b = spawn_worker(&journal, &dir, "b");
     let mut topics = Vec::new();
     for round in 0..ROUNDS {
         let topic = format!("topic-{round}-{}", std::process::id());
@@ -252,19 +240,19 @@ fn a_paused_worker_does_not_post_after_its_lease_lapsed() {
         // A claims the key and starts; stop it before it posts.
         publish(&dir.join(format!("go-a-{round}")), &topic);
         let started = format!("started a {topic}");
-        wait_for("A to start", &mut [&mut a.0, &mut b.0], || {
+        wait_for("A to start", &mut [&mut a, &mut b], || {
             ledger_lines(&dir.join("events")).contains(&started)
         });
-        stop_between_transactions(&a.0, &journal);
+        stop_between_transactions(&a, &journal);
         // B takes the key over once A's lease has lapsed, and posts.
         publish(&dir.join(format!("go-b-{round}")), &topic);
-        wait_for("B's call", &mut [&mut b.0], || read_result(&dir, "b", round).is_some());
+        wait_for("B's call", &mut [&mut b], || read_result(&dir, "b", round).is_some());
         // A's go-ahead, delivered when it resumes.
-        signal(&a.0, "-USR1");
-        signal(&a.0, "-CONT");
-        wait_for("A's call", &mut [&mut a.0], || read_result(&dir, "a", round).is_some());
+        signal(&a, "-USR1");
+        signal(&a, "-CONT");
+        wait_for("A's call", &mut [&mut a], || read_result(&dir, "a", round).is_some());
     }
-    let (sa, sb) = (a.0.wait().unwrap(), b.0.wait().unwrap());
+    let (sa, sb) = (a.wait().unwrap(), b.wait().unwrap());
     assert!(sa.success() && sb.success(), "workers: {sa}, {sb}");
 
     let ledger = ledger_lines(&dir.join("ledger"));

@@ -18,10 +18,9 @@
 use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::worker::wait_for;
+use common::worker::{Worker, wait_for};
 use effect_tool::conformance::{ScratchDir, ledger_append, ledger_lines};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{
@@ -147,7 +146,7 @@ fn worker() {
     });
 }
 
-fn spawn_worker(journal: &Path, dir: &Path, tool: &str, arg: &str, first: bool) -> Child {
+fn spawn_worker(journal: &Path, dir: &Path, tool: &str, arg: &str, first: bool) -> Worker {
     let job = Job {
         journal: journal.to_owned(),
         dir: dir.to_owned(),

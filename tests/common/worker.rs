@@ -1,6 +1,7 @@
 //! Worker processes of the real-process tests (pauses, kills, SIGTERM): the test binary runs
 //! itself again with one ignored test, `<module>::worker`, as the entry point, and hands it its
-//! job through an environment variable.
+//! job through an environment variable. A worker is killed when its handle is dropped, so a
+//! failing test leaves none behind (a stopped one included: SIGKILL ends it too).
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -8,7 +9,7 @@ use std::time::{Duration, Instant};
 /// Start this test binary again as a worker: the ignored test `worker` of the module at
 /// `module_path` (the caller's `module_path!()`) runs, with `job` in the environment variable
 /// `var`.
-pub fn spawn(module_path: &str, var: &str, job: &str) -> Child {
+pub fn spawn(module_path: &str, var: &str, job: &str) -> Worker {
     // `module_path!()` starts with the crate (the test binary's) name; test names do not.
     let module = module_path.split_once("::").map_or("", |(_, rest)| rest);
     let test = if module.is_empty() {
@@ -22,7 +23,33 @@ pub fn spawn(module_path: &str, var: &str, job: &str) -> Child {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .spawn()
+        .map(Worker)
         .expect("spawning a worker")
+}
+
+/// A worker process, killed and reaped when dropped unless it has already exited.
+pub struct Worker(Child);
+
+impl std::ops::Deref for Worker {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Worker {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
 }
 
 /// Wait (up to two minutes: machines are noisy) until `done` holds, failing if one of

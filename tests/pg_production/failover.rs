@@ -400,17 +400,8 @@ impl Drop for Cluster {
     }
 }
 
-/// The worker processes, killed when dropped (a failing test leaves none behind).
-struct Workers(Vec<Child>);
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        for w in &mut self.0 {
-            let _ = w.kill();
-            let _ = w.wait();
-        }
-    }
-}
+/// The worker processes (each killed when dropped: a failing test leaves none behind).
+struct Workers(Vec<crate::common::worker::Worker>);
 
 /// One line of a results file.
 #[derive(Debug, Clone)]
