@@ -111,17 +111,19 @@
 //!
 //! # TLS
 //!
-//! Connections use TLS through rustls (no OpenSSL needed), with libpq's `sslmode` in the URL
-//! or [`PgOptions::ssl_mode`]: `disable` (plain), `prefer` (the default: TLS if the server
-//! offers it), `require` (TLS, certificate not checked, as in libpq), `verify-ca` (the
-//! certificate must chain to a trusted root) and `verify-full` (and name the host). The trusted
-//! roots are the platform's, or the PEM file named by `sslrootcert=PATH` in the URL or
-//! [`PgOptions::ssl_root_cert`] (a private CA or a self-signed server; `require` with such a
-//! file checks the chain, as libpq does). Managed servers (RDS, Cloud SQL, Azure, Supabase,
-//! Neon, ...) work with `?sslmode=verify-full&sslrootcert=/path/to/their-ca.pem`, or with the
-//! platform's roots when their certificate is publicly signed. Unlike libpq, a verifying mode
-//! without `sslrootcert` trusts the platform's roots (libpq reads `~/.postgresql/root.crt`,
-//! which is not read here).
+//! Connections use TLS through rustls (no OpenSSL needed), with libpq's `sslmode` and root
+//! file, exactly as libpq uses them (the table is in the `tls` module's source docs):
+//! `disable` (plain), `prefer` (the default: TLS if the server offers it), `require` (TLS),
+//! `verify-ca` (the certificate must chain to the root file) and `verify-full` (and name the
+//! host). The root file is `sslrootcert=PATH` in the URL, [`PgOptions::ssl_root_cert`] or
+//! `PGSSLROOTCERT`, else libpq's default `~/.postgresql/root.crt` when it exists; `prefer` and
+//! `require` check the chain against it too when there is one (and nothing when there is
+//! none), the verifying modes refuse to connect without one. The platform's trusted roots are
+//! used only when asked for, with `sslrootcert=system` (which implies `verify-full`, as in libpq
+//! 16). Managed servers (RDS, Cloud SQL, Azure, Supabase, ...) work with
+//! `?sslmode=verify-full&sslrootcert=/path/to/their-ca.pem`, publicly signed ones (Neon, ...)
+//! with `?sslrootcert=system`. A root file that is named and missing is an error (libpq would
+//! go on unchecked in `prefer` and `require`).
 //!
 //! - **`prefer` falls back to plain TCP** when the TLS attempt fails after the server accepted
 //!   TLS (a failed handshake, or the server refusing the encrypted session, e.g. a `hostnossl`
@@ -397,8 +399,10 @@ pub struct PgOptions {
     /// How connections are secured when the URL has no `sslmode` (the URL's wins); `None`:
     /// [`SslMode::Prefer`], libpq's default. See [TLS](self#tls).
     pub ssl_mode: Option<SslMode>,
-    /// A PEM file of the root certificate(s) to trust instead of the platform's, when the URL
-    /// has no `sslrootcert` (the URL's wins): the CA of a private or self-signed server.
+    /// A PEM file of the root certificate(s) the server's certificate must chain to, when the
+    /// URL has no `sslrootcert` (the URL's wins; then `PGSSLROOTCERT`, then
+    /// `~/.postgresql/root.crt` if it exists): the CA of a private or self-signed server, or
+    /// `system` for the platform's trusted roots. See [TLS](self#tls).
     pub ssl_root_cert: Option<PathBuf>,
     /// A PEM file of this client's certificate (and its chain), shown to a server that asks for
     /// one, when the URL has no `sslcert` (the URL's wins, then `PGSSLCERT`). See

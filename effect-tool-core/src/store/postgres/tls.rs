@@ -2,10 +2,43 @@
 //! `ring` provider, so nothing from the system's OpenSSL is needed to build or run).
 //!
 //! tokio-postgres understands only `sslmode=disable|prefer|require` and refuses parameters it
-//! does not know, so the connection string is read here first: `sslmode` and `sslrootcert` are
-//! taken out (in the URL form `postgres://…?sslmode=verify-full&sslrootcert=/ca.pem` and in the
-//! key-value form `host=… sslmode=verify-full sslrootcert=/ca.pem`), the rest goes to
-//! tokio-postgres unchanged, and the mode is applied through the rustls configuration.
+//! does not know, so the connection string is read here first: `sslmode`, `sslrootcert`,
+//! `sslcert` and `sslkey` are taken out (in the URL form
+//! `postgres://…?sslmode=verify-full&sslrootcert=/ca.pem` and in the key-value form
+//! `host=… sslmode=verify-full sslrootcert=/ca.pem`), the rest goes to tokio-postgres
+//! unchanged, and the mode is applied through the rustls configuration.
+//!
+//! # What is checked, as libpq checks it
+//!
+//! The root file is `sslrootcert` (the connection string's, else
+//! [`PgOptions::ssl_root_cert`](super::PgOptions::ssl_root_cert), else `PGSSLROOTCERT`; an
+//! empty value counts as none), else libpq's default `~/.postgresql/root.crt` (`HOME`) when
+//! that file exists. `sslrootcert=system` names the platform's trusted roots instead (libpq 16).
+//! The mode is `sslmode` (the string's, else `PgOptions::ssl_mode`, else `PGSSLMODE`), else
+//! `prefer`, or `verify-full` with `sslrootcert=system`.
+//!
+//! | `sslmode`     | no root file                 | a root file                      | `sslrootcert=system`          |
+//! |---------------|------------------------------|----------------------------------|-------------------------------|
+//! | `disable`     | plain TCP                    | plain TCP                        | refused (as libpq)            |
+//! | `prefer`      | TLS if offered, not checked  | TLS if offered, chain checked    | refused (as libpq)            |
+//! | `require`     | TLS, not checked             | TLS, chain checked               | refused (as libpq)            |
+//! | `verify-ca`   | refused: no root file        | TLS, chain checked               | refused (as libpq)            |
+//! | `verify-full` | refused: no root file        | TLS, chain and host name checked | TLS, chain (platform's roots) and host name checked |
+//!
+//! - "Chain checked": the server's certificate must chain to a certificate of the root file
+//!   (never to the platform's roots); "host name checked": it must name the host connected to
+//!   (`host`, also when `hostaddr` gives the address), by a DNS or IP subject alternative name.
+//! - `prefer` whose TLS attempt fails (a chain that does not check out included) connects in
+//!   plain TCP, as libpq does (see `connect`): a root file does not make `prefer` safe against
+//!   an impostor, only `verify-full` does.
+//! - Where this differs from libpq: a root file *named* (not the default one) that does not
+//!   exist or does not load is an error in every mode but `disable` (libpq skips a missing one
+//!   in `prefer` and `require` and checks nothing: a typo in the path would silently turn the
+//!   check off). The files are read once, when the store is made (libpq reads them per
+//!   connection). Certificate revocation lists (`sslcrl`, `~/.postgresql/root.crl`) are not
+//!   read, and a certificate that names its host only in its subject's common name (no subject
+//!   alternative name) does not pass `verify-full` (rustls reads only the alternative names;
+//!   libpq falls back to the common name).
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -28,19 +61,23 @@ use crate::error::StoreError;
 pub enum SslMode {
     /// Plain TCP, never TLS.
     Disable,
-    /// TLS if the server offers it, plain TCP if it does not; the certificate is not checked
-    /// (libpq's and tokio-postgres's default).
+    /// TLS if the server offers it, plain TCP if it does not or the TLS attempt fails (libpq's
+    /// and tokio-postgres's default). The certificate is checked only when there is a root
+    /// file (as with [`SslMode::Require`]), and a failed check falls back to plain TCP too.
     #[default]
     Prefer,
-    /// TLS or no connection; the certificate is not checked, as in libpq (this stops passive
-    /// eavesdroppers, not an impostor server). With a root certificate given (`sslrootcert`,
-    /// [`PgOptions::ssl_root_cert`](super::PgOptions::ssl_root_cert)) it checks the chain
-    /// like [`SslMode::VerifyCa`], as libpq does.
+    /// TLS or no connection. As in libpq, the certificate is checked only when there is a root
+    /// file (`sslrootcert`, [`PgOptions::ssl_root_cert`](super::PgOptions::ssl_root_cert),
+    /// `PGSSLROOTCERT`, or `~/.postgresql/root.crt` when it exists): then it must chain to it,
+    /// as with [`SslMode::VerifyCa`]. Without one this stops passive eavesdroppers, not an
+    /// impostor server.
     Require,
-    /// TLS, and the server's certificate must chain to a trusted root; the host name is not
-    /// checked.
+    /// TLS, and the server's certificate must chain to the root file; the host name is not
+    /// checked. Without a root file the store is not made.
     VerifyCa,
-    /// TLS, the certificate must chain to a trusted root and name the host connected to.
+    /// TLS, the certificate must chain to the root file (or to the platform's roots with
+    /// `sslrootcert=system`) and name the host connected to. Without a root file the store is
+    /// not made.
     VerifyFull,
 }
 
@@ -68,10 +105,6 @@ impl SslMode {
             _ => return None,
         })
     }
-
-    fn verifies(self) -> bool {
-        matches!(self, SslMode::VerifyCa | SslMode::VerifyFull)
-    }
 }
 
 impl fmt::Display for SslMode {
@@ -80,26 +113,45 @@ impl fmt::Display for SslMode {
     }
 }
 
-/// Where the trusted roots of `verify-ca` / `verify-full` come from.
+/// The trusted roots, found as libpq finds them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Roots {
-    /// No root named: the platform's trusted roots.
-    Platform,
+    /// No root file: none named, and libpq's default (`~/.postgresql/root.crt`, the path kept
+    /// here when there is a home folder) does not exist.
+    Missing(Option<PathBuf>),
     /// `sslrootcert=system` (libpq 16): the platform's trusted roots, and `verify-full`.
     System,
-    /// A PEM file of one or more root certificates.
-    File(PathBuf),
+    /// A PEM file of one or more root certificates: named (`sslrootcert`, `PGSSLROOTCERT`,
+    /// `PgOptions::ssl_root_cert`), or libpq's default `~/.postgresql/root.crt`, which exists.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Whether it was named (else it is the default file, found in the home folder).
+        named: bool,
+    },
+}
+
+/// What is checked of the server's certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Check {
+    /// Nothing (the handshake's signatures only): `prefer` and `require` without a root file.
+    Nothing,
+    /// That it chains to a root of [`Roots`]: `verify-ca`, and `prefer` / `require` with a
+    /// root file.
+    Chain,
+    /// That it chains to a root and names the host connected to: `verify-full`.
+    ChainAndName,
 }
 
 /// The TLS settings of a journal's connections, from its URL and options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Tls {
-    /// The mode in force (`require` with a root file is already `verify-ca` here).
+    /// The mode asked for (or libpq's default).
     pub mode: SslMode,
-    /// The mode asked for, for messages.
-    pub asked: SslMode,
-    /// The roots of the verifying modes.
+    /// The trusted roots.
     pub roots: Roots,
+    /// What is checked of the server's certificate (from the mode and the roots).
+    pub check: Check,
     /// The certificate this client shows when the server asks for one (mTLS).
     pub client: Option<ClientCert>,
 }
@@ -146,12 +198,13 @@ pub(super) struct Given<'a> {
     pub root_cert: Option<&'a Path>,
     pub cert: Option<&'a Path>,
     pub key: Option<&'a Path>,
-    /// The home folder, for libpq's default client certificate (`~/.postgresql/postgresql.crt`).
+    /// The home folder, for libpq's default files (`~/.postgresql/root.crt`,
+    /// `~/.postgresql/postgresql.crt`).
     pub home: Option<&'a Path>,
 }
 
 /// The TLS settings of a connection string's parameters (taken out by [`split_params`]) and of
-/// `given` (the string's win).
+/// `given` (the string's win), as libpq resolves them (see the [module docs](self)).
 pub(super) fn resolve(params: &Params, given: Given<'_>) -> Result<Tls, StoreError> {
     let url_mode = match params.get("sslmode") {
         Some(name) => Some(SslMode::parse(name).ok_or_else(|| {
@@ -161,35 +214,62 @@ pub(super) fn resolve(params: &Params, given: Given<'_>) -> Result<Tls, StoreErr
         })?),
         None => None,
     };
-    let roots = match params.get("sslrootcert") {
-        Some("") => {
-            return Err(StoreError::Backend(
-                "empty sslrootcert in the PostgreSQL URL: give the path of a PEM file of the server's CA certificate (or `system`)".into(),
-            ));
-        }
-        Some("system") => Roots::System,
-        Some(path) => Roots::File(PathBuf::from(path)),
-        None => given.root_cert.map_or(Roots::Platform, |p| Roots::File(p.to_owned())),
-    };
-    let asked = url_mode.or(given.mode);
-    let mode = match (asked, &roots) {
-        (None, Roots::System) => SslMode::VerifyFull,
-        (Some(weak), Roots::System) if weak != SslMode::VerifyFull => {
+    let roots = roots(params, given);
+    let mode = url_mode
+        .or(given.mode)
+        .unwrap_or(if roots == Roots::System { SslMode::VerifyFull } else { SslMode::Prefer });
+    let check = match (mode, &roots) {
+        (SslMode::VerifyFull, Roots::System) => Check::ChainAndName,
+        (weak, Roots::System) => {
             return Err(StoreError::Backend(format!(
                 "sslmode={weak} cannot be used with sslrootcert=system (as in libpq): use sslmode=verify-full, or name a CA file in sslrootcert"
             )));
         }
-        (Some(SslMode::Require), Roots::File(_)) => SslMode::VerifyCa,
-        (mode, _) => mode.unwrap_or_default(),
+        (SslMode::Disable, _) => Check::Nothing,
+        (SslMode::VerifyFull, Roots::File { .. }) => Check::ChainAndName,
+        (_, Roots::File { .. }) => Check::Chain,
+        (SslMode::Prefer | SslMode::Require, Roots::Missing(_)) => Check::Nothing,
+        (SslMode::VerifyCa | SslMode::VerifyFull, Roots::Missing(default)) => {
+            let which = match default {
+                Some(path) => format!("the root certificate file `{}` does not exist", path.display()),
+                None => "no home folder is set (HOME), so libpq's root certificate file ~/.postgresql/root.crt cannot be found".to_owned(),
+            };
+            return Err(StoreError::Backend(format!(
+                "sslmode={mode} checks the server's certificate against a CA you trust, and {which}: name the PEM file of the CA that signed the server's certificate with sslrootcert=PATH in the URL (or PgOptions::ssl_root_cert, or PGSSLROOTCERT), trust the platform's roots with sslrootcert=system (for a publicly signed server; implies verify-full), or use sslmode=require to encrypt without verifying the server"
+            )));
+        }
     };
-    let asked = asked.unwrap_or(mode);
     let client = client_cert(params, given)?;
     Ok(Tls {
         mode,
-        asked,
         roots,
+        check,
         client,
     })
+}
+
+/// The roots as libpq finds them: `sslrootcert` in the string (empty counts as not given, as
+/// in libpq), else given (`PgOptions`, `PGSSLROOTCERT`), else `~/.postgresql/root.crt` when it
+/// exists; `system` names the platform's roots.
+fn roots(params: &Params, given: Given<'_>) -> Roots {
+    let named = params
+        .get("sslrootcert")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| given.root_cert.filter(|p| !p.as_os_str().is_empty()).map(Path::to_owned));
+    match named {
+        Some(path) if path.as_os_str() == "system" => Roots::System,
+        Some(path) => Roots::File { path, named: true },
+        None => {
+            let default = given.home.map(|h| h.join(".postgresql").join("root.crt"));
+            match default {
+                // libpq takes the file when `stat` finds it (a folder too, which then fails
+                // to load, as here).
+                Some(path) if path.exists() => Roots::File { path, named: false },
+                other => Roots::Missing(other),
+            }
+        }
+    }
 }
 
 /// The client certificate and key, as libpq finds them: `sslcert`/`sslkey` in the string, else
@@ -358,18 +438,19 @@ impl Tls {
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| StoreError::Backend(format!("cannot set up TLS: {e}")))?;
-        let verifier: Arc<dyn ServerCertVerifier> = if self.mode.verifies() {
-            let roots = Arc::new(self.root_store()?);
-            let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider)
-                .build()
-                .map_err(|e| StoreError::Backend(format!("cannot set up TLS certificate verification: {e}")))?;
-            if self.mode == SslMode::VerifyFull {
-                webpki
-            } else {
-                Arc::new(ChainOnly(webpki))
+        let verifier: Arc<dyn ServerCertVerifier> = match self.check {
+            Check::Nothing => Arc::new(Unverified(provider)),
+            Check::Chain | Check::ChainAndName => {
+                let roots = Arc::new(self.root_store()?);
+                let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider)
+                    .build()
+                    .map_err(|e| StoreError::Backend(format!("cannot set up TLS certificate verification: {e}")))?;
+                if self.check == Check::ChainAndName {
+                    webpki
+                } else {
+                    Arc::new(ChainOnly(webpki))
+                }
             }
-        } else {
-            Arc::new(Unverified(provider))
         };
         let builder = builder.dangerous().with_custom_certificate_verifier(verifier);
         let mut config = match &self.client {
@@ -394,41 +475,47 @@ impl Tls {
     fn root_store(&self) -> Result<RootCertStore, StoreError> {
         let mut store = RootCertStore::empty();
         match &self.roots {
-            Roots::File(path) => {
-                let shown = path.display();
+            Roots::File { path, .. } => {
+                let shown = self.root_file_shown(path);
                 let certs = CertificateDer::pem_file_iter(path)
                     .map_err(|e| {
                         StoreError::Backend(format!(
-                            "cannot read the root certificate file sslrootcert=`{shown}`: {e}; give the path of a PEM file holding the server's CA certificate"
+                            "cannot read the root certificate file {shown}: {e}; give the path of a PEM file holding the server's CA certificate"
                         ))
                     })?
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(|e| {
                         StoreError::Backend(format!(
-                            "the root certificate file sslrootcert=`{shown}` is not valid PEM: {e}; give a PEM file (-----BEGIN CERTIFICATE-----)"
+                            "the root certificate file {shown} is not valid PEM: {e}; give a PEM file (-----BEGIN CERTIFICATE-----)"
                         ))
                     })?;
                 if certs.is_empty() {
                     return Err(StoreError::Backend(format!(
-                        "the root certificate file sslrootcert=`{shown}` holds no certificate: give a PEM file with at least one -----BEGIN CERTIFICATE----- block"
+                        "the root certificate file {shown} holds no certificate: give a PEM file with at least one -----BEGIN CERTIFICATE----- block"
                     )));
                 }
                 for cert in certs {
                     store.add(cert).map_err(|e| {
                         StoreError::Backend(format!(
-                            "a certificate in sslrootcert=`{shown}` cannot be used as a root: {e}"
+                            "a certificate in the root certificate file {shown} cannot be used as a root: {e}"
                         ))
                     })?;
                 }
             }
-            Roots::Platform | Roots::System => {
+            // `resolve` checks nothing without roots; this is for a `Tls` built otherwise.
+            Roots::Missing(_) => {
+                return Err(StoreError::Backend(format!(
+                    "sslmode={} checks the server's certificate, and no root certificate file was found: name one with sslrootcert=PATH",
+                    self.mode
+                )));
+            }
+            Roots::System => {
                 let found = rustls_native_certs::load_native_certs();
                 store.add_parsable_certificates(found.certs);
                 if store.is_empty() {
                     let why = found.errors.first().map(|e| format!(" ({e})")).unwrap_or_default();
                     return Err(StoreError::Backend(format!(
-                        "sslmode={} needs trusted root certificates, and none were found on this machine{why}: pass sslrootcert=PATH (a PEM file of the server's CA) in the URL (or PgOptions::ssl_root_cert in code), or install the system's CA certificates (e.g. the ca-certificates package)",
-                        self.mode
+                        "sslrootcert=system trusts the platform's root certificates, and none were found on this machine{why}: install the system's CA certificates (e.g. the ca-certificates package), or name the PEM file of the server's CA with sslrootcert=PATH in the URL (or PgOptions::ssl_root_cert in code)"
                     )));
                 }
             }
@@ -436,10 +523,20 @@ impl Tls {
         Ok(store)
     }
 
+    /// The roots, for messages.
     fn roots_shown(&self) -> String {
         match &self.roots {
-            Roots::File(path) => format!("the CA certificates in sslrootcert=`{}`", path.display()),
-            Roots::Platform | Roots::System => "the platform's trusted roots".to_owned(),
+            Roots::File { path, .. } => format!("the CA certificates in {}", self.root_file_shown(path)),
+            Roots::System => "the platform's trusted roots (sslrootcert=system)".to_owned(),
+            Roots::Missing(_) => "no root certificate".to_owned(),
+        }
+    }
+
+    /// The root file, for messages: how it was found.
+    fn root_file_shown(&self, path: &Path) -> String {
+        match self.roots {
+            Roots::File { named: false, .. } => format!("`{}` (libpq's default root file)", path.display()),
+            _ => format!("sslrootcert=`{}`", path.display()),
         }
     }
 
@@ -459,7 +556,7 @@ impl Tls {
             if e.to_string() == "server does not support TLS" {
                 return Some(format!(
                     "the server does not offer TLS but sslmode={}: turn on `ssl` in the server's postgresql.conf, or connect with sslmode=prefer or sslmode=disable on a network you trust",
-                    self.asked
+                    self.mode
                 ));
             }
             if let Some(db) = e.downcast_ref::<tokio_postgres::error::DbError>()
@@ -467,7 +564,7 @@ impl Tls {
             {
                 return Some(format!(
                     "the server refuses connections without TLS (sslmode={}): {}: {}; connect with sslmode=require, verify-ca or verify-full",
-                    self.asked,
+                    self.mode,
                     db.severity(),
                     db.message()
                 ));
@@ -478,18 +575,30 @@ impl Tls {
     }
 
     fn explain_rustls(&self, err: &rustls::Error) -> String {
-        let mode = if self.asked == self.mode {
-            self.mode.to_string()
-        } else {
-            format!(
-                "{} with a root certificate, which checks the chain as {} does",
-                self.asked, self.mode
-            )
+        let mode = match (self.mode, self.check) {
+            (SslMode::Prefer | SslMode::Require, Check::Chain) => {
+                format!("{} with a root certificate, which checks the chain as verify-ca does", self.mode)
+            }
+            (mode, _) => mode.to_string(),
         };
-        let unverified = if self.asked == SslMode::Require {
-            "or leave out the root certificate to encrypt without verifying the server"
-        } else {
-            "or sslmode=require (without a root certificate) to encrypt without verifying the server"
+        let trust = match &self.roots {
+            Roots::File { path, named: false } => format!(
+                "put the PEM file of the CA that signed the server's certificate at `{}`, or name it with sslrootcert=PATH in the URL (or PgOptions::ssl_root_cert in code)",
+                path.display()
+            ),
+            Roots::System => "the platform does not trust the server's CA: name its PEM file with sslrootcert=PATH in the URL (or PgOptions::ssl_root_cert in code)".to_owned(),
+            _ => "pass sslrootcert=PATH (a PEM file of the CA that signed the server's certificate) in the URL (or PgOptions::ssl_root_cert in code)".to_owned(),
+        };
+        let unverified = match (&self.roots, self.mode) {
+            (Roots::File { named: true, .. }, SslMode::Prefer | SslMode::Require) => {
+                "or leave out the root certificate to encrypt without verifying the server".to_owned()
+            }
+            (Roots::File { path, named: false }, SslMode::Prefer | SslMode::Require) => format!(
+                "or move `{}` away to encrypt without verifying the server (as libpq, sslmode={} checks the chain against it when it exists)",
+                path.display(),
+                self.mode
+            ),
+            _ => "or sslmode=require (with no root certificate file) to encrypt without verifying the server".to_owned(),
         };
         let roots = self.roots_shown();
         match err {
@@ -507,7 +616,7 @@ impl Tls {
                 "the server's TLS certificate is expired or not yet valid (sslmode={mode}): {err}; renew the server's certificate, or check this machine's clock"
             ),
             rustls::Error::InvalidCertificate(_) => format!(
-                "the server's TLS certificate is not trusted (sslmode={mode}, trusting {roots}): {err}; pass sslrootcert=PATH (a PEM file of the CA that signed the server's certificate) in the URL (or PgOptions::ssl_root_cert in code), {unverified}"
+                "the server's TLS certificate is not trusted (sslmode={mode}, trusting {roots}): {err}; {trust}, {unverified}"
             ),
             _ => format!(
                 "the TLS handshake with the server failed (sslmode={mode}): {err}; check that the server's TLS setup is valid, or connect with sslmode=disable on a network you trust"
@@ -691,37 +800,138 @@ mod tests {
         assert!(split_params("host='h").is_err());
     }
 
+    /// A home folder of a test's own, with `~/.postgresql/root.crt` or without; removed when
+    /// dropped.
+    struct Home(PathBuf);
+
+    impl Home {
+        fn new(root_crt: bool) -> Home {
+            let dir = std::env::temp_dir().join(format!("et-home-{}-{}", std::process::id(), fastrand::u64(..)));
+            std::fs::create_dir_all(dir.join(".postgresql")).unwrap();
+            if root_crt {
+                std::fs::write(dir.join(".postgresql/root.crt"), "").unwrap();
+            }
+            Home(dir)
+        }
+
+        fn root_crt(&self) -> PathBuf {
+            self.0.join(".postgresql/root.crt")
+        }
+    }
+
+    impl Drop for Home {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// The mode, roots and check of `url` with `given` settings, or the error's text.
+    fn resolved(url: &str, given: Given<'_>) -> Result<(SslMode, Roots, Check), String> {
+        let (_, params) = split_params(url).map_err(|e| e.to_string())?;
+        resolve(&params, given)
+            .map(|t| (t.mode, t.roots, t.check))
+            .map_err(|e| e.to_string())
+    }
+
+    /// libpq's table (its docs, "SSL Support": `sslmode` and the root file), case by case.
     #[test]
     fn modes_follow_libpq() {
-        let mode = |url: &str, opt: Option<SslMode>, root: Option<&Path>| {
-            let (_, params) = split_params(url)?;
-            let given = Given {
-                mode: opt,
-                root_cert: root,
+        use Check::*;
+        use SslMode::*;
+        let (with, without) = (Home::new(true), Home::new(false));
+        fn home(h: &Home) -> Given<'_> {
+            Given {
+                home: Some(&h.0),
                 ..Given::default()
-            };
-            resolve(&params, given)
-        };
+            }
+        }
         let u = "postgres://u@h/db";
-        assert_eq!(mode(u, None, None).unwrap().mode, SslMode::Prefer);
+        let default_file = Roots::File {
+            path: with.root_crt(),
+            named: false,
+        };
+        let named = |p: &str| Roots::File {
+            path: p.into(),
+            named: true,
+        };
+        // No root file anywhere: prefer and require check nothing, the verifying modes fail
+        // and name the file libpq looks for.
         assert_eq!(
-            mode(u, Some(SslMode::VerifyFull), None).unwrap().mode,
-            SslMode::VerifyFull
+            resolved(u, home(&without)).unwrap(),
+            (Prefer, Roots::Missing(Some(without.root_crt())), Nothing)
         );
-        // The URL wins over the options.
-        let t = mode(&format!("{u}?sslmode=disable"), Some(SslMode::VerifyFull), None).unwrap();
-        assert_eq!(t.mode, SslMode::Disable);
-        // require with a root file verifies the chain, as libpq does.
-        let t = mode(&format!("{u}?sslmode=require&sslrootcert=/ca.pem"), None, None).unwrap();
-        assert_eq!((t.mode, t.roots), (SslMode::VerifyCa, Roots::File("/ca.pem".into())));
-        let t = mode(u, Some(SslMode::Require), Some(Path::new("/o.pem"))).unwrap();
-        assert_eq!((t.mode, t.roots), (SslMode::VerifyCa, Roots::File("/o.pem".into())));
-        let t = mode(&format!("{u}?sslrootcert=system"), None, None).unwrap();
-        assert_eq!((t.mode, t.roots), (SslMode::VerifyFull, Roots::System));
-        let err = mode(&format!("{u}?sslrootcert=system&sslmode=require"), None, None).unwrap_err();
-        assert!(err.to_string().contains("verify-full"), "{err}");
-        let err = mode(&format!("{u}?sslmode=verify_full"), None, None).unwrap_err();
-        assert!(err.to_string().contains("invalid sslmode `verify_full`"), "{err}");
+        assert_eq!(
+            resolved(&format!("{u}?sslmode=require"), home(&without)).unwrap().2,
+            Nothing
+        );
+        for mode in ["verify-ca", "verify-full"] {
+            let err = resolved(&format!("{u}?sslmode={mode}"), home(&without)).unwrap_err();
+            assert!(
+                err.contains(&format!("sslmode={mode}"))
+                    && err.contains(&format!("`{}` does not exist", without.root_crt().display()))
+                    && err.contains("sslrootcert=system"),
+                "{err}"
+            );
+            let err = resolved(&format!("{u}?sslmode={mode}"), Given::default()).unwrap_err();
+            assert!(err.contains("no home folder"), "{err}");
+        }
+        // ~/.postgresql/root.crt exists: every mode but disable checks the chain against it.
+        for (mode, check) in [
+            ("disable", Nothing),
+            ("prefer", Chain),
+            ("require", Chain),
+            ("verify-ca", Chain),
+            ("verify-full", ChainAndName),
+        ] {
+            assert_eq!(
+                resolved(&format!("{u}?sslmode={mode}"), home(&with)).unwrap(),
+                (SslMode::parse(mode).unwrap(), default_file.clone(), check),
+                "{mode}"
+            );
+        }
+        // A named file wins over the default one, and is used the same way.
+        for (mode, check) in [("prefer", Chain), ("require", Chain), ("verify-ca", Chain), ("verify-full", ChainAndName)] {
+            assert_eq!(
+                resolved(&format!("{u}?sslmode={mode}&sslrootcert=/ca.pem"), home(&with)).unwrap(),
+                (SslMode::parse(mode).unwrap(), named("/ca.pem"), check),
+                "{mode}"
+            );
+        }
+        // Given (PgOptions, PGSSLROOTCERT), and an empty sslrootcert counts as not given.
+        let given = Given {
+            mode: Some(Require),
+            root_cert: Some(Path::new("/o.pem")),
+            ..home(&with)
+        };
+        assert_eq!(resolved(u, given).unwrap(), (Require, named("/o.pem"), Chain));
+        assert_eq!(
+            resolved(&format!("{u}?sslrootcert="), home(&with)).unwrap().1,
+            default_file
+        );
+        // The URL's mode wins over the given one.
+        assert_eq!(
+            resolved(&format!("{u}?sslmode=disable"), Given { mode: Some(VerifyFull), ..home(&with) })
+                .unwrap()
+                .2,
+            Nothing
+        );
+        // sslrootcert=system (also given, as PGSSLROOTCERT=system): verify-full by default, and
+        // no weaker mode.
+        assert_eq!(
+            resolved(&format!("{u}?sslrootcert=system"), home(&without)).unwrap(),
+            (VerifyFull, Roots::System, ChainAndName)
+        );
+        let system = Given {
+            root_cert: Some(Path::new("system")),
+            ..home(&without)
+        };
+        assert_eq!(resolved(u, system).unwrap(), (VerifyFull, Roots::System, ChainAndName));
+        for weak in ["disable", "prefer", "require", "verify-ca"] {
+            let err = resolved(&format!("{u}?sslrootcert=system&sslmode={weak}"), home(&with)).unwrap_err();
+            assert!(err.contains(&format!("sslmode={weak} cannot be used with sslrootcert=system")), "{err}");
+        }
+        let err = resolved(&format!("{u}?sslmode=verify_full"), Given::default()).unwrap_err();
+        assert!(err.contains("invalid sslmode `verify_full`"), "{err}");
         for m in ["disable", "prefer", "require", "verify-ca", "verify-full"] {
             assert_eq!(SslMode::parse(m).unwrap().as_str(), m);
         }
@@ -729,36 +939,37 @@ mod tests {
 
     #[test]
     fn a_missing_or_empty_root_file_is_explained() {
-        let tls = Tls {
-            mode: SslMode::VerifyFull,
-            asked: SslMode::VerifyFull,
-            roots: Roots::File("/nonexistent/effect-tool-ca.pem".into()),
+        let tls = |mode, check, path: &Path| Tls {
+            mode,
+            roots: Roots::File {
+                path: path.to_owned(),
+                named: true,
+            },
+            check,
             client: None,
         };
-        let err = tls.connector().err().unwrap().to_string();
+        let missing = Path::new("/nonexistent/effect-tool-ca.pem");
+        let err = tls(SslMode::VerifyFull, Check::ChainAndName, missing)
+            .connector()
+            .err()
+            .unwrap()
+            .to_string();
         assert!(
-            err.contains("cannot read the root certificate file") && err.contains("PEM"),
+            err.contains("cannot read the root certificate file sslrootcert=`/nonexistent/effect-tool-ca.pem`")
+                && err.contains("PEM"),
             "{err}"
         );
-        let dir = std::env::temp_dir().join(format!("et-tls-{}-{}", std::process::id(), fastrand::u64(..)));
-        std::fs::write(&dir, "not a certificate\n").unwrap();
-        let tls = Tls {
-            mode: SslMode::VerifyCa,
-            asked: SslMode::VerifyCa,
-            roots: Roots::File(dir.clone()),
-            client: None,
-        };
-        let err = tls.connector().err().unwrap().to_string();
-        std::fs::remove_file(&dir).unwrap();
+        // A named file that is not there is an error for require too (libpq would go on
+        // without checking: a typo would silently turn the check off).
+        let err = tls(SslMode::Require, Check::Chain, missing).connector().err().unwrap().to_string();
+        assert!(err.contains("cannot read the root certificate file"), "{err}");
+        let file = std::env::temp_dir().join(format!("et-tls-{}-{}", std::process::id(), fastrand::u64(..)));
+        std::fs::write(&file, "not a certificate\n").unwrap();
+        let err = tls(SslMode::VerifyCa, Check::Chain, &file).connector().err().unwrap().to_string();
+        std::fs::remove_file(&file).unwrap();
         assert!(err.contains("holds no certificate"), "{err}");
-        // The unverified modes need no roots at all.
-        let tls = Tls {
-            mode: SslMode::Require,
-            asked: SslMode::Require,
-            roots: Roots::File("/nonexistent".into()),
-            client: None,
-        };
-        assert!(tls.connector().is_ok());
+        // Without a check no roots are read.
+        assert!(tls(SslMode::Require, Check::Nothing, missing).connector().is_ok());
     }
 
     #[test]
