@@ -26,6 +26,8 @@ mod notify;
 #[cfg(feature = "postgres")]
 mod retention;
 #[cfg(feature = "postgres")]
+mod sslmodes;
+#[cfg(feature = "postgres")]
 mod support;
 
 /// Built without the `postgres` feature: nothing to run, which CI must not accept.
