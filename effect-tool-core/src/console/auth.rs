@@ -41,18 +41,48 @@ pub trait OperatorAuth: Send + Sync + 'static {
     /// The identity of the request with `headers`, from `peer` (the TCP peer, when the server
     /// was started with connect info).
     fn identify(&self, headers: &HeaderMap, peer: Option<IpAddr>) -> Option<Identity>;
+
+    /// The names (lower-case) of the request headers that carry the identity, e.g.
+    /// `authorization`. The console refuses a request that carries one of them more than once
+    /// (400) before it asks [`OperatorAuth::identify`]: a proxy that adds its header after the
+    /// client's, instead of replacing it, would otherwise let the client's copy count. None by
+    /// default.
+    fn identity_headers(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// The value of `name` when the request carries it exactly once.
+fn once<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h axum::http::HeaderValue> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next()?;
+    values.next().is_none().then_some(first)
 }
 
 /// Why a tokens file could not be read.
 #[derive(Debug, thiserror::Error)]
-#[error("tokens file {path}, line {line}: {why} (each line is `token name role,role`)")]
+#[error("{}", self.describe())]
 pub struct TokensError {
     /// The file.
     pub path: String,
-    /// The line (1-based; 0 when the file could not be read).
+    /// The line (1-based; 0 when the file as a whole could not be used: unreadable, or open to
+    /// its group or others).
     pub line: usize,
     /// What is wrong.
     pub why: String,
+}
+
+impl TokensError {
+    fn describe(&self) -> String {
+        if self.line == 0 {
+            format!("tokens file {}: {}", self.path, self.why)
+        } else {
+            format!(
+                "tokens file {}, line {}: {} (each line is `token name role,role`)",
+                self.path, self.line, self.why
+            )
+        }
+    }
 }
 
 /// Bearer tokens of named operators (see the module docs).
@@ -83,14 +113,32 @@ impl StaticTokens {
     }
 
     /// Read a tokens file (`token name role,role` per line). Tokens shorter than 16 characters
-    /// are refused: they can be guessed.
+    /// are refused: they can be guessed. On Unix, a file its group or others may read or write
+    /// is refused too (the tokens are operators' credentials), as libpq refuses such a
+    /// `.pgpass`: `chmod 0600` it.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, TokensError> {
+        use std::io::Read;
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| TokensError {
+        let error = |why: String| TokensError {
             path: path.display().to_string(),
             line: 0,
-            why: e.to_string(),
-        })?;
+            why,
+        };
+        let mut file = std::fs::File::open(path).map_err(|e| error(e.to_string()))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            // The mode of the file opened, not of whatever the path names a moment later.
+            let mode = file.metadata().map_err(|e| error(e.to_string()))?.permissions().mode();
+            if mode & 0o077 != 0 {
+                return Err(error(format!(
+                    "its group or others may read or write it (mode {:04o}), and the tokens in it let anyone who reads them act as an operator: chmod 0600 it (libpq refuses a .pgpass file the same way)",
+                    mode & 0o7777
+                )));
+            }
+        }
+        let mut text = String::new();
+        file.read_to_string(&mut text).map_err(|e| error(e.to_string()))?;
         Self::parse(&text).map_err(|(line, why)| TokensError {
             path: path.display().to_string(),
             line,
@@ -133,7 +181,7 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 
 impl OperatorAuth for StaticTokens {
     fn identify(&self, headers: &HeaderMap, _peer: Option<IpAddr>) -> Option<Identity> {
-        let value = headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?;
+        let value = once(headers, "authorization")?.to_str().ok()?;
         let token = value.strip_prefix("Bearer ")?.trim().as_bytes();
         // Every token is compared, so the time does not tell which one matched.
         let mut found = None;
@@ -143,6 +191,10 @@ impl OperatorAuth for StaticTokens {
             }
         }
         found
+    }
+
+    fn identity_headers(&self) -> Vec<String> {
+        vec!["authorization".into()]
     }
 }
 
@@ -177,18 +229,24 @@ impl OperatorAuth for TrustedHeader {
         if !peer.is_some_and(|p| self.proxies.contains(&p)) {
             return None;
         }
-        let user = headers.get(self.user.as_str())?.to_str().ok()?.trim();
+        let user = once(headers, &self.user)?.to_str().ok()?.trim();
         if user.is_empty() {
             return None;
         }
-        let groups = headers
-            .get(self.groups.as_str())
-            .and_then(|g| g.to_str().ok())
-            .unwrap_or_default();
+        // Groups sent twice are no groups: the client's copy may be one of them.
+        let groups = match headers.get_all(self.groups.as_str()).iter().count() {
+            0 => "",
+            1 => once(headers, &self.groups)?.to_str().ok()?,
+            _ => return None,
+        };
         Some(Identity::new(
             user,
             groups.split(',').map(str::trim).filter(|g| !g.is_empty()),
         ))
+    }
+
+    fn identity_headers(&self) -> Vec<String> {
+        vec![self.user.clone(), self.groups.clone()]
     }
 }
 

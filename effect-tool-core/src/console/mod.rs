@@ -86,6 +86,8 @@ pub struct Console {
     resolver_role: String,
     engine: Option<Engine>,
     run_context: Arc<RunContextFn>,
+    hosts: Vec<Authority>,
+    origins: Option<Vec<String>>,
 }
 
 impl std::fmt::Debug for Console {
@@ -95,6 +97,8 @@ impl std::fmt::Debug for Console {
             .field("tools", &self.tools.keys().collect::<Vec<_>>())
             .field("resolver_role", &self.resolver_role)
             .field("can_compensate", &self.engine.is_some())
+            .field("allowed_hosts", &self.allowed_hosts())
+            .field("allowed_origins", &self.origins)
             .finish_non_exhaustive()
     }
 }
@@ -109,7 +113,60 @@ impl Console {
             resolver_role: "operator".into(),
             engine: None,
             run_context: Arc::new(|run: &str| RunContext::new(run)),
+            hosts: LOOPBACK.iter().map(|h| Authority::parse(h).expect("a loopback name")).collect(),
+            origins: None,
         }
+    }
+
+    /// The names (`host` or `host:port`) the console answers to, in place of the default
+    /// loopback names (`localhost`, `127.0.0.1`, `[::1]`, on any port). A request whose `Host`
+    /// is not one of them is refused (421) before anything else: a web page whose DNS name
+    /// an attacker rebinds to this server's address would otherwise be served as if it were
+    /// the console's own page. A name without a port allows every port. Give the names the
+    /// operators (or the authenticating proxy, as it forwards `Host`) use to reach the console.
+    ///
+    /// # Panics
+    ///
+    /// If an entry is not a host name or address, with an optional port (`console.example.com`,
+    /// `10.0.0.5:8090`, `[::1]:8090`).
+    pub fn with_allowed_hosts(mut self, hosts: impl IntoIterator<Item = impl AsRef<str>>) -> Self {
+        self.hosts = hosts
+            .into_iter()
+            .map(|h| {
+                let h = h.as_ref();
+                Authority::parse(h).unwrap_or_else(|| panic!("`{h}` is not a host name, or a host name and a port"))
+            })
+            .collect();
+        self
+    }
+
+    /// The origins (`scheme://host[:port]`, as browsers send them in `Origin`) of the pages
+    /// that may act through the API, in place of the default: the allowed hosts (see
+    /// [`Console::with_allowed_hosts`]) over `http` or `https`. A request that carries an
+    /// `Origin` that is not one of them is refused (403). Requests without `Origin` (scripts,
+    /// the CLI) are not affected.
+    ///
+    /// # Panics
+    ///
+    /// If an entry is not `http://` or `https://` followed by a host and an optional port.
+    pub fn with_allowed_origins(mut self, origins: impl IntoIterator<Item = impl AsRef<str>>) -> Self {
+        self.origins = Some(
+            origins
+                .into_iter()
+                .map(|o| {
+                    let o = o.as_ref();
+                    normal_origin(o).unwrap_or_else(|| {
+                        panic!("`{o}` is not an origin: give `https://host` or `https://host:port`")
+                    })
+                })
+                .collect(),
+        );
+        self
+    }
+
+    /// The allowed hosts, as written in refusals.
+    fn allowed_hosts(&self) -> Vec<String> {
+        self.hosts.iter().map(Authority::to_string).collect()
     }
 
     /// Know the tools of `toolkit`: a resolution's output must then decode as the tool's
@@ -157,8 +214,10 @@ impl Console {
             .route("/api/amend", post(amend))
             .route("/api/compensate", post(compensate))
             .layer(axum::middleware::from_fn_with_state(state.clone(), gate))
-            .with_state(state);
-        page::routes().merge(api)
+            .with_state(state.clone());
+        page::routes()
+            .merge(api)
+            .layer(axum::middleware::from_fn_with_state(state, host_gate))
     }
 }
 
@@ -199,9 +258,117 @@ fn store_refusal(e: StoreError) -> Refusal {
     }
 }
 
-/// Identify the operator (401 without one) and refuse cross-site actions (403), before any
-/// handler runs.
+/// The names the console answers to by default: loopback, on any port.
+const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
+
+/// A host name or address with an optional port, as in `Host` and in origins: the name in
+/// lower case (an IPv6 address in its brackets), the port as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Authority {
+    host: String,
+    port: Option<u16>,
+}
+
+impl Authority {
+    /// `host` or `host:port`; `None` for anything else (a path, user info, an empty name).
+    fn parse(text: &str) -> Option<Authority> {
+        let parsed: axum::http::uri::Authority = text.parse().ok()?;
+        if parsed.as_str().contains('@') || parsed.host().is_empty() || parsed.as_str() != text {
+            return None;
+        }
+        // What follows the host must be a port number, when anything does.
+        let after_host = match text.strip_prefix('[') {
+            Some(v6) => v6.split_once(']').map_or("", |(_, rest)| rest),
+            None => text.find(':').map_or("", |at| &text[at..]),
+        };
+        if !after_host.is_empty() && parsed.port_u16().is_none_or(|p| after_host != format!(":{p}")) {
+            return None;
+        }
+        Some(Authority {
+            host: parsed.host().trim_end_matches('.').to_ascii_lowercase(),
+            port: parsed.port_u16(),
+        })
+    }
+
+    /// Whether `self`, an allowed entry, admits `other` (a request's): the same host, and the
+    /// same port unless the entry names none.
+    fn admits(&self, other: &Authority) -> bool {
+        self.host == other.host && (self.port.is_none() || self.port == other.port)
+    }
+}
+
+impl std::fmt::Display for Authority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.port {
+            Some(port) => write!(f, "{}:{port}", self.host),
+            None => f.write_str(&self.host),
+        }
+    }
+}
+
+/// `origin` as compared: `scheme://authority` in lower case, without a trailing `/`; `None`
+/// when it is not an `http`/`https` origin.
+fn normal_origin(origin: &str) -> Option<String> {
+    let (scheme, rest) = origin.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    let authority = Authority::parse(rest.strip_suffix('/').unwrap_or(rest))?;
+    Some(format!("{scheme}://{authority}"))
+}
+
+/// Answer only requests addressed to an allowed host (421 otherwise), pages included.
+async fn host_gate(State(console): State<Arc<Console>>, request: Request, next: Next) -> Response {
+    let mut hosts = request.headers().get_all(header::HOST).iter();
+    let host = match (hosts.next(), hosts.next()) {
+        (Some(host), None) => host.to_str().ok().map(str::to_owned),
+        (None, _) => request.uri().authority().map(|a| a.as_str().to_owned()),
+        (Some(_), Some(_)) => {
+            return Refusal(
+                StatusCode::BAD_REQUEST,
+                "the request carries `Host` more than once".into(),
+                "send one `Host` header",
+            )
+            .into_response();
+        }
+    };
+    let Some(host) = host else {
+        return Refusal(
+            StatusCode::BAD_REQUEST,
+            "the request names no host (`Host`)".into(),
+            "send the `Host` header, as HTTP/1.1 requires",
+        )
+        .into_response();
+    };
+    let allowed = Authority::parse(&host).is_some_and(|h| console.hosts.iter().any(|a| a.admits(&h)));
+    if !allowed {
+        return Refusal(
+            StatusCode::MISDIRECTED_REQUEST,
+            format!(
+                "this console does not answer to the host `{host}`: it answers to {} (a page under another name, such as one whose DNS name was pointed at this server, is refused)",
+                console.allowed_hosts().join(", ")
+            ),
+            "if operators reach the console under this name, allow it: `effect-tool serve --allow-host NAME`, or `Console::with_allowed_hosts` in the application",
+        )
+        .into_response();
+    }
+    next.run(request).await
+}
+
+/// Refuse a request that carries an identity header twice (400), identify the operator (401
+/// without one), and refuse cross-site requests (403), before any handler runs.
 async fn gate(State(console): State<Arc<Console>>, mut request: Request, next: Next) -> Response {
+    for name in console.auth.identity_headers() {
+        if request.headers().get_all(name.as_str()).iter().nth(1).is_some() {
+            return Refusal(
+                StatusCode::BAD_REQUEST,
+                format!("the request carries `{name}` more than once, and the console believes none of them"),
+                "send the header once; behind a proxy, make the proxy replace the client's header rather than add its own (nginx: `proxy_set_header`)",
+            )
+            .into_response();
+        }
+    }
     let peer = request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
@@ -214,11 +381,11 @@ async fn gate(State(console): State<Arc<Console>>, mut request: Request, next: N
         )
         .into_response();
     };
-    if request.method() != axum::http::Method::GET && cross_site(request.headers()) {
+    if let Some(why) = cross_site(&console, request.headers()) {
         return Refusal(
             StatusCode::FORBIDDEN,
-            "a cross-site request cannot act on the journal".into(),
-            "act from the console's own page, or from a script without an Origin header",
+            why,
+            "act from the console's own page, or from a script without an Origin header; if operators open the console under another name, allow it: `effect-tool serve --allow-origin ORIGIN` (or `--allow-host NAME`), or `Console::with_allowed_origins` in the application",
         )
         .into_response();
     }
@@ -226,22 +393,39 @@ async fn gate(State(console): State<Arc<Console>>, mut request: Request, next: N
     next.run(request).await
 }
 
-/// Whether the request comes from a page of another origin.
-fn cross_site(headers: &HeaderMap) -> bool {
-    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    if matches!(text("sec-fetch-site"), Some("cross-site" | "same-site")) {
-        return true;
+/// Why the request comes from a page the console does not serve, if it does: its `Origin` is
+/// not an allowed origin, or `Sec-Fetch-Site` says another site.
+fn cross_site(console: &Console, headers: &HeaderMap) -> Option<String> {
+    let site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
+    if let Some(site @ ("cross-site" | "same-site")) = site {
+        return Some(format!(
+            "a request from a page of another site (`Sec-Fetch-Site: {site}`) cannot use the console's API"
+        ));
     }
-    match (text("origin"), text("host")) {
+    let mut origins = headers.get_all(header::ORIGIN).iter();
+    let origin = match (origins.next(), origins.next()) {
+        (None, _) => return None,
+        (Some(origin), None) => origin.to_str().unwrap_or("(not text)"),
+        (Some(_), Some(_)) => return Some("the request carries `Origin` more than once".into()),
+    };
+    let allowed = match (normal_origin(origin), &console.origins) {
         (None, _) => false,
-        (Some(origin), Some(host)) => {
-            origin
-                .strip_prefix("http://")
-                .or_else(|| origin.strip_prefix("https://"))
-                != Some(host)
-        }
-        (Some(_), None) => true,
+        (Some(o), Some(origins)) => origins.contains(&o),
+        (Some(o), None) => o
+            .split_once("://")
+            .and_then(|(_, a)| Authority::parse(a))
+            .is_some_and(|a| console.hosts.iter().any(|h| h.admits(&a))),
+    };
+    if allowed {
+        return None;
     }
+    let accepted = match &console.origins {
+        Some(origins) => origins.join(", "),
+        None => format!("http:// or https:// with {}", console.allowed_hosts().join(", ")),
+    };
+    Some(format!(
+        "a request from a page at `{origin}` cannot use the console's API: it accepts pages at {accepted}"
+    ))
 }
 
 /// `list` query parameters.
@@ -518,30 +702,69 @@ async fn amend(
 mod tests {
     use super::*;
 
+    fn console() -> Console {
+        let store: Arc<dyn Store> = Arc::new(crate::store::MemoryStore::new());
+        Console::new(store, StaticTokens::new())
+    }
+
+    fn h(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut m = HeaderMap::new();
+        for (k, v) in pairs {
+            m.append(*k, v.parse().unwrap());
+        }
+        m
+    }
+
     #[test]
-    fn origins_other_than_this_server_are_cross_site() {
-        let h = |pairs: &[(&'static str, &'static str)]| {
-            let mut m = HeaderMap::new();
-            for (k, v) in pairs {
-                m.insert(*k, v.parse().unwrap());
-            }
-            m
-        };
+    fn origins_are_checked_against_the_allowed_ones_not_against_host() {
+        let c = console();
+        assert_eq!(cross_site(&c, &h(&[])), None, "a script sends no Origin");
+        assert_eq!(cross_site(&c, &h(&[("origin", "http://127.0.0.1:8090")])), None);
+        assert_eq!(cross_site(&c, &h(&[("origin", "https://LOCALHOST")])), None);
+        assert_eq!(cross_site(&c, &h(&[("origin", "http://[::1]:9")])), None);
+        // A page that rebound its name to this server sends its own name as Host and Origin.
+        let rebound = h(&[("host", "evil.example:8090"), ("origin", "http://evil.example:8090")]);
+        assert!(cross_site(&c, &rebound).unwrap().contains("http://evil.example:8090"));
+        assert!(cross_site(&c, &h(&[("origin", "null")])).is_some());
+        assert!(cross_site(&c, &h(&[("origin", "file://127.0.0.1")])).is_some());
+        assert!(cross_site(&c, &h(&[("origin", "http://127.0.0.1.evil.example")])).is_some());
         assert!(
-            !cross_site(&h(&[("host", "127.0.0.1:8090")])),
-            "a script sends no Origin"
+            cross_site(
+                &c,
+                &h(&[("origin", "http://127.0.0.1:1"), ("origin", "http://127.0.0.1:1")])
+            )
+            .is_some()
         );
-        assert!(!cross_site(&h(&[
-            ("host", "127.0.0.1:8090"),
-            ("origin", "http://127.0.0.1:8090")
-        ])));
-        assert!(cross_site(&h(&[
-            ("host", "127.0.0.1:8090"),
-            ("origin", "http://evil.example")
-        ])));
-        assert!(cross_site(&h(&[("host", "127.0.0.1:8090"), ("origin", "null")])));
-        assert!(cross_site(&h(&[("host", "a"), ("sec-fetch-site", "cross-site")])));
-        assert!(!cross_site(&h(&[("host", "a"), ("sec-fetch-site", "same-origin")])));
+        assert!(cross_site(&c, &h(&[("sec-fetch-site", "cross-site")])).is_some());
+        assert!(cross_site(&c, &h(&[("sec-fetch-site", "same-site")])).is_some());
+        assert_eq!(cross_site(&c, &h(&[("sec-fetch-site", "same-origin")])), None);
+
+        let c = console().with_allowed_hosts(["console.example.com", "127.0.0.1:8090"]);
+        assert_eq!(cross_site(&c, &h(&[("origin", "https://console.example.com")])), None);
+        assert_eq!(cross_site(&c, &h(&[("origin", "http://127.0.0.1:8090")])), None);
+        assert!(cross_site(&c, &h(&[("origin", "http://127.0.0.1:8091")])).is_some());
+        assert!(cross_site(&c, &h(&[("origin", "http://localhost:8090")])).is_some());
+
+        let c = c.with_allowed_origins(["https://Console.Example.com/"]);
+        assert_eq!(cross_site(&c, &h(&[("origin", "https://console.example.com")])), None);
+        assert!(cross_site(&c, &h(&[("origin", "http://console.example.com")])).is_some());
+        assert!(cross_site(&c, &h(&[("origin", "http://127.0.0.1:8090")])).is_some());
+    }
+
+    #[test]
+    fn hosts_are_names_with_an_optional_port() {
+        let any = Authority::parse("LocalHost.").unwrap();
+        assert_eq!(any.to_string(), "localhost");
+        assert!(any.admits(&Authority::parse("localhost:8090").unwrap()));
+        let exact = Authority::parse("[::1]:8090").unwrap();
+        assert!(exact.admits(&Authority::parse("[::1]:8090").unwrap()));
+        assert!(!exact.admits(&Authority::parse("[::1]:8091").unwrap()));
+        assert!(!exact.admits(&Authority::parse("[::1]").unwrap()));
+        for bad in ["", "a/b", "u@host", "host:", "host:x", "http://host"] {
+            assert_eq!(Authority::parse(bad), None, "{bad}");
+        }
+        assert_eq!(normal_origin("HTTPS://A.example:443/").as_deref(), Some("https://a.example:443"));
+        assert_eq!(normal_origin("https://a.example/path"), None);
     }
 
     #[test]
