@@ -120,8 +120,9 @@ impl Disposition {
 }
 
 impl std::fmt::Display for Disposition {
+    /// The name of [`Disposition::as_str`], honouring width and alignment (`{:<10}`).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
