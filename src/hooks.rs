@@ -32,7 +32,7 @@ use effect_tool_core::EffectCtx;
 #[diagnostic::on_unimplemented(
     message = "a tool function must return `Result<Output, Error>`, not `{Self}`",
     label = "this is not a `Result`",
-    note = "write the return type as `Result<YourOutput, YourError>` (the error type says whether a failure is definitive, transient or unknown: see `ClassifyError`)"
+    note = "write the return type as `Result<YourOutput, YourError>` (the error type says whether a failure is definitive, transient or unknown: see `ClassifyError`); `effect_tool::hooks::ToolReturn` documents this check"
 )]
 pub trait ToolReturn {
     /// The `Ok` type.
@@ -62,7 +62,7 @@ impl<T, E> ToolReturn for ::core::result::Result<T, E> {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a tool argument: it needs `Clone`, serde's `Serialize` and `Deserialize` and schemars' `JsonSchema`",
     label = "this argument type has no JSON form",
-    note = "derive them on your type: `#[derive(Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]`, or pass a type that has them (String, u64, Vec<T>, ...)"
+    note = "derive them on your type: `#[derive(Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]`, or pass a type that has them (String, u64, Vec<T>, ...); `effect_tool::hooks::ToolArg` documents this check"
 )]
 pub trait ToolArg {}
 
@@ -84,7 +84,7 @@ pub const fn assert_tool_arg<T: ToolArg + ?Sized>() {}
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a tool's output: it is recorded in the journal and replayed, so it needs `serde::Serialize` and `serde::Deserialize`",
     label = "this output type has no JSON form",
-    note = "derive them on your type: `#[derive(serde::Serialize, serde::Deserialize)]`, or return a type that has them (String, u64, Vec<T>, ...)"
+    note = "derive them on your type: `#[derive(serde::Serialize, serde::Deserialize)]`, or return a type that has them (String, u64, Vec<T>, ...); `effect_tool::hooks::ToolOutput` documents this check"
 )]
 pub trait ToolOutput {}
 
@@ -122,7 +122,7 @@ pub trait Unconstructible {}
 #[diagnostic::on_unimplemented(
     message = "`recover = ...` names a function that is not a recover hook of this tool",
     label = "expected `async fn(ctx: &EffectCtx, args: &{A}) -> Result<Option<{O}>, {E}>`",
-    note = "a recover hook asks the remote system whether the effect already happened; define it as `async fn check(ctx: &EffectCtx, args: &{A}) -> Result<Option<{O}>, {E}>` (`Some(output)`: it did, and that output is recorded)"
+    note = "a recover hook asks the remote system whether the effect already happened; define it as `async fn check(ctx: &EffectCtx, args: &{A}) -> Result<Option<{O}>, {E}>` (`Some(output)`: it did, and that output is recorded); `effect_tool::hooks::RecoverHook` documents this check"
 )]
 pub trait RecoverHook<'a, A: 'a, O, E, M = HookFn> {
     /// The future the hook returns.
@@ -161,7 +161,7 @@ where
 #[diagnostic::on_unimplemented(
     message = "`recover = ...` names a method that is not a recover hook of this tool",
     label = "expected `async fn(&self, ctx: &EffectCtx, args: &{A}) -> Result<Option<{O}>, {E}>`",
-    note = "a recover hook asks the remote system whether the effect already happened; define it as `async fn check(&self, ctx: &EffectCtx, args: &{A}) -> Result<Option<{O}>, {E}>` (`Some(output)`: it did)"
+    note = "a recover hook asks the remote system whether the effect already happened; define it as `async fn check(&self, ctx: &EffectCtx, args: &{A}) -> Result<Option<{O}>, {E}>` (`Some(output)`: it did); `effect_tool::hooks::RecoverMethod` documents this check"
 )]
 pub trait RecoverMethod<'a, S: 'a, A: 'a, O, E, M = HookFn> {
     /// The future the hook returns.
@@ -202,7 +202,7 @@ where
 #[diagnostic::on_unimplemented(
     message = "`compensate = ...` names a function that is not a compensation of this tool",
     label = "expected `async fn(ctx: &EffectCtx, args: &{A}, output: &{O}) -> Result<(), {E}>`",
-    note = "a compensation undoes a completed effect; define it as `async fn undo(ctx: &EffectCtx, args: &{A}, output: &{O}) -> Result<(), {E}>`"
+    note = "a compensation undoes a completed effect; define it as `async fn undo(ctx: &EffectCtx, args: &{A}, output: &{O}) -> Result<(), {E}>`; `effect_tool::hooks::CompensateHook` documents this check"
 )]
 pub trait CompensateHook<'a, A: 'a, O: 'a, E, M = HookFn> {
     /// The future the hook returns.
@@ -241,7 +241,7 @@ where
 #[diagnostic::on_unimplemented(
     message = "`compensate = ...` names a method that is not a compensation of this tool",
     label = "expected `async fn(&self, ctx: &EffectCtx, args: &{A}, output: &{O}) -> Result<(), {E}>`",
-    note = "a compensation undoes a completed effect; define it as `async fn undo(&self, ctx: &EffectCtx, args: &{A}, output: &{O}) -> Result<(), {E}>`"
+    note = "a compensation undoes a completed effect; define it as `async fn undo(&self, ctx: &EffectCtx, args: &{A}, output: &{O}) -> Result<(), {E}>`; `effect_tool::hooks::CompensateMethod` documents this check"
 )]
 pub trait CompensateMethod<'a, S: 'a, A: 'a, O: 'a, E, M = HookFn> {
     /// The future the hook returns.

@@ -135,7 +135,13 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
     let serde_crate = private_str(attrs, "serde");
     let schemars_crate = private_str(attrs, "schemars");
     let fields = func.args.iter().map(|arg| {
-        let docs = &arg.docs;
+        // The field's description in the schema: the doc comment's lines joined as markdown
+        // joins them (schemars would keep every line break of the source).
+        let docs = match crate::ast::doc_text_checked(&arg.docs) {
+            Some(text) if text.is_empty() => Vec::new(),
+            Some(text) => vec![quote!(#[doc = #text])],
+            None => arg.docs.iter().map(ToTokens::to_token_stream).collect(),
+        };
         let pass = &arg.pass;
         let ident = &arg.ident;
         let ty = replace_self(arg.ty.to_token_stream());

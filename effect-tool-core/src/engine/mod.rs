@@ -1273,3 +1273,16 @@ mod tests {
         assert_eq!(&super::fallback_instance(0, 7, 9)[8..], &[7, 0, 0, 0, 9, 0, 0, 0]);
     }
 }
+
+#[cfg(test)]
+mod disposition_display {
+    use super::Disposition;
+
+    #[test]
+    fn width_and_alignment_are_honoured() {
+        assert_eq!(format!("{:<10}|", Disposition::Executed), "executed  |");
+        assert_eq!(format!("{:>10}|", Disposition::Replayed), "  replayed|");
+        assert_eq!(format!("{:.4}|", Disposition::Replayed), "repl|");
+        assert_eq!(Disposition::Executed.to_string(), Disposition::Executed.as_str());
+    }
+}
