@@ -288,4 +288,3 @@ pub fn key_of<A, K: ::core::fmt::Display>(args: &A, key: impl FnOnce(&A) -> K) -
 pub fn approval_when<A>(args: &A, when: impl FnOnce(&A) -> bool) -> bool {
     when(args)
 }
-

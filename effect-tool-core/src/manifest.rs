@@ -211,7 +211,11 @@ mod tests {
             injected: INJECTED,
             ..meta("send_email", EffectClass::Irreversible)
         };
-        assert!(line(&m).contains(" sensitive=- injected=SmtpPassword,ApiKey retry="), "{}", line(&m));
+        assert!(
+            line(&m).contains(" sensitive=- injected=SmtpPassword,ApiKey retry="),
+            "{}",
+            line(&m)
+        );
         assert!(line(&meta("t", EffectClass::Pure)).contains(" sensitive=- injected=- retry="));
     }
 

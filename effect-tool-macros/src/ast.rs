@@ -485,7 +485,9 @@ pub fn doc_text_checked(attrs: &[Attribute]) -> Option<String> {
         if !attr.path().is_ident("doc") {
             continue;
         }
-        let syn::Meta::NameValue(nv) = &attr.meta else { return None };
+        let syn::Meta::NameValue(nv) = &attr.meta else {
+            return None;
+        };
         let syn::Expr::Lit(syn::ExprLit {
             lit: syn::Lit::Str(s), ..
         }) = &nv.value
@@ -539,7 +541,8 @@ pub fn join_markdown_lines(lines: &[String]) -> String {
             continue;
         }
         let code = !open && line.starts_with("    ");
-        let block = code || t.starts_with('#') || t.starts_with('>') || t.starts_with('|') || is_fence(t) || is_list_item(t);
+        let block =
+            code || t.starts_with('#') || t.starts_with('>') || t.starts_with('|') || is_fence(t) || is_list_item(t);
         let sep = if out.is_empty() {
             ""
         } else if blank {
@@ -577,7 +580,9 @@ fn is_list_item(t: &str) -> bool {
     let marker = if digits > 0 {
         rest.strip_prefix('.').or_else(|| rest.strip_prefix(')'))
     } else {
-        rest.strip_prefix('-').or_else(|| rest.strip_prefix('*')).or_else(|| rest.strip_prefix('+'))
+        rest.strip_prefix('-')
+            .or_else(|| rest.strip_prefix('*'))
+            .or_else(|| rest.strip_prefix('+'))
     };
     marker.is_some_and(|m| m.is_empty() || m.starts_with(' '))
 }
@@ -606,9 +611,15 @@ mod tests {
 
     #[test]
     fn wrapped_lines_read_as_one_sentence() {
-        assert_eq!(join("Refund part of an order, or all of it on\nrequest."), "Refund part of an order, or all of it on request.");
+        assert_eq!(
+            join("Refund part of an order, or all of it on\nrequest."),
+            "Refund part of an order, or all of it on request."
+        );
         assert_eq!(join("One.\n\n\nTwo\n  continued."), "One.\n\nTwo continued.");
-        assert_eq!(join("\nLeading and trailing blanks.\n\n"), "Leading and trailing blanks.");
+        assert_eq!(
+            join("\nLeading and trailing blanks.\n\n"),
+            "Leading and trailing blanks."
+        );
     }
 
     #[test]
@@ -619,13 +630,28 @@ mod tests {
 
     #[test]
     fn blocks_keep_their_lines() {
-        assert_eq!(join("Steps:\n- look up\n  the order\n- refund it\n1. then\n2) done"), "Steps:\n- look up the order\n- refund it\n1. then\n2) done");
+        assert_eq!(
+            join("Steps:\n- look up\n  the order\n- refund it\n1. then\n2) done"),
+            "Steps:\n- look up the order\n- refund it\n1. then\n2) done"
+        );
         assert_eq!(join("# Title\nText\nmore"), "# Title\nText more");
-        assert_eq!(join("Use:\n```\nlet a = 1;\n  let b = 2;\n```\nafter"), "Use:\n```\nlet a = 1;\n  let b = 2;\n```\nafter");
-        assert_eq!(join("Code:\n\n    let a = 1;\n    let b = 2;\n\nText"), "Code:\n\n    let a = 1;\n    let b = 2;\n\nText");
-        assert_eq!(join("| a | b |\n|---|---|\n| 1 | 2 |"), "| a | b |\n|---|---|\n| 1 | 2 |");
+        assert_eq!(
+            join("Use:\n```\nlet a = 1;\n  let b = 2;\n```\nafter"),
+            "Use:\n```\nlet a = 1;\n  let b = 2;\n```\nafter"
+        );
+        assert_eq!(
+            join("Code:\n\n    let a = 1;\n    let b = 2;\n\nText"),
+            "Code:\n\n    let a = 1;\n    let b = 2;\n\nText"
+        );
+        assert_eq!(
+            join("| a | b |\n|---|---|\n| 1 | 2 |"),
+            "| a | b |\n|---|---|\n| 1 | 2 |"
+        );
         assert_eq!(join("> quoted\n> more"), "> quoted\n> more");
-        assert_eq!(join("A rate of\n-5 is not a list\n2024 neither"), "A rate of -5 is not a list 2024 neither");
+        assert_eq!(
+            join("A rate of\n-5 is not a list\n2024 neither"),
+            "A rate of -5 is not a list 2024 neither"
+        );
     }
 
     #[test]

@@ -415,6 +415,16 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
         quote_spanned!(arg.ty.span()=> #hs::assert_tool_arg::<#ty>();)
     });
 
+    // The tool type takes the function's visibility, and its `Tool` impl names the output and
+    // error types: when one of them is less visible, rustc's "private type `...` in public
+    // interface" points at the function's `pub`, the visibility that makes the tool type public.
+    let vis_span = match vis {
+        syn::Visibility::Public(p) => p.span,
+        syn::Visibility::Restricted(r) => r.pub_token.span,
+        syn::Visibility::Inherited => Span::call_site(),
+    };
+    let output_item = quote_spanned!(vis_span=> type Output = #output_ty;);
+    let error_item = quote_spanned!(vis_span=> type Error = #error_ty;);
     let out_hs = respan(&h, ok_span);
     let output_check = quote_spanned!(ok_span=> #out_hs::assert_tool_output::<#output_ty>(););
     let strict_test = strict_test(&p, attrs, tool_ident, args_ident);
@@ -432,8 +442,8 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
             #[automatically_derived]
             impl #p::Tool for #tool_ident {
                 type Args = #args_ident;
-                type Output = #output_ty;
-                type Error = #error_ty;
+                #output_item
+                #error_item
                 const NAME: &'static str = #tool_name;
                 const CLASS: #p::EffectClass = #p::EffectClass::#class;
                 const DESCRIPTION: &'static str = #description;

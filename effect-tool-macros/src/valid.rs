@@ -292,10 +292,11 @@ fn whole_uses(tokens: proc_macro2::TokenStream, param: &str) -> Vec<Span> {
                 // `x.a` (a field of something else), `path::a` and a lifetime `'a` are not the
                 // parameter; `..a` (a range) and `S { f: a }` are.
                 let prev = i.checked_sub(1).and_then(|j| tokens.get(j));
-                let joint_before = |c: char| {
-                    matches!(i.checked_sub(2).and_then(|j| tokens.get(j)), Some(TokenTree::Punct(p)) if p.as_char() == c && p.spacing() == Spacing::Joint)
-                };
-                if (is_punct(prev, '.') && !joint_before('.')) || (is_punct(prev, ':') && joint_before(':')) || is_punct(prev, '\'') {
+                let joint_before = |c: char| matches!(i.checked_sub(2).and_then(|j| tokens.get(j)), Some(TokenTree::Punct(p)) if p.as_char() == c && p.spacing() == Spacing::Joint);
+                if (is_punct(prev, '.') && !joint_before('.'))
+                    || (is_punct(prev, ':') && joint_before(':'))
+                    || is_punct(prev, '\'')
+                {
                     continue;
                 }
                 let dot = matches!(tokens.get(i + 1), Some(TokenTree::Punct(p)) if p.as_char() == '.' && p.spacing() == Spacing::Alone);

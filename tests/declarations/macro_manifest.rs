@@ -67,7 +67,12 @@ pub struct StripeKey(pub String);
 impl Payments {
     /// Charge an invoice.
     #[tool(effect = "irreversible", name = "charge_invoice", key = |a| a.invoice_id.clone(), approval = "finance")]
-    pub async fn charge(&self, ctx: &EffectCtx, invoice_id: String, #[secret] stripe: &StripeKey) -> Result<String, ToolError> {
+    pub async fn charge(
+        &self,
+        ctx: &EffectCtx,
+        invoice_id: String,
+        #[secret] stripe: &StripeKey,
+    ) -> Result<String, ToolError> {
         Ok(format!("{}:{invoice_id}:{}", ctx.run_id(), stripe.0.len()))
     }
 }
