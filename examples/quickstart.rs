@@ -2,8 +2,8 @@
 //! sends, one of them with a `recover` hook) called the way an agent calls them (again, in
 //! parallel, after a timeout), journaled in a SQLite file.
 //!
-//! Run: `cargo run --example quickstart` (no set-up; the journal goes to the temp folder and is
-//! removed at the end).
+//! Run: `cargo run --example quickstart` (no set-up; the journal goes to a folder of its own in
+//! the temp folder, removed at the end with SQLite's `-wal` and `-shm` files).
 //!
 //! The "outside world" is simulated in this file: a payments API that honours idempotency
 //! keys, a mail server whose first send times out after the message left, and an issue tracker
@@ -90,12 +90,16 @@ fn show<O: std::fmt::Debug>(step: &str, report: &CallReport<O, ToolError>) {
         Err(effect_tool::EffectError::Blocked(b)) => format!("SideEffectRetryBlocked: {}", b.reason),
         Err(e) => e.to_string(),
     };
-    println!("{step:<44} {:<10} {what}", report.disposition.as_str());
+    println!("{step:<44} {:<10} {what}", report.disposition);
 }
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = std::env::temp_dir().join(format!("effect-tool-quickstart-{}.db", std::process::id()));
+    // A folder of its own: SQLite keeps its write-ahead log (`-wal`) and shared-memory index
+    // (`-shm`) beside the database file while the journal is open.
+    let dir = std::env::temp_dir().join(format!("effect-tool-quickstart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("journal.db");
     let engine = Engine::new(SqliteStore::open(&path)?);
     println!("journal: {}\n", path.display());
 
@@ -205,6 +209,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         world.comments.lock().unwrap().len()
     );
 
-    std::fs::remove_file(&path).ok();
+    // Close the journal before removing its files: the engine (every clone) holds the store.
+    engine.shutdown(std::time::Duration::from_secs(5)).await;
+    drop(engine);
+    std::fs::remove_dir_all(&dir)?;
+    println!("\njournal removed: {}", dir.display());
     Ok(())
 }

@@ -19,6 +19,7 @@
 //!     ttl: Some(Duration::from_secs(24 * 3600)),
 //!     timeout: None,
 //!     sensitive: &[],
+//!     injected: &[],
 //!     has_recover: true,
 //!     has_compensate: false,
 //!     approval: None,
@@ -30,7 +31,7 @@
 //! assert_eq!(
 //!     text.lines().nth(1).unwrap(),
 //!     "issue_refund class=idempotent key=custom(|a| format!(\"refund:{}\", a.order_id)) window=cross-run ttl=1d \
-//!      timeout=- approval=- recover=yes compensate=no sensitive=- retry=3x100ms..10s",
+//!      timeout=- approval=- recover=yes compensate=no sensitive=- injected=- retry=3x100ms..10s",
 //! );
 //! ```
 
@@ -45,9 +46,11 @@ pub const HEADER: &str = "# effect-tool manifest v1: one line per tool, sorted b
 
 /// The manifest of `tools`: [`HEADER`], then one line per tool, sorted by name:
 ///
-/// `<name> class=<class> key=<rule> window=<window> ttl=<ttl|-> timeout=<timeout|-> approval=<role|-> recover=<yes|no> compensate=<yes|no> sensitive=<a,b|-> retry=<attempts>x<base>..<max>`
+/// `<name> class=<class> key=<rule> window=<window> ttl=<ttl|-> timeout=<timeout|-> approval=<role|-> recover=<yes|no> compensate=<yes|no> sensitive=<a,b|-> injected=<Type,Type|-> retry=<attempts>x<base>..<max>`
 ///
-/// A conditional approval reads `approval=<role> when(<condition as written>)`.
+/// `sensitive` lists the arguments the model supplies that the journal never keeps (by their
+/// serialized names); `injected` the values the tool takes from the run (its `#[secret]`
+/// arguments, by type, as written), which never reach the model. A conditional approval reads `approval=<role> when(<condition as written>)`.
 /// The key rule is written as in the source (`default`, `fields(order_id, amount_cents)` or
 /// `custom(|a| ...)`); durations as in declarations (`500ms`, `30s`, `5m`, `24h`, `7d`). The
 /// description is left out: rewording it changes no contract. The text depends only on the
@@ -90,7 +93,7 @@ pub fn line(meta: &ToolMeta) -> String {
     let yes = |b: bool| if b { "yes" } else { "no" };
     let _ = write!(
         s,
-        "{} class={} key={} window={} ttl={} timeout={} approval={} recover={} compensate={} sensitive={} retry={}x{}..{}",
+        "{} class={} key={} window={} ttl={} timeout={} approval={} recover={} compensate={} sensitive={} injected={} retry={}x{}..{}",
         meta.name,
         meta.class,
         single_line(&meta.key_rule.to_string()),
@@ -108,6 +111,11 @@ pub fn line(meta: &ToolMeta) -> String {
             "-".to_owned()
         } else {
             meta.sensitive.join(",")
+        },
+        if meta.injected.is_empty() {
+            "-".to_owned()
+        } else {
+            meta.injected.iter().map(|i| i.type_name).collect::<Vec<_>>().join(",")
         },
         meta.retry.max_attempts,
         format_duration(meta.retry.base_delay),
@@ -152,6 +160,7 @@ mod tests {
             ttl: None,
             timeout: None,
             sensitive: &[],
+            injected: &[],
             has_recover: false,
             has_compensate: false,
             approval: None,
@@ -180,10 +189,34 @@ mod tests {
         assert_eq!(
             lines[1],
             "issue_refund class=idempotent key=fields(order_id, amount_cents) window=run ttl=- timeout=1500ms \
-             approval=finance when(|a| a.amount_cents > 10_000) recover=no compensate=no sensitive=token retry=3x100ms..10s"
+             approval=finance when(|a| a.amount_cents > 10_000) recover=no compensate=no sensitive=token injected=- retry=3x100ms..10s"
         );
         assert!(lines[2].starts_with("send_email class=irreversible "));
         assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn injected_values_are_listed_by_type() {
+        const INJECTED: &[crate::tool::Injected] = &[
+            crate::tool::Injected {
+                type_name: "SmtpPassword",
+                present: crate::RunContext::has_value::<String>,
+            },
+            crate::tool::Injected {
+                type_name: "ApiKey",
+                present: crate::RunContext::has_value::<u64>,
+            },
+        ];
+        let m = ToolMeta {
+            injected: INJECTED,
+            ..meta("send_email", EffectClass::Irreversible)
+        };
+        assert!(
+            line(&m).contains(" sensitive=- injected=SmtpPassword,ApiKey retry="),
+            "{}",
+            line(&m)
+        );
+        assert!(line(&meta("t", EffectClass::Pure)).contains(" sensitive=- injected=- retry="));
     }
 
     #[test]

@@ -49,6 +49,16 @@ impl std::fmt::Debug for Injected {
     }
 }
 
+/// Two entries are equal when they name the same type, as written in the declaration (what a
+/// manifest shows); the `present` functions are not compared.
+impl PartialEq for Injected {
+    fn eq(&self, other: &Self) -> bool {
+        self.type_name == other.type_name
+    }
+}
+
+impl Eq for Injected {}
+
 /// The first value `T` takes from the run that `run` does not hold (its type's name).
 pub fn missing_value<T: Tool>(run: &RunContext) -> Option<&'static str> {
     T::INJECTED.iter().find(|i| !(i.present)(run)).map(|i| i.type_name)
@@ -200,6 +210,8 @@ pub struct ToolMeta {
     pub timeout: Option<Duration>,
     /// The serialized names of the sensitive argument fields.
     pub sensitive: &'static [&'static str],
+    /// The values the tool takes from the run (its `#[secret]` arguments), by type.
+    pub injected: &'static [Injected],
     /// Whether a `recover` hook is declared.
     pub has_recover: bool,
     /// Whether a `compensate` hook is declared.
@@ -226,6 +238,7 @@ impl ToolMeta {
             ttl: T::TTL,
             timeout: T::TIMEOUT,
             sensitive: T::SENSITIVE,
+            injected: T::INJECTED,
             has_recover: T::HAS_RECOVER,
             has_compensate: T::HAS_COMPENSATE,
             approval: T::APPROVAL,

@@ -475,30 +475,116 @@ fn find_reference(ty: &Type) -> Option<&Type> {
     }
 }
 
-/// The text of the `#[doc]` attributes, one line each, trimmed of the space after `///`.
-pub fn doc_text(attrs: &[Attribute]) -> String {
+/// The text of the `#[doc]` attributes as the model should read it: lines joined as markdown
+/// (and rustdoc) joins them, so a comment wrapped at 100 columns reads as one sentence.
+/// `None` when a `#[doc]` is not a string literal (`#[doc = include_str!(..)]`): the macro
+/// cannot read it.
+pub fn doc_text_checked(attrs: &[Attribute]) -> Option<String> {
     let mut lines = Vec::new();
     for attr in attrs {
         if !attr.path().is_ident("doc") {
             continue;
         }
-        if let syn::Meta::NameValue(nv) = &attr.meta
-            && let syn::Expr::Lit(syn::ExprLit {
-                lit: syn::Lit::Str(s), ..
-            }) = &nv.value
-        {
-            for line in s.value().split('\n') {
-                lines.push(line.strip_prefix(' ').unwrap_or(line).trim_end().to_owned());
-            }
+        let syn::Meta::NameValue(nv) = &attr.meta else {
+            return None;
+        };
+        let syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(s), ..
+        }) = &nv.value
+        else {
+            return None;
+        };
+        for line in s.value().split('\n') {
+            lines.push(line.strip_prefix(' ').unwrap_or(line).to_owned());
         }
     }
-    while lines.first().is_some_and(|l| l.is_empty()) {
-        lines.remove(0);
+    Some(join_markdown_lines(&lines))
+}
+
+/// [`doc_text_checked`], with what cannot be read left out.
+pub fn doc_text(attrs: &[Attribute]) -> String {
+    let literal: Vec<Attribute> = attrs
+        .iter()
+        .filter(|a| {
+            matches!(&a.meta, syn::Meta::NameValue(nv) if matches!(&nv.value, syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(_), .. })))
+        })
+        .cloned()
+        .collect();
+    doc_text_checked(&literal).unwrap_or_default()
+}
+
+/// Lines of markdown, joined as a renderer shows them: a line that continues a paragraph (or a
+/// list item) is joined to it with a space (a soft break); a blank line (a paragraph break), a
+/// hard break (two trailing spaces, or a trailing backslash), and lines that begin a block of
+/// their own (a heading, a list item, a quote, a table row, code) keep a line break. Code
+/// blocks, fenced or indented, are kept as written.
+pub fn join_markdown_lines(lines: &[String]) -> String {
+    let mut out = String::new();
+    let mut fence: Option<&str> = None;
+    // Whether the last line written is text the next line may continue.
+    let mut open = false;
+    let mut hard = false;
+    let mut blank = false;
+    for line in lines {
+        let t = line.trim();
+        if let Some(marker) = fence {
+            out.push('\n');
+            out.push_str(line.trim_end());
+            if t.starts_with(marker) {
+                fence = None;
+            }
+            continue;
+        }
+        if t.is_empty() {
+            blank = !out.is_empty();
+            open = false;
+            continue;
+        }
+        let code = !open && line.starts_with("    ");
+        let block =
+            code || t.starts_with('#') || t.starts_with('>') || t.starts_with('|') || is_fence(t) || is_list_item(t);
+        let sep = if out.is_empty() {
+            ""
+        } else if blank {
+            "\n\n"
+        } else if !open || block || hard {
+            "\n"
+        } else {
+            " "
+        };
+        out.push_str(sep);
+        let (body, ends_hard) = match line.trim_end().strip_suffix('\\') {
+            Some(rest) if !code => (rest, true),
+            _ => (line.trim_end(), line.ends_with("  ")),
+        };
+        out.push_str(if sep == " " { body.trim_start() } else { body });
+        hard = ends_hard;
+        blank = false;
+        open = !(code || t.starts_with('#') || t.starts_with('|'));
+        if is_fence(t) {
+            fence = Some(&t[..3]);
+            open = false;
+        }
     }
-    while lines.last().is_some_and(|l| l.is_empty()) {
-        lines.pop();
-    }
-    lines.join("\n")
+    out
+}
+
+fn is_fence(t: &str) -> bool {
+    t.starts_with("```") || t.starts_with("~~~")
+}
+
+/// `- item`, `* item`, `+ item`, `1. item`, `1) item`.
+fn is_list_item(t: &str) -> bool {
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    let rest = &t[digits..];
+    let marker = if digits > 0 {
+        rest.strip_prefix('.').or_else(|| rest.strip_prefix(')'))
+    } else {
+        rest.strip_prefix('-')
+            .or_else(|| rest.strip_prefix('*'))
+            .or_else(|| rest.strip_prefix('+'))
+    };
+    marker.is_some_and(|m| m.is_empty() || m.starts_with(' '))
 }
 
 /// `issue_refund` → `IssueRefund`.
@@ -517,7 +603,56 @@ pub fn pascal_case(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::pascal_case;
+    use super::{join_markdown_lines, pascal_case};
+
+    fn join(text: &str) -> String {
+        join_markdown_lines(&text.lines().map(str::to_owned).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn wrapped_lines_read_as_one_sentence() {
+        assert_eq!(
+            join("Refund part of an order, or all of it on\nrequest."),
+            "Refund part of an order, or all of it on request."
+        );
+        assert_eq!(join("One.\n\n\nTwo\n  continued."), "One.\n\nTwo continued.");
+        assert_eq!(
+            join("\nLeading and trailing blanks.\n\n"),
+            "Leading and trailing blanks."
+        );
+    }
+
+    #[test]
+    fn hard_breaks_stay() {
+        assert_eq!(join("Line one  \nline two"), "Line one\nline two");
+        assert_eq!(join("Line one\\\nline two"), "Line one\nline two");
+    }
+
+    #[test]
+    fn blocks_keep_their_lines() {
+        assert_eq!(
+            join("Steps:\n- look up\n  the order\n- refund it\n1. then\n2) done"),
+            "Steps:\n- look up the order\n- refund it\n1. then\n2) done"
+        );
+        assert_eq!(join("# Title\nText\nmore"), "# Title\nText more");
+        assert_eq!(
+            join("Use:\n```\nlet a = 1;\n  let b = 2;\n```\nafter"),
+            "Use:\n```\nlet a = 1;\n  let b = 2;\n```\nafter"
+        );
+        assert_eq!(
+            join("Code:\n\n    let a = 1;\n    let b = 2;\n\nText"),
+            "Code:\n\n    let a = 1;\n    let b = 2;\n\nText"
+        );
+        assert_eq!(
+            join("| a | b |\n|---|---|\n| 1 | 2 |"),
+            "| a | b |\n|---|---|\n| 1 | 2 |"
+        );
+        assert_eq!(join("> quoted\n> more"), "> quoted\n> more");
+        assert_eq!(
+            join("A rate of\n-5 is not a list\n2024 neither"),
+            "A rate of -5 is not a list 2024 neither"
+        );
+    }
 
     #[test]
     fn pascal() {

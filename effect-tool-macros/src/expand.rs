@@ -1,6 +1,7 @@
 //! Code generation: from a validated declaration to the args struct, the tool type and its
-//! `Tool` impl. Every runtime item is named through `<crate>::__private`, locals are prefixed
-//! with `__`, helper items live in `const _: () = { ... };`.
+//! `Tool` impl. Every runtime item is named through `<crate>::__private`, except the checks a
+//! compile error can name, which are named through the public, documented `<crate>::hooks`;
+//! locals are prefixed with `__`, helper items live in `const _: () = { ... };`.
 //!
 //! Generated names (documented for users in the facade's `tool` docs):
 //! - free function `issue_refund` → tool type `IssueRefund` (a unit struct), args `IssueRefundArgs`;
@@ -63,6 +64,19 @@ pub fn private(attrs: &ToolAttrs) -> TokenStream {
     }
 }
 
+/// The path of the facade's public `hooks` module (`::effect_tool::hooks` or `<crate>::hooks`):
+/// the traits and functions whose names a compile error about a declaration's types or hooks
+/// shows, each documented there.
+pub fn hooks(attrs: &ToolAttrs) -> TokenStream {
+    match &attrs.krate {
+        Some(k) => {
+            let path = &k.value;
+            quote!(#path::hooks)
+        }
+        None => quote!(::effect_tool::hooks),
+    }
+}
+
 fn private_str(attrs: &ToolAttrs, sub: &str) -> String {
     let path = private(attrs).to_string().replace(' ', "");
     format!("{path}::{sub}")
@@ -105,6 +119,7 @@ pub fn allow_key_only(func: &mut ToolFn, attrs: &ToolAttrs) {
 /// The args struct, the tool type and its impl (not the function itself).
 pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
     let p = private(attrs);
+    let h = hooks(attrs);
     let names = Names::new(func, target);
     let tool_ident = &names.tool;
     let args_ident = &names.args;
@@ -120,7 +135,13 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
     let serde_crate = private_str(attrs, "serde");
     let schemars_crate = private_str(attrs, "schemars");
     let fields = func.args.iter().map(|arg| {
-        let docs = &arg.docs;
+        // The field's description in the schema: the doc comment's lines joined as markdown
+        // joins them (schemars would keep every line break of the source).
+        let docs = match crate::ast::doc_text_checked(&arg.docs) {
+            Some(text) if text.is_empty() => Vec::new(),
+            Some(text) => vec![quote!(#[doc = #text])],
+            None => arg.docs.iter().map(ToTokens::to_token_stream).collect(),
+        };
         let pass = &arg.pass;
         let ident = &arg.ident;
         let ty = replace_self(arg.ty.to_token_stream());
@@ -224,8 +245,8 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
                 let text = crate::print::closure_text(closure);
                 let body_span = closure.body.span();
                 let closure = typed_closure(closure, args_ident, &replace_self);
-                let ps = respan(&p, body_span);
-                let call = quote_spanned!(body_span=> #ps::key_of(__args, #closure));
+                let hs = respan(&h, body_span);
+                let call = quote_spanned!(body_span=> #hs::key_of(__args, #closure));
                 items.push(quote! {
                     const KEY_RULE: #p::KeyRule = #p::KeyRule::Custom(#text);
                     fn key(&self, __args: &Self::Args) -> #p::Option<#p::String> {
@@ -282,8 +303,8 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
         let text = crate::print::closure_text(&when.value);
         let body_span = when.value.body.span();
         let closure = typed_closure(&when.value, args_ident, &replace_self);
-        let ps = respan(&p, body_span);
-        let call = quote_spanned!(body_span=> #ps::approval_when(__args, #closure));
+        let hs = respan(&h, body_span);
+        let call = quote_spanned!(body_span=> #hs::approval_when(__args, #closure));
         items.push(quote! {
             const APPROVAL_WHEN: #p::Option<&'static str> = #p::Some(#text);
             fn needs_approval(&self, __args: &Self::Args) -> bool {
@@ -322,7 +343,7 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
         items.push(quote!(const RETRY: #p::RetryPolicy = #p::RetryPolicy { #(#fields)* #rest };));
     }
     if let Some(recover) = &attrs.recover {
-        let call = hook_call(&p, &recover.value, target, "recover", quote!(__ctx, __args));
+        let call = hook_call(&h, &recover.value, target, "recover", quote!(__ctx, __args));
         items.push(quote! {
             const HAS_RECOVER: bool = true;
             async fn recover(
@@ -336,7 +357,7 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
     }
     if let Some(compensate) = &attrs.compensate {
         let call = hook_call(
-            &p,
+            &h,
             &compensate.value,
             target,
             "compensate",
@@ -384,18 +405,28 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
     // written `Result<T, E>`, else at the whole return type.
     let ret_span = func.ret.as_ref().map_or_else(Span::call_site, |r| r.span());
     let (ok_span, err_span) = func.ret.as_ref().and_then(result_args).unwrap_or((ret_span, ret_span));
-    let output_ty = quote_spanned!(ok_span=> <#ret as #p::ToolReturn>::Output);
-    let error_ty = quote_spanned!(err_span=> <#ret as #p::ToolReturn>::Error);
-    let into_result = respan(&quote!(#p::ToolReturn::into_result), ret_span);
+    let output_ty = quote_spanned!(ok_span=> <#ret as #h::ToolReturn>::Output);
+    let error_ty = quote_spanned!(err_span=> <#ret as #h::ToolReturn>::Error);
+    let into_result = respan(&quote!(#h::ToolReturn::into_result), ret_span);
     let call_ret = respan(&quote!(#p::Result<Self::Output, Self::Error>), ret_span);
     let arg_checks = func.args.iter().map(|arg| {
         let ty = replace_self(arg.ty.to_token_stream());
-        let ps = respan(&p, arg.ty.span());
-        quote_spanned!(arg.ty.span()=> #ps::assert_tool_arg::<#ty>();)
+        let hs = respan(&h, arg.ty.span());
+        quote_spanned!(arg.ty.span()=> #hs::assert_tool_arg::<#ty>();)
     });
 
-    let out_ps = respan(&p, ok_span);
-    let output_check = quote_spanned!(ok_span=> #out_ps::assert_tool_output::<#output_ty>(););
+    // The tool type takes the function's visibility, and its `Tool` impl names the output and
+    // error types: when one of them is less visible, rustc's "private type `...` in public
+    // interface" points at the function's `pub`, the visibility that makes the tool type public.
+    let vis_span = match vis {
+        syn::Visibility::Public(p) => p.span,
+        syn::Visibility::Restricted(r) => r.pub_token.span,
+        syn::Visibility::Inherited => Span::call_site(),
+    };
+    let output_item = quote_spanned!(vis_span=> type Output = #output_ty;);
+    let error_item = quote_spanned!(vis_span=> type Error = #error_ty;);
+    let out_hs = respan(&h, ok_span);
+    let output_check = quote_spanned!(ok_span=> #out_hs::assert_tool_output::<#output_ty>(););
     let strict_test = strict_test(&p, attrs, tool_ident, args_ident);
     quote! {
         // First, so a missing serde/schemars impl is reported with its explanation first.
@@ -411,8 +442,8 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
             #[automatically_derived]
             impl #p::Tool for #tool_ident {
                 type Args = #args_ident;
-                type Output = #output_ty;
-                type Error = #error_ty;
+                #output_item
+                #error_item
                 const NAME: &'static str = #tool_name;
                 const CLASS: #p::EffectClass = #p::EffectClass::#class;
                 const DESCRIPTION: &'static str = #description;
@@ -469,11 +500,11 @@ fn result_args(ret: &Type) -> Option<(Span, Span)> {
 
 /// `recover = path` / `compensate = path`: a method of the impl block when the path is the
 /// name of one of its `&self` methods, else a function called with the same arguments. The call
-/// goes through a hook trait of `__private` whose `on_unimplemented` prints the signature
+/// goes through a hook trait of the facade's `hooks` whose `on_unimplemented` prints the signature
 /// expected, so a hook of the wrong shape is reported as such (not as rustc's raw mismatch).
-fn hook_call(p: &TokenStream, path: &Path, target: &Target, hook: &str, args: TokenStream) -> TokenStream {
+fn hook_call(h: &TokenStream, path: &Path, target: &Target, hook: &str, args: TokenStream) -> TokenStream {
     let span = path.span();
-    let ps = respan(p, span);
+    let hs = respan(h, span);
     let (free, method, generics) = if hook == "recover" {
         (
             quote_spanned!(span=> RecoverHook),
@@ -491,10 +522,10 @@ fn hook_call(p: &TokenStream, path: &Path, target: &Target, hook: &str, args: To
         && methods.contains(ident)
     {
         return quote_spanned!(span=>
-            #ps::#method::<#self_ty, #generics, _>::call_hook(<#self_ty>::#ident, &*self.__inner, #args).await
+            #hs::#method::<#self_ty, #generics, _>::call_hook(<#self_ty>::#ident, &*self.__inner, #args).await
         );
     }
-    quote_spanned!(span=> #ps::#free::<#generics, _>::call_hook(#path, #args).await)
+    quote_spanned!(span=> #hs::#free::<#generics, _>::call_hook(#path, #args).await)
 }
 
 /// `|a| expr` → `|a: &Args| expr`, so rustc checks the closure against the args struct and

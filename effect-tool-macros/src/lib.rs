@@ -138,7 +138,12 @@ use syn::spanned::Spanned;
 /// - `IssueRefundArgs`: a struct with one public field per argument (serde + schemars + Clone,
 ///   unknown fields rejected), with the function's visibility;
 /// - `IssueRefund`: a unit struct (the function's name in PascalCase) implementing
-///   `effect_tool::Tool`, with `Output`/`Error` the `Ok`/`Err` types of the return type.
+///   `effect_tool::Tool`, with `Output`/`Error` the `Ok`/`Err` types of the return type, with
+///   the function's visibility.
+///
+/// Both take the function's visibility: a `pub async fn` makes them `pub`, so its argument,
+/// output and error types must be `pub` too (else rustc's "private type `...` in public
+/// interface": make the type `pub`, or the function private).
 ///
 /// The names are the function's name in PascalCase, and that plus `Args`; pick the function's
 /// name so they do not clash with your own items.
@@ -223,6 +228,14 @@ pub fn tool(args: TokenStream, input: TokenStream) -> TokenStream {
 /// - `<Type><Method>` (e.g. `PaymentsRefund`), the tool type, holding an `Arc<Type>`, built
 ///   with `PaymentsRefund::new(arc)`;
 /// - `Type::<method>_tool(self: &Arc<Self>)` (e.g. `payments.refund_tool()`).
+///
+/// All three take the method's visibility: a `pub async fn refund` gives a `pub` tool type,
+/// args struct and `refund_tool()`, a private method private ones (usable in the module of the
+/// impl block only). So the argument and output types of a `pub` tool method must be `pub`
+/// too: the tool type's `Tool` impl names them, and a private one there is rustc's error
+/// "private type `...` in public interface". Make that type `pub`, or the method private
+/// (`async fn refund`) if the tool is only used in its own module. The value type itself (here
+/// `Payments`) may be less visible than its methods.
 ///
 /// In `recover = name` and `compensate = name`, a single name that is a `&self` method of the
 /// same impl block is called as that method (`self.name(ctx, args)`); any other path is called

@@ -99,6 +99,9 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
                         "make the key from the arguments that identify the effect, not from sensitive ones",
                     );
                 }
+                if !sensitive.is_empty() {
+                    key_reads_fields_only(cx, closure, func);
+                }
                 let injected: Vec<String> = func.injected.iter().map(|a| unraw(&a.ident)).collect();
                 for (name, span) in field_reads(closure.body.to_token_stream(), &injected) {
                     cx.error(
@@ -214,6 +217,100 @@ fn key_field_serde(cx: &Ctxt, name: &str, arg: &crate::ast::Arg) {
             format!("remove the `skip` from `{name}`, or key on other arguments"),
         );
     }
+}
+
+/// The key closure of a tool with `#[sensitive]` arguments must show which fields it reads:
+/// its parameter may only appear as `a.field` (a field read, not a method call), so that
+/// [`field_reads`] sees every field the key depends on. Anything else (`helper(a)`, `&a`,
+/// `a.clone()`, `format!("{a}")`, a destructuring pattern) hands the whole arguments, sensitive
+/// fields included, to code the macro cannot read, and is refused. This is a rule about the
+/// tokens, and it is sound: the parameter is the only way the closure can reach the arguments.
+fn key_reads_fields_only(cx: &Ctxt, closure: &syn::ExprClosure, func: &ToolFn) {
+    let Some(first) = closure.inputs.first() else { return };
+    let sensitive: Vec<String> = func
+        .args
+        .iter()
+        .filter(|a| a.sensitive.is_some())
+        .map(|a| unraw(&a.ident))
+        .collect();
+    let which = match sensitive.as_slice() {
+        [one] => format!("the `#[sensitive]` argument `{one}`"),
+        many => format!(
+            "the `#[sensitive]` arguments {}",
+            symbol::list(&many.iter().map(String::as_str).collect::<Vec<_>>())
+        ),
+    };
+    // A field the key may read, for the examples.
+    let field = func
+        .args
+        .iter()
+        .find(|a| a.sensitive.is_none())
+        .map_or_else(|| "id".to_owned(), |a| unraw(&a.ident));
+    let pat = match first {
+        syn::Pat::Type(t) => &*t.pat,
+        other => other,
+    };
+    let param = match pat {
+        syn::Pat::Wild(_) => return,
+        syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => pi.ident.to_string(),
+        other => {
+            cx.error_spanned(
+                other,
+                format!("the key closure destructures the arguments: this tool has {which}, which must never reach a key, and the macro can only check fields read by name (`a.{field}`)"),
+                format!("take the arguments as one name and read the fields the key is made of: `key = |a| format!(\"...:{{}}\", a.{field})`"),
+            );
+            return;
+        }
+    };
+    for span in whole_uses(closure.body.to_token_stream(), &param) {
+        cx.error(
+            span,
+            format!("the key closure uses `{param}` whole, so the key could depend on {which}, which must never reach a key (keys are stored in the journal and shown to operators); the macro can only check fields read by name (`{param}.{field}`)"),
+            format!("read the fields the key is made of: `key = |{param}| format!(\"...:{{}}\", {param}.{field})`; a helper takes those fields, not `{param}`: `key = |{param}| make_key(&{param}.{field})`"),
+        );
+    }
+}
+
+/// The spans where the closure parameter `param` is used other than as `param.field` (a field
+/// read): passed on, borrowed, a method called on it, or named in a format string (`"{a}"`).
+fn whole_uses(tokens: proc_macro2::TokenStream, param: &str) -> Vec<Span> {
+    use proc_macro2::{Spacing, TokenTree};
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    let is_punct = |t: Option<&TokenTree>, c: char| matches!(t, Some(TokenTree::Punct(p)) if p.as_char() == c);
+    let mut found = Vec::new();
+    for (i, tt) in tokens.iter().enumerate() {
+        match tt {
+            TokenTree::Group(g) => found.extend(whole_uses(g.stream(), param)),
+            TokenTree::Literal(lit) => {
+                // Inline format arguments: `format!("{a}")`, `"{a:?}"`.
+                let text = lit.to_string();
+                if text.contains(&format!("{{{param}}}")) || text.contains(&format!("{{{param}:")) {
+                    found.push(lit.span());
+                }
+            }
+            TokenTree::Ident(ident) if ident == param => {
+                // `x.a` (a field of something else), `path::a` and a lifetime `'a` are not the
+                // parameter; `..a` (a range) and `S { f: a }` are.
+                let prev = i.checked_sub(1).and_then(|j| tokens.get(j));
+                let joint_before = |c: char| matches!(i.checked_sub(2).and_then(|j| tokens.get(j)), Some(TokenTree::Punct(p)) if p.as_char() == c && p.spacing() == Spacing::Joint);
+                if (is_punct(prev, '.') && !joint_before('.'))
+                    || (is_punct(prev, ':') && joint_before(':'))
+                    || is_punct(prev, '\'')
+                {
+                    continue;
+                }
+                let dot = matches!(tokens.get(i + 1), Some(TokenTree::Punct(p)) if p.as_char() == '.' && p.spacing() == Spacing::Alone);
+                let field = matches!(tokens.get(i + 2), Some(TokenTree::Ident(_)));
+                let call = matches!(tokens.get(i + 3), Some(TokenTree::Group(g)) if g.delimiter() == proc_macro2::Delimiter::Parenthesis)
+                    || is_punct(tokens.get(i + 3), ':');
+                if !(dot && field && !call) {
+                    found.push(ident.span());
+                }
+            }
+            _ => {}
+        }
+    }
+    found
 }
 
 /// Every `.name` in `tokens` where `name` is one of `names` (field reads of secret arguments).

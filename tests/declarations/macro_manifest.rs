@@ -1,7 +1,7 @@
 //! The manifest of a toolkit as a committed snapshot: the test to copy into your own crate.
 //!
 //! Every tool's name, class, key rule (as written), window, ttl, timeout, approval, hooks,
-//! sensitive fields and retry limits, one line per tool, sorted. Change a declaration and this test fails
+//! sensitive fields, values taken from the run (`#[secret]`) and retry limits, one line per tool, sorted. Change a declaration and this test fails
 //! with the one line that changed; re-bless with `UPDATE_SNAPSHOTS=1 cargo test --test
 //! macro_manifest` and the diff of `tests/snapshots/tools.manifest` shows the reviewer exactly
 //! what running that tool twice now does. (`effect-tool manifest FILE --check COMMITTED` does the
@@ -60,12 +60,20 @@ async fn send_email(to: String, subject: String, #[sensitive] smtp_password: Str
 
 pub struct Payments;
 
+/// The payment provider's API key: the application gives it to the run, the model never sees it.
+pub struct StripeKey(pub String);
+
 #[tools]
 impl Payments {
     /// Charge an invoice.
     #[tool(effect = "irreversible", name = "charge_invoice", key = |a| a.invoice_id.clone(), approval = "finance")]
-    pub async fn charge(&self, ctx: &EffectCtx, invoice_id: String) -> Result<String, ToolError> {
-        Ok(format!("{}:{invoice_id}", ctx.run_id()))
+    pub async fn charge(
+        &self,
+        ctx: &EffectCtx,
+        invoice_id: String,
+        #[secret] stripe: &StripeKey,
+    ) -> Result<String, ToolError> {
+        Ok(format!("{}:{invoice_id}:{}", ctx.run_id(), stripe.0.len()))
     }
 }
 

@@ -120,8 +120,9 @@ impl Disposition {
 }
 
 impl std::fmt::Display for Disposition {
+    /// The name of [`Disposition::as_str`], honouring width and alignment (`{:<10}`).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -1270,5 +1271,18 @@ mod tests {
         }
         // The count and the process id do not mix: each has its own four bytes.
         assert_eq!(&super::fallback_instance(0, 7, 9)[8..], &[7, 0, 0, 0, 9, 0, 0, 0]);
+    }
+}
+
+#[cfg(test)]
+mod disposition_display {
+    use super::Disposition;
+
+    #[test]
+    fn width_and_alignment_are_honoured() {
+        assert_eq!(format!("{:<10}|", Disposition::Executed), "executed  |");
+        assert_eq!(format!("{:>10}|", Disposition::Replayed), "  replayed|");
+        assert_eq!(format!("{:.4}|", Disposition::Replayed), "repl|");
+        assert_eq!(Disposition::Executed.to_string(), Disposition::Executed.as_str());
     }
 }
