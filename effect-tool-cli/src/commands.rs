@@ -578,9 +578,11 @@ async fn approve(
 ) -> Result<(), CliError> {
     let by = who(by)?;
     let parked = store.get(key).await?.ok_or_else(|| not_found(key))?;
-    // Only a parked call has an input to approve: anything else is refused by the journal,
-    // with its own words (the record's state).
-    if parked.state != RecordState::AwaitingApproval {
+    // Only a parked call has an input to approve, and only by its role: anything else is
+    // refused by the journal, with its own words (the record's state, the role it needs),
+    // before anyone is asked to look at the input.
+    let needed = parked.approval_role.as_deref().unwrap_or_default();
+    if parked.state != RecordState::AwaitingApproval || (!needed.is_empty() && needed != role) {
         store.approve(key, &by, role, &parked.fingerprint).await?;
         return Ok(());
     }
