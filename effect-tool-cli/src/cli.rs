@@ -63,12 +63,21 @@ pub enum Command {
     /// happen), give the right verdict with --amend.
     Resolve(ResolveArgs),
     /// Approve a call awaiting approval: its next call runs it.
+    ///
+    /// An approval is for the input you were shown: the command prints the parked input, and
+    /// approves it only if --fingerprint names it (as `effect-tool show KEY` prints it; its
+    /// first 16 hex digits are enough). When the model called the key again with other
+    /// arguments after you looked, nothing is approved and the new input is shown. Without
+    /// --fingerprint, it asks on a terminal, and refuses when stdin is not one.
     Approve {
         /// The effect key.
         key: String,
         /// The role you approve as; it must be the role the tool asks for.
         #[arg(long = "as", value_name = "ROLE")]
         role: String,
+        /// The fingerprint of the input you approve, or its first 16 or more hex digits.
+        #[arg(long, value_name = "HEX")]
+        fingerprint: Option<String>,
         /// Who approves (recorded in the audit trail).
         #[arg(long, env = "USER", value_name = "NAME")]
         by: Option<String>,

@@ -23,6 +23,8 @@ pub struct Io<'a> {
     pub out: &'a mut dyn Write,
     /// Whether standard output is a terminal (`canon` adds a newline only then).
     pub terminal: bool,
+    /// Whether standard input is a terminal (`approve` without `--fingerprint` asks only then).
+    pub stdin_terminal: bool,
 }
 
 /// The lease of a manual compensation's claim (it is completed right away).
@@ -64,7 +66,12 @@ where
                 Command::List(args) => list(&*store, args, json, io).await,
                 Command::Show { key } => show(&*store, &key, json, io).await,
                 Command::Resolve(args) => resolve(&*store, args, json, io).await,
-                Command::Approve { key, role, by } => approve(&*store, &key, &role, by, json, io).await,
+                Command::Approve {
+                    key,
+                    role,
+                    fingerprint,
+                    by,
+                } => approve(&*store, &key, &role, fingerprint, by, json, io).await,
                 Command::Deny { key, reason, by } => deny(&*store, &key, reason, by, json, io).await,
                 Command::Abandon(args) => abandon(&*store, args, json, io).await,
                 Command::Gc { dry_run } => gc(&*store, dry_run, json, io).await,
@@ -487,8 +494,9 @@ fn next_step(rec: &EffectRecord, now: i64) -> Option<String> {
         ))
     } else if rec.state == RecordState::AwaitingApproval {
         let role = shell_quote(rec.approval_role.as_deref().unwrap_or("ROLE"));
+        let fingerprint = shell_quote(&rec.fingerprint);
         Some(format!(
-            "  effect-tool approve {k} --as {role}\n  effect-tool deny {k} --reason '<why>'\n"
+            "  effect-tool approve {k} --as {role} --fingerprint {fingerprint}\n  effect-tool deny {k} --reason '<why>'\n"
         ))
     } else {
         None
@@ -554,16 +562,77 @@ async fn resolve(store: &dyn Store, args: ResolveArgs, json: bool, io: &mut Io<'
     write(io.out, &line)
 }
 
+/// How many leading hex digits of a fingerprint `approve --fingerprint` needs at least. The
+/// model chooses the input, so it can try inputs until one's fingerprint starts like the one a
+/// person saw: 8 hex digits take it about 2^32 tries, 16 about 2^64, which is out of reach.
+pub const MIN_FINGERPRINT_PREFIX: usize = 16;
+
 async fn approve(
     store: &dyn Store,
     key: &str,
     role: &str,
+    fingerprint: Option<String>,
     by: Option<String>,
     json: bool,
     io: &mut Io<'_>,
 ) -> Result<(), CliError> {
     let by = who(by)?;
-    let rec = store.approve(key, &by, role).await?;
+    let parked = store.get(key).await?.ok_or_else(|| not_found(key))?;
+    // Only a parked call has an input to approve, and only by its role: anything else is
+    // refused by the journal, with its own words (the record's state, the role it needs),
+    // before anyone is asked to look at the input.
+    let needed = parked.approval_role.as_deref().unwrap_or_default();
+    if parked.state != RecordState::AwaitingApproval || (!needed.is_empty() && needed != role) {
+        store.approve(key, &by, role, &parked.fingerprint).await?;
+        return Ok(());
+    }
+    let bound = effect_tool_core::key::bound_fields(&parked.input);
+    let shown = format!(
+        "{} waits for approval by role `{}`; its input (fingerprint {}):\n{}{}",
+        clean(key),
+        clean(parked.approval_role.as_deref().unwrap_or_default()),
+        parked.fingerprint,
+        indent(&pretty(&parked.input)),
+        if bound.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "sensitive (not shown, and bound: the approval is for these values only): {}\n",
+                clean(&bound.join(", "))
+            )
+        }
+    );
+    let approved_fingerprint = match fingerprint {
+        Some(prefix) => {
+            let known = known_fingerprints(store, &parked).await?;
+            let full = expand_fingerprint(&prefix, &known)?;
+            if !json {
+                write(io.out, &shown)?;
+            }
+            // The journal compares it with the input parked at the moment of the approval.
+            full
+        }
+        None if !io.stdin_terminal => {
+            if !json {
+                write(io.out, &shown)?;
+            }
+            return Err(CliError::Usage(format!(
+                "not approved: an approval names the input it is for, and stdin is not a terminal to ask on; if the input above is the one to approve, run again with --fingerprint {}",
+                &parked.fingerprint[..MIN_FINGERPRINT_PREFIX.min(parked.fingerprint.len())]
+            )));
+        }
+        None => {
+            write(io.out, &shown)?;
+            write(io.out, &format!("approve this input as `{}`? [y/N] ", clean(role)))?;
+            io.out.flush().map_err(|e| CliError::Store(format!("cannot write the question: {e}")))?;
+            let answer = read_line(io)?;
+            if !matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
+                return Err(CliError::Refused(format!("not approved: {} still waits", clean(key))));
+            }
+            parked.fingerprint.clone()
+        }
+    };
+    let rec = store.approve(key, &by, role, &approved_fingerprint).await?;
     if json {
         return write_json(io.out, &record_json(&rec));
     }
@@ -577,6 +646,66 @@ async fn approve(
             clean(&rec.tool)
         ),
     )
+}
+
+/// One line from stdin (the answer to a question).
+fn read_line(io: &mut Io<'_>) -> Result<String, CliError> {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        match io.stdin.read(&mut byte) {
+            Ok(0) => break,
+            Ok(_) if byte[0] == b'\n' => break,
+            Ok(_) => line.push(byte[0]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(CliError::Usage(format!("cannot read the answer from stdin: {e}"))),
+        }
+    }
+    Ok(String::from_utf8_lossy(&line).into_owned())
+}
+
+/// The fingerprints of the inputs seen under the record's key: the parked one, and those its
+/// audit trail names (approved earlier, voided). A prefix must name exactly one of them.
+async fn known_fingerprints(store: &dyn Store, parked: &EffectRecord) -> Result<Vec<String>, CliError> {
+    let mut known = vec![parked.fingerprint.clone()];
+    for entry in store.audit(Some(&parked.key)).await? {
+        let Some(detail) = &entry.detail else { continue };
+        for field in ["fingerprint", "approved_fingerprint"] {
+            if let Some(f) = detail.get(field).and_then(Value::as_str)
+                && !known.iter().any(|k| k == f)
+            {
+                known.push(f.to_owned());
+            }
+        }
+    }
+    Ok(known)
+}
+
+/// The full fingerprint `prefix` names among `known` (the parked input's first): refused when
+/// it is not hex, shorter than [`MIN_FINGERPRINT_PREFIX`], or names more than one. A prefix of
+/// none of them is passed on whole, for the journal to refuse with the input parked now.
+fn expand_fingerprint(prefix: &str, known: &[String]) -> Result<String, CliError> {
+    let prefix = prefix.trim().to_ascii_lowercase();
+    if prefix.is_empty() || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(CliError::Usage(format!(
+            "--fingerprint `{}` is not hex: give the fingerprint `effect-tool show KEY` prints, or its first {MIN_FINGERPRINT_PREFIX} or more digits",
+            clean(&prefix)
+        )));
+    }
+    if prefix.len() < MIN_FINGERPRINT_PREFIX {
+        return Err(CliError::Usage(format!(
+            "--fingerprint `{prefix}` is too short to name one input: give at least its first {MIN_FINGERPRINT_PREFIX} hex digits (the model chooses the input, and can make one whose fingerprint starts the same for a shorter prefix)"
+        )));
+    }
+    let matching: Vec<&String> = known.iter().filter(|k| k.starts_with(&prefix)).collect();
+    match matching[..] {
+        [one] => Ok(one.clone()),
+        [] => Ok(prefix),
+        _ => Err(CliError::Usage(format!(
+            "--fingerprint `{prefix}` is ambiguous: it begins {} of the inputs seen under this key; give more digits",
+            matching.len()
+        ))),
+    }
 }
 
 async fn deny(

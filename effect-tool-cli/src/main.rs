@@ -25,11 +25,13 @@ fn main() -> ExitCode {
     let stdout = std::io::stdout();
     let terminal = stdout.is_terminal();
     let mut out = stdout.lock();
+    let stdin_terminal = std::io::stdin().is_terminal();
     let mut stdin = std::io::stdin().lock();
     let mut io = Io {
         stdin: &mut stdin,
         out: &mut out,
         terminal,
+        stdin_terminal,
     };
     let result = runtime.block_on(effect_tool_cli::run(cli, &mut io));
     let flushed = out.flush();

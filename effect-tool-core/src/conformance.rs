@@ -1184,10 +1184,10 @@ pub mod cases {
             ));
         }
         assert!(matches!(
-            s.approve(&ok, "mallory", "intern").await,
+            s.approve(&ok, "mallory", "intern", &needs.fingerprint).await,
             Err(StoreError::Rejected(Rejected::WrongRole { .. }))
         ));
-        let rec = s.approve(&ok, "carol", "finance").await.unwrap();
+        let rec = s.approve(&ok, "carol", "finance", &needs.fingerprint).await.unwrap();
         assert_eq!(rec.state, RecordState::Approved);
         assert_eq!(s.get(&ok).await.unwrap().unwrap().state, RecordState::Approved);
         let (attempt, _) = claimed(s.claim(&ok, needs.clone(), 30_000, false).await.unwrap());
@@ -1207,7 +1207,7 @@ pub mod cases {
             other => panic!("denial sticks, got {other:?}"),
         }
         assert!(matches!(
-            s.approve(&no, "carol", "finance").await,
+            s.approve(&no, "carol", "finance", &needs.fingerprint).await,
             Err(StoreError::Rejected(Rejected::InvalidState { .. }))
         ));
         let trail = s.audit(Some(&ok)).await.unwrap();
@@ -1247,7 +1247,7 @@ pub mod cases {
             s.claim(&k, shown.clone(), 30_000, false).await.unwrap(),
             OpOutcome::AwaitingApproval(_)
         ));
-        s.approve(&k, "dana", "finance").await.unwrap();
+        s.approve(&k, "dana", "finance", &shown.fingerprint).await.unwrap();
         // Another input: parked again, for itself, with nobody's approval on it.
         match s.claim(&k, other.clone(), 30_000, false).await.unwrap() {
             OpOutcome::AwaitingApproval(r) => {
@@ -1282,8 +1282,21 @@ pub mod cases {
         assert_eq!(voided["approved_fingerprint"], json!(shown.fingerprint));
         assert_eq!(voided["fingerprint"], json!(other.fingerprint));
 
+        // A person still looking at the first input approves it (a stale page): refused, the
+        // new input shown, nothing approved or audited.
+        match s.approve(&k, "dana", "finance", &shown.fingerprint).await {
+            Err(StoreError::Rejected(e @ Rejected::InputChanged { .. })) => {
+                let text = e.to_string();
+                assert!(text.contains("input changed") && text.contains("9999999"), "{text}");
+                assert!(text.contains(&other.fingerprint), "{text}");
+            }
+            other => panic!("an approval of the input shown before must be refused, got {other:?}"),
+        }
+        assert_eq!(s.get(&k).await.unwrap().unwrap().state, RecordState::AwaitingApproval);
+        assert_eq!(s.audit(Some(&k)).await.unwrap().len(), 2, "the refusal left no entry");
+
         // Approved for that input, but older than the claim's approval ttl: parked again.
-        s.approve(&k, "erin", "finance").await.unwrap();
+        s.approve(&k, "erin", "finance", &other.fingerprint).await.unwrap();
         tokio::time::sleep(Duration::from_millis(5)).await;
         let stale = Intent {
             approval_ttl_ms: Some(1),
@@ -1306,7 +1319,7 @@ pub mod cases {
         );
 
         // Approved within the ttl: the claim runs with the approver on it, once.
-        s.approve(&k, "erin", "finance").await.unwrap();
+        s.approve(&k, "erin", "finance", &other.fingerprint).await.unwrap();
         let (attempt, _) = claimed(s.claim(&k, other.clone(), 30_000, false).await.unwrap());
         let rec = s.get(&k).await.unwrap().unwrap();
         assert_eq!(
@@ -1322,7 +1335,7 @@ pub mod cases {
 
         // A stale approved claim taken over: the same input continues (the approver stays on
         // it), another input that needs approval waits for a person.
-        s.approve(&k, "erin", "finance").await.unwrap();
+        s.approve(&k, "erin", "finance", &other.fingerprint).await.unwrap();
         let (attempt, _) = claimed(s.claim(&k, other.clone(), 1, false).await.unwrap());
         tokio::time::sleep(Duration::from_millis(5)).await;
         match s.claim(&k, shown.clone(), 30_000, true).await.unwrap() {
@@ -1880,7 +1893,13 @@ pub mod cases {
         let key = report.key.expect("a journaled call has a key");
         assert!(!key.contains(SECRET));
         let rec = h.store().get(&key).await.unwrap().expect("recorded");
-        assert_eq!(rec.input, json!({"order_id": "ord_9"}), "the secret field is left out");
+        assert_eq!(rec.input["order_id"], json!("ord_9"));
+        assert_eq!(
+            crate::key::bound_fields(&rec.input),
+            ["card_number"],
+            "the secret field's value is left out, bound by its keyed digest: {}",
+            rec.input
+        );
         for rec in h.store().list(&Filter::all()).await.unwrap() {
             let text = serde_json::to_string(&(rec.input, rec.output, rec.reason)).unwrap();
             assert!(!text.contains(SECRET), "{text}");

@@ -113,7 +113,8 @@ impl<T: Tool> DynTool for T {
             };
             // The values the tool takes from the run: the application gives them again.
             crate::tool::check_values::<T>(&ctx.run).map_err(|e| e.map_tool_error(|e| e.to_string()))?;
-            let args: T::Args = serde_json::from_value(args).map_err(|e| {
+            // The journal binds sensitive values by their digests: the tool is given none.
+            let args: T::Args = serde_json::from_value(crate::key::unbind(args, T::SENSITIVE)).map_err(|e| {
                 let sensitive = if T::SENSITIVE.is_empty() {
                     String::new()
                 } else {

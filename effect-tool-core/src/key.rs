@@ -10,13 +10,38 @@
 //! | `cross-run` | `<tool>:<hash>` | `k` |
 //!
 //! A `thread` window on a run without a thread id falls back to the run.
+//!
+//! # Sensitive values: left out of the key, bound by the fingerprint
+//!
+//! A `#[sensitive]` field's value is never journaled, and never part of the key (keys are
+//! portable: the same call has the same key on every journal). But an approval must bind it:
+//! a person who approved a transfer approved it to one account, and a call that swaps the
+//! account must not run on that approval. So the input the engine journals (and fingerprints)
+//! holds, in place of each sensitive value, its keyed digest ([`SENSITIVE_FIELD`]):
+//!
+//! ```text
+//! {"amount": 100, "iban": {"$sensitive": "hmac-sha256:<64 hex digits>"}}
+//! ```
+//!
+//! The digest is HMAC-SHA256 of the field's name and canonical value under the journal's
+//! secret ([`Store::marker_secret`](crate::Store::marker_secret), the one markers are signed
+//! with), so a reader of the journal learns that the field was given and when it changed, not
+//! its value (a card number cannot be found by trying candidates without the secret). A
+//! changed sensitive value changes the fingerprint: an approval given for the other value is
+//! voided and the call parks again. A journal that keeps no secret (a custom store whose
+//! `marker_secret` is `None`, and no [`Engine::with_marker_secret`](crate::Engine::with_marker_secret))
+//! binds under a secret random to the process ([`identify`] without a secret does the same):
+//! an approval is then honoured only by the process that computed its fingerprint, and a call
+//! made by another process parks again for its own approval.
 
+use hmac::{Hmac, Mac};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::canonical;
 use crate::class::Window;
 use crate::context::RunContext;
+use crate::marker::MarkerSecret;
 use crate::tool::KeyRule;
 
 /// Lowercase hex SHA-256 of `bytes`.
@@ -42,6 +67,81 @@ pub fn redact(mut args: Value, secrets: &[&str]) -> Value {
         }
     }
     args
+}
+
+/// The name of the one field of the object that stands for a sensitive value in a journaled
+/// input: `{"$sensitive": "hmac-sha256:<hex>"}` (see the module docs).
+pub const SENSITIVE_FIELD: &str = "$sensitive";
+
+/// What the digest of a sensitive value covers before its field's name, so that it means "a
+/// sensitive value" and nothing else (not a marker's MAC under the same secret).
+const SENSITIVE_CONTEXT: &[u8] = b"effect-tool sensitive value v1\n";
+
+/// The secret sensitive values are bound under when the journal keeps none: random, once per
+/// process.
+fn process_secret() -> &'static MarkerSecret {
+    static SECRET: std::sync::OnceLock<MarkerSecret> = std::sync::OnceLock::new();
+    SECRET.get_or_init(|| {
+        MarkerSecret::random().unwrap_or_else(|e| panic!("no secret to bind sensitive values under: {e}"))
+    })
+}
+
+/// `args` as the engine journals and fingerprints it: each sensitive top-level field (by
+/// serialized name) that is present holds, instead of its value, the value's keyed digest
+/// under `secret` (`None`: a secret random to this process), as
+/// `{"$sensitive": "hmac-sha256:<hex>"}`. The value itself is gone. See the module docs.
+pub fn bind(mut args: Value, sensitive: &[&str], secret: Option<&MarkerSecret>) -> Value {
+    if sensitive.is_empty() {
+        return args;
+    }
+    let secret = secret.unwrap_or_else(|| process_secret());
+    if let Value::Object(map) = &mut args {
+        for name in sensitive {
+            if let Some(value) = map.get_mut(*name) {
+                // HMAC takes a key of any length: this cannot fail.
+                let mut mac =
+                    <Hmac<Sha256> as Mac>::new_from_slice(secret.as_bytes()).unwrap_or_else(|_| unreachable!());
+                mac.update(SENSITIVE_CONTEXT);
+                mac.update(name.as_bytes());
+                mac.update(b"\n");
+                mac.update(canonical::to_string(value).as_bytes());
+                let digest = mac.finalize().into_bytes();
+                let mut hex = String::with_capacity(64 + 12);
+                hex.push_str("hmac-sha256:");
+                for b in digest {
+                    hex.push_str(&format!("{b:02x}"));
+                }
+                *value = serde_json::json!({ SENSITIVE_FIELD: hex });
+            }
+        }
+    }
+    args
+}
+
+/// The names of the top-level fields of a journaled `input` that stand for a sensitive value
+/// ([`bind`]): what an approver is told was given, and is bound, without being shown.
+pub fn bound_fields(input: &Value) -> Vec<&str> {
+    let Value::Object(map) = input else { return Vec::new() };
+    map.iter()
+        .filter(|(_, v)| matches!(v, Value::Object(o) if o.len() == 1 && o.get(SENSITIVE_FIELD).is_some_and(Value::is_string)))
+        .map(|(k, _)| k.as_str())
+        .collect()
+}
+
+/// `input` (a journaled input) without its bound sensitive fields ([`bind`]), as the tool's
+/// arguments were before sensitive values were bound: what a compensation is given.
+pub fn unbind(mut input: Value, sensitive: &[&str]) -> Value {
+    if let Value::Object(map) = &mut input {
+        for name in sensitive {
+            if map
+                .get(*name)
+                .is_some_and(|v| matches!(v, Value::Object(o) if o.contains_key(SENSITIVE_FIELD)))
+            {
+                map.remove(*name);
+            }
+        }
+    }
+    input
 }
 
 /// `message` (an error text about `args`, such as serde's "invalid type: string \"4111...\"")
@@ -188,6 +288,52 @@ mod tests {
         );
     }
 
+    /// A sensitive value is left out of the key and bound by the fingerprint: another value is
+    /// the same key and another fingerprint; the journaled input holds its keyed digest, which
+    /// depends on the secret, and never the value.
+    #[test]
+    fn sensitive_values_bind_the_fingerprint_not_the_key() {
+        #[derive(Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+        struct Args {
+            amount: u64,
+            iban: String,
+        }
+        struct Transfer;
+        impl crate::Tool for Transfer {
+            type Args = Args;
+            type Output = ();
+            type Error = crate::ToolError;
+            const NAME: &'static str = "transfer";
+            const CLASS: crate::EffectClass = crate::EffectClass::Irreversible;
+            const SENSITIVE: &'static [&'static str] = &["iban"];
+            async fn call(&self, _ctx: &crate::EffectCtx, _args: Args) -> Result<(), crate::ToolError> {
+                Ok(())
+            }
+        }
+        let run = RunContext::new("r1");
+        let secret = MarkerSecret::from_bytes([7; 32]);
+        let to = |iban: &str| Args {
+            amount: 100,
+            iban: iban.to_owned(),
+        };
+        let ours = identify_with(&Transfer, &run, &to("DE00 1111"), Some(&secret)).unwrap();
+        let theirs = identify_with(&Transfer, &run, &to("DE99 6666"), Some(&secret)).unwrap();
+        assert_eq!(ours.key, theirs.key, "keys leave sensitive values out");
+        assert_ne!(ours.fingerprint, theirs.fingerprint, "the fingerprint binds them");
+        assert_eq!(
+            ours.fingerprint,
+            identify_with(&Transfer, &run, &to("DE00 1111"), Some(&secret)).unwrap().fingerprint
+        );
+        assert_eq!(bound_fields(&ours.input), ["iban"]);
+        assert!(!ours.input.to_string().contains("1111"), "{}", ours.input);
+        let other_secret = MarkerSecret::from_bytes([8; 32]);
+        let elsewhere = identify_with(&Transfer, &run, &to("DE00 1111"), Some(&other_secret)).unwrap();
+        assert_ne!(elsewhere.input, ours.input, "the digest is keyed by the journal's secret");
+        assert_eq!(elsewhere.key, ours.key);
+        // A compensation is given the arguments without the digests.
+        assert_eq!(unbind(ours.input.clone(), <Transfer as crate::Tool>::SENSITIVE), json!({"amount": 100}));
+    }
+
     #[test]
     fn field_keys_ignore_other_fields() {
         let run = RunContext::new("r1");
@@ -207,39 +353,69 @@ mod tests {
     }
 }
 
-/// Everything the engine journals a call under: its key, the fingerprint and the redacted input.
+/// Everything the engine journals a call under: its key, the fingerprint and the journaled input.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallIdentity {
-    /// The effect key.
+    /// The effect key (sensitive values left out).
     pub key: String,
-    /// SHA-256 hex of the canonical redacted input.
+    /// SHA-256 hex of the canonical journaled input (sensitive values bound by their digests).
     pub fingerprint: String,
-    /// The input with secret fields removed (what is stored).
+    /// The input as it is journaled: secret fields removed, sensitive values replaced by their
+    /// keyed digests ([`bind`]).
     pub input: Value,
     /// Whether the key comes from a declared rule (`key = ...` or `key(...)`) rather than the
     /// default hash of the whole input.
     pub keyed: bool,
 }
 
-/// The identity of a call of `tool` with `args` in `run`: exactly what the engine computes, for
-/// tools, tests and operators that need the key before (or without) calling.
+/// The identity of a call of `tool` with `args` in `run`: the key exactly as the engine
+/// computes it, for tools, tests and operators that need the key before (or without) calling.
+///
+/// The fingerprint and input bind sensitive values under a secret random to this process (see
+/// the module docs): for a tool with `#[sensitive]` fields, use [`identify_with`] and the
+/// journal's secret ([`Engine::marker_secret`](crate::Engine::marker_secret)) for the
+/// fingerprint the engine journals. For other tools both agree.
 ///
 /// Fails when `args` do not serialize, or hold an integer beyond ±(2^53 − 1) (see
 /// [`canonical`]'s "Integers" section): the error names its path and says to send it as a string.
 pub fn identify<T: crate::Tool>(tool: &T, run: &RunContext, args: &T::Args) -> Result<CallIdentity, serde_json::Error> {
-    let input = redact(serde_json::to_value(args)?, T::SENSITIVE);
+    identify_with(tool, run, args, None)
+}
+
+/// [`identify`], sensitive values bound under `secret` (the journal's, as the engine does;
+/// `None`: a secret random to this process).
+pub fn identify_with<T: crate::Tool>(
+    tool: &T,
+    run: &RunContext,
+    args: &T::Args,
+    secret: Option<&MarkerSecret>,
+) -> Result<CallIdentity, serde_json::Error> {
+    let value = serde_json::to_value(args)?;
+    let bound = (!T::SENSITIVE.is_empty() && matches!(&value, Value::Object(m) if T::SENSITIVE.iter().any(|s| m.contains_key(*s))))
+        .then(|| bind(value.clone(), T::SENSITIVE, secret));
+    let input = redact(value, T::SENSITIVE);
     // One walk makes the canonical form and refuses an integer RFC 8785 would round into
     // another one's key (refused, not merged).
     let canonical = canonical::try_to_string(&input).map_err(<serde_json::Error as serde::ser::Error>::custom)?;
     let custom = tool.key(args);
     let keyed = custom.is_some() || T::KEY_RULE != KeyRule::Default;
-    let fingerprint = sha256_hex(canonical.as_bytes());
-    let CallKey { key, fingerprint } =
-        with_fingerprint(T::KEY_RULE, T::WINDOW, run, T::NAME, &input, fingerprint, custom);
+    let hash = sha256_hex(canonical.as_bytes());
+    let CallKey { key, fingerprint } = with_fingerprint(T::KEY_RULE, T::WINDOW, run, T::NAME, &input, hash, custom);
+    // The key leaves sensitive values out; the fingerprint (and what is journaled) binds them.
+    let (fingerprint, input) = match bound {
+        Some(bound) => (fingerprint_bound(&bound), bound),
+        None => (fingerprint, input),
+    };
     Ok(CallIdentity {
         key,
         fingerprint,
         input,
         keyed,
     })
+}
+
+/// The fingerprint of a journaled input whose sensitive values are bound (its canonical form
+/// was checked while the key was made, without them; the digests are plain strings).
+fn fingerprint_bound(bound: &Value) -> String {
+    fingerprint(bound)
 }

@@ -362,12 +362,17 @@ pub enum Op {
         /// The corrected verdict.
         verdict: Verdict,
     },
-    /// A person approves a call awaiting approval.
+    /// A person approves a call awaiting approval: the input they were shown, named by its
+    /// fingerprint. Refused ([`Rejected::InputChanged`]) when the parked input is another one
+    /// (the model called the key again with other arguments after the person looked).
     Approve {
         /// Who.
         by: String,
         /// The role they approve as; must match the record's role.
         role: String,
+        /// The fingerprint ([`EffectRecord::fingerprint`]) of the input the person was shown
+        /// and approves: the whole 64 hex digits, compared exactly.
+        fingerprint: String,
     },
     /// A person denies a call awaiting approval.
     Deny {
@@ -435,7 +440,11 @@ impl Op {
         let (actor, action, detail) = match self {
             Op::Resolve { by, verdict } => (by, "resolve", serde_json::to_value(verdict).ok()),
             Op::Amend { by, verdict } => (by, "amend", serde_json::to_value(verdict).ok()),
-            Op::Approve { by, role } => (by, "approve", Some(serde_json::json!({ "role": role }))),
+            Op::Approve { by, role, fingerprint } => (
+                by,
+                "approve",
+                Some(serde_json::json!({ "role": role, "fingerprint": fingerprint })),
+            ),
             Op::Deny { by, reason } => (by, "deny", Some(serde_json::json!({ "reason": reason }))),
             Op::MarkCompensated { by } => (by, "compensate", None),
             _ => return None,
@@ -540,6 +549,23 @@ pub enum Rejected {
         /// The role needed.
         needed: String,
     },
+    /// An approval named another input than the one parked under the key: the model called
+    /// the key again with other arguments after the person was shown the call. Nothing was
+    /// approved; the person looks at the new input and approves it by its own fingerprint,
+    /// or denies it.
+    #[error(
+        "cannot approve `{key}`: its input changed after you were shown it, so nothing was approved (you approved the input with fingerprint {shown}; the input waiting now has fingerprint {fingerprint}: {input}); look at the new input, then approve it by its fingerprint or deny it"
+    )]
+    InputChanged {
+        /// The key.
+        key: String,
+        /// The fingerprint the approval named (of the input the person was shown).
+        shown: String,
+        /// The fingerprint of the input parked now.
+        fingerprint: String,
+        /// The input parked now (sensitive values left out, as in the record).
+        input: Value,
+    },
 }
 
 impl Rejected {
@@ -549,7 +575,8 @@ impl Rejected {
             Rejected::NotFound { key }
             | Rejected::Fenced { key, .. }
             | Rejected::InvalidState { key, .. }
-            | Rejected::WrongRole { key, .. } => key,
+            | Rejected::WrongRole { key, .. }
+            | Rejected::InputChanged { key, .. } => key,
         }
     }
 }
@@ -668,15 +695,11 @@ pub fn transition<'a, 'o>(
 ) -> Result<Transition, Rejected> {
     let op: std::borrow::Cow<'o, Op> = op.into();
     // A person's operation is audited with what it wrote (only those allocate an entry).
+    // An approval's entry names the fingerprint of the input it was for (checked equal to the
+    // record's by `decide`).
     let person = op.audit(key, now);
     let mut t = decide(key, current.into(), op, now)?;
-    if let (Some(rec), None, Some(mut entry)) = (&t.write, &t.audit, person) {
-        // An approval is for the exact input it was shown: keep that input's fingerprint.
-        if entry.action == "approve"
-            && let Some(Value::Object(detail)) = entry.detail.as_mut()
-        {
-            detail.insert("fingerprint".to_owned(), Value::String(rec.fingerprint.clone()));
-        }
+    if let (Some(_), None, Some(entry)) = (&t.write, &t.audit, person) {
         t.audit = Some(entry);
     }
     Ok(t)
@@ -961,10 +984,20 @@ fn decide<'o>(
             next.decided_by = Some(by);
             done(next)
         }
-        Op::Approve { by, role } => {
+        Op::Approve { by, role, fingerprint } => {
             let rec = existing(key, live)?;
             if rec.state != S::AwaitingApproval {
                 return invalid(rec, ": only calls awaiting approval can be approved");
+            }
+            // An approval is for the input the person was shown: another input parked under the
+            // key since (the model called again with other arguments) is not approved by it.
+            if *fingerprint != rec.fingerprint {
+                return Err(Rejected::InputChanged {
+                    key: key.to_owned(),
+                    shown: fingerprint.clone(),
+                    fingerprint: rec.fingerprint.clone(),
+                    input: rec.input.clone(),
+                });
             }
             let needed = rec.approval_role.as_deref().unwrap_or_default();
             if !needed.is_empty() && needed != role {
@@ -1323,10 +1356,13 @@ mod tests {
             });
         }
         for role in ["finance", "ops"] {
-            out.push(Op::Approve {
-                by: "bob".into(),
-                role: role.into(),
-            });
+            for fingerprint in ["f1", "f2"] {
+                out.push(Op::Approve {
+                    by: "bob".into(),
+                    role: role.into(),
+                    fingerprint: fingerprint.into(),
+                });
+            }
         }
         out.push(Op::Deny {
             by: "bob".into(),
@@ -1429,6 +1465,33 @@ mod tests {
 
     /// A person corrects their resolution, as often as needed: a wrong-shaped output, then
     /// `applied` when the effect did not happen, then back; each amendment is audited.
+    /// An approval names the input the person was shown: a stale one (the model re-parked
+    /// another input under the key) is refused, writes nothing, and shows the new input.
+    #[test]
+    fn an_approval_is_for_the_input_it_names() {
+        let mut parked = records()
+            .into_iter()
+            .find(|r| r.state == RecordState::AwaitingApproval && r.approval_role.is_some() && !r.is_stale(NOW))
+            .unwrap();
+        parked.input = serde_json::json!({ "amount": 9_999_999 });
+        let approve = |fingerprint: &str| Op::Approve {
+            by: "ana".into(),
+            role: "finance".into(),
+            fingerprint: fingerprint.into(),
+        };
+        match transition("k", Some(&parked), approve("f0"), NOW) {
+            Err(e @ Rejected::InputChanged { .. }) => {
+                let text = e.to_string();
+                assert!(text.contains("input changed") && text.contains("9999999"), "{text}");
+                assert!(text.contains("f0") && text.contains("f1"), "{text}");
+            }
+            other => panic!("a stale approval was not refused: {other:?}"),
+        }
+        let t = transition("k", Some(&parked), approve("f1"), NOW).unwrap();
+        assert_eq!(t.write.unwrap().state, RecordState::Approved);
+        assert_eq!(t.audit.unwrap().detail.unwrap()["fingerprint"], "f1");
+    }
+
     #[test]
     fn a_resolution_can_be_amended() {
         let typo = step(&in_doubt(), resolve("ana", applied(serde_json::json!("msg-1"))));

@@ -170,7 +170,16 @@ impl EffectHarness {
             .call_with_report(tool, &self.run, CallOptions::call_id(call_id), args.clone())
             .await;
         if let Err(EffectError::ApprovalPending(p)) = &report.result {
-            if let Err(e) = self.store.approve(&p.key, TEST_APPROVER, &p.role).await {
+            // The approver looks at the parked record and approves its input.
+            let parked = match self.store.get(&p.key).await {
+                Ok(Some(rec)) => rec,
+                other => panic!("the testing kit could not read the parked record `{}`: {other:?}", p.key),
+            };
+            if let Err(e) = self
+                .store
+                .approve(&p.key, TEST_APPROVER, &p.role, &parked.fingerprint)
+                .await
+            {
                 panic!("the testing kit could not approve `{}` as `{}`: {e}", p.key, p.role);
             }
             return engine
@@ -238,8 +247,18 @@ impl EffectHarness {
             fingerprint,
             input,
             ..
-        } = key::identify(tool, &self.run, &args)
-            .unwrap_or_else(|e| panic!("the arguments of `{}` do not serialize: {e}", T::NAME));
+        } = key::identify_with(
+            tool,
+            &self.run,
+            &args,
+            // The engine that takes over binds sensitive values under the journal's secret.
+            self.store
+                .marker_secret()
+                .await
+                .unwrap_or_else(|e| panic!("the testing kit could not read the journal's marker secret: {e}"))
+                .as_ref(),
+        )
+        .unwrap_or_else(|e| panic!("the arguments of `{}` do not serialize: {e}", T::NAME));
         let intent = Intent {
             tool: T::NAME.to_owned(),
             class: T::CLASS,

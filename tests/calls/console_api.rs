@@ -152,8 +152,20 @@ async fn an_operator_approves_a_parked_refund_and_resolves_an_email_in_doubt() {
     assert_eq!(shown["record"]["input"], 5000);
     assert_eq!(shown["state"], "awaiting-approval");
 
-    // Approving needs the tool's role; the requester cannot approve their own call.
-    let denied = post(addr, OLAF, "/api/approve", serde_json::json!({"key": refund_key})).await;
+    // Approving needs the tool's role; the requester cannot approve their own call. An
+    // approval names the input it approves (the fingerprint the page showed).
+    let fingerprint = shown["record"]["fingerprint"].clone();
+    let own_fingerprint = get(addr, IVY, &format!("/api/record?key={}", encode(&own_key)))
+        .await
+        .json()["record"]["fingerprint"]
+        .clone();
+    let denied = post(
+        addr,
+        OLAF,
+        "/api/approve",
+        serde_json::json!({"key": refund_key, "fingerprint": fingerprint}),
+    )
+    .await;
     assert_eq!(denied.status, 403, "{}", denied.body);
     assert!(
         denied.json()["error"]
@@ -161,12 +173,18 @@ async fn an_operator_approves_a_parked_refund_and_resolves_an_email_in_doubt() {
             .unwrap()
             .contains("needs role `manager`")
     );
-    let own_call = post(addr, MARIA, "/api/approve", serde_json::json!({"key": own_key})).await;
+    let own_call = post(
+        addr,
+        MARIA,
+        "/api/approve",
+        serde_json::json!({"key": own_key, "fingerprint": own_fingerprint}),
+    )
+    .await;
     assert_eq!(own_call.status, 403, "{}", own_call.body);
     assert!(own_call.json()["hint"].as_str().unwrap().contains("four eyes"));
     // A page of another site cannot act, even with maria's token in a script it runs.
     let auth = format!("Authorization: Bearer {MARIA}");
-    let body = serde_json::json!({"key": refund_key}).to_string();
+    let body = serde_json::json!({"key": refund_key, "fingerprint": fingerprint}).to_string();
     let forged = request(
         addr,
         "POST",
@@ -189,7 +207,13 @@ async fn an_operator_approves_a_parked_refund_and_resolves_an_email_in_doubt() {
     assert_eq!(form.status, 415, "{}", form.body);
     assert_eq!(bank.requests(), 0);
 
-    let approved = post(addr, MARIA, "/api/approve", serde_json::json!({"key": refund_key})).await;
+    let approved = post(
+        addr,
+        MARIA,
+        "/api/approve",
+        serde_json::json!({"key": refund_key, "fingerprint": fingerprint}),
+    )
+    .await;
     assert_eq!(approved.status, 200, "{}", approved.body);
     assert_eq!(approved.json()["record"]["state"], "approved");
     // The agent's next call runs the refund, once.

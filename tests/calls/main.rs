@@ -8,6 +8,7 @@
 mod common;
 
 mod approvals_bind;
+mod approvals_stale;
 mod console_api;
 mod console_browser;
 mod engine_cancellation;

@@ -400,7 +400,12 @@ async fn dispatch_parks_calls_awaiting_approval_and_runs_them_once_approved() {
 
     f.engine
         .store()
-        .approve(&pending.key, "alice", "support")
+        .approve(
+            &pending.key,
+            "alice",
+            "support",
+            &f.engine.store().get(&pending.key).await.unwrap().unwrap().fingerprint,
+        )
         .await
         .unwrap();
     let done = dispatcher.dispatch(&run, &[call("m2", "send_email", args)]).await;

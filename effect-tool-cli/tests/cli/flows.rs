@@ -249,8 +249,18 @@ async fn approval_flow(j: &Journal) {
     );
     assert_eq!(deployed.load(Ordering::SeqCst), 0);
 
-    j.cli(&["approve", &pending.key, "--as", "release-manager", "--by", "rita"])
-        .ok();
+    let fingerprint = j.get(&pending.key).await.unwrap().fingerprint;
+    j.cli(&[
+        "approve",
+        &pending.key,
+        "--as",
+        "release-manager",
+        "--by",
+        "rita",
+        "--fingerprint",
+        &fingerprint,
+    ])
+    .ok();
     let out = engine
         .call(&tool, &run, CallOptions::call_id("c1"), "v2.1".into())
         .await

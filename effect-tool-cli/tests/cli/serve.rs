@@ -60,7 +60,8 @@ async fn serve_answers_metrics_and_the_operator_api_then_stops_on_sigterm() {
         &format!("GET /api/records HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"),
     );
     assert_eq!(status, 401);
-    let body = serde_json::json!({ "key": key }).to_string();
+    let fingerprint = j.get(&key).await.unwrap().fingerprint;
+    let body = serde_json::json!({ "key": key, "fingerprint": fingerprint }).to_string();
     let (status, answer) = http(
         &addr,
         &format!(

@@ -228,7 +228,7 @@ async fn show(j: &Journal) {
     j.awaiting(&parked, &run, "deploy", "release-manager").await;
     let text = j.cli(&["show", &parked]).ok().to_owned();
     assert!(
-        text.contains(&format!("effect-tool approve {parked} --as release-manager")),
+        text.contains(&format!("effect-tool approve {parked} --as release-manager --fingerprint ")),
         "{text}"
     );
     assert!(text.contains("approval:    by role `release-manager`"), "{text}");
@@ -492,10 +492,46 @@ async fn approve_and_deny(j: &Journal) {
     // `--as` is required.
     assert_eq!(j.cli(&["approve", &deploy]).code, 2);
 
-    let out = j.cli(&["approve", &deploy, "--as", "release-manager", "--by", "carol"]);
-    assert_eq!(
-        out.ok(),
-        format!("approved {deploy} as release-manager (by carol): the next call of deploy runs it\n")
+    // An approval names the input it is for: without --fingerprint and with no terminal to
+    // ask on, the input is shown and nothing is approved.
+    let parked = j.get(&deploy).await.unwrap();
+    let blind = j.cli(&["approve", &deploy, "--as", "release-manager", "--by", "carol"]);
+    let msg = blind.fails(2);
+    assert!(
+        msg.contains("not approved") && msg.contains(&format!("--fingerprint {}", &parked.fingerprint[..16])),
+        "{msg}"
+    );
+    assert!(
+        blind.stdout.contains(r#""env": "prod""#) && blind.stdout.contains(&parked.fingerprint),
+        "the input is shown: {blind:?}"
+    );
+    // A prefix too short to name one input (a model could match it), or not hex: refused.
+    let short = j.cli(&["approve", &deploy, "--as", "release-manager", "--fingerprint", &parked.fingerprint[..8]]);
+    assert!(short.fails(2).contains("too short"), "{short:?}");
+    assert!(
+        j.cli(&["approve", &deploy, "--as", "release-manager", "--fingerprint", "not-hex-at-all-xyz"])
+            .fails(2)
+            .contains("not hex")
+    );
+    assert_eq!(j.get(&deploy).await.unwrap().state, RecordState::AwaitingApproval);
+
+    let out = j.cli(&[
+        "approve",
+        &deploy,
+        "--as",
+        "release-manager",
+        "--by",
+        "carol",
+        "--fingerprint",
+        &parked.fingerprint[..16],
+    ]);
+    let text = out.ok();
+    assert!(text.contains(r#""env": "prod""#), "the input approved is shown: {text}");
+    assert!(
+        text.ends_with(&format!(
+            "approved {deploy} as release-manager (by carol): the next call of deploy runs it\n"
+        )),
+        "{text}"
     );
     let rec = j.get(&deploy).await.unwrap();
     assert_eq!(rec.state, RecordState::Approved);
@@ -513,6 +549,25 @@ async fn approve_and_deny(j: &Journal) {
             .fails(1)
             .contains("cannot approve")
     );
+
+    // Someone approved a call; the model called its key again with another input (the
+    // approval voided, the new input parked). A person approving the input they saw is
+    // refused, and shown the new input.
+    let stale = j.key("deploy:stale");
+    let seen = j.awaiting(&stale, &run, "deploy", "release-manager").await;
+    j.store
+        .approve(&stale, "rita", "release-manager", &seen.fingerprint)
+        .await
+        .unwrap();
+    let other = common::intent(&run, "deploy", EffectClass::Irreversible, json!({"env": "everywhere"}), Some("release-manager"));
+    assert!(matches!(
+        j.store.claim(&stale, other, 60_000, false).await.unwrap(),
+        OpOutcome::AwaitingApproval(_)
+    ));
+    let refused = j.cli(&["approve", &stale, "--as", "release-manager", "--fingerprint", &seen.fingerprint]);
+    let msg = refused.fails(1);
+    assert!(msg.contains("input changed") && msg.contains("everywhere"), "{msg}");
+    assert_eq!(j.get(&stale).await.unwrap().state, RecordState::AwaitingApproval);
 
     // Deny with a reason, as JSON.
     let json = j

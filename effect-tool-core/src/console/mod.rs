@@ -25,7 +25,7 @@
 //! | `GET /api/me` | who the request is from: `{"name", "roles", "resolver_role", "can_compensate"}` |
 //! | `GET /api/records?state=&tool=&run=&limit=&offset=` | records, newest first; by default those that need a person (`in-doubt,awaiting-approval,stale`) |
 //! | `GET /api/record?key=KEY` | one record (its input without sensitive values) and its audit trail |
-//! | `POST /api/approve` `{"key"}` | approve a parked call: needs the role the tool asks for |
+//! | `POST /api/approve` `{"key", "fingerprint"}` | approve a parked call: the input shown, by its fingerprint (409 with `input_changed: {"fingerprint", "input"}` when another input is parked now); needs the role the tool asks for |
 //! | `POST /api/deny` `{"key", "reason"}` | deny it: the same role |
 //! | `POST /api/resolve` `{"key", "verdict": "applied", "output"}` or `{"key", "verdict": "not-applied"}` | settle a record in doubt: needs the resolver role (`operator` by default) |
 //! | `POST /api/amend` (the same body) | correct a resolution |
@@ -564,21 +564,46 @@ fn may_decide(rec: &EffectRecord, who: &Identity, action: &str) -> Result<String
 struct Decision {
     key: String,
     reason: Option<String>,
+    /// The fingerprint of the input the person was shown (an approval needs it).
+    fingerprint: Option<String>,
 }
 
+/// Approve the input the person was shown (`fingerprint`). When another input is parked
+/// under the key now, nothing is approved: 409 with the new input and its fingerprint
+/// (`input_changed`), so that the page shows what changed and the person decides again.
 async fn approve(
     State(console): State<Arc<Console>>,
     axum::Extension(who): axum::Extension<Identity>,
     Json(body): Json<Decision>,
-) -> Result<Json<Value>, Refusal> {
+) -> Result<Response, Refusal> {
+    let Some(fingerprint) = body.fingerprint.as_deref().filter(|f| !f.is_empty()) else {
+        return Err(Refusal(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "the approval of `{}` names no input: send the `fingerprint` of the input you were shown",
+                body.key
+            ),
+            "read the record (GET /api/record?key=KEY), check its input, and approve with its `fingerprint`",
+        ));
+    };
     let rec = record_or_404(&console, &body.key).await?;
     let role = may_decide(&rec, &who, "approve")?;
-    let rec = console
-        .store
-        .approve(&body.key, &who.name, &role)
-        .await
-        .map_err(store_refusal)?;
-    Ok(Json(json!({ "record": rec })))
+    match console.store.approve(&body.key, &who.name, &role, fingerprint).await {
+        Ok(rec) => Ok(Json(json!({ "record": rec })).into_response()),
+        Err(StoreError::Rejected(e @ crate::record::Rejected::InputChanged { .. })) => {
+            let crate::record::Rejected::InputChanged { fingerprint, input, .. } = &e else {
+                unreachable!("matched as a changed input")
+            };
+            let changed = json!({ "fingerprint": fingerprint, "input": input });
+            let body = json!({
+                "error": e.to_string(),
+                "hint": "nothing was approved: compare the new input with the one you saw, then approve or deny it",
+                "input_changed": changed,
+            });
+            Ok((StatusCode::CONFLICT, Json(body)).into_response())
+        }
+        Err(e) => Err(store_refusal(e)),
+    }
 }
 
 async fn deny(

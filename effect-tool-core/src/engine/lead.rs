@@ -285,7 +285,12 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             return Ok(input);
         }
         match serde_json::to_value(&self.args) {
-            Ok(v) => Ok(key::redact(v, T::SENSITIVE)),
+            // As `key::identify_with` journals it: sensitive values bound by their digests.
+            Ok(v) => Ok(key::bind(
+                v,
+                T::SENSITIVE,
+                self.engine.inner.marker_secret.get().and_then(Option::as_ref),
+            )),
             Err(e) => {
                 let err = EffectError::InvalidArguments {
                     tool: T::NAME.to_owned(),

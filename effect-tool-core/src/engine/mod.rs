@@ -715,14 +715,22 @@ impl Engine {
             }
         };
         tracing::Span::current().record("effect_tool.key", key.as_str());
-        // Loaded before anything is claimed: the tool's context carries it (its markers).
-        if let Err(e) = self.marker_secret().await {
-            return CallReport {
-                result: Err(store_error::<T>(e)),
-                disposition: Disposition::Failed,
-                key: Some(key),
-            };
-        }
+        // Loaded before anything is claimed: the tool's context carries it (its markers), and
+        // the fingerprint binds sensitive values under it.
+        let (fingerprint, input) = match self.marker_secret().await {
+            Err(e) => {
+                return CallReport {
+                    result: Err(store_error::<T>(e)),
+                    disposition: Disposition::Failed,
+                    key: Some(key),
+                };
+            }
+            Ok(secret) if !T::SENSITIVE.is_empty() => match key::identify_with(tool, run, &args, secret.as_ref()) {
+                Ok(bound) => (bound.fingerprint, bound.input),
+                Err(_) => (fingerprint, input),
+            },
+            Ok(_) => (fingerprint, input),
+        };
 
         let call = Call {
             tool,

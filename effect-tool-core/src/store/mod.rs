@@ -345,14 +345,22 @@ pub trait StoreExt: Store {
             .await?,
         )
     }
-    /// A person approves a call awaiting approval, as `role`.
-    async fn approve(&self, key: &str, by: &str, role: &str) -> Result<EffectRecord, StoreError> {
+    /// A person approves a call awaiting approval, as `role`: the input they were shown, named
+    /// by its `fingerprint` ([`EffectRecord::fingerprint`] of the record they looked at).
+    ///
+    /// Refused with [`Rejected::InputChanged`](crate::record::Rejected::InputChanged) when the
+    /// input parked under `key` now is another one (the model called again with other
+    /// arguments after the person looked): nothing is approved, and the error shows the new
+    /// input. There is deliberately no way to approve "whatever is parked": code that approves
+    /// reads the record it decides on (`get`) and passes that record's fingerprint.
+    async fn approve(&self, key: &str, by: &str, role: &str, fingerprint: &str) -> Result<EffectRecord, StoreError> {
         done(
             self.apply(
                 key,
                 Op::Approve {
                     by: by.to_owned(),
                     role: role.to_owned(),
+                    fingerprint: fingerprint.to_owned(),
                 },
             )
             .await?,

@@ -150,7 +150,15 @@ async function recordView(key, me) {
   field("Lease until", when(r.lease_until));
   field("Expires", when(r.expires_at));
   if (r.holder) field("Holder", [r.holder.worker, r.holder.host, "pid " + r.holder.pid].filter(Boolean).join(", "));
-  $("record-input").textContent = JSON.stringify(r.input, null, 2);
+  // The input this page shows is the one an approval from it is for (by its fingerprint).
+  let shown = { fingerprint: r.fingerprint, input: r.input };
+  const showInput = (input) => {
+    $("record-input").textContent = JSON.stringify(input, null, 2);
+    const bound = boundFields(input);
+    $("record-sensitive").hidden = bound.length === 0;
+    $("record-sensitive-fields").textContent = bound.join(", ");
+  };
+  showInput(r.input);
   if (r.output !== null && r.output !== undefined) {
     $("record-output-title").hidden = false;
     $("record-output").hidden = false;
@@ -169,7 +177,32 @@ async function recordView(key, me) {
   if (state === "awaiting-approval") {
     $("approval-actions").hidden = false;
     $("approval-role").textContent = r.approval_role || "";
-    $("approve").addEventListener("click", () => act("approve", { key }, "Approved: the agent's next call runs it."));
+    $("approval-fingerprint").textContent = shown.fingerprint;
+    // What this tab showed of this key before: if the model parked another input since, say so.
+    const seenKey = "effect-tool-console-seen:" + key;
+    const seen = JSON.parse(sessionStorage.getItem(seenKey) || "null");
+    if (seen && seen.fingerprint !== shown.fingerprint) {
+      showDiff(seen.input, shown.input);
+      show("The input changed since this page last showed it: compare, then approve or deny the new one.", true);
+    }
+    sessionStorage.setItem(seenKey, JSON.stringify(shown));
+    $("approve").addEventListener("click", async () => {
+      const result = await api("approve", { key, fingerprint: shown.fingerprint });
+      const changed = result.json.input_changed;
+      if (result.status === 409 && changed) {
+        // Nothing was approved: show what changed; the next click is for the new input.
+        showDiff(shown.input, changed.input);
+        shown = { fingerprint: changed.fingerprint, input: changed.input };
+        sessionStorage.setItem(seenKey, JSON.stringify(shown));
+        showInput(changed.input);
+        $("approval-fingerprint").textContent = shown.fingerprint;
+        show(refusal(result), true);
+        return;
+      }
+      if (!result.ok) { show(refusal(result), true); return; }
+      sessionStorage.setItem("effect-tool-console-done", "Approved: the agent's next call runs it.");
+      location.reload();
+    });
     $("deny").addEventListener("click", () =>
       act("deny", { key, reason: $("deny-reason").value.trim() || null }, "Denied."));
   }
@@ -215,6 +248,36 @@ async function recordView(key, me) {
     row.appendChild(text("td", entry.detail === null || entry.detail === undefined ? "" : JSON.stringify(entry.detail)));
     trail.appendChild(row);
   }
+}
+
+// The top-level fields of a journaled input that stand for a sensitive value: the journal
+// keeps only a keyed digest of it, `{"$sensitive": "hmac-sha256:..."}`.
+function boundFields(input) {
+  if (!input || typeof input !== "object" || Array.isArray(input)) return [];
+  return Object.keys(input).filter((k) => {
+    const v = input[k];
+    return v && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length === 1 &&
+      typeof v["$sensitive"] === "string";
+  });
+}
+
+// Show, field by field, how the input `now` differs from the input `was` this page showed.
+function showDiff(was, now) {
+  const body = document.querySelector("#input-diff tbody");
+  body.replaceChildren();
+  const objects = [was, now].every((v) => v && typeof v === "object" && !Array.isArray(v));
+  const fields = objects ? [...new Set([...Object.keys(was), ...Object.keys(now)])].sort() : [null];
+  for (const f of fields) {
+    const before = f === null ? was : was[f];
+    const after = f === null ? now : now[f];
+    if (JSON.stringify(before) === JSON.stringify(after)) continue;
+    const row = document.createElement("tr");
+    row.appendChild(text("td", f === null ? "(the input)" : f));
+    row.appendChild(text("td", before === undefined ? "(absent)" : JSON.stringify(before), { class: "was" }));
+    row.appendChild(text("td", after === undefined ? "(absent)" : JSON.stringify(after), { class: "now" }));
+    body.appendChild(row);
+  }
+  $("input-diff-view").hidden = false;
 }
 
 boot().catch((e) => show("The console failed: " + e, true));
