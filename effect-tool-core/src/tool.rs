@@ -123,9 +123,11 @@ pub trait Tool: Send + Sync + 'static {
     const TTL: Option<Duration> = None;
     /// The longest an execution may take; when it passes, the outcome is unknown.
     const TIMEOUT: Option<Duration> = None;
-    /// The serialized names of the sensitive argument fields (`#[sensitive]`): the model
-    /// supplies them (they are in the schema), and they are never stored, logged, hashed into a
-    /// key or quoted in an error text.
+    /// Every name of the sensitive argument fields (`#[sensitive]`): the serialized name, and
+    /// each other name serde accepts when decoding (`rename(deserialize = ...)`, `alias`, a
+    /// container's `rename_all`: a hand-written impl lists them all). The model supplies these
+    /// values (they are in the schema); they are never stored, logged, hashed into a key or
+    /// quoted in an error text, under whichever of these names they are sent.
     const SENSITIVE: &'static [&'static str] = &[];
     /// The values the tool takes from the run (`#[secret]` arguments): checked before anything
     /// runs, never in the schema.
@@ -208,7 +210,7 @@ pub struct ToolMeta {
     pub ttl: Option<Duration>,
     /// The execution timeout.
     pub timeout: Option<Duration>,
-    /// The serialized names of the sensitive argument fields.
+    /// The names of the sensitive argument fields ([`Tool::SENSITIVE`]).
     pub sensitive: &'static [&'static str],
     /// The values the tool takes from the run (its `#[secret]` arguments), by type.
     pub injected: &'static [Injected],

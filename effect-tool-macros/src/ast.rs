@@ -33,12 +33,15 @@ pub struct Arg {
 }
 
 /// What `#[serde(...)]` on an argument does to the JSON the model sends and the journal keeps.
-/// Other serde keys (`alias`, `with`, `deserialize_with`, ...) change only how the value is read
-/// or written, not under which name: they need nothing here.
+/// Other serde keys (`with`, `deserialize_with`, ...) change only how the value is read or
+/// written, not under which name: they need nothing here.
 pub struct SerdeArg {
     /// The serialized name: `rename = "..."` (or `rename(serialize = "...")`), else the Rust
     /// name. Keys and redaction look fields up by it.
     pub name: String,
+    /// The other names serde accepts when decoding: `rename(deserialize = "...")` and every
+    /// `alias = "..."` (a `#[sensitive]` value is masked under each of them too).
+    pub read_names: Vec<String>,
     /// `flatten`: the value's fields are merged into the arguments; it has no name of its own.
     pub flatten: Option<Span>,
     /// `skip_serializing_if = "..."`: the field is sometimes absent from the serialized input.
@@ -55,6 +58,7 @@ impl SerdeArg {
     fn read(attrs: &[Attribute], rust_name: &str) -> SerdeArg {
         let mut out = SerdeArg {
             name: rust_name.to_owned(),
+            read_names: Vec::new(),
             flatten: None,
             skip_if: None,
             skip: None,
@@ -74,10 +78,16 @@ impl SerdeArg {
                                 let lit: syn::LitStr = inner.value()?.parse()?;
                                 if inner.path.is_ident("serialize") {
                                     out.name = lit.value();
+                                } else if inner.path.is_ident("deserialize") {
+                                    out.read_names.push(lit.value());
                                 }
                                 Ok(())
                             })?;
                         }
+                    }
+                    "alias" => {
+                        let lit: syn::LitStr = meta.value()?.parse()?;
+                        out.read_names.push(lit.value());
                     }
                     "flatten" => out.flatten = Some(span),
                     "skip" | "skip_serializing" => {

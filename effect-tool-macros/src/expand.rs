@@ -273,12 +273,16 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
         let d = duration(timeout.value);
         items.push(quote!(const TIMEOUT: #p::Option<#p::Duration> = #p::Some(#d);));
     }
-    let sensitive: Vec<String> = func
-        .args
-        .iter()
-        .filter(|a| a.sensitive.is_some())
-        .map(|a| a.serde.name.clone())
-        .collect();
+    // Every name serde accepts for a sensitive field (serialized, deserialize-only, aliases):
+    // a value sent under any of them is masked.
+    let mut sensitive: Vec<String> = Vec::new();
+    for a in func.args.iter().filter(|a| a.sensitive.is_some()) {
+        for name in std::iter::once(&a.serde.name).chain(&a.serde.read_names) {
+            if !sensitive.contains(name) {
+                sensitive.push(name.clone());
+            }
+        }
+    }
     if !sensitive.is_empty() {
         items.push(quote!(const SENSITIVE: &'static [&'static str] = &[#(#sensitive),*];));
     }

@@ -22,3 +22,4 @@ mod model_errors;
 mod rig_agent;
 mod schema_dialects;
 mod schema_snapshots;
+mod sensitive_names;
