@@ -164,6 +164,8 @@ struct Slot {
     /// The leader's tool-call id: an unkeyed irreversible call under another id is not the
     /// same work, as far as anyone can tell.
     call_id: Option<String>,
+    /// The leader's tool: a call of another tool under the same key never joins it.
+    tool: &'static str,
 }
 
 enum SlotState {
@@ -742,8 +744,12 @@ impl Engine {
             Err(replayed) => return report(replayed),
         };
         loop {
-            match self.join(&key, &fingerprint, opts.call_id.as_deref()) {
+            match self.join(&key, &fingerprint, opts.call_id.as_deref(), T::NAME) {
                 Role::Follower(slot) => {
+                    if slot.tool != T::NAME {
+                        let err = key_of_another_tool::<T>(&key, slot.tool);
+                        return report((Err(err), Disposition::Failed));
+                    }
                     // Whatever the leader did, the key has been seen since the lookup.
                     unseen = false;
                     if let Some(shared) = self.follow(&call, slot).await {
@@ -781,6 +787,13 @@ impl Engine {
             return Ok(false);
         }
         match store.lookup_recorded(call.key).await {
+            // Another tool's record: the claim would refuse it too (a backend that does not say
+            // whose record it is leaves that to the claim).
+            Ok(Some(rec)) if rec.tool().is_some_and(|tool| tool != T::NAME) => {
+                let recorded_tool = rec.tool().unwrap_or_default();
+                Err((Err(key_of_another_tool::<T>(call.key, recorded_tool)), Disposition::Failed))
+            }
+            Ok(Some(rec)) if rec.tool().is_none() => Ok(false),
             Ok(Some(rec))
                 if rec.state() == RecordState::Completed
                     && (rec.expires_at().is_none() || !rec.is_expired(store.now())) =>
@@ -825,7 +838,7 @@ impl Engine {
         Some((result, disposition))
     }
 
-    fn join<'a>(&'a self, key: &'a str, fingerprint: &str, call_id: Option<&str>) -> Role<'a> {
+    fn join<'a>(&'a self, key: &'a str, fingerprint: &str, call_id: Option<&str>, tool: &'static str) -> Role<'a> {
         let mut map = self.inner.inflight.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(slot) = map.get(key) {
             return Role::Follower(slot.clone());
@@ -835,6 +848,7 @@ impl Engine {
             notify: Notify::new(),
             fingerprint: fingerprint.to_owned(),
             call_id: call_id.map(str::to_owned),
+            tool,
         });
         map.insert(key.to_owned(), slot.clone());
         Role::Leader(Leader {
@@ -1072,6 +1086,16 @@ fn tool_error<T: Tool>(key: Option<&str>, outcome: Outcome, error: T::Error) -> 
     }
 }
 
+/// `key` holds a record (or a running call) of `recorded_tool`, not of `T`.
+fn key_of_another_tool<T: Tool>(key: &str, recorded_tool: &str) -> EffectError<T::Error> {
+    tracing::warn!(key, recorded_tool, "the key holds a record of another tool");
+    EffectError::KeyOfAnotherTool {
+        tool: T::NAME.to_owned(),
+        key: key.to_owned(),
+        recorded_tool: recorded_tool.to_owned(),
+    }
+}
+
 fn store_error<T: Tool>(source: StoreError) -> EffectError<T::Error> {
     EffectError::Store {
         tool: T::NAME.to_owned(),
@@ -1155,6 +1179,15 @@ fn to_shared<E: std::fmt::Display>(e: &EffectError<E>) -> EffectError<String> {
         Compensated { tool, key } => Compensated {
             tool: tool.clone(),
             key: key.clone(),
+        },
+        KeyOfAnotherTool {
+            tool,
+            key,
+            recorded_tool,
+        } => KeyOfAnotherTool {
+            tool: tool.clone(),
+            key: key.clone(),
+            recorded_tool: recorded_tool.clone(),
         },
         Cancelled { tool, key } => Cancelled {
             tool: tool.clone(),
