@@ -264,6 +264,13 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 self.wait_for_holder(&rec).await;
                 return Step::Again;
             }
+            Ok(OpOutcome::Recorded(rec)) if rec.fingerprint != call.fingerprint => {
+                // A result recorded for another input: say which fields differ.
+                if let Ok(given) = self.redacted_input() {
+                    self.engine.note_input_differs(call, Some(&rec.input), &given).await;
+                }
+                return Step::Done(self.unclaimed(OpOutcome::Recorded(rec)));
+            }
             Ok(other) => return Step::Done(self.unclaimed(other)),
         };
         let key = self.key().to_owned();
@@ -292,6 +299,11 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         if let Some(input) = self.first_input.take() {
             return Ok(input);
         }
+        self.redacted_input()
+    }
+
+    /// This call's input as the journal keeps it (sensitive fields redacted).
+    fn redacted_input(&self) -> Result<Value, Settled<T::Output, T::Error>> {
         match serde_json::to_value(&self.args) {
             Ok(v) => Ok(key::redact(v, T::SENSITIVE)),
             Err(e) => {
