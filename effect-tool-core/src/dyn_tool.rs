@@ -78,6 +78,7 @@ impl<T: Tool> DynTool for T {
                         result: Err(err),
                         disposition: Disposition::Failed,
                         key: None,
+                        input_differs: None,
                     };
                 }
             };
@@ -94,6 +95,7 @@ impl<T: Tool> DynTool for T {
                 result,
                 disposition: report.disposition,
                 key: report.key,
+                input_differs: report.input_differs,
             }
         })
     }

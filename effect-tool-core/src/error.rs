@@ -20,6 +20,11 @@ pub enum BlockReason {
     /// An irreversible tool without a key was called again with identical arguments under a
     /// new tool-call id: nothing can tell "the same work again" from "two on purpose".
     IdenticalReplan,
+    /// The record was in doubt (an earlier attempt's outcome is unknown) and checking whether
+    /// the effect happened (the tool's `recover` hook) failed, timed out or panicked: the
+    /// effect may have happened. The record stays in doubt; an identical call asks `recover`
+    /// again.
+    RecoverFailed,
 }
 
 impl fmt::Display for BlockReason {
@@ -32,6 +37,9 @@ impl fmt::Display for BlockReason {
             BlockReason::AwaitingResolution => "the effect is in doubt and waits for a person's verdict",
             BlockReason::IdenticalReplan => {
                 "an irreversible tool without a key was called again with identical arguments under a new tool-call id"
+            }
+            BlockReason::RecoverFailed => {
+                "an earlier attempt's outcome is unknown, and checking whether its effect happened (`recover`) failed, so it may have happened"
             }
         })
     }
@@ -67,6 +75,10 @@ fn blocked_message(b: &SideEffectRetryBlocked) -> String {
     match reason {
         BlockReason::IdenticalReplan => format!(
             "side effect retry blocked for tool `{tool}` (key `{key}`, run `{run_id}`): {reason}. Nothing was run, and nothing waits for a person: an identical earlier call ran it (or is running it), and its record stands. The tool cannot be undone and has no key, so nothing can tell the same work again from a second one on purpose. Use the earlier call's result; if a second, separate one is intended, call it with arguments that say how it differs"
+        ),
+        BlockReason::RecoverFailed => format!(
+            "side effect retry blocked for tool `{tool}` (key `{key}`, run `{run_id}`): {reason}. Nothing was run, and the record stays in doubt (`effect-tool show {quoted}` shows why `recover` failed). An identical call asks `recover` again; or check whether the effect happened, then resolve it: `effect-tool resolve {quoted} --applied --output '<json>'` or `--not-applied`",
+            quoted = crate::shell::quote(key)
         ),
         _ => format!(
             "side effect retry blocked for tool `{tool}` (key `{key}`, run `{run_id}`): {reason}. Nothing was run. Check whether the effect happened, then resolve it: `effect-tool resolve {quoted} --applied --output '<json>'` or `--not-applied`",
@@ -189,6 +201,20 @@ pub enum EffectError<E = crate::outcome::ToolError> {
         by: String,
         /// Why.
         reason: Option<String>,
+    },
+    /// The key is held by a record of another tool: the key rules of two tools map their calls
+    /// to one key. Nothing ran, and the other tool's record was not touched (never replayed,
+    /// taken over or joined).
+    #[error(
+        "tool `{tool}` was not run: key `{key}` holds a record of another tool, `{recorded_tool}`. The key rules of `{tool}` and `{recorded_tool}` map calls of both tools to one key, and a key names one effect of one tool; give each tool keys of its own (for example, start each custom key with its tool's name)"
+    )]
+    KeyOfAnotherTool {
+        /// The tool called.
+        tool: String,
+        /// The key.
+        key: String,
+        /// The tool whose record holds the key.
+        recorded_tool: String,
     },
     /// The arguments do not fit the tool's schema.
     #[error("invalid arguments for tool `{tool}`: {message}")]
@@ -363,6 +389,7 @@ impl<E> EffectError<E> {
             EffectError::Denied { .. } => "Denied",
             EffectError::InvalidArguments { .. } => "InvalidArguments",
             EffectError::InputMismatch { .. } => "InputMismatch",
+            EffectError::KeyOfAnotherTool { .. } => "KeyOfAnotherTool",
             EffectError::Compensated { .. } => "Compensated",
             EffectError::TimedOut { .. } => "TimedOut",
             EffectError::Panicked { .. } => "Panicked",
@@ -421,6 +448,15 @@ impl<E> EffectError<E> {
                 given,
             },
             Compensated { tool, key } => Compensated { tool, key },
+            KeyOfAnotherTool {
+                tool,
+                key,
+                recorded_tool,
+            } => KeyOfAnotherTool {
+                tool,
+                key,
+                recorded_tool,
+            },
             Cancelled { tool, key } => Cancelled { tool, key },
             TimedOut { tool, key, after } => TimedOut { tool, key, after },
             Panicked { tool, key, message } => Panicked { tool, key, message },
@@ -486,7 +522,11 @@ impl<E> EffectError<E> {
             Interrupted { key, .. } | SharedFailure { key, .. } | ClaimLost { key, .. } => Some(key),
             Blocked(b) => Some(&b.key),
             ApprovalPending(a) => Some(&a.key),
-            Denied { key, .. } | InputMismatch { key, .. } | Compensated { key, .. } | Codec { key, .. } => Some(key),
+            Denied { key, .. }
+            | InputMismatch { key, .. }
+            | KeyOfAnotherTool { key, .. }
+            | Compensated { key, .. }
+            | Codec { key, .. } => Some(key),
             Store { source, .. } => source.key(),
             InvalidArguments { .. } | MissingValue { .. } => None,
         }

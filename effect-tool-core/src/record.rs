@@ -539,6 +539,20 @@ pub enum Rejected {
         /// What the person can do instead.
         hint: String,
     },
+    /// A claim of one tool found a record of another tool under its key: the key rules of two
+    /// tools map calls to one key. Nothing is written; the record is not replayed, taken over
+    /// or joined.
+    #[error(
+        "cannot claim `{key}` for tool `{tool}`: it holds a record of tool `{recorded_tool}` (the key rules of two tools map calls to one key; give each tool keys of its own)"
+    )]
+    KeyOfAnotherTool {
+        /// The key.
+        key: String,
+        /// The tool of the claim.
+        tool: String,
+        /// The tool of the record under the key.
+        recorded_tool: String,
+    },
     /// The approving role is not the one the record needs.
     #[error("cannot approve `{key}` as `{given}`: it needs approval by `{needed}`")]
     WrongRole {
@@ -576,7 +590,8 @@ impl Rejected {
             | Rejected::Fenced { key, .. }
             | Rejected::InvalidState { key, .. }
             | Rejected::WrongRole { key, .. }
-            | Rejected::InputChanged { key, .. } => key,
+            | Rejected::InputChanged { key, .. }
+            | Rejected::KeyOfAnotherTool { key, .. } => key,
         }
     }
 }
@@ -757,6 +772,17 @@ fn decide<'o>(
             lease_ms,
             takeover_in_doubt,
         } => {
+            // A key names one effect of one tool: a record of another tool under it means two
+            // tools' key rules collide, never a result to replay, a claim to join or take over.
+            if let Some(rec) = live
+                && rec.tool != intent.tool
+            {
+                return Err(Rejected::KeyOfAnotherTool {
+                    key: key.to_owned(),
+                    tool: intent.tool.clone(),
+                    recorded_tool: rec.tool.clone(),
+                });
+            }
             // Whether the claim follows the live record (a new record otherwise), and the
             // unknown outcome it takes over, if any.
             let (follows, previous) = match live {

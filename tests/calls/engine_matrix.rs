@@ -202,6 +202,7 @@ fn outcome(report: &effect_tool::CallReport<serde_json::Value, String>) -> Strin
                 BlockReason::UnknownOutcome => "unknown",
                 BlockReason::AwaitingResolution => "awaiting",
                 BlockReason::IdenticalReplan => "replan",
+                BlockReason::RecoverFailed => "recover-failed",
             }
         ),
         (Err(EffectError::Tool { failure, .. }), _) => format!("err:{}", failure.as_str()),

@@ -25,3 +25,4 @@ mod keys_big_integers;
 mod markers_forged;
 mod people_notify;
 mod testing_kit;
+mod truth_edges;

@@ -10,6 +10,7 @@ mod common;
 mod decl_secrets;
 mod decl_serde;
 mod dispatch_identical;
+mod dispatch_truth;
 mod dispatch_turns;
 mod macro_basic;
 mod macro_manifest;

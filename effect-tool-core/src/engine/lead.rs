@@ -239,6 +239,14 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             self.store().apply(self.key(), claim).await
         };
         let (attempt, previous) = match claimed {
+            Err(StoreError::Rejected(Rejected::KeyOfAnotherTool { recorded_tool, .. })) => {
+                let err = EffectError::KeyOfAnotherTool {
+                    tool: T::NAME.to_owned(),
+                    key: self.key().to_owned(),
+                    recorded_tool,
+                };
+                return Step::Done((Err(err), super::Disposition::Failed));
+            }
             Err(e) => return Step::Done(self.claim_failed(e, sent_at).await),
             Ok(OpOutcome::Claimed {
                 attempt,
@@ -255,6 +263,13 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             Ok(OpOutcome::InFlight(rec)) => {
                 self.wait_for_holder(&rec).await;
                 return Step::Again;
+            }
+            Ok(OpOutcome::Recorded(rec)) if rec.fingerprint != call.fingerprint => {
+                // A result recorded for another input: say which fields differ.
+                if let Ok(given) = self.redacted_input() {
+                    self.engine.note_input_differs(call, Some(&rec.input), &given).await;
+                }
+                return Step::Done(self.unclaimed(OpOutcome::Recorded(rec)));
             }
             Ok(other) => return Step::Done(self.unclaimed(other)),
         };
@@ -284,6 +299,11 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         if let Some(input) = self.first_input.take() {
             return Ok(input);
         }
+        self.redacted_input()
+    }
+
+    /// This call's input as the journal keeps it (sensitive fields redacted).
+    fn redacted_input(&self) -> Result<Value, Settled<T::Output, T::Error>> {
         match serde_json::to_value(&self.args) {
             // As `key::identify_with` journals it: sensitive values bound by their digests.
             Ok(v) => Ok(key::bind(
@@ -467,18 +487,20 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                     }
                 }
             }
+            // The hook's failure is not the tool's: the earlier attempt's outcome is still
+            // unknown, so the call is blocked (never "failed, nothing happened", which would
+            // invite a call in another form: a new key, a second effect).
             Recovered::Answer(Err(e)) => {
+                tracing::warn!(error = %e, "recover failed on a record in doubt; it stays in doubt");
                 let reason = format!("recover failed: {e}");
                 let _ = self.store().mark_in_doubt(key, attempt, reason).await;
-                Step::Done((
-                    Err(tool_error::<T>(Some(key), classify(&e), e)),
-                    super::Disposition::Failed,
-                ))
+                Step::Done(blocked(self.call, BlockReason::RecoverFailed))
             }
             Recovered::Lost(lost) => {
+                tracing::warn!(reason = %lost.reason(), "recover failed on a record in doubt; it stays in doubt");
                 let reason = format!("recover {}", lost.reason());
                 let _ = self.store().mark_in_doubt(key, attempt, reason).await;
-                Step::Done((Err(lost.into_error(T::NAME, Some(key))), super::Disposition::Failed))
+                Step::Done(blocked(self.call, BlockReason::RecoverFailed))
             }
             // Not asked: the claim stays as it is, and the attempt that owns the key (or the
             // next one) reconciles the unknown outcome. Look again at what that attempt did.
@@ -661,15 +683,20 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                         }
                         return failed(failure);
                     }
-                    Recovered::Answer(Err(e)) => tracing::warn!(error = %e, "recover failed after an unknown outcome"),
+                    Recovered::Answer(Err(e)) => {
+                        tracing::warn!(error = %e, "recover failed after an unknown outcome");
+                        let reason = format!("{reason}; then recover failed: {e}");
+                        let _ = self.store().mark_in_doubt(key, attempt, reason).await;
+                    }
                     Recovered::Lost(lost) => {
-                        tracing::warn!(reason = %lost.reason(), "recover failed after an unknown outcome")
+                        tracing::warn!(reason = %lost.reason(), "recover failed after an unknown outcome");
+                        let reason = format!("{reason}; then recover {}", lost.reason());
+                        let _ = self.store().mark_in_doubt(key, attempt, reason).await;
                     }
                     // Stopped: the unknown outcome stays on the claim for the next attempt.
                     Recovered::Lapsed | Recovered::Aborted => return failed(failure),
                 }
-                let _ = self.store().mark_in_doubt(key, attempt, reason).await;
-                Step::Done(blocked(self.call, BlockReason::UnknownOutcome))
+                Step::Done(blocked(self.call, BlockReason::RecoverFailed))
             }
             Decision::Block => {
                 let _ = self.store().mark_in_doubt(key, attempt, reason).await;

@@ -2,7 +2,8 @@
 //!
 //! 1. Compute the key; look it up (a read-only lookup, or the claim itself where the store's
 //!    claim answers replays as cheaply).
-//! 2. Recorded → return it; nothing runs.
+//! 2. Recorded → return it; nothing runs. A record of another tool under the key is refused
+//!    ([`EffectError::KeyOfAnotherTool`]): a key names one effect of one tool.
 //! 3. In flight → wait for it and share its result (in this process through a channel, across
 //!    processes by polling the journal until the claim completes or its lease expires).
 //! 4. Stale claim or in doubt (a crash between the effect and its record, a lapsed lease) →
@@ -135,6 +136,13 @@ pub struct CallReport<O, E> {
     pub disposition: Disposition,
     /// The effect key (`None` for pure tools).
     pub key: Option<String>,
+    /// `Some` when the result was made for another input under the same key (a custom key
+    /// maps both calls to one effect): this call did not run, and the result returned is the
+    /// recorded (or shared) call's, disposition [`Disposition::Replayed`] or
+    /// [`Disposition::Shared`]. It holds the paths of the fields whose (redacted) values differ
+    /// between the two inputs (`amount_cents`, `to.name`, `lines[2]`), never a value; empty
+    /// when the journal could not say which. `None` for every other call.
+    pub input_differs: Option<Vec<String>>,
 }
 
 /// Per-call options.
@@ -165,6 +173,8 @@ struct Slot {
     /// The leader's tool-call id: an unkeyed irreversible call under another id is not the
     /// same work, as far as anyone can tell.
     call_id: Option<String>,
+    /// The leader's tool: a call of another tool under the same key never joins it.
+    tool: &'static str,
 }
 
 enum SlotState {
@@ -594,6 +604,7 @@ impl Engine {
                     result: Err(err),
                     disposition: Disposition::Failed,
                     key: None,
+                    input_differs: None,
                 };
             };
             // A value the tool takes from the run is missing: nothing runs, nothing is claimed.
@@ -602,6 +613,7 @@ impl Engine {
                     result: Err(err),
                     disposition: Disposition::Failed,
                     key: None,
+                    input_differs: None,
                 };
             }
             let report = if T::CLASS == EffectClass::Pure {
@@ -638,6 +650,7 @@ impl Engine {
             result,
             disposition,
             key: None,
+            input_differs: None,
         };
         let mut ctx = EffectCtx::new(run.clone(), T::NAME, T::CLASS, opts.call_id, None, 1, None);
         for exec in 1.. {
@@ -711,6 +724,7 @@ impl Engine {
                     result: Err(err),
                     disposition: Disposition::Failed,
                     key: None,
+                    input_differs: None,
                 };
             }
         };
@@ -723,6 +737,7 @@ impl Engine {
                     result: Err(store_error::<T>(e)),
                     disposition: Disposition::Failed,
                     key: Some(key),
+                    input_differs: None,
                 };
             }
             Ok(secret) if !T::SENSITIVE.is_empty() => match key::identify_with(tool, run, &args, secret.as_ref()) {
@@ -739,23 +754,33 @@ impl Engine {
             key: &key,
             fingerprint: &fingerprint,
             keyed,
+            input_differs: std::sync::OnceLock::new(),
         };
 
         let report = |(result, disposition): Settled<T::Output, T::Error>| CallReport {
+            input_differs: call
+                .input_differs
+                .get()
+                .filter(|_| result.is_ok() && matches!(disposition, Disposition::Replayed | Disposition::Shared))
+                .cloned(),
             result,
             disposition,
             key: Some(key.clone()),
         };
-        let mut unseen = match self.lookup(&call).await {
+        let mut unseen = match self.lookup(&call, &input).await {
             Ok(unseen) => unseen,
             Err(replayed) => return report(replayed),
         };
         loop {
-            match self.join(&key, &fingerprint, opts.call_id.as_deref()) {
+            match self.join(&key, &fingerprint, opts.call_id.as_deref(), T::NAME) {
                 Role::Follower(slot) => {
+                    if slot.tool != T::NAME {
+                        let err = key_of_another_tool::<T>(&key, slot.tool);
+                        return report((Err(err), Disposition::Failed));
+                    }
                     // Whatever the leader did, the key has been seen since the lookup.
                     unseen = false;
-                    if let Some(shared) = self.follow(&call, slot).await {
+                    if let Some(shared) = self.follow(&call, slot, &input).await {
                         return report(shared);
                     }
                 }
@@ -784,17 +809,31 @@ impl Engine {
     /// never take the journal's write lock (unless the store's claim answers replays as
     /// cheaply). `Err`: the replayed result. `Ok`: whether the lookup found no record at all
     /// (the first claim may then skip the store's own read, `Store::claim_unseen`).
-    async fn lookup<T: Tool>(&self, call: &Call<'_, T>) -> Result<bool, Settled<T::Output, T::Error>> {
+    async fn lookup<T: Tool>(&self, call: &Call<'_, T>, input: &Value) -> Result<bool, Settled<T::Output, T::Error>> {
         let store = &self.inner.store;
         if store.claim_answers_replays() {
             return Ok(false);
         }
         match store.lookup_recorded(call.key).await {
+            // Another tool's record: the claim would refuse it too (a backend that does not say
+            // whose record it is leaves that to the claim).
+            Ok(Some(rec)) if rec.tool() != Some(T::NAME) => match rec.tool() {
+                // An expired record counts as absent for the claim (unless it waits for a person
+                // or is claimed): the claim decides.
+                Some(recorded_tool) if !rec.is_expired(store.now()) => {
+                    Err((Err(key_of_another_tool::<T>(call.key, recorded_tool)), Disposition::Failed))
+                }
+                _ => Ok(false),
+            },
             Ok(Some(rec))
                 if rec.state() == RecordState::Completed
                     && (rec.expires_at().is_none() || !rec.is_expired(store.now())) =>
             {
-                Err(self.replay(call, &rec))
+                let replayed = self.replay(call, &rec);
+                if replayed.1 == Disposition::Replayed && rec.fingerprint() != call.fingerprint {
+                    self.note_input_differs(call, rec.record().map(|r| &r.input), input).await;
+                }
+                Err(replayed)
             }
             Ok(None) => Ok(true),
             _ => Ok(false),
@@ -804,7 +843,12 @@ impl Engine {
     /// Step 3 in this process: wait for the identical call leading `call`'s key and share its
     /// result. `None`: take the leader's place instead (it ended without a result, its run was
     /// cancelled, or it lost its claim: the journal says what is left to do).
-    async fn follow<T: Tool>(&self, call: &Call<'_, T>, slot: Arc<Slot>) -> Option<Settled<T::Output, T::Error>> {
+    async fn follow<T: Tool>(
+        &self,
+        call: &Call<'_, T>,
+        slot: Arc<Slot>,
+        input: &Value,
+    ) -> Option<Settled<T::Output, T::Error>> {
         let shared = slot.wait().await;
         let leader_input = slot.fingerprint.clone();
         let leader_call = slot.call_id.clone();
@@ -826,6 +870,10 @@ impl Engine {
             Ok(v) => decode_output::<T>(call.key, v),
             Err(e) => Err(from_shared::<T>(e, call.run)),
         };
+        if result.is_ok() && leader_input != call.fingerprint {
+            // The leader has recorded its result by now: the journal holds its input.
+            self.note_input_differs(call, None, input).await;
+        }
         let disposition = if result.is_ok() {
             Disposition::Shared
         } else {
@@ -834,7 +882,7 @@ impl Engine {
         Some((result, disposition))
     }
 
-    fn join<'a>(&'a self, key: &'a str, fingerprint: &str, call_id: Option<&str>) -> Role<'a> {
+    fn join<'a>(&'a self, key: &'a str, fingerprint: &str, call_id: Option<&str>, tool: &'static str) -> Role<'a> {
         let mut map = self.inner.inflight.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(slot) = map.get(key) {
             return Role::Follower(slot.clone());
@@ -844,6 +892,7 @@ impl Engine {
             notify: Notify::new(),
             fingerprint: fingerprint.to_owned(),
             call_id: call_id.map(str::to_owned),
+            tool,
         });
         map.insert(key.to_owned(), slot.clone());
         Role::Leader(Leader {
@@ -879,6 +928,31 @@ impl Engine {
             r = run => r,
             _ = renew => unreachable!("lease renewal loops until the execution ends"),
         }
+    }
+
+    /// Keep on `call` which fields of its (redacted) `given` input differ from the recorded
+    /// call's, whose result it gets: `recorded` when the caller has the record's input at hand,
+    /// else read from the journal (only a replay whose input differs pays for that read).
+    async fn note_input_differs<T: Tool>(
+        &self,
+        call: &Call<'_, T>,
+        recorded: Option<&Value>,
+        given: &Value,
+    ) {
+        let fetched;
+        let recorded = match recorded {
+            Some(input) => Some(input),
+            None => {
+                fetched = self.inner.store.lookup(call.key).await.ok().flatten();
+                fetched.as_deref().map(|rec| &rec.input)
+            }
+        };
+        let mut fields = Vec::new();
+        if let Some(recorded) = recorded {
+            differing_fields(&mut String::new(), recorded, given, &mut fields);
+        }
+        tracing::info!(?fields, "returning a result recorded under the same key for another input");
+        let _ = call.input_differs.set(fields);
     }
 
     fn replay<T: Tool>(
@@ -950,6 +1024,42 @@ struct Call<'a, T> {
     key: &'a str,
     fingerprint: &'a str,
     keyed: bool,
+    /// Set when the call gets a result made for another input ([`CallReport::input_differs`]).
+    input_differs: std::sync::OnceLock<Vec<String>>,
+}
+
+/// The paths (`a.b`, `lines[2]`) under `path` where `recorded` and `given` differ, in key
+/// order: a field one side lacks, a value that differs, an array of another length. Never a
+/// value.
+fn differing_fields(path: &mut String, recorded: &Value, given: &Value, out: &mut Vec<String>) {
+    match (recorded, given) {
+        (Value::Object(a), Value::Object(b)) => {
+            let names: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            for name in names {
+                let len = path.len();
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(name);
+                match (a.get(name), b.get(name)) {
+                    (Some(x), Some(y)) => differing_fields(path, x, y, out),
+                    _ => out.push(path.clone()),
+                }
+                path.truncate(len);
+            }
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                differing_fields(path, x, y, out);
+                path.truncate(len);
+            }
+        }
+        _ if recorded == given => {}
+        _ if path.is_empty() => out.push("arguments".to_owned()),
+        _ => out.push(path.clone()),
+    }
 }
 
 /// An engine bound to one run: call tools without passing the run each time.
@@ -1081,6 +1191,16 @@ fn tool_error<T: Tool>(key: Option<&str>, outcome: Outcome, error: T::Error) -> 
     }
 }
 
+/// `key` holds a record (or a running call) of `recorded_tool`, not of `T`.
+fn key_of_another_tool<T: Tool>(key: &str, recorded_tool: &str) -> EffectError<T::Error> {
+    tracing::warn!(key, recorded_tool, "the key holds a record of another tool");
+    EffectError::KeyOfAnotherTool {
+        tool: T::NAME.to_owned(),
+        key: key.to_owned(),
+        recorded_tool: recorded_tool.to_owned(),
+    }
+}
+
 fn store_error<T: Tool>(source: StoreError) -> EffectError<T::Error> {
     EffectError::Store {
         tool: T::NAME.to_owned(),
@@ -1164,6 +1284,15 @@ fn to_shared<E: std::fmt::Display>(e: &EffectError<E>) -> EffectError<String> {
         Compensated { tool, key } => Compensated {
             tool: tool.clone(),
             key: key.clone(),
+        },
+        KeyOfAnotherTool {
+            tool,
+            key,
+            recorded_tool,
+        } => KeyOfAnotherTool {
+            tool: tool.clone(),
+            key: key.clone(),
+            recorded_tool: recorded_tool.clone(),
         },
         Cancelled { tool, key } => Cancelled {
             tool: tool.clone(),
@@ -1266,6 +1395,18 @@ fn disposition_of<O, E>(r: &Result<O, EffectError<E>>) -> Disposition {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn differing_fields_are_paths_never_values() {
+        let recorded = serde_json::json!({"to": {"name": "ann", "mail": "a@x"}, "amount": 900, "lines": [1, 2], "tags": [1], "note": "x"});
+        let given = serde_json::json!({"to": {"name": "ann", "mail": "b@x"}, "amount": 100, "lines": [1, 3], "tags": [1, 2], "extra": true});
+        let mut out = Vec::new();
+        super::differing_fields(&mut String::new(), &recorded, &given, &mut out);
+        assert_eq!(out, ["amount", "extra", "lines[1]", "note", "tags", "to.mail"]);
+        let mut same = Vec::new();
+        super::differing_fields(&mut String::new(), &recorded, &recorded, &mut same);
+        assert!(same.is_empty());
+    }
+
     #[test]
     fn without_os_randomness_instances_differ_by_time_count_and_process() {
         let base = super::fallback_instance(1_700_000_000_000, 0, 4_242);

@@ -505,9 +505,9 @@ impl std::fmt::Debug for StoreClock {
     }
 }
 
-/// The part of a record a replay reads: its state and expiry (is there a live result?), the
-/// input fingerprint and tool-call id it was recorded under (is this the same call?), and its
-/// output. Either a whole record, shared, or just these fields, as a backend read them.
+/// The part of a record a replay reads: its state and expiry (is there a live result?), its
+/// tool, the input fingerprint and tool-call id it was recorded under (is this the same call?),
+/// and its output. Either a whole record, shared, or just these fields, as a backend read them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Recorded(RecordedRepr);
 
@@ -521,6 +521,7 @@ enum RecordedRepr {
 #[derive(Debug, Clone, PartialEq)]
 struct Parts {
     state: RecordState,
+    tool: Option<String>,
     fingerprint: String,
     call_id: Option<String>,
     call_ids: Vec<String>,
@@ -540,6 +541,7 @@ impl Recorded {
     ) -> Self {
         Recorded(RecordedRepr::Parts(Box::new(Parts {
             state,
+            tool: None,
             fingerprint,
             call_id,
             call_ids: Vec::new(),
@@ -556,6 +558,33 @@ impl Recorded {
             RecordedRepr::Shared(rec) => std::sync::Arc::make_mut(rec).call_ids = call_ids,
         }
         self
+    }
+
+    /// The same, with the tool whose record it is ([`EffectRecord::tool`]). A backend should
+    /// give it: without it, the engine cannot tell a record of another tool under the same key
+    /// from its own, and claims instead of replaying (the claim then tells them apart).
+    pub fn with_tool(mut self, tool: String) -> Self {
+        match &mut self.0 {
+            RecordedRepr::Parts(p) => p.tool = Some(tool),
+            RecordedRepr::Shared(rec) => std::sync::Arc::make_mut(rec).tool = tool,
+        }
+        self
+    }
+
+    /// The tool whose record it is, if the backend read it ([`Recorded::with_tool`]).
+    pub fn tool(&self) -> Option<&str> {
+        match &self.0 {
+            RecordedRepr::Shared(rec) => Some(&rec.tool),
+            RecordedRepr::Parts(p) => p.tool.as_deref(),
+        }
+    }
+
+    /// The whole record, when the backend answered with it (not only a replay's fields).
+    pub(crate) fn record(&self) -> Option<&EffectRecord> {
+        match &self.0 {
+            RecordedRepr::Shared(rec) => Some(rec),
+            RecordedRepr::Parts(_) => None,
+        }
     }
 
     /// Whether the tool call `call_id` received the recorded result: the call that recorded it,
@@ -621,7 +650,9 @@ impl From<std::sync::Arc<EffectRecord>> for Recorded {
 
 impl From<EffectRecord> for Recorded {
     fn from(rec: EffectRecord) -> Self {
-        Recorded::new(rec.state, rec.fingerprint, rec.call_id, rec.output, rec.expires_at).with_call_ids(rec.call_ids)
+        Recorded::new(rec.state, rec.fingerprint, rec.call_id, rec.output, rec.expires_at)
+            .with_call_ids(rec.call_ids)
+            .with_tool(rec.tool)
     }
 }
 

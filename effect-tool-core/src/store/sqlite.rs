@@ -80,7 +80,7 @@
 //!   Reads (`get`, `list`, `audit`) run on tokio's blocking pool over separate read
 //!   connections (WAL lets them proceed while a write commits).
 //! - **Lookups and claims that need no write never take the write lock.** [`Store::lookup`]
-//!   and [`Store::lookup_recorded`] (the engine's first look at a key, which reads only the six
+//!   and [`Store::lookup_recorded`] (the engine's first look at a key, which reads only the seven
 //!   columns a replay needs and leaves the input JSON undecoded) read without waiting (busy
 //!   timeout 0) on the caller's thread: on the write connection when no leader holds it, whose
 //!   page cache survives its own commits (a read connection's is dropped whenever another
@@ -855,7 +855,7 @@ fn column_error(key: &str, e: rusqlite::Error) -> StoreError {
     }
 }
 
-/// What a replay reads ([`Store::lookup_recorded`]): six columns instead of nineteen, and no
+/// What a replay reads ([`Store::lookup_recorded`]): seven columns instead of nineteen, and no
 /// decode of the input JSON. The version is checked first, as [`Row::decode`] does.
 fn read_recorded(conn: &Connection, key: &str) -> Result<Option<Recorded>, StoreError> {
     let corrupt = |message: String| StoreError::Corrupt {
@@ -864,7 +864,7 @@ fn read_recorded(conn: &Connection, key: &str) -> Result<Option<Recorded>, Store
     };
     let mut st = conn
         .prepare_cached(
-            "SELECT version, state, fingerprint, call_id, output, expires_at, call_ids FROM effect_records WHERE key = ?1",
+            "SELECT version, state, fingerprint, call_id, output, expires_at, call_ids, tool FROM effect_records WHERE key = ?1",
         )
         .map_err(backend)?;
     let mut rows = st.query([key]).map_err(backend)?;
@@ -900,8 +900,11 @@ fn read_recorded(conn: &Connection, key: &str) -> Result<Option<Recorded>, Store
             .map_err(|e| corrupt(format!("its call ids are not a JSON list of strings: {e}")))?,
         None => Vec::new(),
     };
+    let tool = text(7)?.unwrap_or_default().to_owned();
     Ok(Some(
-        Recorded::new(state, fingerprint, call_id, output, expires_at).with_call_ids(call_ids),
+        Recorded::new(state, fingerprint, call_id, output, expires_at)
+            .with_call_ids(call_ids)
+            .with_tool(tool),
     ))
 }
 

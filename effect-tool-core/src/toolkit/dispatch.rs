@@ -178,6 +178,14 @@ pub struct ToolResult {
     pub disposition: Disposition,
     /// The effect key, when the call reached the journal.
     pub key: Option<String>,
+    /// `Some` when the output is another call's, made for other arguments under the same key
+    /// ([`crate::engine::CallReport::input_differs`]): this call did not run. The paths of the
+    /// fields that differ, never their values. [`ToolResult::content`] tells the model.
+    pub input_differs: Option<Vec<String>>,
+    /// For a call blocked as an identical re-plan ([`crate::BlockReason::IdenticalReplan`]):
+    /// the earlier call's recorded result, when the journal has it. [`ToolResult::content`]
+    /// gives it to the model.
+    pub recorded: Option<Value>,
 }
 
 impl ToolResult {
@@ -188,7 +196,16 @@ impl ToolResult {
             outcome,
             disposition,
             key,
+            input_differs: None,
+            recorded: None,
         }
+    }
+
+    /// The same result for another call of the turn (its id and name).
+    fn for_call(mut self, call: &ToolCall) -> Self {
+        self.call_id = call.id.clone();
+        self.name = call.name.clone();
+        self
     }
 
     /// Whether the model should see this as an error.
@@ -226,12 +243,27 @@ impl ToolResult {
     }
 
     /// The text the model reads: the output (a string output as is, anything else as JSON),
-    /// or a message that says what happened and what the model can do.
+    /// or a message that says what happened and what the model can do. Written for a model:
+    /// it never carries an operator's instructions (commands, journal paths); the errors'
+    /// `Display` (for people) does.
     pub fn content(&self) -> String {
         let name = &self.name;
         match &self.outcome {
-            ToolOutcome::Output(Value::String(s)) => s.clone(),
-            ToolOutcome::Output(v) => v.to_string(),
+            ToolOutcome::Output(v) => match &self.input_differs {
+                None => output_text(v),
+                Some(fields) => {
+                    let which = if fields.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (fields that differ: {})", quoted_list(fields))
+                    };
+                    let key = self.key.as_deref().unwrap_or_default();
+                    format!(
+                        "Note: this call of `{name}` did not run. An earlier call with other arguments{which} already ran under the same key (`{key}`), and the tool counts both as one action, so its recorded result is returned here, not a result for your arguments: {}",
+                        output_text(v)
+                    )
+                }
+            },
             ToolOutcome::Rejected(Rejection::MalformedArguments { message }) => format!(
                 "Error: the arguments for `{name}` are not valid JSON ({message}). Nothing was run. Call `{name}` again with one complete JSON object that matches its parameters."
             ),
@@ -254,21 +286,14 @@ impl ToolResult {
             ToolOutcome::Rejected(Rejection::ArgumentsTooLarge { size, limit }) => format!(
                 "Error: the arguments for `{name}` are {size} bytes, more than the {limit} bytes a call may carry. Nothing was run. Call `{name}` again with smaller arguments (split the work into several calls)."
             ),
-            ToolOutcome::Blocked(b) if b.reason == crate::error::BlockReason::IdenticalReplan => format!(
-                "Error: `{}` was not run again: a call with these identical arguments already ran in an earlier turn (key `{}`), and its result stands. It cannot be undone and has no key, so running it again could do the same thing twice. Nothing waits for a person. Do not call it again for the same purpose; if the user wants a second, separate one, call it with arguments that say how it differs.",
-                b.tool, b.key
-            ),
-            ToolOutcome::Blocked(b) => format!(
-                "Error: `{}` was not run. An earlier attempt of this same action may already have taken effect (key `{}`): {}. Running it again could repeat something that cannot be undone, so a person has to check it first. Do not call it again; tell the user it waits for a person to confirm what happened.",
-                b.tool, b.key, b.reason
-            ),
+            ToolOutcome::Blocked(b) => blocked_text(b, self.recorded.as_ref()),
             ToolOutcome::AwaitingApproval(a) => format!(
                 "`{}` has not run yet: it waits for approval by `{}` (key `{}`). Tell the user it needs approval. Once it is approved, calling it again with the same arguments runs it.",
                 a.tool, a.role, a.key
             ),
-            ToolOutcome::Failed(e) => format!("Error: {e}{}", failure_hint(e)),
+            ToolOutcome::Failed(e) => failure_text(e),
             ToolOutcome::Panicked { message } => format!(
-                "Error: `{name}` crashed while running ({message}). Whether it took effect is unknown: do not assume either way; tell the user."
+                "Error: `{name}` crashed while running ({message}). Whether it took effect is unknown: do not assume either way, and do not call it in another form; tell the user."
             ),
         }
     }
@@ -322,16 +347,136 @@ fn identical_groups(calls: &[ToolCall]) -> Vec<usize> {
     groups
 }
 
-fn failure_hint(e: &EffectError<String>) -> &'static str {
+/// An output as the model reads it: a string as is, anything else as JSON.
+fn output_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        v => v.to_string(),
+    }
+}
+
+/// `` `a`, `b` `` for field paths.
+fn quoted_list(items: &[String]) -> String {
+    items.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ")
+}
+
+/// What the model is told when the effect of an earlier attempt may have happened: the one
+/// thing it must not do is the same action in another form (a new key, a second effect).
+const MAY_HAVE_HAPPENED: &str = "Do not call it in another form: other arguments, or another tool that does the same thing, would make a second, separate action.";
+
+/// The model's text for a blocked call.
+fn blocked_text(b: &SideEffectRetryBlocked, recorded: Option<&Value>) -> String {
+    use crate::error::BlockReason;
+    let (tool, key) = (&b.tool, &b.key);
+    match b.reason {
+        BlockReason::IdenticalReplan => {
+            let (stands, result) = match recorded {
+                Some(v) => (
+                    ", and its result stands".to_owned(),
+                    format!(" The earlier call's result: {}", output_text(v)),
+                ),
+                None => (
+                    "; its result is not recorded yet (it is still running, or its outcome is unknown)".to_owned(),
+                    String::new(),
+                ),
+            };
+            format!(
+                "Error: `{tool}` was not run again: a call with these identical arguments already ran in an earlier turn (key `{key}`){stands}. It cannot be undone and has no key, so running it again could do the same thing twice. Nothing waits for a person. Do not call it again for the same purpose; if the user wants a second, separate one, call it with arguments that say how it differs.{result}"
+            )
+        }
+        BlockReason::RecoverFailed => format!(
+            "Error: `{tool}` was not run. An earlier attempt of this same action may already have taken effect (key `{key}`), and checking whether it did failed, so it may have happened. {MAY_HAVE_HAPPENED} Calling it again later with the same arguments checks again. Tell the user it is not confirmed yet."
+        ),
+        _ => format!(
+            "Error: `{tool}` was not run. An earlier attempt of this same action may already have taken effect (key `{key}`): {}. Running it again could repeat something that cannot be undone, so a person has to check it first. Do not call it again, in this form or another; tell the user it waits for a person to confirm what happened.",
+            b.reason
+        ),
+    }
+}
+
+/// The model's text for a failed call: what happened and what the model can do, once, as
+/// sentences. The errors' `Display` is for people (it names commands and the journal).
+fn failure_text(e: &EffectError<String>) -> String {
     use crate::outcome::Failure;
+    let unknown = |what: String| {
+        format!(
+            "Error: {what}. Whether it took effect is unknown. {MAY_HAVE_HAPPENED} Calling it again with the same arguments first checks what happened."
+        )
+    };
+    let failed = |what: String, failure: &Failure| match failure {
+        Failure::Definitive => format!(
+            "Error: {what}. Nothing happened, and the same call will fail the same way: change the arguments or choose another action."
+        ),
+        Failure::Transient { .. } => {
+            format!("Error: {what}. Nothing happened; calling it again later with the same arguments is safe.")
+        }
+        Failure::Unknown => unknown(what),
+    };
     match e {
-        EffectError::Tool { failure, .. } | EffectError::SharedFailure { failure, .. } => match failure {
-            Failure::Definitive => " Nothing happened; the same call will fail the same way.",
-            Failure::Transient { .. } => " Nothing happened; you may try again.",
-            Failure::Unknown => " It may or may not have taken effect.",
-        },
-        EffectError::TimedOut { .. } | EffectError::Interrupted { .. } => " It may or may not have taken effect.",
-        _ => "",
+        EffectError::Tool {
+            tool, failure, error, ..
+        } => failed(format!("`{tool}` failed: {}", error.trim_end_matches('.')), failure),
+        EffectError::SharedFailure {
+            tool, failure, message, ..
+        } => failed(
+            format!(
+                "`{tool}` failed in an identical call running at the same time: {}",
+                message.trim_end_matches('.')
+            ),
+            failure,
+        ),
+        EffectError::TimedOut { tool, after, .. } => unknown(format!("`{tool}` did not finish within {after:?}")),
+        EffectError::Panicked { tool, message, .. } => unknown(format!("`{tool}` crashed while running ({message})")),
+        EffectError::Interrupted { tool, .. } => unknown(format!("`{tool}` was stopped while running")),
+        EffectError::ClaimLost {
+            tool,
+            recorded: Some(recorded),
+            ..
+        } => format!(
+            "`{tool}`: another attempt of this same call took over and recorded its result, which stands: {}",
+            output_text(recorded)
+        ),
+        EffectError::ClaimLost { tool, .. } => {
+            unknown(format!("`{tool}` was stopped: another attempt of this same call took over"))
+        }
+        EffectError::Denied { tool, by, reason, .. } => format!(
+            "Error: `{tool}` was not run: {by} denied it{}. Do not call it again with the same arguments; tell the user, or choose another action.",
+            reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default()
+        ),
+        EffectError::InputMismatch { tool, key, .. } => format!(
+            "Error: `{tool}` was not run: its key (`{key}`) already holds an earlier call with other arguments, and this tool does not return that call's result for different ones. This is a fault in the application's key rule, not in your call: tell the user."
+        ),
+        EffectError::KeyOfAnotherTool {
+            tool,
+            key,
+            recorded_tool,
+        } => format!(
+            "Error: `{tool}` was not run: its key (`{key}`) is already used by another tool, `{recorded_tool}`. Nothing happened. This is a fault in the application's key rules, not in your call: tell the user."
+        ),
+        EffectError::Compensated { tool, .. } => format!(
+            "Error: `{tool}` was not run: its earlier effect was undone when its run was abandoned, and it is not applied again in this run."
+        ),
+        EffectError::Cancelled { tool, .. } => format!("Error: `{tool}` was not run: the run was cancelled. Nothing happened."),
+        EffectError::ShuttingDown { tool, .. } => format!(
+            "Error: `{tool}` was not run: the service is shutting down. Nothing happened; calling it again later with the same arguments is safe."
+        ),
+        EffectError::Store { tool, .. } => format!(
+            "Error: `{tool}` was not run: the journal that records tool calls did not answer. Nothing happened; calling it again later with the same arguments is safe."
+        ),
+        EffectError::MissingValue { tool, .. } => format!(
+            "Error: `{tool}` cannot run here: the application did not give it a value it needs. Nothing happened. This is a fault in the application, not in your call: tell the user."
+        ),
+        EffectError::Codec { tool, .. } => format!(
+            "Error: the result recorded for this call of `{tool}` cannot be read: a person has to correct the record. Do not call it in another form; tell the user."
+        ),
+        EffectError::InvalidArguments { tool, message } => {
+            format!("Error: the arguments for `{tool}` do not match its parameters: {message}. Nothing was run.")
+        }
+        EffectError::Blocked(b) => blocked_text(b, None),
+        EffectError::ApprovalPending(a) => format!(
+            "`{}` has not run yet: it waits for approval by `{}` (key `{}`). Tell the user it needs approval.",
+            a.tool, a.role, a.key
+        ),
     }
 }
 
@@ -451,7 +596,11 @@ impl Dispatcher {
                 } else {
                     first.disposition
                 };
-                ToolResult::new(call, first.outcome.clone(), disposition, first.key.clone())
+                ToolResult {
+                    disposition,
+                    ..first.clone()
+                }
+                .for_call(call)
             })
             .collect()
     }
@@ -500,6 +649,7 @@ impl Dispatcher {
                 return ToolResult::new(call, ToolOutcome::Panicked { message }, Disposition::Failed, None);
             }
         };
+        let input_differs = report.input_differs;
         let outcome = match report.result {
             Ok(v) => ToolOutcome::Output(v),
             Err(EffectError::Blocked(b)) => ToolOutcome::Blocked(b),
@@ -524,7 +674,18 @@ impl Dispatcher {
             }
             Err(e) => ToolOutcome::Failed(e),
         };
-        ToolResult::new(call, outcome, report.disposition, report.key)
+        let mut result = ToolResult::new(call, outcome, report.disposition, report.key);
+        result.input_differs = input_differs;
+        if let Some(b) = result.blocked()
+            && b.reason == crate::error::BlockReason::IdenticalReplan
+        {
+            // The model is given the earlier call's result (a read only on this rare path).
+            result.recorded = match self.engine.store().lookup(&b.key).await {
+                Ok(Some(rec)) if rec.state == crate::record::RecordState::Completed => rec.output.clone(),
+                _ => None,
+            };
+        }
+        result
     }
 
     /// The values of `name`'s secret fields in `args`, as text (to cut out of decoder messages).
