@@ -540,6 +540,24 @@ pub enum Rejected {
         /// The role needed.
         needed: String,
     },
+    /// A person's output ([`Verdict::Applied`]) does not have the shape of the tool's output
+    /// type, as its JSON Schema in the journal says ([`crate::Store::output_schema`]): recorded,
+    /// it would be replayed to calls that cannot decode it.
+    #[error(
+        "cannot record this output for `{key}`: it does not have the shape tool `{tool}` returns ({}). Nothing was recorded. Give an output that matches the tool's output schema: {}",
+        problems.join("; "),
+        serde_json::to_string(schema).unwrap_or_default()
+    )]
+    OutputMismatch {
+        /// The key.
+        key: String,
+        /// The record's tool.
+        tool: String,
+        /// What does not match, each as `` `path`: what is wrong ``.
+        problems: Vec<String>,
+        /// The tool's output schema (JSON Schema), as the journal keeps it.
+        schema: Value,
+    },
 }
 
 impl Rejected {
@@ -549,7 +567,8 @@ impl Rejected {
             Rejected::NotFound { key }
             | Rejected::Fenced { key, .. }
             | Rejected::InvalidState { key, .. }
-            | Rejected::WrongRole { key, .. } => key,
+            | Rejected::WrongRole { key, .. }
+            | Rejected::OutputMismatch { key, .. } => key,
         }
     }
 }
