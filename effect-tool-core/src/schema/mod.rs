@@ -498,6 +498,21 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    #[test]
+    fn the_output_probe_gives_a_schema_only_for_a_type_that_has_one() {
+        use super::probe::{OutputSchemaProbe, ViaJsonSchema as _, ViaNothing as _};
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Typed {
+            id: String,
+        }
+        #[allow(dead_code)]
+        struct Untyped;
+        let typed = (&&OutputSchemaProbe::<Typed>::new()).output_schema();
+        assert_eq!(typed, Some(output_schema::<Typed>()));
+        assert_eq!((&&OutputSchemaProbe::<Untyped>::new()).output_schema(), None);
+    }
+
 
     #[test]
     fn formats_providers_reject_are_removed_and_bounds_kept() {
