@@ -110,6 +110,7 @@ pub mod __private {
     pub use ::serde_json;
 
     pub use effect_tool_core::schema::assert_strict;
+    pub use effect_tool_core::schema::probe as output_schema;
     pub use effect_tool_core::{
         EffectClass, EffectCtx, Injected, KeyRule, RetryPolicy, RunContext, Tool, ToolMeta, Toolkit, Window, class,
         context, policy, tool,

@@ -331,12 +331,17 @@ fn skipped_note(listing: &Listing) -> Option<String> {
 async fn show(store: &dyn Store, key: &str, json: bool, io: &mut Io<'_>) -> Result<(), CliError> {
     let rec = store.get(key).await?.ok_or_else(|| not_found(key))?;
     let audit = store.audit(Some(key)).await?;
+    // The shape a person's output must have (kept by the engine that ran the tool).
+    let output_schema = store.output_schema(&rec.tool).await?;
     if json {
         let audit: Vec<Value> = audit
             .iter()
             .map(|a| serde_json::to_value(a).unwrap_or(Value::Null))
             .collect();
-        return write_json(io.out, &json!({ "record": record_json(&rec), "audit": audit }));
+        return write_json(
+            io.out,
+            &json!({ "record": record_json(&rec), "audit": audit, "output_schema": output_schema }),
+        );
     }
     let now = store.now();
     let mut text = String::new();
@@ -398,6 +403,22 @@ async fn show(store: &dyn Store, key: &str, json: bool, io: &mut Io<'_>) -> Resu
             "if the resolution by {} was wrong, correct it (until the next call runs it):\n  effect-tool resolve {k} --applied --output '<json>' --amend\n  effect-tool resolve {k} --not-applied --amend\n",
             clean(by)
         ));
+    }
+    let may_record = rec.state == RecordState::InDoubt || rec.is_stale(now) || rec.resolved_by().is_some();
+    if may_record {
+        match &output_schema {
+            Some(schema) => {
+                text.push_str(&format!(
+                    "an output given with --applied must have the shape {} returns (its JSON Schema):\n",
+                    clean(&rec.tool)
+                ));
+                text.push_str(&indent(&pretty(schema)));
+            }
+            None => text.push_str(&format!(
+                "the journal holds no output schema of {}, so an output given with --applied is not checked: give exactly what the tool returns\n",
+                clean(&rec.tool)
+            )),
+        }
     }
     write(io.out, &text)
 }

@@ -131,7 +131,7 @@ macro_rules! conformance_tests {
             use super::*;
             $crate::__conformance_cases!($harness;
                 claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
-                amend_corrects_a_resolution, approve_and_deny, approval_binds_its_input, shared_results_keep_their_call_ids, engine_decisions_are_audited, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
+                amend_corrects_a_resolution, resolve_checks_the_output, approve_and_deny, approval_binds_its_input, shared_results_keep_their_call_ids, engine_decisions_are_audited, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
                 audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored, worker_takes_over_its_previous_incarnation);
         }
     };
@@ -141,7 +141,7 @@ macro_rules! conformance_tests {
             use super::*;
             $crate::__conformance_cases!($harness;
                 claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
-                amend_corrects_a_resolution, approve_and_deny, approval_binds_its_input, shared_results_keep_their_call_ids, engine_decisions_are_audited, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
+                amend_corrects_a_resolution, resolve_checks_the_output, approve_and_deny, approval_binds_its_input, shared_results_keep_their_call_ids, engine_decisions_are_audited, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
                 audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored, worker_takes_over_its_previous_incarnation,
                 future_version_refused, fencing_across_handles);
             #[test]
@@ -426,7 +426,7 @@ impl Tool for CountingTool {
 
 /// What [`SendReceipt`] returns: an object, so a bare string recorded by a person does not
 /// decode as it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 struct Receipt {
     id: String,
 }
@@ -452,6 +452,27 @@ impl Tool for SendReceipt {
                 id: format!("{}-{n}", args.key),
             }),
         }
+    }
+}
+
+/// [`SendReceipt`] declaring its output's JSON Schema ([`Tool::output_schema`]), as `#[tool]`
+/// does for an output type that implements `JsonSchema`.
+#[derive(Debug, Clone, Default)]
+struct TypedReceipt(SendReceipt);
+
+impl Tool for TypedReceipt {
+    type Args = LedgerArgs;
+    type Output = Receipt;
+    type Error = ToolError;
+    const NAME: &'static str = "send_typed_receipt";
+    const CLASS: EffectClass = EffectClass::Irreversible;
+
+    fn output_schema() -> Option<Value> {
+        Some(crate::schema::output_schema::<Receipt>())
+    }
+
+    async fn call(&self, ctx: &EffectCtx, args: LedgerArgs) -> Result<Receipt, ToolError> {
+        self.0.call(ctx, args).await
     }
 }
 
@@ -1038,6 +1059,67 @@ pub mod cases {
         ));
     }
 
+    /// The engine keeps a tool's output schema in the journal; a person's output that does not
+    /// match it is refused (resolve and amend alike) with the expected shape, and nothing is
+    /// recorded; one that matches is replayed.
+    pub async fn resolve_checks_the_output<H: Harness>() {
+        let h = H::fresh().await;
+        let s = h.store();
+        let engine = Engine::new(h.store());
+        let tool = TypedReceipt::default();
+        let run = RunContext::new(format!("typed-{}", fastrand::u64(..)));
+        let args = LedgerArgs { key: "t".to_owned() };
+        let call = || engine.call_with_report(&tool, &run, CallOptions::default(), args.clone());
+
+        let first = call().await;
+        assert!(matches!(&first.result, Err(EffectError::Blocked(_))), "{:?}", first.result);
+        let k = first.key.expect("a journaled call has a key");
+        let schema = s.output_schema("send_typed_receipt").await.unwrap();
+        assert_eq!(
+            schema,
+            Some(crate::schema::output_schema::<Receipt>()),
+            "the engine wrote the tool's output schema before its first call"
+        );
+
+        for wrong in [json!("r-0"), json!({"ids": "r-0"}), json!({"id": 7})] {
+            for refused in [
+                s.resolve(&k, "ann", Verdict::Applied { output: wrong.clone() }).await,
+                s.amend(&k, "ann", Verdict::Applied { output: wrong.clone() }).await,
+            ] {
+                match refused {
+                    Err(StoreError::Rejected(r @ Rejected::OutputMismatch { .. })) => {
+                        let text = r.to_string();
+                        assert!(
+                            text.contains("send_typed_receipt") && text.contains("\"required\":[\"id\"]") && text.contains("Nothing was recorded"),
+                            "the refusal names the tool and shows the expected shape: {text}"
+                        );
+                    }
+                    other => panic!("{wrong} is not a Receipt and must be refused, got {other:?}"),
+                }
+            }
+        }
+        let rec = s.get(&k).await.unwrap().unwrap();
+        assert_eq!(rec.state, RecordState::InDoubt, "nothing was recorded");
+        assert_eq!(rec.output, None);
+
+        // Unknown fields pass as serde reads them; the right shape is recorded and replayed.
+        s.resolve(
+            &k,
+            "ann",
+            Verdict::Applied {
+                output: json!({"id": "r-0", "note": "checked by hand"}),
+            },
+        )
+        .await
+        .unwrap();
+        let replayed = call().await;
+        assert_eq!(replayed.result.unwrap(), Receipt { id: "r-0".to_owned() });
+        assert_eq!(replayed.disposition, Disposition::Replayed);
+        // Not applied needs no output, so nothing is checked.
+        s.amend(&k, "ann", Verdict::NotApplied).await.unwrap();
+        assert_eq!(tool.0.runs.load(Ordering::SeqCst), 1);
+    }
+
     /// A person's resolution with an output of the wrong shape makes every call of the key fail
     /// to decode; amending it fixes the key without running the tool, amending to not applied
     /// lets the next call run it, and what the tool recorded itself cannot be amended.
@@ -1070,7 +1152,15 @@ pub mod cases {
             match call().await.result {
                 Err(EffectError::Codec { key, message, .. }) => {
                     assert_eq!(key, k);
-                    assert!(message.contains("--amend"), "the error says how to fix it: {message}");
+                    // The model reads this: what it may do, never an operator's command.
+                    assert!(
+                        message.contains("waits for a person to correct it") && message.contains("Do not call"),
+                        "the model is told the record waits for a person: {message}"
+                    );
+                    assert!(
+                        !message.contains("effect-tool") && !message.contains("--amend") && !message.contains("StoreExt"),
+                        "no operator instructions reach the model: {message}"
+                    );
                 }
                 other => panic!("a wrong-shaped output fails to decode, got {other:?}"),
             }

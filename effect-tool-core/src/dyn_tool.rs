@@ -17,6 +17,11 @@ pub trait DynTool: Send + Sync + 'static {
     /// The JSON Schema of the arguments, as exported to models.
     fn input_schema(&self) -> Value;
 
+    /// The JSON Schema of the tool's output, if known ([`Tool::output_schema`]).
+    fn output_schema(&self) -> Option<Value> {
+        None
+    }
+
     /// Decode `args` and call the tool through `engine`. Arguments that do not decode come back
     /// as [`EffectError::InvalidArguments`] and nothing runs. Tool errors become strings.
     fn call_json<'a>(
@@ -50,6 +55,10 @@ impl<T: Tool> DynTool for T {
 
     fn input_schema(&self) -> Value {
         T::input_schema()
+    }
+
+    fn output_schema(&self) -> Option<Value> {
+        T::output_schema()
     }
 
     fn check_output(&self, output: &Value) -> Result<(), String> {

@@ -580,6 +580,24 @@ pub enum Rejected {
         /// The input parked now (sensitive values left out, as in the record).
         input: Value,
     },
+    /// A person's output ([`Verdict::Applied`]) does not have the shape of the tool's output
+    /// type, as its JSON Schema in the journal says ([`crate::Store::output_schema`]): recorded,
+    /// it would be replayed to calls that cannot decode it.
+    #[error(
+        "cannot record this output for `{key}`: it does not have the shape tool `{tool}` returns ({}). Nothing was recorded. Give an output that matches the tool's output schema: {}",
+        problems.join("; "),
+        serde_json::to_string(schema).unwrap_or_default()
+    )]
+    OutputMismatch {
+        /// The key.
+        key: String,
+        /// The record's tool.
+        tool: String,
+        /// What does not match, each as `` `path`: what is wrong ``.
+        problems: Vec<String>,
+        /// The tool's output schema (JSON Schema), as the journal keeps it.
+        schema: Value,
+    },
 }
 
 impl Rejected {
@@ -591,7 +609,8 @@ impl Rejected {
             | Rejected::InvalidState { key, .. }
             | Rejected::WrongRole { key, .. }
             | Rejected::InputChanged { key, .. }
-            | Rejected::KeyOfAnotherTool { key, .. } => key,
+            | Rejected::KeyOfAnotherTool { key, .. }
+            | Rejected::OutputMismatch { key, .. } => key,
         }
     }
 }

@@ -155,6 +155,20 @@ pub trait Tool: Send + Sync + 'static {
         crate::schema::input_schema::<Self::Args>()
     }
 
+    /// The JSON Schema of [`Tool::Output`], if known: the engine keeps it in the journal
+    /// ([`crate::Store::put_output_schema`], once per tool and process), so that an output a
+    /// person records by hand ([`crate::StoreExt::resolve`], `effect-tool resolve --applied
+    /// --output`, the console) is checked against it and `effect-tool show` can say what shape
+    /// is expected.
+    ///
+    /// `#[tool]` returns the schema when the output type implements [`schemars::JsonSchema`],
+    /// and `None` otherwise. The default, for a manual impl, is `None` (outputs recorded by
+    /// hand are then not checked); return
+    /// `Some(effect_tool_core::schema::output_schema::<Self::Output>())` to have them checked.
+    fn output_schema() -> Option<serde_json::Value> {
+        None
+    }
+
     /// A custom effect key from the arguments (`None`: the rule's default key).
     fn key(&self, args: &Self::Args) -> Option<String> {
         let _ = args;

@@ -23,6 +23,7 @@ mod engine_people;
 mod engine_races;
 mod keys_big_integers;
 mod markers_forged;
+mod outputs_resolved;
 mod people_notify;
 mod testing_kit;
 mod truth_edges;

@@ -39,7 +39,17 @@ macro_rules! on_every_backend {
     };
 }
 
-on_every_backend!(list, show, resolve, amend, approve_and_deny, abandon, gc, store_errors);
+on_every_backend!(
+    list,
+    show,
+    resolve,
+    amend,
+    output_checked,
+    approve_and_deny,
+    abandon,
+    gc,
+    store_errors
+);
 
 async fn list(j: &Journal) {
     let run = j.run_id("r");
@@ -821,4 +831,77 @@ async fn lists_name_the_rows_they_skip() {
     assert!(dry.ok().contains("  broken-row: "), "{dry:?}");
     let dry_json = j.cli(&["gc", "--dry-run", "--json"]).json();
     assert_eq!(dry_json["skipped"], json!(["broken-row"]));
+}
+
+/// What [`Mail`] returns: an object.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+struct Sent {
+    id: String,
+}
+
+/// An irreversible tool whose call times out after sending: the record goes in doubt. It
+/// declares its output's schema, as `#[tool]` does for an output that implements `JsonSchema`.
+struct Mail;
+
+impl Tool for Mail {
+    type Args = String;
+    type Output = Sent;
+    type Error = ToolError;
+    const NAME: &'static str = "mail_checked";
+    const CLASS: EffectClass = EffectClass::Irreversible;
+
+    fn output_schema() -> Option<Value> {
+        Some(effect_tool_core::schema::output_schema::<Sent>())
+    }
+
+    async fn call(&self, _ctx: &EffectCtx, _to: String) -> Result<Sent, ToolError> {
+        Err(ToolError::unknown("the mail API timed out after sending"))
+    }
+}
+
+/// `resolve --applied --output` is checked against the output schema the engine wrote to the
+/// journal: a plain string for a tool that returns an object is refused with the expected
+/// shape, `--amend` too, and `show` says what shape to give.
+async fn output_checked(j: &Journal) {
+    let engine = Engine::new(j.store.clone());
+    let run = RunContext::new(j.run_id("r"));
+    let report = engine
+        .call_with_report(&Mail, &run, Default::default(), "ann@example.com".to_owned())
+        .await;
+    let key = report.key.expect("journaled");
+    assert_eq!(j.get(&key).await.unwrap().state, RecordState::InDoubt);
+
+    let shown = j.cli(&["show", &key]);
+    let text = shown.ok();
+    assert!(
+        text.contains("an output given with --applied must have the shape mail_checked returns (its JSON Schema):\n")
+            && text.contains("\"required\": [\n      \"id\"\n    ]"),
+        "{text}"
+    );
+    let shown = j.cli(&["show", &key, "--json"]).json();
+    assert_eq!(shown["output_schema"]["required"], json!(["id"]), "{shown}");
+
+    for amend in [false, true] {
+        let mut args = vec!["resolve", key.as_str(), "--applied", "--output", r#""msg-1""#];
+        if amend {
+            args.push("--amend");
+        }
+        let out = j.cli(&args);
+        let msg = out.fails(1);
+        assert!(
+            msg.contains("does not have the shape tool `mail_checked` returns")
+                && msg.contains("Nothing was recorded")
+                && msg.contains(r#""required":["id"]"#),
+            "{msg}"
+        );
+    }
+    let rec = j.get(&key).await.unwrap();
+    assert_eq!((rec.state, rec.output), (RecordState::InDoubt, None), "nothing recorded");
+
+    j.cli(&["resolve", &key, "--applied", "--output", r#"{"id": "msg-1"}"#]).ok();
+    let replayed = engine
+        .call(&Mail, &run, Default::default(), "ann@example.com".to_owned())
+        .await
+        .unwrap();
+    assert_eq!(replayed, Sent { id: "msg-1".to_owned() });
 }

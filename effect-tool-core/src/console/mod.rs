@@ -239,6 +239,11 @@ impl IntoResponse for Refusal {
 
 fn store_refusal(e: StoreError) -> Refusal {
     match e {
+        StoreError::Rejected(r @ crate::record::Rejected::OutputMismatch { .. }) => Refusal(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            r.to_string(),
+            "give an output of the shape the record page shows",
+        ),
         StoreError::Rejected(r) => Refusal(
             StatusCode::CONFLICT,
             r.to_string(),
@@ -519,9 +524,23 @@ async fn show(State(console): State<Arc<Console>>, Query(q): Query<KeyQuery>) ->
     let rec = record_or_404(&console, &q.key).await?;
     let audit = console.store.audit(Some(&q.key)).await.map_err(store_refusal)?;
     let now = console.store.now();
+    let output_schema = output_schema(&console, &rec.tool).await;
     Ok(Json(
-        json!({ "state": shown_state(&rec, now), "record": rec, "audit": audit }),
+        json!({ "state": shown_state(&rec, now), "record": rec, "audit": audit, "output_schema": output_schema }),
     ))
+}
+
+/// The shape a person's output for `tool` must have: the toolkit's tool's own schema, else
+/// the one the engine kept in the journal; `None` when neither is known (a failed read of
+/// the journal's is logged, and the record shown without it).
+async fn output_schema(console: &Console, tool: &str) -> Option<Value> {
+    if let Some(schema) = console.tools.get(tool).and_then(|t| t.output_schema()) {
+        return Some(schema);
+    }
+    console.store.output_schema(tool).await.unwrap_or_else(|e| {
+        tracing::warn!(tool, error = %e, "cannot read the tool's output schema from the journal");
+        None
+    })
 }
 
 /// The escaped prefix of the runs the MCP server scopes to principal `name` (`<name>/`).

@@ -147,6 +147,13 @@ impl Store for InstrumentedStore {
     async fn marker_secret(&self) -> Result<Option<MarkerSecret>, StoreError> {
         self.observed("marker-secret", None, self.inner.marker_secret()).await
     }
+    async fn put_output_schema(&self, tool: &str, schema: &serde_json::Value) -> Result<(), StoreError> {
+        self.observed("put-output-schema", None, self.inner.put_output_schema(tool, schema))
+            .await
+    }
+    async fn output_schema(&self, tool: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        self.observed("output-schema", None, self.inner.output_schema(tool)).await
+    }
     fn backend_name(&self) -> &'static str {
         self.backend
     }

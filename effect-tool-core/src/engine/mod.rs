@@ -227,6 +227,9 @@ struct Inner {
     /// The marker secret: the application's ([`Engine::with_marker_secret`]), or the journal's
     /// ([`Store::marker_secret`]), loaded before the first journaled call.
     marker_secret: tokio::sync::OnceCell<Option<crate::marker::MarkerSecret>>,
+    /// The tools whose output schema this engine has written to the journal
+    /// ([`Store::put_output_schema`]), or that have none.
+    output_schemas: Mutex<std::collections::HashSet<&'static str, foldhash::fast::RandomState>>,
     /// [`Engine::with_store_retry`], in milliseconds.
     store_retry_ms: std::sync::atomic::AtomicU64,
     /// Who this engine's claims say holds them ([`Engine::with_worker`], [`Engine::holder`]).
@@ -411,6 +414,7 @@ impl Engine {
                 active: AtomicUsize::new(0),
                 idle: Notify::new(),
                 marker_secret: tokio::sync::OnceCell::new(),
+                output_schemas: Mutex::new(Default::default()),
                 store_retry_ms: std::sync::atomic::AtomicU64::new(DEFAULT_STORE_RETRY.as_millis() as u64),
                 holder: new_holder(),
                 events: observe::Events::new(),
@@ -489,6 +493,39 @@ impl Engine {
             );
         }
         self
+    }
+
+    /// Write `T`'s output schema ([`Tool::output_schema`]) to the journal, once per tool and
+    /// engine, so that a person recording an output by hand is checked against it. A failed
+    /// write is logged and tried again on the next call: the call itself goes on (its claim
+    /// meets the same journal, and says so if it is down).
+    async fn write_output_schema<T: Tool>(&self) {
+        let written = |inner: &Inner| {
+            inner
+                .output_schemas
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(T::NAME)
+        };
+        if self
+            .inner
+            .output_schemas
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(T::NAME)
+        {
+            return;
+        }
+        let Some(schema) = T::output_schema() else {
+            written(&self.inner);
+            return;
+        };
+        match self.inner.store.put_output_schema(T::NAME, &schema).await {
+            Ok(()) => {
+                written(&self.inner);
+            }
+            Err(e) => tracing::warn!(tool = T::NAME, error = %e, "could not write the tool's output schema to the journal; an output a person records by hand is not checked until it is"),
+        }
     }
 
     /// The secret markers are signed with: the one given to [`Engine::with_marker_secret`],
@@ -746,6 +783,7 @@ impl Engine {
             },
             Ok(_) => (fingerprint, input),
         };
+        self.write_output_schema::<T>().await;
 
         let call = Call {
             tool,
@@ -1223,11 +1261,15 @@ fn decode_output<T: Tool>(key: &str, v: Value) -> Result<T::Output, EffectError<
     serde_json::from_value(v).map_err(|e| codec_error::<T>(key, e))
 }
 
+/// A recorded output that does not decode as `T`'s output type. The model reads this error
+/// (the dispatcher shows it), so it says what the model may do, and nothing addressed to an
+/// operator: how a person corrects the record is logged, here, for the operator.
 fn codec_error<T: Tool>(key: &str, e: serde_json::Error) -> EffectError<T::Error> {
+    tracing::error!(tool = T::NAME, key, fix = %output_mismatch(key, &e), "a recorded output does not decode as the tool's output type");
     EffectError::Codec {
         tool: T::NAME.to_owned(),
         key: key.to_owned(),
-        message: output_mismatch(key, &e),
+        message: "this action was already done, but its recorded result does not have the shape this tool returns, so it cannot be given to you. Nothing was run again. The record waits for a person to correct it. Do not call the tool again for this, in any form; tell the user it waits for a person.".to_owned(),
     }
 }
 

@@ -97,6 +97,80 @@ pub fn input_schema<T: JsonSchema>() -> Value {
     value
 }
 
+/// The JSON Schema of a tool's output type `T`, as the journal keeps it for the people who
+/// record an output by hand ([`crate::Tool::output_schema`], [`crate::StoreExt::resolve`]).
+///
+/// Unlike [`input_schema`], nothing is changed for a provider: it is schemars' own draft
+/// 2020-12 schema (`$schema` kept, nested types under `$defs`), so that it accepts what
+/// `serde_json::from_value::<T>` accepts (unknown fields included, unless `T` denies them).
+///
+/// ```
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Refund {
+///     id: String,
+///     amount_cents: u64,
+/// }
+///
+/// let schema = effect_tool_core::schema::output_schema::<Refund>();
+/// assert_eq!(schema["type"], "object");
+/// assert_eq!(schema["required"], serde_json::json!(["id", "amount_cents"]));
+/// ```
+pub fn output_schema<T: JsonSchema>() -> Value {
+    schemars::generate::SchemaSettings::draft2020_12()
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value()
+}
+
+/// What `#[tool]` generates for [`crate::Tool::output_schema`]: `Some(schema)` when the
+/// output type implements [`JsonSchema`], `None` when it does not (autoref specialization,
+/// which works for the concrete types generated code names). Not for use by hand: a manual
+/// `impl Tool` returns `Some(output_schema::<Self::Output>())` itself.
+#[doc(hidden)]
+pub mod probe {
+    use std::marker::PhantomData;
+
+    /// The output type `T`, whose schema is asked for.
+    pub struct OutputSchemaProbe<T: ?Sized>(PhantomData<T>);
+
+    impl<T: ?Sized> OutputSchemaProbe<T> {
+        /// The probe.
+        pub const fn new() -> Self {
+            OutputSchemaProbe(PhantomData)
+        }
+    }
+
+    impl<T: ?Sized> Default for OutputSchemaProbe<T> {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+
+    /// Chosen when `T` implements `JsonSchema`: its schema.
+    pub trait ViaJsonSchema {
+        /// The schema.
+        fn output_schema(&self) -> Option<serde_json::Value>;
+    }
+
+    impl<T: schemars::JsonSchema> ViaJsonSchema for &OutputSchemaProbe<T> {
+        fn output_schema(&self) -> Option<serde_json::Value> {
+            Some(super::output_schema::<T>())
+        }
+    }
+
+    /// Chosen otherwise: no schema.
+    pub trait ViaNothing {
+        /// No schema.
+        fn output_schema(&self) -> Option<serde_json::Value>;
+    }
+
+    impl<T: ?Sized> ViaNothing for OutputSchemaProbe<T> {
+        fn output_schema(&self) -> Option<serde_json::Value> {
+            None
+        }
+    }
+}
+
 /// The JSON Schema draft that exported schemas follow (their `$schema` is removed on export).
 pub const DRAFT: &str = "https://json-schema.org/draft/2020-12/schema";
 
@@ -424,6 +498,21 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    #[test]
+    fn the_output_probe_gives_a_schema_only_for_a_type_that_has_one() {
+        use super::probe::{OutputSchemaProbe, ViaJsonSchema as _, ViaNothing as _};
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Typed {
+            id: String,
+        }
+        #[allow(dead_code)]
+        struct Untyped;
+        let typed = (&&OutputSchemaProbe::<Typed>::new()).output_schema();
+        assert_eq!(typed, Some(output_schema::<Typed>()));
+        assert_eq!((&&OutputSchemaProbe::<Untyped>::new()).output_schema(), None);
+    }
+
 
     #[test]
     fn formats_providers_reject_are_removed_and_bounds_kept() {

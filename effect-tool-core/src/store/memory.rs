@@ -30,6 +30,8 @@ pub struct MemoryStore {
 struct Inner {
     records: HashMap<String, Arc<EffectRecord>, foldhash::fast::RandomState>,
     audit: Vec<AuditEntry>,
+    /// Each tool's output schema ([`Store::put_output_schema`]).
+    output_schemas: HashMap<String, serde_json::Value, foldhash::fast::RandomState>,
 }
 
 impl MemoryStore {
@@ -121,6 +123,15 @@ impl Store for MemoryStore {
         let fresh = crate::marker::MarkerSecret::random()
             .map_err(|e| StoreError::Backend(format!("cannot create the journal's marker secret: {e}")))?;
         Ok(Some(self.marker_secret.get_or_init(|| fresh).clone()))
+    }
+
+    async fn put_output_schema(&self, tool: &str, schema: &serde_json::Value) -> Result<(), StoreError> {
+        self.lock().output_schemas.insert(tool.to_owned(), schema.clone());
+        Ok(())
+    }
+
+    async fn output_schema(&self, tool: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        Ok(self.lock().output_schemas.get(tool).cloned())
     }
 
     async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {

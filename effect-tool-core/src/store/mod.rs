@@ -150,6 +150,11 @@ impl Listing {
     }
 }
 
+/// The prefix of the meta rows (SQLite's `effect_tool_meta`, PostgreSQL's `settings`) that keep
+/// each tool's output schema ([`Store::put_output_schema`]), followed by the tool's name.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) const OUTPUT_SCHEMA_ROW: &str = "output_schema:";
+
 /// A skipped row for `error`, under `key` when the error does not name one.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn skipped(error: &StoreError, key: Option<&str>) -> Skipped {
@@ -260,6 +265,27 @@ pub trait Store: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// Keep `schema`, the JSON Schema of `tool`'s output ([`crate::Tool::output_schema`]), in
+    /// the journal, replacing the one kept before: the engine writes it once per tool and
+    /// process, before the tool's first journaled call, so that a person who records an
+    /// output by hand is checked against it ([`StoreExt::resolve`]). One small row per tool,
+    /// not per record.
+    ///
+    /// The built-in stores keep it (memory: per store; SQLite and PostgreSQL: a row of their
+    /// meta table, `output_schema:<tool>`). The default keeps nothing: outputs recorded by hand
+    /// are then not checked.
+    async fn put_output_schema(&self, tool: &str, schema: &Value) -> Result<(), StoreError> {
+        let _ = (tool, schema);
+        Ok(())
+    }
+
+    /// The JSON Schema of `tool`'s output kept by [`Store::put_output_schema`], if any. The
+    /// default keeps none.
+    async fn output_schema(&self, tool: &str) -> Result<Option<Value>, StoreError> {
+        let _ = tool;
+        Ok(None)
+    }
+
     /// Completes when a person's decision on `key` (approve, deny, resolve, amend) was made,
     /// so that a task waiting for it
     /// ([`RunHandle::wait_for_approval`](crate::RunHandle::wait_for_approval)) reads the record
@@ -319,7 +345,13 @@ pub trait StoreExt: Store {
         done(self.apply(key, Op::MarkInDoubt { attempt, reason }).await?)
     }
     /// A person's verdict on a record in doubt.
+    ///
+    /// An output given as applied is checked first against the tool's output schema in the
+    /// journal ([`Store::output_schema`]): one that does not match is refused with
+    /// [`Rejected::OutputMismatch`](crate::record::Rejected::OutputMismatch), which shows the
+    /// schema, and nothing is recorded.
     async fn resolve(&self, key: &str, by: &str, verdict: Verdict) -> Result<EffectRecord, StoreError> {
+        check_verdict(self, key, &verdict).await?;
         done(
             self.apply(
                 key,
@@ -332,8 +364,10 @@ pub trait StoreExt: Store {
         )
     }
     /// A person corrects their resolution of `key` (see [`Op::Amend`]): refused unless the
-    /// record's current state was set by a person's resolution.
+    /// record's current state was set by a person's resolution. An output is checked as
+    /// [`StoreExt::resolve`] checks it.
     async fn amend(&self, key: &str, by: &str, verdict: Verdict) -> Result<EffectRecord, StoreError> {
+        check_verdict(self, key, &verdict).await?;
         done(
             self.apply(
                 key,
@@ -386,6 +420,58 @@ pub trait StoreExt: Store {
 }
 
 impl<S: Store + ?Sized> StoreExt for S {}
+
+/// Refuse a [`Verdict::Applied`] whose output does not match the output schema the journal
+/// keeps for the record's tool. A verdict on a key with no record is left to the store to
+/// refuse (`NotFound`).
+async fn check_verdict<S: Store + ?Sized>(store: &S, key: &str, verdict: &Verdict) -> Result<(), StoreError> {
+    let Verdict::Applied { output } = verdict else {
+        return Ok(());
+    };
+    let Some(rec) = store.get(key).await? else {
+        return Ok(());
+    };
+    match store.output_schema(&rec.tool).await? {
+        Some(schema) => check_output(key, &rec.tool, &schema, output).map_err(StoreError::from),
+        None => Ok(()),
+    }
+}
+
+/// The most problems an [`Rejected::OutputMismatch`](crate::record::Rejected::OutputMismatch)
+/// lists.
+const MAX_OUTPUT_PROBLEMS: usize = 5;
+
+/// Whether `output` has the shape `schema` (the JSON Schema of `tool`'s output) describes:
+/// `Err` lists what does not match, with the schema. A schema the validator cannot compile
+/// (not written by effect-tool) checks nothing, and is logged.
+pub fn check_output(key: &str, tool: &str, schema: &Value, output: &Value) -> Result<(), crate::record::Rejected> {
+    let validator = match jsonschema::validator_for(schema) {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!(tool, error = %e, "the journal's output schema of this tool does not compile; the output recorded by hand is not checked");
+            return Ok(());
+        }
+    };
+    let problems: Vec<String> = validator
+        .iter_errors(output)
+        .take(MAX_OUTPUT_PROBLEMS)
+        .map(|e| {
+            let at = e.instance_path().as_str();
+            let at = if at.is_empty() { "the output" } else { at };
+            format!("`{at}`: {e}")
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(crate::record::Rejected::OutputMismatch {
+            key: key.to_owned(),
+            tool: tool.to_owned(),
+            problems,
+            schema: schema.clone(),
+        })
+    }
+}
 
 fn done(outcome: OpOutcome) -> Result<EffectRecord, StoreError> {
     match outcome {
@@ -468,6 +554,12 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     fn backend_name(&self) -> &'static str {
         (**self).backend_name()
+    }
+    async fn put_output_schema(&self, tool: &str, schema: &Value) -> Result<(), StoreError> {
+        (**self).put_output_schema(tool, schema).await
+    }
+    async fn output_schema(&self, tool: &str) -> Result<Option<Value>, StoreError> {
+        (**self).output_schema(tool).await
     }
     async fn changed(&self, key: &str) {
         (**self).changed(key).await

@@ -1103,6 +1103,77 @@ impl PostgresStore {
         Ok(stored)
     }
 
+    /// Whether the schema's `settings` table exists (it is made on first use).
+    async fn has_settings(&self, client: &deadpool_postgres::Object, name: &str) -> Result<bool, StoreError> {
+        Ok(client
+            .query_typed_opt(
+                "SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'settings'",
+                &[(&name, Type::TEXT)],
+            )
+            .await
+            .map_err(pg)?
+            .is_some())
+    }
+
+    /// Write the row `output_schema:<tool>` of `settings` (the table made first, under the
+    /// schema's lock, if there is none), unless it already holds `value`.
+    async fn put_output_schema_on(
+        &self,
+        client: &mut deadpool_postgres::Object,
+        name: &str,
+        s: &str,
+        row: &str,
+        value: &str,
+    ) -> Result<(), StoreError> {
+        let upsert = format!(
+            "INSERT INTO {s}.settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = excluded.value WHERE {s}.settings.value <> excluded.value"
+        );
+        if self.has_settings(client, name).await? {
+            client
+                .query_typed(&upsert, &[(&row, Type::TEXT), (&value, Type::TEXT)])
+                .await
+                .map_err(pg)?;
+            return Ok(());
+        }
+        let tx = client.transaction().await.map_err(pg)?;
+        tx.query_typed(
+            "SELECT pg_advisory_xact_lock(hashtext('effect-tool:' || $1::text))::text",
+            &[(&name, Type::TEXT)],
+        )
+        .await
+        .map_err(pg)?;
+        tx.batch_execute(&format!(
+            "CREATE TABLE IF NOT EXISTS {s}.settings (name text PRIMARY KEY, value text NOT NULL)"
+        ))
+        .await
+        .map_err(pg)?;
+        tx.query_typed(&upsert, &[(&row, Type::TEXT), (&value, Type::TEXT)])
+            .await
+            .map_err(pg)?;
+        tx.commit().await.map_err(pg)
+    }
+
+    /// The row `output_schema:<tool>` of `settings`, if the table and the row exist.
+    async fn output_schema_on(
+        &self,
+        client: &deadpool_postgres::Object,
+        name: &str,
+        s: &str,
+        row: &str,
+    ) -> Result<Option<String>, StoreError> {
+        if !self.has_settings(client, name).await? {
+            return Ok(None);
+        }
+        Ok(client
+            .query_typed_opt(
+                &format!("SELECT value FROM {s}.settings WHERE name = $1"),
+                &[(&row, Type::TEXT)],
+            )
+            .await
+            .map_err(pg)?
+            .map(|r| r.get(0)))
+    }
+
     /// The claim fast path: insert if new, else decide from the record found.
     async fn claim_fast(&self, key: &str, op: &Op) -> Result<Option<OpOutcome>, StoreError> {
         let now = self.now();
@@ -1341,6 +1412,34 @@ impl Store for PostgresStore {
             Some(listener) => listener.changed(key).await,
             None => std::future::pending().await,
         }
+    }
+
+    /// The row `output_schema:<tool>` of the schema's `settings` table (JSON text), the table
+    /// created on first use as for the marker secret; replaced when the schema changed.
+    async fn put_output_schema(&self, tool: &str, schema: &serde_json::Value) -> Result<(), StoreError> {
+        let name = &self.shared.options.schema;
+        let s = quoted_schema(name)?;
+        let row = format!("{}{tool}", super::OUTPUT_SCHEMA_ROW);
+        let value = schema.to_string();
+        let mut client = self.client().await?;
+        bounded!(self, client, self.put_output_schema_on(&mut client, name, &s, &row, &value))
+    }
+
+    async fn output_schema(&self, tool: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        let name = &self.shared.options.schema;
+        let s = quoted_schema(name)?;
+        let row = format!("{}{tool}", super::OUTPUT_SCHEMA_ROW);
+        let client = self.client().await?;
+        let stored = bounded!(self, client, self.output_schema_on(&client, name, &s, &row))?;
+        stored
+            .map(|text| {
+                serde_json::from_str(&text).map_err(|e| {
+                    StoreError::Backend(format!(
+                        "PostgreSQL schema `{name}`: row `{row}` of `settings` is not JSON ({e}): it was not written by effect-tool; delete it (the tool's next call writes it again)"
+                    ))
+                })
+            })
+            .transpose()
     }
 
     /// The `marker_secret` row of the schema's `settings` table, both created on first use

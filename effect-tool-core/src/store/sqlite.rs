@@ -107,7 +107,8 @@
 //! person acts on; version 3 added `call_ids`, the other tool calls that received a result; version 4 added
 //! `holder`, who made the latest claim). Plain columns and JSON text, never Rust-layout blobs (see
 //! [`SqliteStore::schema_sql`]):
-//! `effect_tool_meta(name, value)` records `schema_version`; `effect_records` holds one row per
+//! `effect_tool_meta(name, value)` records `schema_version`, the marker secret and each tool's
+//! output schema (`output_schema:<tool>`, JSON; an older effect-tool ignores these rows); `effect_records` holds one row per
 //! key, its `version` column the record version ([`RECORD_VERSION`]); `effect_audit` is
 //! append-only (triggers refuse updates and deletes). A journal written by a newer effect-tool
 //! (a higher schema version) is refused at open; a record of a newer version is refused with
@@ -122,7 +123,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, params};
 
-use super::{Filter, Recorded, Store};
+use super::{Filter, OUTPUT_SCHEMA_ROW, Recorded, Store};
 use crate::error::StoreError;
 use crate::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome, RECORD_VERSION, RecordState, transition};
 
@@ -464,6 +465,45 @@ impl Store for SqliteStore {
     /// writer does, bounded by `busy_timeout`).
     async fn append_audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
         self.read(move |conn| append_audit(conn, &entry).map_err(backend)).await
+    }
+
+    /// The row `output_schema:<tool>` of `effect_tool_meta` (JSON text), replaced when the
+    /// schema changed; one autocommitted statement on a pooled connection.
+    async fn put_output_schema(&self, tool: &str, schema: &serde_json::Value) -> Result<(), StoreError> {
+        let name = format!("{OUTPUT_SCHEMA_ROW}{tool}");
+        let value = schema.to_string();
+        self.read(move |conn| {
+            conn.execute(
+                "INSERT INTO effect_tool_meta (name, value) VALUES (?1, ?2)
+                 ON CONFLICT (name) DO UPDATE SET value = excluded.value WHERE value <> excluded.value",
+                params![name, value],
+            )
+            .map(drop)
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn output_schema(&self, tool: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        let name = format!("{OUTPUT_SCHEMA_ROW}{tool}");
+        let path = self.shared.path.clone();
+        self.read(move |conn| {
+            let stored: Option<String> = conn
+                .query_row("SELECT value FROM effect_tool_meta WHERE name = ?1", [&name], |r| r.get(0))
+                .optional()
+                .map_err(backend)?;
+            stored
+                .map(|text| {
+                    serde_json::from_str(&text).map_err(|e| {
+                        StoreError::Backend(format!(
+                            "SQLite journal {}: row `{name}` of `effect_tool_meta` is not JSON ({e}): it was not written by effect-tool; delete it (the tool's next call writes it again)",
+                            path.display()
+                        ))
+                    })
+                })
+                .transpose()
+        })
+        .await
     }
 
     /// The `marker_secret` row of `effect_tool_meta`, created on first use (the first writer

@@ -129,7 +129,7 @@ async function recordView(key, me) {
   $("record-key").textContent = key;
   const answer = await api("record?key=" + encodeURIComponent(key));
   if (!answer.ok) { show(refusal(answer), true); return; }
-  const { record: r, state, audit } = answer.json;
+  const { record: r, state, audit, output_schema: outputSchema } = answer.json;
   const fields = $("record-fields");
   const field = (name, value) => {
     if (value === undefined || value === null || value === "") return;
@@ -213,6 +213,10 @@ async function recordView(key, me) {
     if (settled) {
       $("resolve-title").textContent = "Amend";
       $("resolve-help").textContent = "Correct what is recorded, if a person's earlier resolution was wrong.";
+    }
+    if (outputSchema) {
+      $("resolve-shape").hidden = false;
+      $("resolve-schema").textContent = JSON.stringify(outputSchema, null, 2);
     }
     $("resolve-applied").addEventListener("click", () => {
       let output;
