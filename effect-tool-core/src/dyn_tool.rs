@@ -17,6 +17,12 @@ pub trait DynTool: Send + Sync + 'static {
     /// The JSON Schema of the arguments, as exported to models.
     fn input_schema(&self) -> Value;
 
+    /// The values the tool takes from the run (its `#[secret]` arguments,
+    /// [`Tool::INJECTED`]): what a server or adapter must give its runs before the tool can run.
+    fn injected(&self) -> &'static [crate::tool::Injected] {
+        &[]
+    }
+
     /// Decode `args` and call the tool through `engine`. Arguments that do not decode come back
     /// as [`EffectError::InvalidArguments`] and nothing runs. Tool errors become strings.
     fn call_json<'a>(
@@ -50,6 +56,10 @@ impl<T: Tool> DynTool for T {
 
     fn input_schema(&self) -> Value {
         T::input_schema()
+    }
+
+    fn injected(&self) -> &'static [crate::tool::Injected] {
+        T::INJECTED
     }
 
     fn check_output(&self, output: &Value) -> Result<(), String> {

@@ -16,6 +16,7 @@
 //!     class: EffectClass::Idempotent,
 //!     key_rule: KeyRule::Custom("|a| format!(\"refund:{}\", a.order_id)"),
 //!     window: Window::CrossRun,
+//!     shared_keys: false,
 //!     ttl: Some(Duration::from_secs(24 * 3600)),
 //!     timeout: None,
 //!     sensitive: &[],
@@ -47,7 +48,9 @@ pub const HEADER: &str = "# effect-tool manifest v1: one line per tool, sorted b
 ///
 /// `<name> class=<class> key=<rule> window=<window> ttl=<ttl|-> timeout=<timeout|-> approval=<role|-> recover=<yes|no> compensate=<yes|no> sensitive=<a,b|-> retry=<attempts>x<base>..<max>`
 ///
-/// A conditional approval reads `approval=<role> when(<condition as written>)`.
+/// A conditional approval reads `approval=<role> when(<condition as written>)`. A tool whose keys
+/// are shared by every principal (`#[tool(shared_keys)]`) has `principals=shared` after its
+/// window; the others' keys are each principal's own, and their lines say nothing of it.
 /// The key rule is written as in the source (`default`, `fields(order_id, amount_cents)` or
 /// `custom(|a| ...)`); durations as in declarations (`500ms`, `30s`, `5m`, `24h`, `7d`). The
 /// description is left out: rewording it changes no contract. The text depends only on the
@@ -90,11 +93,12 @@ pub fn line(meta: &ToolMeta) -> String {
     let yes = |b: bool| if b { "yes" } else { "no" };
     let _ = write!(
         s,
-        "{} class={} key={} window={} ttl={} timeout={} approval={} recover={} compensate={} sensitive={} retry={}x{}..{}",
+        "{} class={} key={} window={}{} ttl={} timeout={} approval={} recover={} compensate={} sensitive={} retry={}x{}..{}",
         meta.name,
         meta.class,
         single_line(&meta.key_rule.to_string()),
         meta.window,
+        if meta.shared_keys { " principals=shared" } else { "" },
         opt(meta.ttl),
         opt(meta.timeout),
         match (meta.approval, meta.approval_when) {
@@ -149,6 +153,7 @@ mod tests {
             class,
             key_rule: KeyRule::Default,
             window: Window::Run,
+            shared_keys: false,
             ttl: None,
             timeout: None,
             sensitive: &[],
