@@ -62,6 +62,7 @@ pub struct RunContext(
 struct RunParts {
     run_id: String,
     thread_id: Option<String>,
+    principal: Option<String>,
     agent: Option<String>,
     cancellation: CancellationToken,
     progress: Option<ProgressSink>,
@@ -74,6 +75,7 @@ impl std::fmt::Debug for RunContext {
         f.debug_struct("RunContext")
             .field("run_id", &self.0.run_id)
             .field("thread_id", &self.0.thread_id)
+            .field("principal", &self.0.principal)
             .field("agent", &self.0.agent)
             .field("cancelled", &self.0.cancellation.is_cancelled())
             .field(
@@ -90,6 +92,7 @@ impl RunContext {
         RunContext(Arc::new(RunParts {
             run_id: run_id.into(),
             thread_id: None,
+            principal: None,
             agent: None,
             cancellation: CancellationToken::new(),
             progress: None,
@@ -97,10 +100,33 @@ impl RunContext {
         }))
     }
 
+    /// The same context (thread, principal, agent, cancellation, progress, values) for the run
+    /// `run_id`: for an adapter that takes the run id from each request, and the rest, the
+    /// application's values included, from the run it was given.
+    pub fn with_run_id(mut self, run_id: impl Into<String>) -> Self {
+        Arc::make_mut(&mut self.0).run_id = run_id.into();
+        self
+    }
+
     /// The conversation thread the run belongs to (used by `window = "thread"` keys).
     pub fn with_thread(mut self, thread_id: impl Into<String>) -> Self {
         Arc::make_mut(&mut self.0).thread_id = Some(thread_id.into());
         self
+    }
+
+    /// The authenticated caller the run acts for (the MCP server sets the principal of an
+    /// authenticated request). Keys are then that principal's own: a
+    /// `cross-run` key is scoped to it (`principal:<id>:...`, see [`crate::key`]), unless the
+    /// tool declares `shared_keys`. Run and thread ids are not changed: scope them too when
+    /// principals may name the same ones (the MCP server prefixes them with the principal).
+    pub fn with_principal(mut self, principal: impl Into<String>) -> Self {
+        Arc::make_mut(&mut self.0).principal = Some(principal.into());
+        self
+    }
+
+    /// The principal the run acts for, if any ([`RunContext::with_principal`]).
+    pub fn principal(&self) -> Option<&str> {
+        self.0.principal.as_deref()
     }
 
     /// The agent running it, for the tools ([`EffectCtx::agent`]) and the `execute_tool`

@@ -20,6 +20,11 @@ pub trait DynTool: Send + Sync + 'static {
     /// The JSON Schema of the tool's output, if known ([`Tool::output_schema`]).
     fn output_schema(&self) -> Option<Value> {
         None
+
+    /// The values the tool takes from the run (its `#[secret]` arguments,
+    /// [`Tool::INJECTED`]): what a server or adapter must give its runs before the tool can run.
+    fn injected(&self) -> &'static [crate::tool::Injected] {
+        &[]
     }
 
     /// Decode `args` and call the tool through `engine`. Arguments that do not decode come back
@@ -59,6 +64,10 @@ impl<T: Tool> DynTool for T {
 
     fn output_schema(&self) -> Option<Value> {
         T::output_schema()
+    }
+
+    fn injected(&self) -> &'static [crate::tool::Injected] {
+        T::INJECTED
     }
 
     fn check_output(&self, output: &Value) -> Result<(), String> {

@@ -16,6 +16,7 @@
 //!     class: EffectClass::Idempotent,
 //!     key_rule: KeyRule::Custom("|a| format!(\"refund:{}\", a.order_id)"),
 //!     window: Window::CrossRun,
+//!     shared_keys: false,
 //!     ttl: Some(Duration::from_secs(24 * 3600)),
 //!     timeout: None,
 //!     sensitive: &[],
@@ -50,7 +51,10 @@ pub const HEADER: &str = "# effect-tool manifest v1: one line per tool, sorted b
 ///
 /// `sensitive` lists the arguments the model supplies that the journal never keeps (by their
 /// serialized names); `injected` the values the tool takes from the run (its `#[secret]`
-/// arguments, by type, as written), which never reach the model. A conditional approval reads `approval=<role> when(<condition as written>)`.
+/// arguments, by type, as written), which never reach the model. A conditional approval reads
+/// `approval=<role> when(<condition as written>)`. A tool whose keys are shared by every
+/// principal (`#[tool(shared_keys)]`) has `principals=shared` after its window; the others' keys
+/// are each principal's own, and their lines say nothing of it.
 /// The key rule is written as in the source (`default`, `fields(order_id, amount_cents)` or
 /// `custom(|a| ...)`); durations as in declarations (`500ms`, `30s`, `5m`, `24h`, `7d`). The
 /// description is left out: rewording it changes no contract. The text depends only on the
@@ -93,11 +97,12 @@ pub fn line(meta: &ToolMeta) -> String {
     let yes = |b: bool| if b { "yes" } else { "no" };
     let _ = write!(
         s,
-        "{} class={} key={} window={} ttl={} timeout={} approval={} recover={} compensate={} sensitive={} injected={} retry={}x{}..{}",
+        "{} class={} key={} window={}{} ttl={} timeout={} approval={} recover={} compensate={} sensitive={} injected={} retry={}x{}..{}",
         meta.name,
         meta.class,
         single_line(&meta.key_rule.to_string()),
         meta.window,
+        if meta.shared_keys { " principals=shared" } else { "" },
         opt(meta.ttl),
         opt(meta.timeout),
         match (meta.approval, meta.approval_when) {
@@ -157,6 +162,7 @@ mod tests {
             class,
             key_rule: KeyRule::Default,
             window: Window::Run,
+            shared_keys: false,
             ttl: None,
             timeout: None,
             sensitive: &[],

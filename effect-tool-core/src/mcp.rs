@@ -41,8 +41,15 @@
 //! escaped), so no client can replay, or pre-empt, another principal's call by naming its run,
 //! and the same principal's retry from a new session still replays. Without a principal (stdio,
 //! HTTP without an authenticator) a run or thread id containing `/` is refused, so that such a
-//! client cannot name a principal's run in a journal they share. Keys of `window = "global"`
-//! tools have no run, and are shared by every principal.
+//! client cannot name a principal's run in a journal they share. Keys of `window = "cross-run"`
+//! tools have no run: under a principal they are scoped to it ([`RunContext::with_principal`],
+//! `principal:<principal>:...`), so that no principal can read another's recorded result, or
+//! pre-empt its next call, by sending the same arguments; a tool declared `shared_keys` shares
+//! them with every principal (its manifest line says `principals=shared`).
+//!
+//! An MCP session over HTTP belongs to the principal that opened it: any other principal that
+//! names it (to post into it, listen to it or delete it) is answered `404 Not Found`, as for a
+//! session that does not exist.
 //!
 //! # Results
 //!
@@ -70,9 +77,15 @@
 //!
 //! # Logs
 //!
-//! rmcp logs every request and response in full, tool arguments included, at DEBUG and TRACE
-//! (target `rmcp`). Keep it at INFO in any filter that turns DEBUG on, e.g.
-//! `RUST_LOG=debug,rmcp=info`. This module logs tool names, never arguments.
+//! rmcp logs every request and response in full at DEBUG and TRACE (target `rmcp`), whatever
+//! filter the application sets. So that a `#[sensitive]` argument reaches no log, the server
+//! seals its value as soon as a `tools/call` arrives (as the stdio transport reads it; over
+//! HTTP, in the request's body, before rmcp parses it) and unseals it only to dispatch the
+//! call: rmcp sees, and logs, `{"effect-tool/sealed": "..."}`, the value encrypted under a key
+//! that never leaves the process. The other arguments are logged as sent: keep rmcp at INFO
+//! (`RUST_LOG=debug,rmcp=info`) unless you want them in your logs. This module logs tool
+//! names, never arguments. (Sealing needs the server's own transports: `serve_stdio`,
+//! `serve_transport`, `bind_http*` and `http_router`; the bare `http_service` does not seal.)
 //!
 //! # Streamable HTTP
 //!
@@ -124,7 +137,9 @@ use crate::toolkit::{Dispatcher, ToolCall, ToolOutcome, ToolResult, Toolkit};
 pub use rmcp;
 
 mod limits;
+mod seal;
 pub use limits::McpLimits;
+use seal::Sealer;
 use limits::{Busy, Gate, Gates};
 
 #[cfg(feature = "mcp-http")]
@@ -215,6 +230,15 @@ pub enum McpServeError {
         /// The address asked for.
         addr: std::net::SocketAddr,
     },
+    /// A tool takes a value from the run (a `#[secret]` argument) and the server gives its runs
+    /// none: every call of it would fail.
+    #[error(
+        "the MCP server gives its runs no values, and {tools} from the run (a `#[secret]` argument): every call would fail; give the values with `McpServer::with_run_values` (e.g. `.with_run_values(|_, run| run.with_value(...))`), or leave the tool out of the toolkit"
+    )]
+    MissingValues {
+        /// Which tools take which values (`` `send_email` takes a `SmtpPassword` ``, ...).
+        tools: String,
+    },
     /// The Streamable HTTP server stopped with an error (feature `mcp-http`).
     #[error("the MCP HTTP server stopped with an error: {0}")]
     Http(#[source] std::io::Error),
@@ -234,6 +258,11 @@ fn bind_hint(e: &std::io::Error) -> &'static str {
     }
 }
 
+/// What gives a call's run the application's values (see [`McpServer::with_run_values`]): the
+/// principal of the request, if any, and the run the server made for the call; it returns the
+/// run with the values added ([`RunContext::with_value`]).
+pub type RunValues = dyn Fn(Option<&Principal>, RunContext) -> RunContext + Send + Sync;
+
 /// Serves a [`Toolkit`] over MCP, every call through the engine. Cheap to clone; a clone is the
 /// same server and the same session (see [`McpServer::new_session`]).
 #[derive(Clone)]
@@ -243,11 +272,15 @@ pub struct McpServer {
     run_id: Option<String>,
     thread_id: Option<String>,
     require_run_id: bool,
+    /// What gives each call's run the application's values ([`McpServer::with_run_values`]).
+    values: Option<Arc<RunValues>>,
     info: Implementation,
     instructions: Option<String>,
     limits: McpLimits,
     /// The limits every session shares (total, per principal).
     gates: Arc<Gates>,
+    /// Seals sensitive arguments before rmcp sees (and logs) them.
+    sealer: Arc<Sealer>,
     /// This session: its tag (in its default run and fallback call ids) and its limit.
     session: Arc<Session>,
 }
@@ -264,10 +297,26 @@ struct Session {
 impl Session {
     fn new(limits: &McpLimits) -> Arc<Self> {
         Arc::new(Session {
-            tag: format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..)),
+            tag: random_tag(),
             gate: Gate::new(limits.per_session, limits.queue),
         })
     }
+}
+
+/// 128 bits from the operating system's generator, as hex: a session tag nobody can guess (a
+/// client that guessed another session's tag could name its run, and replay or pre-empt its
+/// calls).
+///
+/// # Panics
+///
+/// If the operating system's generator fails (as `rand`'s `OsRng` would): a guessable tag would
+/// be worse than no session.
+fn random_tag() -> String {
+    let mut bytes = [0u8; 16];
+    if let Err(e) = getrandom::fill(&mut bytes) {
+        panic!("the operating system's random generator failed ({e}): no MCP session tag can be made");
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl std::fmt::Debug for McpServer {
@@ -277,6 +326,7 @@ impl std::fmt::Debug for McpServer {
             .field("run_id", &self.run_id)
             .field("thread_id", &self.thread_id)
             .field("require_run_id", &self.require_run_id)
+            .field("run_values", &self.values.is_some())
             .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
@@ -308,12 +358,15 @@ impl McpServer {
             })
             .collect();
         let limits = McpLimits::default();
+        let sealer = Arc::new(Sealer::new(&toolkit));
         McpServer {
+            sealer,
             dispatcher: toolkit.dispatcher(engine).with_concurrency(limits.total),
             tools: Arc::new(tools),
             run_id: None,
             thread_id: None,
             require_run_id: false,
+            values: None,
             info: Implementation::new("effect-tool", env!("CARGO_PKG_VERSION")),
             instructions: None,
             gates: Arc::new(Gates::new(limits)),
@@ -339,6 +392,49 @@ impl McpServer {
     pub fn require_run_id(mut self) -> Self {
         self.require_run_id = true;
         self
+    }
+
+    /// Give every call's run the application's values: the values that tools with `#[secret]`
+    /// arguments take ([`RunContext::with_value`]), which never come from the client. `values`
+    /// receives the request's principal (over HTTP with an authenticator; `None` otherwise) and
+    /// the run the server made for the call, and returns it with the values added, the same for
+    /// every principal or each its own:
+    ///
+    /// ```no_run
+    /// # fn serve(toolkit: effect_tool_core::Toolkit, engine: effect_tool_core::Engine) {
+    /// use effect_tool_core::mcp::McpServer;
+    /// #[derive(Clone)]
+    /// struct SmtpPassword(String);
+    /// let password = SmtpPassword(std::env::var("SMTP_PASSWORD").unwrap());
+    /// let server = McpServer::new(toolkit, engine)
+    ///     .with_run_values(move |_principal, run| run.with_value(password.clone()));
+    /// # }
+    /// ```
+    ///
+    /// Keep the run's id, thread and principal as they are given: they scope the call's key.
+    /// Without it, a server whose toolkit has a tool that takes a value refuses to start
+    /// ([`McpServeError::MissingValues`]), instead of listing a tool every call of which fails.
+    pub fn with_run_values(
+        mut self,
+        values: impl Fn(Option<&Principal>, RunContext) -> RunContext + Send + Sync + 'static,
+    ) -> Self {
+        self.values = Some(Arc::new(values));
+        self
+    }
+
+    /// Refuse to serve tools whose values no run gets: without [`McpServer::with_run_values`],
+    /// every call of a tool with a `#[secret]` argument would fail.
+    fn check_values(&self) -> Result<(), McpServeError> {
+        if self.values.is_some() {
+            return Ok(());
+        }
+        let missing = crate::tool::missing_values(self.dispatcher.toolkit(), &RunContext::new("-"));
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(McpServeError::MissingValues {
+            tools: missing.join(", "),
+        })
     }
 
     /// The thread calls belong to when the request's `_meta` names none.
@@ -431,6 +527,11 @@ impl McpServer {
         T: rmcp::transport::IntoTransport<RoleServer, E, A>,
         E: std::error::Error + Send + Sync + 'static,
     {
+        self.check_values()?;
+        let transport = Sealing {
+            inner: transport.into_transport(),
+            sealer: self.sealer.clone(),
+        };
         let running = self
             .new_session()
             .serve(transport)
@@ -466,6 +567,12 @@ impl McpServer {
         let mut run = RunContext::new(run_id)
             .with_agent("mcp")
             .with_cancellation(ct.ct.clone());
+        if let Some(p) = principal {
+            run = run.with_principal(p.id());
+        }
+        if let Some(values) = &self.values {
+            run = values(principal, run);
+        }
         if client_thread.is_some() || self.thread_id.is_some() {
             let thread = scoped(
                 principal,
@@ -493,7 +600,7 @@ impl McpServer {
 
     async fn call(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
         caller: &Caller,
     ) -> Result<ToolResult, Refusal> {
@@ -502,6 +609,9 @@ impl McpServer {
             for (k, v) in m.0.0.iter() {
                 meta.insert(k.clone(), v.clone());
             }
+        }
+        if let Some(args) = request.arguments.as_mut() {
+            self.sealer.unseal_arguments(&request.name, args);
         }
         let arguments = match &request.arguments {
             Some(args) => Value::Object(args.clone()).to_string(),
@@ -523,15 +633,45 @@ impl McpServer {
             .map(str::to_owned)
             .unwrap_or_else(|| format!("mcp-{}-{}", self.session.tag, request_id_text(&context.id)));
         let call = ToolCall::new(call_id, request.name.as_ref(), arguments);
-        // The session's limit, the principal's, then the total one; the passes are held until
-        // the call is done.
+        // The session's limit, then a place among the shared ones (fair among principals); both
+        // are held until the call is done.
         let session = self.session.gate.enter("this session").await.map_err(busy)?;
-        let principal_gate = self.gates.principal(&caller.limit_key);
-        let principal = principal_gate.enter(caller.scope_name()).await.map_err(busy)?;
-        let total = self.gates.total.enter("the server").await.map_err(busy)?;
+        let place = self.gates.enter(&caller.limit_key, caller.scope_name()).await.map_err(busy)?;
         let result = self.dispatcher.call(&run, &call).await;
-        drop((total, principal, session));
+        drop((place, session));
         Ok(result)
+    }
+}
+
+/// A transport whose `tools/call` requests have their sensitive arguments sealed as they are
+/// read, before rmcp logs them (see the module docs, "Logs").
+struct Sealing<T> {
+    inner: T,
+    sealer: Arc<Sealer>,
+}
+
+impl<T: rmcp::transport::Transport<RoleServer>> rmcp::transport::Transport<RoleServer> for Sealing<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: rmcp::service::TxJsonRpcMessage<RoleServer>,
+    ) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    fn receive(&mut self) -> impl std::future::Future<Output = Option<rmcp::service::RxJsonRpcMessage<RoleServer>>> + Send {
+        let sealer = self.sealer.clone();
+        let next = self.inner.receive();
+        async move {
+            let mut message = next.await?;
+            sealer.seal_message(&mut message);
+            Some(message)
+        }
+    }
+
+    fn close(&mut self) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
     }
 }
 

@@ -22,7 +22,10 @@
 //! ([`crate::SideEffectRetryBlocked`]), as for any new call id. The run is the one the
 //! adapter was built with, unless the agent run's `ToolContext` carries an [`EffectRun`]
 //! (set it per prompt with `agent.prompt(..).tool_context(ctx)`); the adapter's run still
-//! provides the cancellation token.
+//! provides the rest: thread (unless the `EffectRun` names one), agent, cancellation token and
+//! the application's values, which tools with `#[secret]` arguments take. An adapter whose run
+//! lacks a value one of its tools takes is refused when it is built (a panic that names the
+//! tool and the value), rather than failing every call.
 //!
 //! After each call, the `ToolContext` result metadata holds an [`EffectReport`] (key,
 //! disposition, outcome).
@@ -159,11 +162,10 @@ impl Bridge {
     fn run_for(&self, context: &ToolContext) -> RunContext {
         match context.get::<EffectRun>() {
             Ok(Some(er)) => {
-                let mut run = RunContext::new(er.run_id).with_cancellation(self.run.cancellation().clone());
-                if let Some(agent) = self.run.agent() {
-                    run = run.with_agent(agent);
-                }
-                match er.thread_id.or_else(|| self.run.thread_id().map(str::to_owned)) {
+                // The adapter's run with the named run id (and thread): its agent, cancellation
+                // and the application's values (`#[secret]` arguments) stay.
+                let run = self.run.clone().with_run_id(er.run_id);
+                match er.thread_id {
                     Some(thread) => run.with_thread(thread),
                     None => run,
                 }
@@ -246,13 +248,26 @@ impl<T: Tool> std::fmt::Debug for RigTool<T> {
 }
 
 impl<T: Tool> RigTool<T> {
-    /// `tool`, called through `engine` in `run` (unless the `ToolContext` names another run).
+    /// `tool`, called through `engine` in `run` (unless the `ToolContext` names another run:
+    /// then in that run, with `run`'s values).
+    ///
+    /// # Panics
+    ///
+    /// If the tool takes a value from the run (a `#[secret]` argument) that `run` does not hold
+    /// ([`RunContext::with_value`]): every call would fail.
     pub fn new(tool: T, engine: Engine, run: RunContext) -> Self {
         RigTool::shared(Arc::new(tool), engine, run)
     }
 
     /// A shared `tool`, called through `engine` in `run`.
+    ///
+    /// # Panics
+    ///
+    /// As [`RigTool::new`].
     pub fn shared(tool: Arc<T>, engine: Engine, run: RunContext) -> Self {
+        if let Some(missing) = crate::tool::missing_value::<T>(&run) {
+            panic!("{}", missing_values_message(&[format!("`{}` takes a `{missing}`", T::NAME)]));
+        }
         let toolkit = Toolkit::new().with_shared(tool);
         RigTool {
             bridge: Bridge {
@@ -285,9 +300,26 @@ impl<T: Tool> rig_core::tool::Tool for RigTool<T> {
     }
 }
 
+/// What a rig adapter built with a run that lacks a tool's values says.
+fn missing_values_message(missing: &[String]) -> String {
+    format!(
+        "the run given to the rig adapter lacks values its tools take from the run (`#[secret]` arguments): {}; give them to the run with `RunContext::with_value` (every call would fail without them)",
+        missing.join(", ")
+    )
+}
+
 /// Every tool of `dispatcher`'s toolkit as a rig `DynamicTool`, called in `run`
 /// (`AgentBuilder::dynamic_tools(dynamic_tools(&dispatcher, run))`).
+///
+/// # Panics
+///
+/// If a tool takes a value from the run (a `#[secret]` argument) that `run` does not hold
+/// ([`RunContext::with_value`]): every call of it would fail.
 pub fn dynamic_tools(dispatcher: &Dispatcher, run: RunContext) -> Vec<DynamicTool> {
+    let missing = crate::tool::missing_values(dispatcher.toolkit(), &run);
+    if !missing.is_empty() {
+        panic!("{}", missing_values_message(&missing));
+    }
     let bridge = Bridge {
         dispatcher: dispatcher.clone(),
         run,

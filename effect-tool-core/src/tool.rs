@@ -64,6 +64,25 @@ pub fn missing_value<T: Tool>(run: &RunContext) -> Option<&'static str> {
     T::INJECTED.iter().find(|i| !(i.present)(run)).map(|i| i.type_name)
 }
 
+/// The values `toolkit`'s tools take from the run (`#[secret]` arguments) that `run` does not
+/// hold, as "`tool` takes a `Type`" phrases, for the error of a server or adapter that would
+/// otherwise list tools every call of which fails.
+#[cfg(any(feature = "mcp", feature = "rig"))]
+pub(crate) fn missing_values(toolkit: &crate::Toolkit, run: &RunContext) -> Vec<String> {
+    let mut missing: Vec<String> = toolkit
+        .tools()
+        .flat_map(|tool| {
+            let name = tool.meta().name;
+            tool.injected()
+                .iter()
+                .filter(|i| !(i.present)(run))
+                .map(move |i| format!("`{name}` takes a `{}`", i.type_name))
+        })
+        .collect();
+    missing.sort();
+    missing
+}
+
 /// [`missing_value`] as the error a call returns before anything runs.
 pub fn check_values<T: Tool>(run: &RunContext) -> Result<(), crate::EffectError<T::Error>> {
     match missing_value::<T>(run) {
@@ -119,6 +138,11 @@ pub trait Tool: Send + Sync + 'static {
     const KEY_RULE: KeyRule = KeyRule::Default;
     /// Where the key is unique.
     const WINDOW: Window = Window::Run;
+    /// Whether the tool's keys are shared by every principal that calls it (`#[tool(shared_keys)]`).
+    /// By default a call made for a principal ([`crate::RunContext::with_principal`], as the MCP
+    /// server does for an authenticated caller) has a key of that principal's own, so that no
+    /// principal can replay, or pre-empt, another's call by sending the same arguments.
+    const SHARED_KEYS: bool = false;
     /// How long a record lives before `gc` may drop it (`None`: kept until removed).
     const TTL: Option<Duration> = None;
     /// The longest an execution may take; when it passes, the outcome is unknown.
@@ -220,6 +244,8 @@ pub struct ToolMeta {
     pub key_rule: KeyRule,
     /// Where the key is unique.
     pub window: Window,
+    /// Whether the keys are shared by every principal ([`Tool::SHARED_KEYS`]).
+    pub shared_keys: bool,
     /// The records' time to live.
     pub ttl: Option<Duration>,
     /// The execution timeout.
@@ -251,6 +277,7 @@ impl ToolMeta {
             class: T::CLASS,
             key_rule: T::KEY_RULE,
             window: T::WINDOW,
+            shared_keys: T::SHARED_KEYS,
             ttl: T::TTL,
             timeout: T::TIMEOUT,
             sensitive: T::SENSITIVE,

@@ -77,6 +77,7 @@ pub struct ToolAttrs {
     pub description: Option<Set<String>>,
     pub strict_input: Option<Set<()>>,
     pub strict: Option<Set<()>>,
+    pub shared_keys: Option<Set<()>>,
     pub open_world: Option<Set<bool>>,
     pub krate: Option<Set<Path>>,
     /// Keys written with a value that was rejected (already reported): rules about a missing
@@ -401,6 +402,17 @@ impl ToolAttrs {
                     return skip_value(&meta);
                 }
                 set(cx, &mut self.strict, key_span, key_span, (), STRICT);
+            }
+            SHARED_KEYS => {
+                if !meta.input.is_empty() && !meta.input.peek(Token![,]) {
+                    cx.error(
+                        key_span,
+                        "`shared_keys` is a flag and takes no value",
+                        "write `shared_keys` to share the tool's keys across the principals calling it (over authenticated MCP, each principal's keys are its own otherwise)",
+                    );
+                    return skip_value(&meta);
+                }
+                set(cx, &mut self.shared_keys, key_span, key_span, (), SHARED_KEYS);
             }
             OPEN_WORLD => {
                 let lit: LitBool = meta.value()?.parse()?;

@@ -321,6 +321,11 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
             const STRICT_INPUT: bool = true;
         ));
     }
+    if attrs.shared_keys.is_some() {
+        items.push(quote!(
+            const SHARED_KEYS: bool = true;
+        ));
+    }
     if let Some(open) = &attrs.open_world {
         let b = open.value;
         items.push(quote!(const OPEN_WORLD: #p::Option<bool> = #p::Some(#b);));

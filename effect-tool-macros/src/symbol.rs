@@ -14,6 +14,7 @@ pub const NAME: &str = "name";
 pub const DESCRIPTION: &str = "description";
 pub const STRICT_INPUT: &str = "strict_input";
 pub const STRICT: &str = "strict";
+pub const SHARED_KEYS: &str = "shared_keys";
 pub const OPEN_WORLD: &str = "open_world";
 pub const CRATE: &str = "crate";
 
@@ -33,6 +34,7 @@ pub const KEYS: &[&str] = &[
     DESCRIPTION,
     STRICT_INPUT,
     STRICT,
+    SHARED_KEYS,
     OPEN_WORLD,
     CRATE,
 ];

@@ -52,6 +52,7 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
         pure_key(attrs.window.as_ref().map(|s| s.key), symbol::WINDOW);
         pure_key(attrs.ttl.as_ref().map(|s| s.key), symbol::TTL);
         pure_key(attrs.strict_input.as_ref().map(|s| s.key), symbol::STRICT_INPUT);
+        pure_key(attrs.shared_keys.as_ref().map(|s| s.key), symbol::SHARED_KEYS);
     }
 
     if let (Some(Class::Compensable), None, Some(effect)) = (class, &attrs.compensate, &attrs.effect)

@@ -187,8 +187,12 @@ pub struct McpSessionManager {
 
 #[derive(Debug, Default)]
 struct SessionCounts {
+    /// Each session's caller: `principal:<id>` (sessions bound to their principal), `ip:<address>`,
+    /// or `None`.
     owners: HashMap<SessionId, Option<String>>,
     per_key: HashMap<String, usize>,
+    /// Numbers the placeholders of reserved places.
+    reserved: u64,
 }
 
 /// Why the session manager failed: rmcp's reason, or a cap.
@@ -238,7 +242,8 @@ impl McpSessionManager {
             }
             *n += 1;
         }
-        let placeholder: SessionId = format!("reserved-{:016x}", fastrand::u64(..)).into();
+        counts.reserved += 1;
+        let placeholder: SessionId = format!("reserved-{}", counts.reserved).into();
         counts.owners.insert(placeholder, key.clone());
         Ok(())
     }
@@ -264,6 +269,25 @@ impl McpSessionManager {
             if *n == 0 {
                 counts.per_key.remove(k);
             }
+        }
+    }
+
+    /// Whether a request of the caller `key` may use session `id`: a session opened by an
+    /// authenticated principal belongs to that principal alone (any other caller is told it does
+    /// not exist); an unknown session, or one opened without a principal, is rmcp's to judge.
+    fn belongs(&self, id: &SessionId, key: Option<&str>) -> bool {
+        match self.lock().owners.get(id) {
+            Some(Some(owner)) if owner.starts_with(PRINCIPAL_KEY) => key == Some(owner.as_str()),
+            _ => true,
+        }
+    }
+
+    /// [`McpSessionManager::belongs`] for the request being handled (every request is, behind
+    /// [`McpServer::http_router`]; without its guard there is no principal to bind to).
+    fn belongs_to_request(&self, id: &SessionId) -> bool {
+        match REQUEST.try_with(|r| r.key.clone()) {
+            Ok(key) => self.belongs(id, key.as_deref()),
+            Err(_) => self.belongs(id, None),
         }
     }
 
@@ -317,10 +341,17 @@ impl SessionManager for McpSessionManager {
     }
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        // Another principal's session is, to this caller, no session (rmcp answers 404).
+        if !self.belongs_to_request(id) {
+            return Ok(false);
+        }
         Ok(self.inner.has_session(id).await?)
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        if !self.belongs_to_request(id) {
+            return Ok(());
+        }
         let result = self.inner.close_session(id).await;
         let key = self.lock().owners.get(id).cloned();
         if let Some(key) = key {
@@ -361,10 +392,22 @@ impl SessionManager for McpSessionManager {
     }
 }
 
-/// What the HTTP middleware needs: the authenticator and the metadata it points clients at.
+/// The prefix of an authenticated caller's limit key (`principal:<id>`).
+const PRINCIPAL_KEY: &str = "principal:";
+
+/// The header that names a request's MCP session.
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// What the HTTP middleware needs: the authenticator, the metadata it points clients at, and the
+/// sessions (bound to the principals that opened them).
 struct Guard {
     authenticator: Option<Arc<dyn Authenticator>>,
     resource: Option<ProtectedResource>,
+    sessions: Arc<McpSessionManager>,
+    /// Seals sensitive arguments in request bodies before rmcp parses (and logs) them.
+    sealer: Arc<super::Sealer>,
+    /// The largest body read to seal (larger ones are refused: their arguments could not run).
+    max_body: usize,
 }
 
 impl Guard {
@@ -409,7 +452,7 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
     if let Some(auth) = &guard.authenticator {
         match auth.authenticate(&parts).await {
             Ok(principal) => {
-                key = Some(format!("principal:{}", principal.id()));
+                key = Some(format!("{PRINCIPAL_KEY}{}", principal.id()));
                 parts.extensions.insert::<Principal>(principal);
             }
             Err(e) => {
@@ -441,6 +484,19 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
             }
         }
     }
+    // A session belongs to the principal that opened it: to anyone else (a GET, a POST into it,
+    // a DELETE) it does not exist, with the very answer rmcp gives for an unknown session.
+    if let Some(id) = parts.headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
+        let id: SessionId = id.to_owned().into();
+        if !guard.sessions.belongs(&id, key.as_deref()) {
+            tracing::info!("MCP request refused: the session belongs to another principal");
+            return refuse(StatusCode::NOT_FOUND, None, "Not Found: Session not found".to_owned());
+        }
+    }
+    let body = match seal_body(&guard, &parts, body).await {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
     let scope = Arc::new(RequestScope {
         key,
         refused: Mutex::new(None),
@@ -453,6 +509,31 @@ async fn guard(State(guard): State<Arc<Guard>>, request: Request, next: Next) ->
         Some(full @ SessionsFull::PerPrincipal(_)) => refuse(StatusCode::TOO_MANY_REQUESTS, None, full.to_string()),
         None => response,
     }
+}
+
+/// The body with the sensitive arguments of its `tools/call` requests sealed (see the module
+/// docs of [`crate::mcp`], "Logs"); as it was when it is no JSON-RPC or seals nothing.
+async fn seal_body(guard: &Guard, parts: &Parts, body: Body) -> Result<Body, Response> {
+    if !guard.sealer.needed() || parts.method != axum::http::Method::POST {
+        return Ok(body);
+    }
+    let bytes = axum::body::to_bytes(body, guard.max_body).await.map_err(|_| {
+        refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            None,
+            format!(
+                "the request body is larger than the {} bytes this server reads; send smaller arguments",
+                guard.max_body
+            ),
+        )
+    })?;
+    let Ok(mut message) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return Ok(Body::from(bytes));
+    };
+    if !guard.sealer.seal_json(&mut message) {
+        return Ok(Body::from(bytes));
+    }
+    Ok(Body::from(message.to_string()))
 }
 
 /// `GET /.well-known/oauth-protected-resource[/mcp]`: the metadata document.
@@ -474,12 +555,12 @@ impl McpServer {
     /// [`McpServer::new_session`]: they share this server's dispatcher, engine, journal and
     /// limits, but each has its own default run and fallback call ids.
     pub fn http_service(&self, config: &McpHttpConfig) -> McpHttpService {
+        self.http_service_with(config, Arc::new(McpSessionManager::new(&self.limits)))
+    }
+
+    fn http_service_with(&self, config: &McpHttpConfig, sessions: Arc<McpSessionManager>) -> McpHttpService {
         let server = self.clone();
-        StreamableHttpService::new(
-            move || Ok(server.new_session()),
-            Arc::new(McpSessionManager::new(&self.limits)),
-            config.transport.clone(),
-        )
+        StreamableHttpService::new(move || Ok(server.new_session()), sessions, config.transport.clone())
     }
 
     /// An axum router serving MCP at [`MCP_HTTP_PATH`] (`/mcp`), each request authenticated by
@@ -496,8 +577,20 @@ impl McpServer {
     /// axum::Router::new().merge(server.http_router(config))
     /// # }
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// If a tool takes a value from the run (a `#[secret]` argument) and the server was given no
+    /// [`McpServer::with_run_values`] (see [`McpServeError::MissingValues`]).
     pub fn http_router(&self, config: McpHttpConfig) -> axum::Router {
+        if let Err(e) = self.check_values() {
+            panic!("{e}");
+        }
+        let sessions = Arc::new(McpSessionManager::new(&self.limits));
         let guard_state = Arc::new(Guard {
+            sessions: sessions.clone(),
+            sealer: self.sealer.clone(),
+            max_body: self.limits.max_argument_bytes.saturating_mul(4).max(1 << 20),
             resource: config
                 .resource
                 .clone()
@@ -505,7 +598,7 @@ impl McpServer {
             authenticator: config.authenticator.clone(),
         });
         let mcp = axum::Router::new()
-            .route_service(MCP_HTTP_PATH, self.http_service(&config))
+            .route_service(MCP_HTTP_PATH, self.http_service_with(&config, sessions))
             .layer(axum::middleware::from_fn_with_state(guard_state.clone(), guard));
         if config.authenticator.is_none() {
             return mcp;
@@ -558,6 +651,7 @@ impl McpServer {
         if !addr.ip().is_loopback() && config.authenticator.is_none() && !config.allow_unauthenticated_remote {
             return Err(McpServeError::Unauthenticated { addr });
         }
+        self.check_values()?;
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|source| McpServeError::Bind { addr, source })?;

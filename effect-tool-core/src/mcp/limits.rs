@@ -2,11 +2,11 @@
 //! and in all; each with a bounded queue. A call that finds a limit reached and its queue full is
 //! answered "busy" at once, instead of waiting for as long as the calls ahead of it take.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 /// The limits of an [`super::McpServer`]: concurrency, queues, argument size and (over HTTP)
 /// sessions. [`McpLimits::default`] gives the documented defaults; set fields to change them,
@@ -21,6 +21,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub struct McpLimits {
     /// `tools/call` requests running at once in all (default 8,
     /// [`crate::toolkit::DEFAULT_CONCURRENCY`]).
+    ///
+    /// Shared fairly: a principal that already runs a call takes another place only while
+    /// [`McpLimits::reserve`] places stay free for principals that run none, so that two
+    /// principals' slow calls cannot take every place; and when a place frees, the waiting
+    /// principal that runs the fewest calls gets it (in turn among equals).
     pub total: usize,
     /// `tools/call` requests running at once for one principal (the authenticated caller), or,
     /// without an authenticator, for one client address (default 4).
@@ -29,7 +34,8 @@ pub struct McpLimits {
     /// HTTP (protocol `2026-07-28`) every request is a session of its own, and the principal's
     /// limit is the one that binds.
     pub per_session: usize,
-    /// How many calls may wait for each of the limits above (default 8). A call that finds the
+    /// How many calls may wait for the session's limit, and how many of one principal's calls
+    /// may wait for a place (default 8). A call that finds the
     /// limit reached and this many already waiting is answered at once with a tool error that
     /// says the server is busy (`_meta` `effect-tool/outcome` = `busy`); nothing runs.
     pub queue: usize,
@@ -61,6 +67,16 @@ impl Default for McpLimits {
             max_sessions_per_principal: 32,
             session_idle_timeout: std::time::Duration::from_secs(120),
         }
+    }
+}
+
+impl McpLimits {
+    /// The places of [`McpLimits::total`] a principal that already runs a call leaves free for
+    /// principals that run none: a quarter of them, at least one when there are two or more
+    /// (2 of the default 8).
+    pub fn reserve(&self) -> usize {
+        let total = self.total.max(1);
+        if total < 2 { 0 } else { (total / 4).max(1) }
     }
 }
 
@@ -138,37 +154,197 @@ impl Gate {
     }
 }
 
-/// The gates every session of one server shares: the total one, and one per principal (made on
-/// first use, forgotten when no call of the principal runs or waits).
+/// The places every session of one server shares, given out fairly among principals (or client
+/// addresses): at most [`McpLimits::total`] calls run, at most [`McpLimits::per_principal`] of
+/// one principal, and a principal that already runs a call takes a place only while
+/// [`McpLimits::reserve`] places stay free for principals that run none. Waiting calls are let
+/// in principal by principal: the one running the fewest calls first, in turn among equals,
+/// each principal's calls in the order they came.
 #[derive(Debug)]
 pub(crate) struct Gates {
-    pub(crate) total: Arc<Gate>,
-    principals: Mutex<HashMap<String, Weak<Gate>>>,
+    state: Mutex<Places>,
     limits: McpLimits,
+}
+
+#[derive(Debug, Default)]
+struct Places {
+    running: usize,
+    /// The principals that run or wait (forgotten when they do neither).
+    principals: HashMap<String, Principal>,
+    /// The principals with waiting calls, in the order they are served among equals.
+    turn: VecDeque<String>,
+}
+
+#[derive(Debug, Default)]
+struct Principal {
+    running: usize,
+    waiting: VecDeque<oneshot::Sender<Place>>,
+}
+
+/// A running call's place among the shared ones; dropping it lets the next waiting call in.
+#[derive(Debug)]
+pub(crate) struct Place {
+    gates: Arc<Gates>,
+    who: String,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.gates.leave(&self.who);
+    }
 }
 
 impl Gates {
     pub(crate) fn new(limits: McpLimits) -> Self {
         Gates {
-            total: Gate::new(limits.total, limits.queue),
-            principals: Mutex::new(HashMap::new()),
+            state: Mutex::new(Places::default()),
             limits,
         }
     }
 
-    /// The gate of one principal (or client address).
-    pub(crate) fn principal(&self, who: &str) -> Arc<Gate> {
-        let mut map = self.principals.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(gate) = map.get(who).and_then(Weak::upgrade) {
-            return gate;
+    fn lock(&self) -> std::sync::MutexGuard<'_, Places> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether a call of a principal running `running` calls may take a place now.
+    fn admits(&self, places: &Places, running: usize) -> bool {
+        let total = self.limits.total.max(1);
+        let free = total.saturating_sub(places.running);
+        free > 0
+            && running < self.limits.per_principal.max(1)
+            && (running == 0 || free - 1 >= self.limits.reserve())
+    }
+
+    /// A place for a call of `who` (`scope` names it in a "busy" answer): at once if the rules
+    /// above allow it and none of `who`'s calls wait before it; else after waiting, if fewer than
+    /// [`McpLimits::queue`] of `who`'s calls wait already; else `Busy`.
+    pub(crate) async fn enter(self: &Arc<Self>, who: &str, scope: &'static str) -> Result<Place, Busy> {
+        let receiver = {
+            let mut places = self.lock();
+            let principal = places.principals.entry(who.to_owned()).or_default();
+            principal.waiting.retain(|w| !w.is_closed());
+            let (running, queued) = (principal.running, principal.waiting.len());
+            if queued == 0 && self.admits(&places, running) {
+                return Ok(self.admit(&mut places, who));
+            }
+            if queued >= self.limits.queue {
+                if running == 0 && queued == 0 {
+                    places.principals.remove(who);
+                }
+                return Err(Busy {
+                    scope,
+                    limit: self.limits.per_principal.max(1),
+                    queue: self.limits.queue,
+                });
+            }
+            let (sender, receiver) = oneshot::channel();
+            places
+                .principals
+                .get_mut(who)
+                .expect("entered above")
+                .waiting
+                .push_back(sender);
+            if !places.turn.iter().any(|w| w == who) {
+                places.turn.push_back(who.to_owned());
+            }
+            receiver
+        };
+        // A waiting call that is dropped closes its channel: it is skipped, and a place sent to
+        // it just before is dropped with the channel, which lets the next one in.
+        receiver.await.map_err(|_| Busy {
+            scope,
+            limit: self.limits.per_principal.max(1),
+            queue: self.limits.queue,
+        })
+    }
+
+    fn admit(self: &Arc<Self>, places: &mut Places, who: &str) -> Place {
+        places.running += 1;
+        places.principals.entry(who.to_owned()).or_default().running += 1;
+        Place {
+            gates: self.clone(),
+            who: who.to_owned(),
         }
-        // Forget the gates nobody holds, before the map grows past twice what is in use.
-        if map.len() >= 64 {
-            map.retain(|_, g| g.strong_count() > 0);
+    }
+
+    /// A call of `who` is done: let in the waiting calls the freed place allows.
+    fn leave(self: &Arc<Self>, who: &str) {
+        let handed = {
+            let mut places = self.lock();
+            places.running = places.running.saturating_sub(1);
+            if let Some(p) = places.principals.get_mut(who) {
+                p.running = p.running.saturating_sub(1);
+                if p.running == 0 && p.waiting.is_empty() {
+                    places.principals.remove(who);
+                }
+            }
+            self.next(&mut places)
+        };
+        // Sent without the lock: a place whose waiter is gone is dropped here, and lets the
+        // next one in.
+        for (sender, place) in handed {
+            drop(sender.send(place));
         }
-        let gate = Gate::new(self.limits.per_principal, self.limits.queue);
-        map.insert(who.to_owned(), Arc::downgrade(&gate));
-        gate
+    }
+
+    /// The waiting calls to let in now, with their places.
+    fn next(self: &Arc<Self>, places: &mut Places) -> Vec<(oneshot::Sender<Place>, Place)> {
+        let mut handed = Vec::new();
+        loop {
+            // The waiting principal running the fewest calls, first in turn among equals, whose
+            // first live call may take a place.
+            let mut best: Option<(usize, usize)> = None;
+            for (i, who) in places.turn.iter().enumerate() {
+                let Some(p) = places.principals.get(who) else { continue };
+                if p.waiting.iter().all(|w| w.is_closed()) || !self.admits(places, p.running) {
+                    continue;
+                }
+                if best.is_none_or(|(_, r)| p.running < r) {
+                    best = Some((i, p.running));
+                }
+            }
+            // Forget the principals whose waiting calls are all gone.
+            let gone: Vec<usize> = (0..places.turn.len())
+                .filter(|&i| {
+                    places
+                        .principals
+                        .get(&places.turn[i])
+                        .is_none_or(|p| p.waiting.iter().all(|w| w.is_closed()))
+                })
+                .collect();
+            let Some((i, _)) = best else {
+                self.forget(places, &gone);
+                return handed;
+            };
+            let who = places.turn.remove(i).expect("found above");
+            let sender = {
+                let p = places.principals.get_mut(&who).expect("found above");
+                loop {
+                    let w = p.waiting.pop_front().expect("a live waiter");
+                    if !w.is_closed() {
+                        break w;
+                    }
+                }
+            };
+            let place = self.admit(places, &who);
+            if places.principals.get(&who).is_some_and(|p| !p.waiting.is_empty()) {
+                places.turn.push_back(who);
+            }
+            handed.push((sender, place));
+        }
+    }
+
+    /// Drop the principals at these places of the turn whose waiting calls are all gone.
+    fn forget(&self, places: &mut Places, gone: &[usize]) {
+        for &i in gone.iter().rev() {
+            let Some(who) = places.turn.remove(i) else { continue };
+            if let Some(p) = places.principals.get_mut(&who) {
+                p.waiting.clear();
+                if p.running == 0 {
+                    places.principals.remove(&who);
+                }
+            }
+        }
     }
 }
 
@@ -217,17 +393,71 @@ mod tests {
         drop(held);
     }
 
-    #[test]
-    fn principals_get_their_own_gate_which_is_forgotten_when_unused() {
-        let gates = Gates::new(McpLimits::default());
-        let a = gates.principal("alice");
-        assert!(Arc::ptr_eq(&a, &gates.principal("alice")));
-        assert!(!Arc::ptr_eq(&a, &gates.principal("bob")));
-        drop(a);
-        for i in 0..200 {
-            drop(gates.principal(&format!("p{i}")));
+    type Waiting<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Place, Busy>> + Send + 'a>>;
+
+    /// Calls of `who` until one has to wait (returned, queued: its first poll queued it).
+    async fn fill<'a>(gates: &'a Arc<Gates>, who: &'a str, held: &mut Vec<Place>) -> Waiting<'a> {
+        loop {
+            let mut call: Waiting<'a> = Box::pin(gates.enter(who, "your principal"));
+            match futures::poll!(call.as_mut()) {
+                std::task::Poll::Ready(place) => held.push(place.unwrap()),
+                std::task::Poll::Pending => return call,
+            }
         }
-        let map = gates.principals.lock().unwrap();
-        assert!(map.len() <= 65, "{}", map.len());
+    }
+
+    #[tokio::test]
+    async fn two_principals_slow_calls_leave_room_for_a_third_and_freed_places_go_in_turn() {
+        let limits = McpLimits::default();
+        assert_eq!((limits.total, limits.per_principal, limits.reserve()), (8, 4, 2));
+        let gates = Arc::new(Gates::new(limits));
+        let mut held = Vec::new();
+        let mut a_waits = fill(&gates, "alice", &mut held).await;
+        let b_waits = fill(&gates, "bob", &mut held).await;
+        // Alice runs her 4, Bob 2 (his third would leave fewer than 2 places for others).
+        let running = |who: &str| gates.lock().principals.get(who).map_or(0, |p| p.running);
+        assert_eq!((running("alice"), running("bob")), (4, 2));
+        // Carol, who runs nothing, is let in at once, and so is Dan.
+        let carol = gates.enter("carol", "your principal").await.unwrap();
+        let dan = gates.enter("dan", "your principal").await.unwrap();
+        assert_eq!(gates.lock().running, 8);
+        // A freed place goes to Bob (2 running), not Alice (4), though Alice waited first.
+        drop(carol);
+        let bobs = b_waits.await.unwrap();
+        assert!(futures::poll!(a_waits.as_mut()).is_pending());
+        assert_eq!((running("alice"), running("bob")), (4, 3));
+        drop((bobs, dan, held));
+        let alices = a_waits.await.unwrap();
+        drop(alices);
+        assert_eq!(gates.lock().running, 0);
+        assert!(gates.lock().principals.is_empty(), "{:?}", gates.lock().principals);
+    }
+
+    #[tokio::test]
+    async fn a_principals_full_queue_is_answered_busy_and_a_dropped_waiter_gives_its_place_on() {
+        let limits = McpLimits {
+            total: 2,
+            per_principal: 1,
+            queue: 1,
+            ..McpLimits::default()
+        };
+        let gates = Arc::new(Gates::new(limits));
+        let first = gates.enter("alice", "your principal").await.unwrap();
+        let waiting = {
+            let gates = gates.clone();
+            tokio::spawn(async move { gates.enter("alice", "your principal").await.map(drop) })
+        };
+        while gates.lock().principals["alice"].waiting.is_empty() {
+            tokio::task::yield_now().await;
+        }
+        let busy = gates.enter("alice", "your principal").await.unwrap_err();
+        assert_eq!((busy.scope, busy.limit, busy.queue), ("your principal", 1, 1));
+        // Bob is not held up by Alice's queue.
+        drop(gates.enter("bob", "your principal").await.unwrap());
+        waiting.abort();
+        let _ = waiting.await;
+        drop(first);
+        assert_eq!(gates.lock().running, 0);
+        assert!(gates.enter("alice", "your principal").await.is_ok());
     }
 }
