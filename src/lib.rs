@@ -37,6 +37,8 @@
 //!   ([`unique_tool_names!`] only checks).
 //! - [`schema`] holds the schema rules (what providers accept, OpenAI's strict mode);
 //!   [`manifest`] the stable text of every declaration, for review.
+//! - [`hooks`] documents what a compile error about a declaration names: the shape of a tool's
+//!   return, argument and output types and of its `recover` and `compensate` hooks.
 //!
 //! ## Calling tools
 //!

@@ -246,10 +246,14 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
                 let body_span = closure.body.span();
                 let closure = typed_closure(closure, args_ident, &replace_self);
                 let hs = respan(&h, body_span);
-                let call = quote_spanned!(body_span=> #hs::key_of(__args, #closure));
+                // The arguments' local is invisible to the user's closure (mixed-site hygiene):
+                // the closure reaches the arguments only through its parameter, which `valid`
+                // checks (`key = |_| helper(__args)` would bypass that check).
+                let local = Ident::new("__args", Span::mixed_site());
+                let call = quote_spanned!(body_span=> #hs::key_of(#local, #closure));
                 items.push(quote! {
                     const KEY_RULE: #p::KeyRule = #p::KeyRule::Custom(#text);
-                    fn key(&self, __args: &Self::Args) -> #p::Option<#p::String> {
+                    fn key(&self, #local: &Self::Args) -> #p::Option<#p::String> {
                         #p::Some(#call)
                     }
                 });
@@ -308,10 +312,11 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
         let body_span = when.value.body.span();
         let closure = typed_closure(&when.value, args_ident, &replace_self);
         let hs = respan(&h, body_span);
-        let call = quote_spanned!(body_span=> #hs::approval_when(__args, #closure));
+        let local = Ident::new("__args", Span::mixed_site());
+        let call = quote_spanned!(body_span=> #hs::approval_when(#local, #closure));
         items.push(quote! {
             const APPROVAL_WHEN: #p::Option<&'static str> = #p::Some(#text);
-            fn needs_approval(&self, __args: &Self::Args) -> bool {
+            fn needs_approval(&self, #local: &Self::Args) -> bool {
                 #call
             }
         });
