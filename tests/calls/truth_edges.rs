@@ -11,11 +11,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::ledger::Downstream;
+use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{
     BlockReason, CallOptions, Disposition, EffectClass, EffectCtx, EffectError, Engine, MemoryStore, RecordState,
     RunContext, Store, Tool, ToolError,
 };
-use effect_tool::store::sqlite::SqliteStore;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
@@ -116,7 +116,11 @@ fn journals() -> Vec<(&'static str, Arc<dyn Store>, Option<tempfile::TempDir>)> 
         ("memory", Arc::new(MemoryStore::new()), None),
         ("sqlite", sqlite, Some(dir)),
         // No lookup first: the state machine's claim answers (as PostgreSQL's store does).
-        ("claims-first", Arc::new(ClaimsAnswer(Arc::new(MemoryStore::new()))), None),
+        (
+            "claims-first",
+            Arc::new(ClaimsAnswer(Arc::new(MemoryStore::new()))),
+            None,
+        ),
     ]
 }
 
@@ -139,11 +143,18 @@ async fn a_failing_recover_on_a_record_in_doubt_blocks_every_call() {
             .await;
         assert_eq!(first.disposition, Disposition::Blocked, "{name}: {:?}", first.result);
         let blocked = first.result.unwrap_err();
-        assert_eq!(blocked.as_blocked().unwrap().reason, BlockReason::RecoverFailed, "{name}");
+        assert_eq!(
+            blocked.as_blocked().unwrap().reason,
+            BlockReason::RecoverFailed,
+            "{name}"
+        );
         let key = first.key.unwrap();
         let rec = engine.store().get(&key).await.unwrap().unwrap();
         assert_eq!(rec.state, RecordState::InDoubt, "{name}");
-        assert!(rec.reason.as_deref().unwrap().contains("the mail log is down"), "{name}: {rec:?}");
+        assert!(
+            rec.reason.as_deref().unwrap().contains("the mail log is down"),
+            "{name}: {rec:?}"
+        );
 
         // The next calls take the record in doubt over and ask recover again: it fails with a
         // transient error, then panics. Both are blocked.
@@ -153,7 +164,12 @@ async fn a_failing_recover_on_a_record_in_doubt_blocks_every_call() {
             let again = engine
                 .call_with_report(&tool, &run, CallOptions::call_id("c2"), email("T-90", 900))
                 .await;
-            assert_eq!(again.disposition, Disposition::Blocked, "{name} panics={panics}: {:?}", again.result);
+            assert_eq!(
+                again.disposition,
+                Disposition::Blocked,
+                "{name} panics={panics}: {:?}",
+                again.result
+            );
             match again.result {
                 Err(EffectError::Blocked(b)) => assert_eq!(b.reason, BlockReason::RecoverFailed, "{name}"),
                 other => panic!("{name} panics={panics}: expected Blocked, got {other:?}"),
@@ -161,7 +177,11 @@ async fn a_failing_recover_on_a_record_in_doubt_blocks_every_call() {
             let rec = engine.store().get(&key).await.unwrap().unwrap();
             assert_eq!(rec.state, RecordState::InDoubt, "{name}: it stays in doubt");
         }
-        assert_eq!(tool.ledger.requests(), 1, "{name}: the email was sent once, never again");
+        assert_eq!(
+            tool.ledger.requests(),
+            1,
+            "{name}: the email was sent once, never again"
+        );
 
         // The mail log answers: the email is found, and the call is reconciled.
         tool.log_panics.store(false, Ordering::SeqCst);
@@ -202,7 +222,10 @@ async fn a_replay_whose_input_differs_names_the_fields() {
             .call_with_report(&tool, &run, CallOptions::call_id("c3"), email("T-90", 900))
             .await;
         assert_eq!(same.disposition, Disposition::Replayed, "{name}");
-        assert_eq!(same.input_differs, None, "{name}: the same input replays without a note");
+        assert_eq!(
+            same.input_differs, None,
+            "{name}: the same input replays without a note"
+        );
         assert_eq!(tool.ledger.requests(), 1, "{name}");
     }
 }
@@ -257,10 +280,7 @@ impl Store for ClaimsAnswer {
     async fn gc(&self, now: effect_tool::record::Millis) -> Result<u64, effect_tool::StoreError> {
         self.0.gc(now).await
     }
-    async fn audit(
-        &self,
-        key: Option<&str>,
-    ) -> Result<Vec<effect_tool::record::AuditEntry>, effect_tool::StoreError> {
+    async fn audit(&self, key: Option<&str>) -> Result<Vec<effect_tool::record::AuditEntry>, effect_tool::StoreError> {
         self.0.audit(key).await
     }
 }
@@ -297,11 +317,17 @@ async fn a_key_holding_another_tools_record_is_refused() {
             Err(EffectError::KeyOfAnotherTool {
                 tool, recorded_tool, ..
             }) => {
-                assert_eq!((tool.as_str(), recorded_tool.as_str()), ("cancel_order", "refund_order"));
+                assert_eq!(
+                    (tool.as_str(), recorded_tool.as_str()),
+                    ("cancel_order", "refund_order")
+                );
             }
             other => panic!("{name}: expected KeyOfAnotherTool, got {other:?}"),
         }
-        assert!(text.contains("`cancel_order`") && text.contains("`refund_order`"), "{text}");
+        assert!(
+            text.contains("`cancel_order`") && text.contains("`refund_order`"),
+            "{text}"
+        );
         assert!(text.contains("give each tool keys of its own"), "{text}");
         assert_eq!(ledger.requests(), 1, "{name}: the cancel never ran");
         let key = refused.key.clone().unwrap();
@@ -333,7 +359,10 @@ async fn a_claim_never_takes_over_another_tools_record_in_doubt() {
             .await;
         assert!(first.result.is_err(), "{name}");
         let key = first.key.unwrap();
-        assert_eq!(engine.store().get(&key).await.unwrap().unwrap().state, RecordState::InDoubt);
+        assert_eq!(
+            engine.store().get(&key).await.unwrap().unwrap().state,
+            RecordState::InDoubt
+        );
 
         /// A tool whose key is the email's: `email:{id}`.
         struct Clash(Arc<Downstream>);
@@ -363,7 +392,11 @@ async fn a_claim_never_takes_over_another_tools_record_in_doubt() {
         );
         assert_eq!(refused.key.as_deref(), Some(key.as_str()), "{name}");
         let rec = engine.store().get(&key).await.unwrap().unwrap();
-        assert_eq!((rec.tool.as_str(), rec.state), ("send_email", RecordState::InDoubt), "{name}");
+        assert_eq!(
+            (rec.tool.as_str(), rec.state),
+            ("send_email", RecordState::InDoubt),
+            "{name}"
+        );
         assert_eq!(ledger.requests(), 1, "{name}: the clashing tool never ran");
     }
 }
@@ -397,7 +430,9 @@ async fn a_call_of_another_tool_never_joins_a_running_call() {
             }
         } => {}
     }
-    let refused = engine.call_with_report(&cancel, &run, CallOptions::call_id("c2"), o).await;
+    let refused = engine
+        .call_with_report(&cancel, &run, CallOptions::call_id("c2"), o)
+        .await;
     assert!(
         matches!(&refused.result, Err(EffectError::KeyOfAnotherTool { recorded_tool, .. }) if recorded_tool == "refund_order"),
         "{:?}",

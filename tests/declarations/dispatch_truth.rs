@@ -57,7 +57,10 @@ impl Tool for SendEmail {
         if self.log_down.load(Ordering::SeqCst) {
             return Err(ToolError::transient("the mail log is down"));
         }
-        Ok(self.ledger.has(&format!("email:{}", a.ticket)).then(|| "found it".to_owned()))
+        Ok(self
+            .ledger
+            .has(&format!("email:{}", a.ticket))
+            .then(|| "found it".to_owned()))
     }
 }
 
@@ -129,7 +132,10 @@ fn texts(r: &ToolResult) -> String {
 /// without its full stop before the next.
 fn assert_for_a_model(text: &str) {
     for forbidden in ["effect-tool ", "--applied", "--amend", "StoreExt", "journal (its path"] {
-        assert!(!text.contains(forbidden), "operator instructions reached the model: {text}");
+        assert!(
+            !text.contains(forbidden),
+            "operator instructions reached the model: {text}"
+        );
     }
     let lower = text.to_lowercase();
     assert!(lower.matches("nothing happened").count() <= 1, "said twice: {text}");
@@ -266,7 +272,10 @@ async fn a_key_of_another_tool_is_refused_for_the_model() {
     let text = texts(&r);
     assert!(r.is_error());
     assert!(text.contains("already used by another tool, `send_email`"), "{text}");
-    assert!(!text.contains("sent 900"), "the other tool's result reached the model: {text}");
+    assert!(
+        !text.contains("sent 900"),
+        "the other tool's result reached the model: {text}"
+    );
     assert_for_a_model(&text);
     assert_eq!(ledger.requests(), 1, "escalate never ran");
 }

@@ -858,9 +858,10 @@ impl Engine {
             Ok(Some(rec)) if rec.tool() != Some(T::NAME) => match rec.tool() {
                 // An expired record counts as absent for the claim (unless it waits for a person
                 // or is claimed): the claim decides.
-                Some(recorded_tool) if !rec.is_expired(store.now()) => {
-                    Err((Err(key_of_another_tool::<T>(call.key, recorded_tool)), Disposition::Failed))
-                }
+                Some(recorded_tool) if !rec.is_expired(store.now()) => Err((
+                    Err(key_of_another_tool::<T>(call.key, recorded_tool)),
+                    Disposition::Failed,
+                )),
                 _ => Ok(false),
             },
             Ok(Some(rec))
@@ -869,7 +870,8 @@ impl Engine {
             {
                 let replayed = self.replay(call, &rec);
                 if replayed.1 == Disposition::Replayed && rec.fingerprint() != call.fingerprint {
-                    self.note_input_differs(call, rec.record().map(|r| &r.input), input).await;
+                    self.note_input_differs(call, rec.record().map(|r| &r.input), input)
+                        .await;
                 }
                 Err(replayed)
             }
@@ -971,12 +973,7 @@ impl Engine {
     /// Keep on `call` which fields of its (redacted) `given` input differ from the recorded
     /// call's, whose result it gets: `recorded` when the caller has the record's input at hand,
     /// else read from the journal (only a replay whose input differs pays for that read).
-    async fn note_input_differs<T: Tool>(
-        &self,
-        call: &Call<'_, T>,
-        recorded: Option<&Value>,
-        given: &Value,
-    ) {
+    async fn note_input_differs<T: Tool>(&self, call: &Call<'_, T>, recorded: Option<&Value>, given: &Value) {
         let fetched;
         let recorded = match recorded {
             Some(input) => Some(input),
@@ -989,7 +986,10 @@ impl Engine {
         if let Some(recorded) = recorded {
             differing_fields(&mut String::new(), recorded, given, &mut fields);
         }
-        tracing::info!(?fields, "returning a result recorded under the same key for another input");
+        tracing::info!(
+            ?fields,
+            "returning a result recorded under the same key for another input"
+        );
         let _ = call.input_differs.set(fields);
     }
 

@@ -436,9 +436,9 @@ fn failure_text(e: &EffectError<String>) -> String {
             "`{tool}`: another attempt of this same call took over and recorded its result, which stands: {}",
             output_text(recorded)
         ),
-        EffectError::ClaimLost { tool, .. } => {
-            unknown(format!("`{tool}` was stopped: another attempt of this same call took over"))
-        }
+        EffectError::ClaimLost { tool, .. } => unknown(format!(
+            "`{tool}` was stopped: another attempt of this same call took over"
+        )),
         EffectError::Denied { tool, by, reason, .. } => format!(
             "Error: `{tool}` was not run: {by} denied it{}. Do not call it again with the same arguments; tell the user, or choose another action.",
             reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default()
@@ -456,7 +456,9 @@ fn failure_text(e: &EffectError<String>) -> String {
         EffectError::Compensated { tool, .. } => format!(
             "Error: `{tool}` was not run: its earlier effect was undone when its run was abandoned, and it is not applied again in this run."
         ),
-        EffectError::Cancelled { tool, .. } => format!("Error: `{tool}` was not run: the run was cancelled. Nothing happened."),
+        EffectError::Cancelled { tool, .. } => {
+            format!("Error: `{tool}` was not run: the run was cancelled. Nothing happened.")
+        }
         EffectError::ShuttingDown { tool, .. } => format!(
             "Error: `{tool}` was not run: the service is shutting down. Nothing happened; calling it again later with the same arguments is safe."
         ),
