@@ -73,9 +73,17 @@ where
                     tokens,
                     trusted_proxies,
                     resolver_role,
+                    allowed_hosts,
+                    allowed_origins,
                 } => {
-                    let console = console(&store, tokens, trusted_proxies, resolver_role)?;
-                    serve(store, listen, console, json, io).await
+                    let console = console(&store, tokens, trusted_proxies, resolver_role)?.map(|c| {
+                        if allowed_origins.is_empty() {
+                            c
+                        } else {
+                            c.with_allowed_origins(allowed_origins)
+                        }
+                    });
+                    serve(store, listen, console, allowed_hosts, json, io).await
                 }
                 Command::Key(_) | Command::Canon { .. } | Command::Manifest(_) => Ok(()),
             }
@@ -111,6 +119,7 @@ async fn serve(
     store: Arc<dyn Store>,
     listen: std::net::SocketAddr,
     console: Option<effect_tool_core::console::Console>,
+    allowed_hosts: Vec<String>,
     json: bool,
     io: &mut Io<'_>,
 ) -> Result<(), CliError> {
@@ -118,15 +127,22 @@ async fn serve(
     let metrics = PrometheusMetrics::install()
         .map_err(|e| CliError::Store(e.to_string()))?
         .with_journal(store);
-    let with_api = console.is_some();
-    let mut app = metrics.router();
-    if let Some(console) = console {
-        app = app.merge(console.router());
-    }
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| CliError::Usage(format!("cannot listen on {listen}: {e}")))?;
     let addr = listener.local_addr().map_err(io_error)?;
+    let with_api = console.is_some();
+    let mut app = metrics.router();
+    if let Some(console) = console {
+        // By default the API answers to the loopback names on the port listened on.
+        let hosts = if allowed_hosts.is_empty() {
+            let port = addr.port();
+            vec![format!("localhost:{port}"), format!("127.0.0.1:{port}"), format!("[::1]:{port}")]
+        } else {
+            allowed_hosts
+        };
+        app = app.merge(console.with_allowed_hosts(hosts).router());
+    }
     let line = if json {
         format!(
             "{}\n",

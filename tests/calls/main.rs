@@ -10,6 +10,7 @@ mod common;
 mod approvals_bind;
 mod console_api;
 mod console_browser;
+mod console_hosts;
 mod engine_cancellation;
 mod engine_core;
 mod engine_faults_hang;
