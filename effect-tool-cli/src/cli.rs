@@ -149,6 +149,17 @@ pub enum Command {
         /// host) where others share the machine.
         #[arg(long = "trusted-proxy", value_name = "IP")]
         trusted_proxies: Vec<std::net::IpAddr>,
+        /// With --trusted-proxy: believe the proxy's headers only on requests that also carry
+        /// `X-Effect-Tool-Proxy-Secret` with the value in this file (readable by its owner only),
+        /// which the proxy adds to every request it forwards. Then no other process at the
+        /// proxy's address can name an operator.
+        #[arg(long = "proxy-secret-file", value_name = "FILE", requires = "trusted_proxies")]
+        proxy_secret_file: Option<std::path::PathBuf>,
+        /// A role that may read records through the API (their inputs, outputs and audit
+        /// trails). Repeatable; by default any role may, and an identity without a role reads
+        /// nothing.
+        #[arg(long = "reader-role", value_name = "ROLE")]
+        reader_roles: Vec<String>,
         /// The role that may resolve and amend records through the API.
         #[arg(long, default_value = "operator", value_name = "ROLE")]
         resolver_role: String,

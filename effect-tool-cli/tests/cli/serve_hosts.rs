@@ -28,9 +28,15 @@ impl Drop for Server {
 
 /// `effect-tool --store J serve --listen 127.0.0.1:0 --tokens FILE ARGS`, once it listens.
 fn serve(j: &Journal, tokens: &std::path::Path, args: &[&str]) -> Server {
+    let mut all = vec!["--tokens", tokens.to_str().unwrap()];
+    all.extend(args);
+    serve_with(j, &all)
+}
+
+/// `effect-tool --store J serve --listen 127.0.0.1:0 ARGS`, once it listens.
+fn serve_with(j: &Journal, args: &[&str]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_effect-tool"))
-        .args(["--store", &j.spec, "serve", "--listen", "127.0.0.1:0", "--tokens"])
-        .arg(tokens)
+        .args(["--store", &j.spec, "serve", "--listen", "127.0.0.1:0"])
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -139,4 +145,33 @@ fn serve_refuses_a_tokens_file_its_group_or_others_may_read() {
         );
         assert!(!err.contains(TOKEN), "{err}");
     }
+}
+
+#[test]
+fn behind_a_proxy_with_a_secret_other_local_processes_name_nobody() {
+    let j = Journal::sqlite("serve-proxy-secret");
+    let secret = std::path::Path::new(&j.spec).with_file_name("proxy.secret");
+    std::fs::write(&secret, "0123456789abcdef0123456789abcdef\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let server = serve_with(
+        &j,
+        &["--trusted-proxy", "127.0.0.1", "--proxy-secret-file", secret.to_str().unwrap()],
+    );
+    let host = format!("Host: {}", server.addr);
+    let user = "X-Forwarded-User: maria";
+    // Any local process connects from 127.0.0.1; only the proxy knows the secret.
+    assert_eq!(status(&server, "GET", "/api/me", &[&host, user]), 401);
+    let wrong = "X-Effect-Tool-Proxy-Secret: 0123456789abcdef0123456789abcdeX";
+    assert_eq!(status(&server, "GET", "/api/me", &[&host, user, wrong]), 401);
+    let right = "X-Effect-Tool-Proxy-Secret: 0123456789abcdef0123456789abcdef";
+    assert_eq!(status(&server, "GET", "/api/me", &[&host, user, right]), 200);
+    assert_eq!(status(&server, "GET", "/api/me", &[&host, user, right, right]), 400);
+    drop(server);
+
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = j.cli(&[
+        "serve", "--listen", "127.0.0.1:0", "--trusted-proxy", "127.0.0.1", "--proxy-secret-file",
+        secret.to_str().unwrap(),
+    ]);
+    assert!(out.fails(2).contains("chmod 0600"), "{out:#?}");
 }

@@ -227,12 +227,25 @@ impl OperatorAuth for StaticTokens {
     }
 }
 
-/// Identity from headers an authenticating proxy sets, believed only from its addresses.
-#[derive(Debug, Clone)]
+/// Identity from headers an authenticating proxy sets, believed only from its addresses (and,
+/// with [`TrustedHeader::with_secret`], only with the secret the proxy alone knows).
+#[derive(Clone)]
 pub struct TrustedHeader {
     user: String,
     groups: String,
     proxies: Vec<IpAddr>,
+    secret: Option<(String, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for TrustedHeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TrustedHeader")
+            .field("user", &self.user)
+            .field("groups", &self.groups)
+            .field("proxies", &self.proxies)
+            .field("secret_header", &self.secret.as_ref().map(|(h, _)| h))
+            .finish()
+    }
 }
 
 impl TrustedHeader {
@@ -242,7 +255,18 @@ impl TrustedHeader {
             user: "x-forwarded-user".into(),
             groups: "x-forwarded-groups".into(),
             proxies: proxies.into_iter().collect(),
+            secret: None,
         }
+    }
+
+    /// Believe the headers only when the request also carries `header` with the value `secret`
+    /// (compared in constant time), which the proxy adds to every request it forwards (nginx:
+    /// `proxy_set_header`; oauth2-proxy: `injectRequestHeaders`). Without it, every process that
+    /// can connect from the proxy's address is the proxy: with `127.0.0.1`, every local process
+    /// and user.
+    pub fn with_secret(mut self, header: &str, secret: impl Into<String>) -> Self {
+        self.secret = Some((header.to_ascii_lowercase(), secret.into().into_bytes()));
+        self
     }
 
     /// Other header names (the user's, and the comma-separated groups', read as roles).
@@ -256,6 +280,11 @@ impl TrustedHeader {
 impl OperatorAuth for TrustedHeader {
     fn identify(&self, headers: &HeaderMap, peer: Option<IpAddr>) -> Option<Identity> {
         if !peer.is_some_and(|p| self.proxies.contains(&p)) {
+            return None;
+        }
+        if let Some((header, secret)) = &self.secret
+            && !same(once(headers, header)?.as_bytes(), secret)
+        {
             return None;
         }
         let user = once(headers, &self.user)?.to_str().ok()?.trim();
@@ -275,7 +304,9 @@ impl OperatorAuth for TrustedHeader {
     }
 
     fn identity_headers(&self) -> Vec<String> {
-        vec![self.user.clone(), self.groups.clone()]
+        let mut names = vec![self.user.clone(), self.groups.clone()];
+        names.extend(self.secret.as_ref().map(|(h, _)| h.clone()));
+        names
     }
 }
 
@@ -399,5 +430,17 @@ mod tests {
         );
         assert_eq!(auth.identify(&h, None), None, "no peer address");
         assert_eq!(auth.identify(&headers(&[("x-forwarded-user", " ")]), Some(proxy)), None);
+
+        // With a secret, the proxy's address is not enough: any local process has it.
+        let auth = auth.with_secret("X-Proxy-Secret", "s3cret-of-the-proxy");
+        assert_eq!(auth.identify(&h, Some(proxy)), None, "no secret");
+        let mut wrong = h.clone();
+        wrong.insert("x-proxy-secret", "s3cret-of-the-proxz".parse().unwrap());
+        assert_eq!(auth.identify(&wrong, Some(proxy)), None, "a wrong secret");
+        let mut right = h.clone();
+        right.insert("x-proxy-secret", "s3cret-of-the-proxy".parse().unwrap());
+        assert!(auth.identify(&right, Some(proxy)).is_some());
+        assert!(!format!("{auth:?}").contains("s3cret"), "{auth:?}");
+        assert!(auth.identity_headers().contains(&"x-proxy-secret".to_owned()));
     }
 }
