@@ -367,7 +367,11 @@ pub enum StateFilter {
 
 /// `NAME` or `NAME:PORT`, as `Console::with_allowed_hosts` takes it.
 fn parse_allowed_host(s: &str) -> Result<String, String> {
-    let why = || format!("`{s}` is not a host name, or a host name and a port (e.g. console.example.com, 10.0.0.5:8090, [::1]:8090)");
+    let why = || {
+        format!(
+            "`{s}` is not a host name, or a host name and a port (e.g. console.example.com, 10.0.0.5:8090, [::1]:8090)"
+        )
+    };
     let parsed: axum::http::uri::Authority = s.parse().map_err(|_| why())?;
     let after_host = match s.strip_prefix('[') {
         Some(v6) => v6.split_once(']').map_or("", |(_, rest)| rest),

@@ -80,7 +80,11 @@ where
                 } => {
                     let proxy = (trusted_proxies, proxy_secret_file);
                     let console = console(&store, tokens, proxy, resolver_role)?.map(|c| {
-                        let c = if reader_roles.is_empty() { c } else { c.with_reader_roles(reader_roles) };
+                        let c = if reader_roles.is_empty() {
+                            c
+                        } else {
+                            c.with_reader_roles(reader_roles)
+                        };
                         if allowed_origins.is_empty() {
                             c
                         } else {
@@ -179,7 +183,11 @@ async fn serve(
         // By default the API answers to the loopback names on the port listened on.
         let hosts = if allowed_hosts.is_empty() {
             let port = addr.port();
-            vec![format!("localhost:{port}"), format!("127.0.0.1:{port}"), format!("[::1]:{port}")]
+            vec![
+                format!("localhost:{port}"),
+                format!("127.0.0.1:{port}"),
+                format!("[::1]:{port}"),
+            ]
         } else {
             allowed_hosts
         };

@@ -39,7 +39,9 @@ async fn raw(addr: SocketAddr, method: &str, path: &str, headers: &[&str], body:
 
 /// A refund of 100 parked for a manager's approval, in a fresh journal; the console over it
 /// (made by `console`) served on a free loopback port.
-async fn parked(console: impl FnOnce(Arc<dyn Store>) -> Console) -> (SocketAddr, Arc<dyn Store>, String, tempfile::TempDir) {
+async fn parked(
+    console: impl FnOnce(Arc<dyn Store>) -> Console,
+) -> (SocketAddr, Arc<dyn Store>, String, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("journal.db")).unwrap());
     let engine = Engine::new(store.clone());
@@ -77,10 +79,20 @@ async fn a_rebound_page_an_other_origin_and_a_doubled_identity_header_cannot_app
     // same-origin, so it may set any header. Refused for its Host, pages included.
     let host = format!("Host: evil.example:{port}");
     let origin = format!("Origin: http://evil.example:{port}");
-    let (status, answer) = raw(addr, "POST", "/api/approve", &[&host, &origin, json, user, groups], &approve).await;
+    let (status, answer) = raw(
+        addr,
+        "POST",
+        "/api/approve",
+        &[&host, &origin, json, user, groups],
+        &approve,
+    )
+    .await;
     assert_eq!(status, 421, "{answer}");
     let error = answer["error"].as_str().unwrap();
-    assert!(error.contains("`evil.example:") && error.contains("127.0.0.1"), "{error}");
+    assert!(
+        error.contains("`evil.example:") && error.contains("127.0.0.1"),
+        "{error}"
+    );
     assert!(answer["hint"].as_str().unwrap().contains("--allow-host"), "{answer}");
     assert_eq!(raw(addr, "GET", "/", &[&host], "").await.0, 421);
     assert_eq!(raw(addr, "GET", "/api/me", &[&host, user, groups], "").await.0, 421);
@@ -88,15 +100,28 @@ async fn a_rebound_page_an_other_origin_and_a_doubled_identity_header_cannot_app
 
     // Addressed to the console's own name, but from a page of another origin.
     let host = format!("Host: 127.0.0.1:{port}");
-    let (status, answer) = raw(addr, "POST", "/api/approve", &[&host, &origin, json, user, groups], &approve).await;
+    let (status, answer) = raw(
+        addr,
+        "POST",
+        "/api/approve",
+        &[&host, &origin, json, user, groups],
+        &approve,
+    )
+    .await;
     assert_eq!(status, 403, "{answer}");
     assert!(answer["hint"].as_str().unwrap().contains("--allow-origin"), "{answer}");
     let same_host_origin = format!("Origin: http://localhost.evil.example:{port}");
     let rebound_host = format!("Host: localhost.evil.example:{port}");
     assert_eq!(
-        raw(addr, "POST", "/api/approve", &[&rebound_host, &same_host_origin, json, user, groups], &approve)
-            .await
-            .0,
+        raw(
+            addr,
+            "POST",
+            "/api/approve",
+            &[&rebound_host, &same_host_origin, json, user, groups],
+            &approve
+        )
+        .await
+        .0,
         421
     );
 
@@ -120,7 +145,12 @@ async fn a_rebound_page_an_other_origin_and_a_doubled_identity_header_cannot_app
     assert_eq!((status, &me["name"]), (200, &serde_json::json!("mallory")), "{me}");
     let localhost = format!("Host: localhost:{port}");
     assert_eq!(raw(addr, "GET", "/api/me", &[&localhost, user], "").await.0, 200);
-    assert_eq!(raw(addr, "GET", "/api/me", &[&format!("Host: [::1]:{port}"), user], "").await.0, 200);
+    assert_eq!(
+        raw(addr, "GET", "/api/me", &[&format!("Host: [::1]:{port}"), user], "")
+            .await
+            .0,
+        200
+    );
 }
 
 #[tokio::test]
@@ -144,11 +174,22 @@ async fn the_names_and_origins_a_deployment_configures_replace_the_loopback_ones
     let body = serde_json::json!({ "run": "desk" }).to_string();
     let json = "Content-Type: application/json";
     let origin = "Origin: https://console.example.com";
-    assert_eq!(raw(addr, "POST", "/api/compensate", &[host, origin, json, user], &body).await.0, 501);
+    assert_eq!(
+        raw(addr, "POST", "/api/compensate", &[host, origin, json, user], &body)
+            .await
+            .0,
+        501
+    );
     let plain = "Origin: http://console.example.com";
     let (status, answer) = raw(addr, "POST", "/api/compensate", &[host, plain, json, user], &body).await;
     assert_eq!(status, 403, "{answer}");
-    assert!(answer["error"].as_str().unwrap().contains("https://console.example.com"), "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("https://console.example.com"),
+        "{answer}"
+    );
     assert_eq!(state(&store, &key).await, "awaiting-approval");
 }
 
@@ -166,7 +207,10 @@ async fn a_second_bearer_token_is_refused_not_chosen_from() {
     })
     .await;
     let host = format!("Host: {addr}");
-    let (maria, ivy) = (format!("Authorization: Bearer {MARIA}"), format!("Authorization: Bearer {IVY}"));
+    let (maria, ivy) = (
+        format!("Authorization: Bearer {MARIA}"),
+        format!("Authorization: Bearer {IVY}"),
+    );
     let (status, answer) = raw(addr, "GET", "/api/me", &[&host, &ivy, &maria], "").await;
     assert_eq!(status, 400, "{answer}");
     assert_eq!(raw(addr, "GET", "/api/me", &[&host, &maria], "").await.0, 200);

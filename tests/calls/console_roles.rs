@@ -68,11 +68,18 @@ async fn an_identity_without_a_role_reads_nothing_but_who_it_is() {
         let refused = call(addr, NOBODY, "GET", path, "").await;
         assert_eq!(refused.status, 403, "{path}: {}", refused.body);
         assert!(!refused.body.contains("100"), "{}", refused.body);
-        assert!(refused.json()["error"].as_str().unwrap().contains("needs a role"), "{}", refused.body);
+        assert!(
+            refused.json()["error"].as_str().unwrap().contains("needs a role"),
+            "{}",
+            refused.body
+        );
     }
     // Any role reads, by default.
     let shown = call(addr, VERA, "GET", &record, "").await;
-    assert_eq!((shown.status, &shown.json()["record"]["input"]), (200, &serde_json::json!(100)));
+    assert_eq!(
+        (shown.status, &shown.json()["record"]["input"]),
+        (200, &serde_json::json!(100))
+    );
 }
 
 #[tokio::test]
@@ -81,7 +88,11 @@ async fn reader_roles_narrow_who_reads() {
     let record = format!("/api/record?key={}", encode(&key));
     let refused = call(addr, VERA, "GET", &record, "").await;
     assert_eq!(refused.status, 403, "{}", refused.body);
-    assert!(refused.json()["error"].as_str().unwrap().contains("operator, manager"), "{}", refused.body);
+    assert!(
+        refused.json()["error"].as_str().unwrap().contains("operator, manager"),
+        "{}",
+        refused.body
+    );
     assert_eq!(call(addr, VERA, "GET", "/api/records", "").await.status, 403);
     assert_eq!(call(addr, OLAF, "GET", "/api/records", "").await.status, 200);
     assert_eq!(call(addr, MARIA, "GET", &record, "").await.status, 200);
@@ -96,7 +107,11 @@ async fn four_eyes_knows_an_operator_by_the_mcp_principal_they_call_tools_as() {
         let body = serde_json::json!({ "key": key, "reason": "mine" }).to_string();
         let own = call(addr, MARIA, "POST", action, &body).await;
         assert_eq!(own.status, 403, "{action}: {}", own.body);
-        assert!(own.json()["hint"].as_str().unwrap().contains("four eyes"), "{}", own.body);
+        assert!(
+            own.json()["hint"].as_str().unwrap().contains("four eyes"),
+            "{}",
+            own.body
+        );
     }
     let shown = call(addr, OLAF, "GET", &format!("/api/record?key={}", encode(&key)), "").await;
     assert_eq!(shown.json()["state"], "awaiting-approval");

@@ -91,11 +91,20 @@ fn serve_answers_to_the_loopback_names_on_its_port_unless_told_other_names() {
     let port = server.addr.rsplit(':').next().unwrap().to_owned();
     let host = |name: &str| format!("Host: {name}");
     assert_eq!(status(&server, "GET", "/api/me", &[&host(&server.addr)]), 200);
-    assert_eq!(status(&server, "GET", "/api/me", &[&host(&format!("localhost:{port}"))]), 200);
+    assert_eq!(
+        status(&server, "GET", "/api/me", &[&host(&format!("localhost:{port}"))]),
+        200
+    );
     // A page whose name was rebound to 127.0.0.1, and another port of this machine.
-    assert_eq!(status(&server, "GET", "/api/me", &[&host(&format!("evil.example:{port}"))]), 421);
+    assert_eq!(
+        status(&server, "GET", "/api/me", &[&host(&format!("evil.example:{port}"))]),
+        421
+    );
     assert_eq!(status(&server, "GET", "/api/me", &[&host("127.0.0.1:1")]), 421);
-    assert_eq!(status(&server, "GET", "/", &[&host(&format!("evil.example:{port}"))]), 421);
+    assert_eq!(
+        status(&server, "GET", "/", &[&host(&format!("evil.example:{port}"))]),
+        421
+    );
     // The metrics are not the console's: they answer to any name, as before.
     assert_eq!(status(&server, "GET", "/metrics", &[&host("evil.example")]), 200);
     drop(server);
@@ -103,7 +112,12 @@ fn serve_answers_to_the_loopback_names_on_its_port_unless_told_other_names() {
     let server = serve(
         &j,
         &tokens,
-        &["--allow-host", "console.example.com", "--allow-origin", "https://console.example.com"],
+        &[
+            "--allow-host",
+            "console.example.com",
+            "--allow-origin",
+            "https://console.example.com",
+        ],
     );
     let named = host("console.example.com");
     assert_eq!(status(&server, "GET", "/api/me", &[&named]), 200);
@@ -155,7 +169,12 @@ fn behind_a_proxy_with_a_secret_other_local_processes_name_nobody() {
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
     let server = serve_with(
         &j,
-        &["--trusted-proxy", "127.0.0.1", "--proxy-secret-file", secret.to_str().unwrap()],
+        &[
+            "--trusted-proxy",
+            "127.0.0.1",
+            "--proxy-secret-file",
+            secret.to_str().unwrap(),
+        ],
     );
     let host = format!("Host: {}", server.addr);
     let user = "X-Forwarded-User: maria";
@@ -170,7 +189,12 @@ fn behind_a_proxy_with_a_secret_other_local_processes_name_nobody() {
 
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
     let out = j.cli(&[
-        "serve", "--listen", "127.0.0.1:0", "--trusted-proxy", "127.0.0.1", "--proxy-secret-file",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--trusted-proxy",
+        "127.0.0.1",
+        "--proxy-secret-file",
         secret.to_str().unwrap(),
     ]);
     assert!(out.fails(2).contains("chmod 0600"), "{out:#?}");

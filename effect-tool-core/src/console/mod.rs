@@ -143,7 +143,10 @@ impl Console {
             reader_roles: None,
             engine: None,
             run_context: Arc::new(|run: &str| RunContext::new(run)),
-            hosts: LOOPBACK.iter().map(|h| Authority::parse(h).expect("a loopback name")).collect(),
+            hosts: LOOPBACK
+                .iter()
+                .map(|h| Authority::parse(h).expect("a loopback name"))
+                .collect(),
             origins: None,
         }
     }
@@ -185,9 +188,8 @@ impl Console {
                 .into_iter()
                 .map(|o| {
                     let o = o.as_ref();
-                    normal_origin(o).unwrap_or_else(|| {
-                        panic!("`{o}` is not an origin: give `https://host` or `https://host:port`")
-                    })
+                    normal_origin(o)
+                        .unwrap_or_else(|| panic!("`{o}` is not an origin: give `https://host` or `https://host:port`"))
                 })
                 .collect(),
         );
@@ -834,7 +836,10 @@ mod tests {
         for bad in ["", "a/b", "u@host", "host:", "host:x", "http://host"] {
             assert_eq!(Authority::parse(bad), None, "{bad}");
         }
-        assert_eq!(normal_origin("HTTPS://A.example:443/").as_deref(), Some("https://a.example:443"));
+        assert_eq!(
+            normal_origin("HTTPS://A.example:443/").as_deref(),
+            Some("https://a.example:443")
+        );
         assert_eq!(normal_origin("https://a.example/path"), None);
     }
 
