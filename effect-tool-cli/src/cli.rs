@@ -152,12 +152,38 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         tokens: Option<std::path::PathBuf>,
         /// Serve the operator API to the users an authenticating proxy at this address names
-        /// in `X-Forwarded-User` (roles from `X-Forwarded-Groups`). Repeatable.
+        /// in `X-Forwarded-User` (roles from `X-Forwarded-Groups`). Repeatable. Every process
+        /// that can connect from this address is believed as the proxy: a loopback address
+        /// trusts every local process and user, so run the proxy on its own address (or
+        /// host) where others share the machine.
         #[arg(long = "trusted-proxy", value_name = "IP")]
         trusted_proxies: Vec<std::net::IpAddr>,
+        /// With --trusted-proxy: believe the proxy's headers only on requests that also carry
+        /// `X-Effect-Tool-Proxy-Secret` with the value in this file (readable by its owner only),
+        /// which the proxy adds to every request it forwards. Then no other process at the
+        /// proxy's address can name an operator.
+        #[arg(long = "proxy-secret-file", value_name = "FILE", requires = "trusted_proxies")]
+        proxy_secret_file: Option<std::path::PathBuf>,
+        /// A role that may read records through the API (their inputs, outputs and audit
+        /// trails). Repeatable; by default any role may, and an identity without a role reads
+        /// nothing.
+        #[arg(long = "reader-role", value_name = "ROLE")]
+        reader_roles: Vec<String>,
         /// The role that may resolve and amend records through the API.
         #[arg(long, default_value = "operator", value_name = "ROLE")]
         resolver_role: String,
+        /// A name the operator API answers to (`Host`): `NAME` (any port) or `NAME:PORT`.
+        /// Repeatable; it replaces the default, `localhost`, `127.0.0.1` and `[::1]` with the
+        /// port listened on. Give the names operators (or the authenticating proxy) use to reach
+        /// it: requests to other names are refused, so that a web page whose DNS name is pointed
+        /// at this server cannot use the API.
+        #[arg(long = "allow-host", value_parser = parse_allowed_host, value_name = "NAME[:PORT]")]
+        allowed_hosts: Vec<String>,
+        /// An origin whose pages may act through the operator API (`https://NAME[:PORT]`, as
+        /// browsers send it in `Origin`). Repeatable; by default, the allowed hosts over http or
+        /// https. Requests from pages of other origins are refused.
+        #[arg(long = "allow-origin", value_parser = parse_allowed_origin, value_name = "ORIGIN")]
+        allowed_origins: Vec<String>,
     },
 }
 
@@ -346,6 +372,36 @@ pub enum StateFilter {
     State(RecordState),
     /// Claims whose lease has expired.
     Stale,
+}
+
+/// `NAME` or `NAME:PORT`, as `Console::with_allowed_hosts` takes it.
+fn parse_allowed_host(s: &str) -> Result<String, String> {
+    let why = || {
+        format!(
+            "`{s}` is not a host name, or a host name and a port (e.g. console.example.com, 10.0.0.5:8090, [::1]:8090)"
+        )
+    };
+    let parsed: axum::http::uri::Authority = s.parse().map_err(|_| why())?;
+    let after_host = match s.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').map_or("", |(_, rest)| rest),
+        None => s.find(':').map_or("", |at| &s[at..]),
+    };
+    let port_ok = after_host.is_empty() || parsed.port_u16().is_some_and(|p| after_host == format!(":{p}"));
+    if parsed.as_str() != s || s.contains('@') || parsed.host().is_empty() || !port_ok {
+        return Err(why());
+    }
+    Ok(s.to_owned())
+}
+
+/// `http://NAME[:PORT]` or `https://NAME[:PORT]`, as `Console::with_allowed_origins` takes it.
+fn parse_allowed_origin(s: &str) -> Result<String, String> {
+    let why = || format!("`{s}` is not an origin: give https://NAME or https://NAME:PORT, as a browser sends it");
+    let (scheme, rest) = s.split_once("://").ok_or_else(why)?;
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return Err(why());
+    }
+    parse_allowed_host(rest.strip_suffix('/').unwrap_or(rest)).map_err(|_| why())?;
+    Ok(s.to_owned())
 }
 
 fn parse_state_filter(s: &str) -> Result<StateFilter, String> {

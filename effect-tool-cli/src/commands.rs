@@ -79,10 +79,26 @@ where
                     listen,
                     tokens,
                     trusted_proxies,
+                    proxy_secret_file,
+                    reader_roles,
                     resolver_role,
+                    allowed_hosts,
+                    allowed_origins,
                 } => {
-                    let console = console(&store, tokens, trusted_proxies, resolver_role)?;
-                    serve(store, listen, console, json, io).await
+                    let proxy = (trusted_proxies, proxy_secret_file);
+                    let console = console(&store, tokens, proxy, resolver_role)?.map(|c| {
+                        let c = if reader_roles.is_empty() {
+                            c
+                        } else {
+                            c.with_reader_roles(reader_roles)
+                        };
+                        if allowed_origins.is_empty() {
+                            c
+                        } else {
+                            c.with_allowed_origins(allowed_origins)
+                        }
+                    });
+                    serve(store, listen, console, allowed_hosts, json, io).await
                 }
                 Command::Key(_) | Command::Canon { .. } | Command::Manifest(_) => Ok(()),
             }
@@ -94,7 +110,7 @@ where
 fn console(
     store: &Arc<dyn Store>,
     tokens: Option<std::path::PathBuf>,
-    proxies: Vec<std::net::IpAddr>,
+    (proxies, secret_file): (Vec<std::net::IpAddr>, Option<std::path::PathBuf>),
     resolver_role: String,
 ) -> Result<Option<effect_tool_core::console::Console>, CliError> {
     use effect_tool_core::console::{Console, StaticTokens, TrustedHeader};
@@ -106,10 +122,48 @@ fn console(
             let tokens = StaticTokens::from_file(&path).map_err(|e| CliError::Usage(e.to_string()))?;
             Console::new(store.clone(), tokens)
         }
-        (None, false) => Console::new(store.clone(), TrustedHeader::new(proxies)),
+        (None, false) => {
+            let proxy = TrustedHeader::new(proxies);
+            let proxy = match secret_file {
+                Some(path) => proxy.with_secret(PROXY_SECRET_HEADER, proxy_secret(&path)?),
+                None => proxy,
+            };
+            Console::new(store.clone(), proxy)
+        }
         (None, true) => return Ok(None),
     };
     Ok(Some(console.with_resolver_role(resolver_role)))
+}
+
+/// The header that carries the proxy's secret (`serve --proxy-secret-file`).
+const PROXY_SECRET_HEADER: &str = "x-effect-tool-proxy-secret";
+
+/// The proxy's secret: the first line of `path`, a file only its owner may read.
+fn proxy_secret(path: &std::path::Path) -> Result<String, CliError> {
+    use std::io::Read;
+    let shown = path.display();
+    let cannot = |e: std::io::Error| CliError::Usage(format!("cannot read the proxy secret file {shown}: {e}"));
+    let mut file = std::fs::File::open(path).map_err(cannot)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = file.metadata().map_err(cannot)?.permissions().mode();
+        if mode & 0o077 != 0 {
+            return Err(CliError::Usage(format!(
+                "the proxy secret file {shown} may be read or written by its group or others (mode {:04o}): chmod 0600 it",
+                mode & 0o7777
+            )));
+        }
+    }
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(cannot)?;
+    let secret = text.lines().next().unwrap_or_default().trim().to_owned();
+    if secret.len() < 16 {
+        return Err(CliError::Usage(format!(
+            "the proxy secret in {shown} is shorter than 16 characters: put a long random value on its first line (e.g. `openssl rand -hex 32`)"
+        )));
+    }
+    Ok(secret)
 }
 
 /// `serve`: the journal's gauges at `GET /metrics` (and the operator API), until Ctrl-C or
@@ -118,6 +172,7 @@ async fn serve(
     store: Arc<dyn Store>,
     listen: std::net::SocketAddr,
     console: Option<effect_tool_core::console::Console>,
+    allowed_hosts: Vec<String>,
     json: bool,
     io: &mut Io<'_>,
 ) -> Result<(), CliError> {
@@ -125,15 +180,26 @@ async fn serve(
     let metrics = PrometheusMetrics::install()
         .map_err(|e| CliError::Store(e.to_string()))?
         .with_journal(store);
-    let with_api = console.is_some();
-    let mut app = metrics.router();
-    if let Some(console) = console {
-        app = app.merge(console.router());
-    }
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| CliError::Usage(format!("cannot listen on {listen}: {e}")))?;
     let addr = listener.local_addr().map_err(io_error)?;
+    let with_api = console.is_some();
+    let mut app = metrics.router();
+    if let Some(console) = console {
+        // By default the API answers to the loopback names on the port listened on.
+        let hosts = if allowed_hosts.is_empty() {
+            let port = addr.port();
+            vec![
+                format!("localhost:{port}"),
+                format!("127.0.0.1:{port}"),
+                format!("[::1]:{port}"),
+            ]
+        } else {
+            allowed_hosts
+        };
+        app = app.merge(console.with_allowed_hosts(hosts).router());
+    }
     let line = if json {
         format!(
             "{}\n",

@@ -19,7 +19,7 @@ use effect_tool::{CallOptions, Engine, RunContext, Store, Toolkit};
 
 const MARIA: &str = "tok-maria-manager-0001"; // manager, operator
 const OLAF: &str = "tok-olaf-operator-0002"; // operator
-const IVY: &str = "tok-ivy-intern-000003"; // no roles
+const IVY: &str = "tok-ivy-intern-000003"; // viewer: reads, acts on nothing
 
 async fn post(addr: SocketAddr, token: &str, path: &str, body: serde_json::Value) -> Answer {
     let auth = format!("Authorization: Bearer {token}");
@@ -65,7 +65,7 @@ async fn an_operator_approves_a_parked_refund_and_resolves_an_email_in_doubt() {
     let tokens = StaticTokens::new()
         .with(MARIA, Identity::new("maria", ["manager", "operator"]))
         .with(OLAF, Identity::new("olaf", ["operator"]))
-        .with(IVY, Identity::new("ivy", Vec::<String>::new()));
+        .with(IVY, Identity::new("ivy", ["viewer"]));
     let addr = serve(Console::new(store.clone(), tokens).with_toolkit(&toolkit)).await;
 
     // The agent: a refund parks for a manager; an email goes in doubt. A run of maria's own

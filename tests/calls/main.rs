@@ -11,6 +11,8 @@ mod approvals_bind;
 mod approvals_stale;
 mod console_api;
 mod console_browser;
+mod console_hosts;
+mod console_roles;
 mod engine_cancellation;
 mod engine_core;
 mod engine_faults_hang;

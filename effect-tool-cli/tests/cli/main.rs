@@ -12,4 +12,5 @@ mod flows;
 mod libpq_env;
 mod offline_commands;
 mod serve;
+mod serve_hosts;
 mod store_commands;

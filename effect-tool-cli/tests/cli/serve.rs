@@ -26,6 +26,8 @@ async fn serve_answers_metrics_and_the_operator_api_then_stops_on_sigterm() {
     j.awaiting(&key, &j.run_id("r"), "deploy", "ops").await;
     let tokens = std::path::Path::new(&j.spec).with_file_name("operators.tokens");
     std::fs::write(&tokens, "tok-rosa-ops-00000001 rosa ops\n").unwrap();
+    // Operators' credentials: only their owner may read them (or `serve` refuses the file).
+    std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
 
     let mut child = Command::new(env!("CARGO_BIN_EXE_effect-tool"))
         .args(["--store", &j.spec, "serve", "--listen", "127.0.0.1:0", "--tokens"])
@@ -88,6 +90,7 @@ fn serve_refuses_a_tokens_file_it_cannot_use() {
     let j = Journal::sqlite("serve-bad-tokens");
     let tokens = std::path::Path::new(&j.spec).with_file_name("bad.tokens");
     std::fs::write(&tokens, "short rosa ops\n").unwrap();
+    std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let out = j.cli(&["serve", "--listen", "127.0.0.1:0", "--tokens", tokens.to_str().unwrap()]);
     let err = out.fails(2);
     assert!(err.contains("line 1") && err.contains("shorter than 16"), "{err}");

@@ -2,7 +2,9 @@
 //! done, by one of two means.
 //!
 //! - [`StaticTokens`]: bearer tokens from a file, for small teams. One line per person,
-//!   `token name role,role` (`#` starts a comment). Compared in constant time.
+//!   `token name role,role as=id,id` (`#` starts a comment; roles and `as=` are optional):
+//!   `as=` names the MCP principals the same person calls tools as, for four eyes. Compared in
+//!   constant time. The file must be readable by its owner only.
 //! - [`TrustedHeader`]: an authenticating proxy in front (oauth2-proxy before an OIDC provider,
 //!   say) sets the user and groups headers; they are believed only from the proxy's addresses.
 
@@ -12,13 +14,18 @@ use std::path::Path;
 
 use axum::http::HeaderMap;
 
-/// An authenticated operator: a name (what the audit trail records) and roles.
+/// An authenticated operator: a name (what the audit trail records), roles, and the other
+/// names under which the same person requests tool calls (four eyes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
     /// Who (recorded as `by` in the audit trail).
     pub name: String,
     /// The roles they hold (e.g. `manager`, `operator`).
     pub roles: BTreeSet<String>,
+    /// The ids under which this person also calls tools (an MCP principal's id, e.g. a JWT's
+    /// `sub`, when it is not [`Identity::name`]). Four eyes refuses their approval of a call
+    /// in a run scoped to their name or to any of these; see the console's module docs.
+    pub principals: BTreeSet<String>,
 }
 
 impl Identity {
@@ -27,7 +34,15 @@ impl Identity {
         Identity {
             name: name.into(),
             roles: roles.into_iter().map(Into::into).collect(),
+            principals: BTreeSet::new(),
         }
+    }
+
+    /// The same person, who also calls tools as MCP principal (or application run scope)
+    /// `id`: four eyes then keeps them from approving calls of `id`'s runs too.
+    pub fn calling_tools_as(mut self, id: impl Into<String>) -> Self {
+        self.principals.insert(id.into());
+        self
     }
 
     /// Whether they hold `role`.
@@ -161,14 +176,28 @@ impl StaticTokens {
             if token.len() < 16 {
                 return Err((n + 1, "the token is shorter than 16 characters".into()));
             }
-            let roles: Vec<&str> = parts
-                .next()
-                .map(|r| r.split(',').filter(|r| !r.is_empty()).collect())
-                .unwrap_or_default();
-            if parts.next().is_some() {
-                return Err((n + 1, "roles are one comma-separated word".into()));
+            let (mut roles, mut principals): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
+            let mut seen_roles = false;
+            for part in parts {
+                if let Some(ids) = part.strip_prefix("as=") {
+                    if !principals.is_empty() {
+                        return Err((n + 1, "`as=` is given once, comma-separated".into()));
+                    }
+                    principals = ids.split(',').filter(|p| !p.is_empty()).collect();
+                    if principals.is_empty() {
+                        return Err((n + 1, "`as=` needs at least one principal id".into()));
+                    }
+                } else if seen_roles {
+                    return Err((n + 1, "roles are one comma-separated word".into()));
+                } else {
+                    seen_roles = true;
+                    roles = part.split(',').filter(|r| !r.is_empty()).collect();
+                }
             }
-            tokens = tokens.with(token, Identity::new(name, roles));
+            let identity = principals
+                .into_iter()
+                .fold(Identity::new(name, roles), Identity::calling_tools_as);
+            tokens = tokens.with(token, identity);
         }
         Ok(tokens)
     }
@@ -198,12 +227,25 @@ impl OperatorAuth for StaticTokens {
     }
 }
 
-/// Identity from headers an authenticating proxy sets, believed only from its addresses.
-#[derive(Debug, Clone)]
+/// Identity from headers an authenticating proxy sets, believed only from its addresses (and,
+/// with [`TrustedHeader::with_secret`], only with the secret the proxy alone knows).
+#[derive(Clone)]
 pub struct TrustedHeader {
     user: String,
     groups: String,
     proxies: Vec<IpAddr>,
+    secret: Option<(String, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for TrustedHeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TrustedHeader")
+            .field("user", &self.user)
+            .field("groups", &self.groups)
+            .field("proxies", &self.proxies)
+            .field("secret_header", &self.secret.as_ref().map(|(h, _)| h))
+            .finish()
+    }
 }
 
 impl TrustedHeader {
@@ -213,7 +255,18 @@ impl TrustedHeader {
             user: "x-forwarded-user".into(),
             groups: "x-forwarded-groups".into(),
             proxies: proxies.into_iter().collect(),
+            secret: None,
         }
+    }
+
+    /// Believe the headers only when the request also carries `header` with the value `secret`
+    /// (compared in constant time), which the proxy adds to every request it forwards (nginx:
+    /// `proxy_set_header`; oauth2-proxy: `injectRequestHeaders`). Without it, every process that
+    /// can connect from the proxy's address is the proxy: with `127.0.0.1`, every local process
+    /// and user.
+    pub fn with_secret(mut self, header: &str, secret: impl Into<String>) -> Self {
+        self.secret = Some((header.to_ascii_lowercase(), secret.into().into_bytes()));
+        self
     }
 
     /// Other header names (the user's, and the comma-separated groups', read as roles).
@@ -227,6 +280,11 @@ impl TrustedHeader {
 impl OperatorAuth for TrustedHeader {
     fn identify(&self, headers: &HeaderMap, peer: Option<IpAddr>) -> Option<Identity> {
         if !peer.is_some_and(|p| self.proxies.contains(&p)) {
+            return None;
+        }
+        if let Some((header, secret)) = &self.secret
+            && !same(once(headers, header)?.as_bytes(), secret)
+        {
             return None;
         }
         let user = once(headers, &self.user)?.to_str().ok()?.trim();
@@ -246,7 +304,9 @@ impl OperatorAuth for TrustedHeader {
     }
 
     fn identity_headers(&self) -> Vec<String> {
-        vec![self.user.clone(), self.groups.clone()]
+        let mut names = vec![self.user.clone(), self.groups.clone()];
+        names.extend(self.secret.as_ref().map(|(h, _)| h.clone()));
+        names
     }
 }
 
@@ -293,6 +353,65 @@ mod tests {
     }
 
     #[test]
+    fn a_tokens_line_names_the_principals_its_operator_calls_tools_as() {
+        let tokens = StaticTokens::parse(
+            "tok-maria-0123456789 maria manager as=00u1abc,maria@example.com\ntok-olaf-01234567890 olaf as=olaf-bot\n",
+        )
+        .unwrap();
+        let maria = tokens
+            .identify(&headers(&[("authorization", "Bearer tok-maria-0123456789")]), None)
+            .unwrap();
+        assert_eq!(
+            maria,
+            Identity::new("maria", ["manager"])
+                .calling_tools_as("00u1abc")
+                .calling_tools_as("maria@example.com")
+        );
+        let olaf = tokens
+            .identify(&headers(&[("authorization", "Bearer tok-olaf-01234567890")]), None)
+            .unwrap();
+        assert!(olaf.roles.is_empty() && olaf.principals.contains("olaf-bot"));
+        assert!(StaticTokens::parse("long-enough-token-here maria as=").is_err());
+        assert!(StaticTokens::parse("long-enough-token-here maria as=a as=b").is_err());
+    }
+
+    #[test]
+    fn an_identity_header_sent_twice_identifies_nobody() {
+        let proxy: IpAddr = "127.0.0.1".parse().unwrap();
+        let auth = TrustedHeader::new([proxy]);
+        let mut h = headers(&[("x-forwarded-user", "mallory")]);
+        h.append("x-forwarded-user", "maria".parse().unwrap());
+        assert_eq!(auth.identify(&h, Some(proxy)), None);
+        let mut h = headers(&[("x-forwarded-user", "maria"), ("x-forwarded-groups", "ops")]);
+        h.append("x-forwarded-groups", "manager".parse().unwrap());
+        assert_eq!(auth.identify(&h, Some(proxy)), None);
+        assert_eq!(auth.identity_headers(), ["x-forwarded-user", "x-forwarded-groups"]);
+        let tokens = StaticTokens::new().with("tok-maria-0123456789", Identity::new("maria", ["manager"]));
+        let mut h = headers(&[("authorization", "Bearer tok-ivy-000000000000")]);
+        h.append("authorization", "Bearer tok-maria-0123456789".parse().unwrap());
+        assert_eq!(tokens.identify(&h, None), None);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_tokens_file_others_may_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let path = std::env::temp_dir().join(format!("effect-tool-{}-operators.tokens", std::process::id()));
+        std::fs::write(&path, "tok-maria-0123456789 maria manager\n").unwrap();
+        for mode in [0o644, 0o640, 0o604, 0o620] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            let e = StaticTokens::from_file(&path).unwrap_err();
+            assert_eq!(e.line, 0);
+            assert!(e.to_string().contains("chmod 0600"), "{e}");
+        }
+        for mode in [0o600, 0o400] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert!(StaticTokens::from_file(&path).is_ok());
+        }
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
     fn a_trusted_header_counts_only_from_the_proxy() {
         let proxy: IpAddr = "10.0.0.2".parse().unwrap();
         let auth = TrustedHeader::new([proxy]);
@@ -311,5 +430,17 @@ mod tests {
         );
         assert_eq!(auth.identify(&h, None), None, "no peer address");
         assert_eq!(auth.identify(&headers(&[("x-forwarded-user", " ")]), Some(proxy)), None);
+
+        // With a secret, the proxy's address is not enough: any local process has it.
+        let auth = auth.with_secret("X-Proxy-Secret", "s3cret-of-the-proxy");
+        assert_eq!(auth.identify(&h, Some(proxy)), None, "no secret");
+        let mut wrong = h.clone();
+        wrong.insert("x-proxy-secret", "s3cret-of-the-proxz".parse().unwrap());
+        assert_eq!(auth.identify(&wrong, Some(proxy)), None, "a wrong secret");
+        let mut right = h.clone();
+        right.insert("x-proxy-secret", "s3cret-of-the-proxy".parse().unwrap());
+        assert!(auth.identify(&right, Some(proxy)).is_some());
+        assert!(!format!("{auth:?}").contains("s3cret"), "{auth:?}");
+        assert!(auth.identity_headers().contains(&"x-proxy-secret".to_owned()));
     }
 }

@@ -31,11 +31,27 @@
 //! | `POST /api/amend` (the same body) | correct a resolution |
 //! | `POST /api/compensate` `{"run"}` | abandon a run: compensate each of its completed compensable effects once, newest first ([`Engine::abandon_run_by`](crate::Engine::abandon_run_by)); needs the resolver role and [`Console::with_engine`] |
 //!
-//! **Who may act.** No request is served without an identity from the [`OperatorAuth`]
-//! (401). An approval or denial needs the role the tool names (`approval = "manager"`); a
-//! resolution the resolver role. Four eyes: nobody approves a call of their own run (a run id
-//! scoped to their name, `<name>/...`, as the MCP server scopes its principals' runs). Every
-//! action goes to the audit trail under the identity's name.
+//! **Who may read and act.** No request is served without an identity from the
+//! [`OperatorAuth`] (401). Reading records (the list, a record's input, output and audit trail)
+//! needs a role (any, or one of [`Console::with_reader_roles`]): an identity without one gets
+//! `/api/me` and nothing else. The console serves one journal: everyone who may read reads
+//! every run's records, whichever principal made them; tenants that must not see each other's
+//! inputs need journals (and consoles) of their own. An approval or denial needs the role the
+//! tool names (`approval = "manager"`); a resolution the resolver role. Every action goes to the
+//! audit trail under the identity's name.
+//!
+//! **Four eyes.** Nobody approves or denies a call of their own run. The journal knows who
+//! requested a call only by its run id: the MCP server scopes an authenticated principal's
+//! runs as `<principal id>/...` (`/` and `%` escaped), and an application may scope its users'
+//! runs the same way. The console refuses an identity whose [`Identity::name`], or one of its
+//! [`Identity::principals`], is that prefix. The comparison is of strings from two identity
+//! systems: a console name and an MCP principal's id (a JWT's `sub`, or the name of an MCP
+//! static token). Where one person has two different names (console `maria`, MCP `sub`
+//! `00u1abc`), four eyes cannot see it unless it is told: give the MCP ids in the tokens file
+//! (`as=00u1abc`), or in the identities of an [`OperatorAuth`] of the application's
+//! ([`Identity::calling_tools_as`]); behind a proxy, have it send as the user the same claim the
+//! MCP server takes as `sub`. Where two people share a name across the systems, the console
+//! refuses the one it should not (it fails closed).
 //!
 //! **The pages** hold no data: they are the same for everyone and served without an identity.
 //! Their script asks the API for everything, and a person without the authenticating proxy
@@ -44,10 +60,22 @@
 //! on the page as text, and the pages' `Content-Security-Policy` allows no script but the
 //! console's own, no inline script, and no framing.
 //!
+//! **Names and origins.** The console answers only to the names it is given
+//! ([`Console::with_allowed_hosts`]; by default `localhost`, `127.0.0.1` and `[::1]`, on any
+//! port): a request whose `Host` is another (a page whose DNS name an attacker pointed at the
+//! console's address, to send requests the browser deems same-origin) is refused (421), pages
+//! included. A request that carries an identity header more than once is refused (400): a
+//! proxy that adds its header beside the client's must not let the client's count.
+//!
 //! **Cross-site requests.** Every action is a `POST` with a JSON body (`Content-Type:
 //! application/json`, which a page of another site cannot send without the browser asking this
-//! server first); a request whose `Origin` is not this server's own, or whose `Sec-Fetch-Site`
-//! is `cross-site` or `same-site`, is refused (403).
+//! server first); a request whose `Origin` is not an allowed origin
+//! ([`Console::with_allowed_origins`]; by default the allowed hosts over `http` or `https`), or
+//! whose `Sec-Fetch-Site` is `cross-site` or `same-site`, is refused (403).
+//!
+//! **Behind a proxy** ([`TrustedHeader`]), every process that can connect from the proxy's
+//! address is the proxy: with `127.0.0.1`, every local process and user may name any operator.
+//! Give the proxy an address of its own where the machine is shared.
 
 mod auth;
 mod page;
@@ -84,6 +112,7 @@ pub struct Console {
     auth: Box<dyn OperatorAuth>,
     tools: HashMap<String, Arc<dyn DynTool>>,
     resolver_role: String,
+    reader_roles: Option<Vec<String>>,
     engine: Option<Engine>,
     run_context: Arc<RunContextFn>,
     hosts: Vec<Authority>,
@@ -111,9 +140,13 @@ impl Console {
             auth: Box::new(auth),
             tools: HashMap::new(),
             resolver_role: "operator".into(),
+            reader_roles: None,
             engine: None,
             run_context: Arc::new(|run: &str| RunContext::new(run)),
-            hosts: LOOPBACK.iter().map(|h| Authority::parse(h).expect("a loopback name")).collect(),
+            hosts: LOOPBACK
+                .iter()
+                .map(|h| Authority::parse(h).expect("a loopback name"))
+                .collect(),
             origins: None,
         }
     }
@@ -155,9 +188,8 @@ impl Console {
                 .into_iter()
                 .map(|o| {
                     let o = o.as_ref();
-                    normal_origin(o).unwrap_or_else(|| {
-                        panic!("`{o}` is not an origin: give `https://host` or `https://host:port`")
-                    })
+                    normal_origin(o)
+                        .unwrap_or_else(|| panic!("`{o}` is not an origin: give `https://host` or `https://host:port`"))
                 })
                 .collect(),
         );
@@ -190,6 +222,16 @@ impl Console {
     /// `RunContext::new(run_id)`.
     pub fn with_run_context(mut self, make: impl Fn(&str) -> RunContext + Send + Sync + 'static) -> Self {
         self.run_context = Arc::new(make);
+        self
+    }
+
+    /// The roles that may read the journal through the console (the list, a record with its
+    /// input, output and audit trail): an identity needs one of them. By default any role
+    /// will do, and an identity without a role reads nothing (403) but `/api/me`. Behind a
+    /// proxy whose groups every user has some of, name the operators' roles here (the
+    /// resolver role and the tools' approval roles).
+    pub fn with_reader_roles(mut self, roles: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.reader_roles = Some(roles.into_iter().map(Into::into).collect());
         self
     }
 
@@ -448,7 +490,32 @@ fn shown_state(rec: &EffectRecord, now: crate::record::Millis) -> &'static str {
     if rec.is_stale(now) { "stale" } else { rec.state.as_str() }
 }
 
-async fn list(State(console): State<Arc<Console>>, Query(q): Query<ListQuery>) -> Result<Json<Value>, Refusal> {
+/// Whether `who` may read records (see [`Console::with_reader_roles`]).
+fn may_read(console: &Console, who: &Identity) -> Result<(), Refusal> {
+    let allowed = match &console.reader_roles {
+        None => !who.roles.is_empty(),
+        Some(roles) => roles.iter().any(|r| who.has_role(r)),
+    };
+    if allowed {
+        return Ok(());
+    }
+    let needed = match &console.reader_roles {
+        None => "a role".to_owned(),
+        Some(roles) => format!("one of the roles {}", roles.join(", ")),
+    };
+    Err(Refusal(
+        StatusCode::FORBIDDEN,
+        format!("{} needs {needed} to read the journal's records", who.name),
+        "ask for a role in the operators' tokens file or the identity provider's groups",
+    ))
+}
+
+async fn list(
+    State(console): State<Arc<Console>>,
+    axum::Extension(who): axum::Extension<Identity>,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Value>, Refusal> {
+    may_read(&console, &who)?;
     let wanted: Vec<String> = q
         .state
         .as_deref()
@@ -520,7 +587,12 @@ async fn record_or_404(console: &Arc<Console>, key: &str) -> Result<EffectRecord
     })
 }
 
-async fn show(State(console): State<Arc<Console>>, Query(q): Query<KeyQuery>) -> Result<Json<Value>, Refusal> {
+async fn show(
+    State(console): State<Arc<Console>>,
+    axum::Extension(who): axum::Extension<Identity>,
+    Query(q): Query<KeyQuery>,
+) -> Result<Json<Value>, Refusal> {
+    may_read(&console, &who)?;
     let rec = record_or_404(&console, &q.key).await?;
     let audit = console.store.audit(Some(&q.key)).await.map_err(store_refusal)?;
     let now = console.store.now();
@@ -566,7 +638,8 @@ fn may_decide(rec: &EffectRecord, who: &Identity, action: &str) -> Result<String
             "ask someone who holds the role",
         ));
     }
-    if rec.run_id.starts_with(&run_scope(&who.name)) {
+    let own = std::iter::once(&who.name).chain(&who.principals);
+    if own.into_iter().any(|id| rec.run_id.starts_with(&run_scope(id))) {
         return Err(Refusal(
             StatusCode::FORBIDDEN,
             format!(
@@ -807,7 +880,10 @@ mod tests {
         for bad in ["", "a/b", "u@host", "host:", "host:x", "http://host"] {
             assert_eq!(Authority::parse(bad), None, "{bad}");
         }
-        assert_eq!(normal_origin("HTTPS://A.example:443/").as_deref(), Some("https://a.example:443"));
+        assert_eq!(
+            normal_origin("HTTPS://A.example:443/").as_deref(),
+            Some("https://a.example:443")
+        );
         assert_eq!(normal_origin("https://a.example/path"), None);
     }
 
