@@ -20,6 +20,7 @@ pub trait DynTool: Send + Sync + 'static {
     /// The JSON Schema of the tool's output, if known ([`Tool::output_schema`]).
     fn output_schema(&self) -> Option<Value> {
         None
+    }
 
     /// The values the tool takes from the run (its `#[secret]` arguments,
     /// [`Tool::INJECTED`]): what a server or adapter must give its runs before the tool can run.
