@@ -135,7 +135,11 @@ fn from_password_file(config: &tokio_postgres::Config, env: Env<'_>) -> Option<V
                         .or_else(|| lookup(&text, "localhost", &port, db, user))
                 }
                 None => {
-                    let addr = config.get_hostaddrs().get(i).map(ToString::to_string).unwrap_or_default();
+                    let addr = config
+                        .get_hostaddrs()
+                        .get(i)
+                        .map(ToString::to_string)
+                        .unwrap_or_default();
                     lookup(&text, &addr, &port, db, user)
                 }
             }
@@ -373,11 +377,18 @@ mod tests {
         assert_eq!(c.get_password(), None, "no one password for all hosts");
         assert_eq!(
             tried(&c, &pw),
-            vec![own("db-a", 5432, Some("pass-a")), own("db-b", 5433, Some("pass-b")), own("nowhere", 5432, None)]
+            vec![
+                own("db-a", 5432, Some("pass-a")),
+                own("db-b", 5433, Some("pass-b")),
+                own("nowhere", 5432, None)
+            ]
         );
         // The URL form, an address without a name, and a Unix socket folder.
         let (c, pw) = apply_to("postgres://alice@db-a:5432,db-b:5433/app");
-        assert_eq!(tried(&c, &pw), vec![own("db-a", 5432, Some("pass-a")), own("db-b", 5433, Some("pass-b"))]);
+        assert_eq!(
+            tried(&c, &pw),
+            vec![own("db-a", 5432, Some("pass-a")), own("db-b", 5433, Some("pass-b"))]
+        );
         let (c, pw) = apply_to("hostaddr=10.0.0.9,10.0.0.3 port=5434 user=alice dbname=app");
         assert_eq!(
             tried(&c, &pw),
