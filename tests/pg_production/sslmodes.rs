@@ -154,6 +154,10 @@ fn make_home(dir: &Path, name: &str, root: Option<&Path>) -> PathBuf {
     home
 }
 
+/// A probe's environment, its platform roots, the host, and what is expected (`None`: to
+/// connect, else a part of the error).
+type EnvCase<'a> = (&'a [(&'a str, &'a str)], &'a Path, &'a str, Option<&'a str>);
+
 /// Where a probe runs: its home folder, its platform roots and more environment.
 struct Probe<'a> {
     home: &'a Path,
@@ -445,7 +449,7 @@ fn each_sslmode_as_libpq() {
     }
     // The environment: PGSSLROOTCERT=system and PGSSLMODE as libpq reads them, and a platform
     // that does not trust the server's CA.
-    let env_cases: [(&[(&str, &str)], &Path, &str, Option<&str>); 4] = [
+    let env_cases: [EnvCase<'_>; 4] = [
         (&[("PGSSLROOTCERT", "system")], &ours, NAMED, None),
         (
             &[("PGSSLROOTCERT", "system")],
