@@ -24,6 +24,8 @@ mod failover;
 #[cfg(feature = "postgres")]
 mod notify;
 #[cfg(feature = "postgres")]
+mod pgpass;
+#[cfg(feature = "postgres")]
 mod retention;
 #[cfg(feature = "postgres")]
 mod sslmodes;

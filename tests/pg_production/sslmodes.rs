@@ -33,9 +33,12 @@ const UNNAMED: &str = "127.0.0.1";
 
 /// Whether PostgreSQL's server programs and the `openssl` CLI are here; when they are not,
 /// a loud SKIPPED line, or a failure where PostgreSQL is required (CI).
-fn tools_present(case: &str) -> bool {
+pub fn tools_present(case: &str) -> bool {
     let initdb = support::pg_bin("initdb");
-    let openssl = Command::new("openssl").arg("version").output().is_ok_and(|o| o.status.success());
+    let openssl = Command::new("openssl")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success());
     if initdb.is_absolute() && openssl {
         return true;
     }
@@ -66,7 +69,11 @@ const EC: [&str; 4] = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v
 
 /// A CA `name` (`name.crt`, `name.key`) in `dir`.
 fn make_ca(dir: &Path, name: &str) -> PathBuf {
-    let (crt, key, subject) = (format!("{name}.crt"), format!("{name}.key"), format!("/CN=effect-tool test CA {name}"));
+    let (crt, key, subject) = (
+        format!("{name}.crt"),
+        format!("{name}.key"),
+        format!("/CN=effect-tool test CA {name}"),
+    );
     let mut args = vec!["req", "-x509", "-nodes", "-days", "30", "-subj", &subject];
     args.extend(EC);
     args.extend(["-keyout", &key, "-out", &crt]);
@@ -79,7 +86,16 @@ fn make_ca(dir: &Path, name: &str) -> PathBuf {
 /// A server certificate for `localhost` only (no IP address), signed by CA `ca`:
 /// `server.crt` and `server.key` in `dir`.
 fn make_server_cert(dir: &Path, ca: &str) {
-    let mut args = vec!["req", "-nodes", "-subj", "/CN=localhost", "-keyout", "server.key", "-out", "server.csr"];
+    let mut args = vec![
+        "req",
+        "-nodes",
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+    ];
     args.extend(EC);
     openssl(dir, &args);
     std::fs::write(
@@ -91,8 +107,21 @@ fn make_server_cert(dir: &Path, ca: &str) {
     openssl(
         dir,
         &[
-            "x509", "-req", "-in", "server.csr", "-CA", &ca_crt, "-CAkey", &ca_key, "-CAcreateserial", "-days", "30",
-            "-extfile", "server.ext", "-out", "server.crt",
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            &ca_crt,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-days",
+            "30",
+            "-extfile",
+            "server.ext",
+            "-out",
+            "server.crt",
         ],
     );
 }
@@ -125,6 +154,10 @@ fn make_home(dir: &Path, name: &str, root: Option<&Path>) -> PathBuf {
     home
 }
 
+/// A probe's environment, its platform roots, the host, and what is expected (`None`: to
+/// connect, else a part of the error).
+type EnvCase<'a> = (&'a [(&'a str, &'a str)], &'a Path, &'a str, Option<&'a str>);
+
 /// Where a probe runs: its home folder, its platform roots and more environment.
 struct Probe<'a> {
     home: &'a Path,
@@ -138,43 +171,61 @@ impl Probe<'_> {
     /// store's error.
     fn connect(&self, user: &str, host: &str, query: &str) -> Result<(), String> {
         let url = format!("postgres://{user}@{host}:{PG_PORT}/effect_tool_test?{query}");
-        let mut cmd = Command::new(std::env::current_exe().expect("the test binary"));
-        cmd.args(["--ignored", "--exact", "sslmodes::probe", "--nocapture", "--test-threads=1"])
-            .env(JOB, &url)
-            .env("HOME", self.home)
-            .env("SSL_CERT_FILE", self.platform)
-            .env("SSL_CERT_DIR", self.no_dir)
-            .stdin(std::process::Stdio::null());
-        for var in [
-            "PGSSLMODE",
-            "PGSSLROOTCERT",
-            "PGSSLCERT",
-            "PGSSLKEY",
-            "PGHOST",
-            "PGPORT",
-            "PGUSER",
-            "PGPASSWORD",
-            "PGPASSFILE",
-            "PGDATABASE",
-        ] {
-            cmd.env_remove(var);
-        }
-        for (k, v) in self.env {
-            cmd.env(k, v);
-        }
-        let out = cmd.output().expect("running a probe");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let line = stdout.lines().find_map(|l| l.split_once("PROBE ").map(|(_, said)| said)).unwrap_or_else(|| {
+        let mut env = vec![
+            ("HOME", self.home.to_str().unwrap()),
+            ("SSL_CERT_FILE", self.platform.to_str().unwrap()),
+            ("SSL_CERT_DIR", self.no_dir.to_str().unwrap()),
+        ];
+        env.extend(self.env);
+        connect_in_a_process(&url, &env)
+    }
+}
+
+/// Make a store of `url` in a process of its own (this test binary running [`probe`]), with
+/// `env` and none of libpq's `PG*` variables but those of `env`: `Ok`, or the store's error.
+pub fn connect_in_a_process(url: &str, env: &[(&str, &str)]) -> Result<(), String> {
+    let mut cmd = Command::new(std::env::current_exe().expect("the test binary"));
+    cmd.args([
+        "--ignored",
+        "--exact",
+        "sslmodes::probe",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(JOB, url)
+    .stdin(std::process::Stdio::null());
+    for var in [
+        "PGSSLMODE",
+        "PGSSLROOTCERT",
+        "PGSSLCERT",
+        "PGSSLKEY",
+        "PGHOST",
+        "PGPORT",
+        "PGUSER",
+        "PGPASSWORD",
+        "PGPASSFILE",
+        "PGDATABASE",
+    ] {
+        cmd.env_remove(var);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("running a probe");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.split_once("PROBE ").map(|(_, said)| said))
+        .unwrap_or_else(|| {
             panic!(
                 "the probe of {url} said nothing: {stdout}{}",
                 String::from_utf8_lossy(&out.stderr)
             )
         });
-        match line.strip_prefix("ERR ") {
-            None if line == "OK" => Ok(()),
-            None => panic!("the probe of {url} said `{line}`"),
-            Some(err) => Err(err.to_owned()),
-        }
+    match line.strip_prefix("ERR ") {
+        None if line == "OK" => Ok(()),
+        None => panic!("the probe of {url} said `{line}`"),
+        Some(err) => Err(err.to_owned()),
     }
 }
 
@@ -184,7 +235,10 @@ impl Probe<'_> {
 #[ignore = "run by each_sslmode_as_libpq in a process of its own"]
 fn probe() {
     let Ok(url) = std::env::var(JOB) else { return };
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let options = PgOptions {
         schema: "et_sslmodes".to_owned(),
         pool_size: 1,
@@ -237,42 +291,138 @@ fn each_sslmode_as_libpq() {
         // No root file: prefer and require encrypt without checking; the verifying modes
         // refuse (today's main trusted the platform's roots, which hold the server's CA here).
         ("none", ANY, UNNAMED, "sslmode=disable".into(), None),
-        ("none", TLS_ONLY, UNNAMED, "sslmode=disable".into(), Some("refuses connections without TLS")),
+        (
+            "none",
+            TLS_ONLY,
+            UNNAMED,
+            "sslmode=disable".into(),
+            Some("refuses connections without TLS"),
+        ),
         ("none", TLS_ONLY, UNNAMED, String::new(), None),
         ("none", TLS_ONLY, UNNAMED, "sslmode=prefer".into(), None),
         ("none", TLS_ONLY, UNNAMED, "sslmode=require".into(), None),
-        ("none", TLS_ONLY, NAMED, "sslmode=verify-ca".into(), Some("root.crt` does not exist")),
-        ("none", TLS_ONLY, NAMED, "sslmode=verify-full".into(), Some("root.crt` does not exist")),
+        (
+            "none",
+            TLS_ONLY,
+            NAMED,
+            "sslmode=verify-ca".into(),
+            Some("root.crt` does not exist"),
+        ),
+        (
+            "none",
+            TLS_ONLY,
+            NAMED,
+            "sslmode=verify-full".into(),
+            Some("root.crt` does not exist"),
+        ),
         // ~/.postgresql/root.crt holds the server's CA: the chain checks out in every mode; only
         // verify-full checks the name.
         ("ours", TLS_ONLY, UNNAMED, String::new(), None),
         ("ours", TLS_ONLY, UNNAMED, "sslmode=require".into(), None),
         ("ours", TLS_ONLY, UNNAMED, "sslmode=verify-ca".into(), None),
         ("ours", TLS_ONLY, NAMED, "sslmode=verify-full".into(), None),
-        ("ours", TLS_ONLY, UNNAMED, "sslmode=verify-full".into(), Some("does not name the host")),
+        (
+            "ours",
+            TLS_ONLY,
+            UNNAMED,
+            "sslmode=verify-full".into(),
+            Some("does not name the host"),
+        ),
         // ~/.postgresql/root.crt holds another CA: require and the verifying modes refuse,
         // prefer falls back to plain TCP (refused for the TLS role, taken for the other).
         ("theirs", ANY, NAMED, "sslmode=disable".into(), None),
-        ("theirs", TLS_ONLY, NAMED, "sslmode=prefer".into(), Some("refuses connections without TLS")),
+        (
+            "theirs",
+            TLS_ONLY,
+            NAMED,
+            "sslmode=prefer".into(),
+            Some("refuses connections without TLS"),
+        ),
         ("theirs", ANY, NAMED, "sslmode=prefer".into(), None),
-        ("theirs", TLS_ONLY, NAMED, "sslmode=require".into(), Some("certificate is not trusted")),
-        ("theirs", TLS_ONLY, NAMED, "sslmode=verify-ca".into(), Some("certificate is not trusted")),
-        ("theirs", TLS_ONLY, NAMED, "sslmode=verify-full".into(), Some("certificate is not trusted")),
+        (
+            "theirs",
+            TLS_ONLY,
+            NAMED,
+            "sslmode=require".into(),
+            Some("certificate is not trusted"),
+        ),
+        (
+            "theirs",
+            TLS_ONLY,
+            NAMED,
+            "sslmode=verify-ca".into(),
+            Some("certificate is not trusted"),
+        ),
+        (
+            "theirs",
+            TLS_ONLY,
+            NAMED,
+            "sslmode=verify-full".into(),
+            Some("certificate is not trusted"),
+        ),
         // A root file named in the URL wins over the default one.
         ("theirs", TLS_ONLY, UNNAMED, named("require", ours_s), None),
         ("theirs", TLS_ONLY, UNNAMED, named("verify-ca", ours_s), None),
         ("theirs", TLS_ONLY, NAMED, named("verify-full", ours_s), None),
-        ("theirs", TLS_ONLY, UNNAMED, named("verify-full", ours_s), Some("does not name the host")),
-        ("ours", TLS_ONLY, NAMED, named("require", theirs_s), Some("certificate is not trusted")),
-        ("ours", TLS_ONLY, NAMED, named("verify-ca", theirs_s), Some("certificate is not trusted")),
-        ("ours", TLS_ONLY, NAMED, named("verify-full", theirs_s), Some("certificate is not trusted")),
-        ("none", TLS_ONLY, NAMED, named("require", "/nonexistent/ca.pem"), Some("cannot read the root certificate file")),
+        (
+            "theirs",
+            TLS_ONLY,
+            UNNAMED,
+            named("verify-full", ours_s),
+            Some("does not name the host"),
+        ),
+        (
+            "ours",
+            TLS_ONLY,
+            NAMED,
+            named("require", theirs_s),
+            Some("certificate is not trusted"),
+        ),
+        (
+            "ours",
+            TLS_ONLY,
+            NAMED,
+            named("verify-ca", theirs_s),
+            Some("certificate is not trusted"),
+        ),
+        (
+            "ours",
+            TLS_ONLY,
+            NAMED,
+            named("verify-full", theirs_s),
+            Some("certificate is not trusted"),
+        ),
+        (
+            "none",
+            TLS_ONLY,
+            NAMED,
+            named("require", "/nonexistent/ca.pem"),
+            Some("cannot read the root certificate file"),
+        ),
         // sslrootcert=system: the platform's roots (here the server's CA), verify-full implied,
         // no weaker mode taken; the default root file is not read.
         ("theirs", TLS_ONLY, NAMED, "sslrootcert=system".into(), None),
-        ("theirs", TLS_ONLY, UNNAMED, "sslrootcert=system".into(), Some("does not name the host")),
-        ("none", TLS_ONLY, NAMED, named("verify-ca", "system"), Some("cannot be used with sslrootcert=system")),
-        ("none", TLS_ONLY, NAMED, named("require", "system"), Some("cannot be used with sslrootcert=system")),
+        (
+            "theirs",
+            TLS_ONLY,
+            UNNAMED,
+            "sslrootcert=system".into(),
+            Some("does not name the host"),
+        ),
+        (
+            "none",
+            TLS_ONLY,
+            NAMED,
+            named("verify-ca", "system"),
+            Some("cannot be used with sslrootcert=system"),
+        ),
+        (
+            "none",
+            TLS_ONLY,
+            NAMED,
+            named("require", "system"),
+            Some("cannot be used with sslrootcert=system"),
+        ),
     ];
     let mut wrong = Vec::new();
     let mut check = |probe: &Probe<'_>, what: String, user: &str, host: &str, query: &str, want: Option<&str>| {
@@ -299,11 +449,26 @@ fn each_sslmode_as_libpq() {
     }
     // The environment: PGSSLROOTCERT=system and PGSSLMODE as libpq reads them, and a platform
     // that does not trust the server's CA.
-    let env_cases: [(&[(&str, &str)], &Path, &str, Option<&str>); 4] = [
+    let env_cases: [EnvCase<'_>; 4] = [
         (&[("PGSSLROOTCERT", "system")], &ours, NAMED, None),
-        (&[("PGSSLROOTCERT", "system")], &ours, UNNAMED, Some("does not name the host")),
-        (&[("PGSSLMODE", "verify-ca")], &ours, NAMED, Some("root.crt` does not exist")),
-        (&[("PGSSLROOTCERT", "system")], &theirs, NAMED, Some("certificate is not trusted")),
+        (
+            &[("PGSSLROOTCERT", "system")],
+            &ours,
+            UNNAMED,
+            Some("does not name the host"),
+        ),
+        (
+            &[("PGSSLMODE", "verify-ca")],
+            &ours,
+            NAMED,
+            Some("root.crt` does not exist"),
+        ),
+        (
+            &[("PGSSLROOTCERT", "system")],
+            &theirs,
+            NAMED,
+            Some("certificate is not trusted"),
+        ),
     ];
     for (env, platform, host, want) in env_cases {
         let probe = Probe {

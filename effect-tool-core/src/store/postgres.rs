@@ -675,7 +675,7 @@ impl PostgresStore {
                 "invalid PostgreSQL URL (expected postgres://user:password@host:port/database): {e}"
             ))
         })?;
-        libpq::apply(&mut config, &env);
+        let passwords = libpq::apply(&mut config, &env);
         if config.get_application_name().is_none() {
             config.application_name("effect-tool");
         }
@@ -684,12 +684,14 @@ impl PostgresStore {
         let connector = connect::Connector {
             tls: tls.connector()?,
             prefer: tls.mode == SslMode::Prefer,
+            passwords: passwords.clone(),
         };
         let listener = (!unnamed).then(|| {
             listen::Listener::new(
                 config.clone(),
                 connector.tls.clone(),
                 connector.prefer,
+                passwords,
                 listen::channel(&options.schema),
             )
         });

@@ -11,6 +11,8 @@
 //!   operation keeps trying. Only once the store has connected: a store that never reached its
 //!   server (a wrong address, a server that is not there) says so at once. A multi-host string (`host=a,b target_session_attrs=read-write`)
 //!   is tried host by host on every attempt, so a promoted standby is found by the next one.
+//!   When the password file gives the hosts different passwords, each host is tried with its
+//!   own ([`attempts`]), as libpq does.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,11 +24,16 @@ use tokio::time::Instant;
 use tokio_postgres::config::SslMode as PgSslMode;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-/// The store's [`Connect`]: tokio-postgres's, with libpq's `prefer` fallback.
+use super::libpq::{self, HostPasswords};
+
+/// The store's [`Connect`]: tokio-postgres's, with libpq's `prefer` fallback, and each host with
+/// its own password from the password file.
 pub(super) struct Connector {
     pub tls: MakeRustlsConnect,
     /// `sslmode=prefer`: retry in plain TCP when the TLS attempt fails.
     pub prefer: bool,
+    /// The password file's password of each host, when they differ.
+    pub passwords: HostPasswords,
 }
 
 impl Connect for Connector {
@@ -34,28 +41,68 @@ impl Connect for Connector {
         &self,
         pg_config: &tokio_postgres::Config,
     ) -> BoxFuture<'_, Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>> {
-        let config = pg_config.clone();
+        let attempts = attempts(pg_config, &self.passwords);
         let tls = self.tls.clone();
         let prefer = self.prefer;
         Box::pin(async move {
-            match config.connect(tls).await {
-                Ok((client, connection)) => Ok((client, spawn(connection))),
-                Err(e) if prefer && failed_after_tls(&e) => {
-                    tracing::debug!(error = %super::error_chain(&e), "PostgreSQL: the TLS attempt failed (sslmode=prefer); trying plain TCP, as libpq does");
-                    let mut plain = config.clone();
-                    plain.ssl_mode(PgSslMode::Disable);
-                    match plain.connect(tokio_postgres::NoTls).await {
-                        Ok((client, connection)) => Ok((client, spawn(connection))),
-                        // The plain attempt's error says why the server refused it too.
-                        Err(plain_error) => {
-                            tracing::debug!(error = %super::error_chain(&plain_error), "PostgreSQL: the plain attempt failed too");
-                            Err(plain_error)
-                        }
-                    }
+            let mut failed = None;
+            for config in attempts {
+                match connect_once(config, tls.clone(), prefer).await {
+                    Ok(connected) => return Ok(connected),
+                    Err(e) => failed = Some(e),
                 }
-                Err(e) => Err(e),
             }
+            Err(failed.expect("attempts() gives at least one configuration"))
         })
+    }
+}
+
+/// Connect with `config` (its hosts tried in order by tokio-postgres), falling back to plain
+/// TCP after a failed TLS attempt when `prefer`.
+async fn connect_once(
+    config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
+    prefer: bool,
+) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), tokio_postgres::Error> {
+    match config.connect(tls).await {
+        Ok((client, connection)) => Ok((client, spawn(connection))),
+        Err(e) if prefer && failed_after_tls(&e) => {
+            tracing::debug!(error = %super::error_chain(&e), "PostgreSQL: the TLS attempt failed (sslmode=prefer); trying plain TCP, as libpq does");
+            let mut plain = config.clone();
+            plain.ssl_mode(PgSslMode::Disable);
+            match plain.connect(tokio_postgres::NoTls).await {
+                Ok((client, connection)) => Ok((client, spawn(connection))),
+                // The plain attempt's error says why the server refused it too.
+                Err(plain_error) => {
+                    tracing::debug!(error = %super::error_chain(&plain_error), "PostgreSQL: the plain attempt failed too");
+                    Err(plain_error)
+                }
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The configurations to connect with, in the order to try them (never none): `config`
+/// itself, or, when the password file gives its hosts different passwords, one per host with
+/// its own password (libpq looks the password up for each host it tries), shuffled when
+/// `load_balance_hosts=random`.
+pub(super) fn attempts(config: &tokio_postgres::Config, passwords: &HostPasswords) -> Vec<tokio_postgres::Config> {
+    let Some(passwords) = passwords else {
+        return vec![config.clone()];
+    };
+    let mut hosts: Vec<usize> = (0..libpq::host_count(config)).collect();
+    if config.get_load_balance_hosts() == tokio_postgres::config::LoadBalanceHosts::Random {
+        fastrand::shuffle(&mut hosts);
+    }
+    let per_host: Vec<_> = hosts
+        .into_iter()
+        .map(|i| libpq::host_config(config, i, passwords.get(i).and_then(Option::as_deref)))
+        .collect();
+    if per_host.is_empty() {
+        vec![config.clone()]
+    } else {
+        per_host
     }
 }
 

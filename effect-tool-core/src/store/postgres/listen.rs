@@ -28,6 +28,8 @@ use tokio_postgres::config::SslMode as PgSslMode;
 use tokio_postgres::tls::TlsStream;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+use super::libpq::HostPasswords;
+
 /// The payload that wakes every waiter (a key is never empty).
 const ALL: &str = "";
 
@@ -47,6 +49,7 @@ pub(super) struct Listener {
     config: tokio_postgres::Config,
     tls: MakeRustlsConnect,
     prefer: bool,
+    passwords: HostPasswords,
     channel: String,
     wake: broadcast::Sender<Arc<str>>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -58,6 +61,7 @@ impl Listener {
         mut config: tokio_postgres::Config,
         tls: MakeRustlsConnect,
         prefer: bool,
+        passwords: HostPasswords,
         channel: String,
     ) -> Listener {
         config.keepalives(true).keepalives_idle(Duration::from_secs(30));
@@ -65,6 +69,7 @@ impl Listener {
             config,
             tls,
             prefer,
+            passwords,
             channel,
             wake: broadcast::channel(1024).0,
             task: Mutex::new(None),
@@ -91,9 +96,10 @@ impl Listener {
     fn start(&self) {
         let mut task = self.task.lock().unwrap_or_else(|e| e.into_inner());
         if task.is_none() {
-            let (config, tls, prefer, wake) = (self.config.clone(), self.tls.clone(), self.prefer, self.wake.clone());
+            let attempts = super::connect::attempts(&self.config, &self.passwords);
+            let (tls, prefer, wake) = (self.tls.clone(), self.prefer, self.wake.clone());
             let channel = self.channel.clone();
-            *task = Some(tokio::spawn(listen(config, tls, prefer, channel, wake)));
+            *task = Some(tokio::spawn(listen(attempts, tls, prefer, channel, wake)));
         }
     }
 }
@@ -106,9 +112,10 @@ impl Drop for Listener {
     }
 }
 
-/// Listen on `channel` for ever, connecting again with backoff whenever the connection ends.
+/// Listen on `channel` for ever, connecting again with backoff whenever the connection ends;
+/// each time the configurations of `attempts` ([`super::connect::attempts`]) are tried in turn.
 async fn listen(
-    config: tokio_postgres::Config,
+    attempts: Vec<tokio_postgres::Config>,
     tls: MakeRustlsConnect,
     prefer: bool,
     channel: String,
@@ -116,18 +123,33 @@ async fn listen(
 ) {
     let mut wait = BACKOFF.0;
     loop {
-        let result = match config.connect(tls.clone()).await {
-            Ok((client, connection)) => session(client, connection, &channel, &wake, &mut wait).await,
-            Err(e) if prefer && super::connect::failed_after_tls(&e) => {
-                let mut plain = config.clone();
-                plain.ssl_mode(PgSslMode::Disable);
-                match plain.connect(tokio_postgres::NoTls).await {
-                    Ok((client, connection)) => session(client, connection, &channel, &wake, &mut wait).await,
-                    Err(e) => Err(e),
+        let mut result = Ok(());
+        for config in &attempts {
+            // Whether a session ran (and ended): then listen again after `wait`, else try the
+            // next configuration.
+            let mut connected = false;
+            result = match config.connect(tls.clone()).await {
+                Ok((client, connection)) => {
+                    connected = true;
+                    session(client, connection, &channel, &wake, &mut wait).await
                 }
+                Err(e) if prefer && super::connect::failed_after_tls(&e) => {
+                    let mut plain = config.clone();
+                    plain.ssl_mode(PgSslMode::Disable);
+                    match plain.connect(tokio_postgres::NoTls).await {
+                        Ok((client, connection)) => {
+                            connected = true;
+                            session(client, connection, &channel, &wake, &mut wait).await
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+                Err(e) => Err(e),
+            };
+            if connected {
+                break;
             }
-            Err(e) => Err(e),
-        };
+        }
         match result {
             Ok(()) => tracing::info!(%channel, "the PostgreSQL LISTEN connection closed; listening again"),
             Err(e) => {

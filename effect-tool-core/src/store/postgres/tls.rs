@@ -215,9 +215,11 @@ pub(super) fn resolve(params: &Params, given: Given<'_>) -> Result<Tls, StoreErr
         None => None,
     };
     let roots = roots(params, given);
-    let mode = url_mode
-        .or(given.mode)
-        .unwrap_or(if roots == Roots::System { SslMode::VerifyFull } else { SslMode::Prefer });
+    let mode = url_mode.or(given.mode).unwrap_or(if roots == Roots::System {
+        SslMode::VerifyFull
+    } else {
+        SslMode::Prefer
+    });
     let check = match (mode, &roots) {
         (SslMode::VerifyFull, Roots::System) => Check::ChainAndName,
         (weak, Roots::System) => {
@@ -256,7 +258,12 @@ fn roots(params: &Params, given: Given<'_>) -> Roots {
         .get("sslrootcert")
         .filter(|p| !p.is_empty())
         .map(PathBuf::from)
-        .or_else(|| given.root_cert.filter(|p| !p.as_os_str().is_empty()).map(Path::to_owned));
+        .or_else(|| {
+            given
+                .root_cert
+                .filter(|p| !p.as_os_str().is_empty())
+                .map(Path::to_owned)
+        });
     match named {
         Some(path) if path.as_os_str() == "system" => Roots::System,
         Some(path) => Roots::File { path, named: true },
@@ -577,7 +584,10 @@ impl Tls {
     fn explain_rustls(&self, err: &rustls::Error) -> String {
         let mode = match (self.mode, self.check) {
             (SslMode::Prefer | SslMode::Require, Check::Chain) => {
-                format!("{} with a root certificate, which checks the chain as verify-ca does", self.mode)
+                format!(
+                    "{} with a root certificate, which checks the chain as verify-ca does",
+                    self.mode
+                )
             }
             (mode, _) => mode.to_string(),
         };
@@ -598,7 +608,9 @@ impl Tls {
                 path.display(),
                 self.mode
             ),
-            _ => "or sslmode=require (with no root certificate file) to encrypt without verifying the server".to_owned(),
+            _ => {
+                "or sslmode=require (with no root certificate file) to encrypt without verifying the server".to_owned()
+            }
         };
         let roots = self.roots_shown();
         match err {
@@ -890,7 +902,12 @@ mod tests {
             );
         }
         // A named file wins over the default one, and is used the same way.
-        for (mode, check) in [("prefer", Chain), ("require", Chain), ("verify-ca", Chain), ("verify-full", ChainAndName)] {
+        for (mode, check) in [
+            ("prefer", Chain),
+            ("require", Chain),
+            ("verify-ca", Chain),
+            ("verify-full", ChainAndName),
+        ] {
             assert_eq!(
                 resolved(&format!("{u}?sslmode={mode}&sslrootcert=/ca.pem"), home(&with)).unwrap(),
                 (SslMode::parse(mode).unwrap(), named("/ca.pem"), check),
@@ -910,9 +927,15 @@ mod tests {
         );
         // The URL's mode wins over the given one.
         assert_eq!(
-            resolved(&format!("{u}?sslmode=disable"), Given { mode: Some(VerifyFull), ..home(&with) })
-                .unwrap()
-                .2,
+            resolved(
+                &format!("{u}?sslmode=disable"),
+                Given {
+                    mode: Some(VerifyFull),
+                    ..home(&with)
+                }
+            )
+            .unwrap()
+            .2,
             Nothing
         );
         // sslrootcert=system (also given, as PGSSLROOTCERT=system): verify-full by default, and
@@ -928,7 +951,10 @@ mod tests {
         assert_eq!(resolved(u, system).unwrap(), (VerifyFull, Roots::System, ChainAndName));
         for weak in ["disable", "prefer", "require", "verify-ca"] {
             let err = resolved(&format!("{u}?sslrootcert=system&sslmode={weak}"), home(&with)).unwrap_err();
-            assert!(err.contains(&format!("sslmode={weak} cannot be used with sslrootcert=system")), "{err}");
+            assert!(
+                err.contains(&format!("sslmode={weak} cannot be used with sslrootcert=system")),
+                "{err}"
+            );
         }
         let err = resolved(&format!("{u}?sslmode=verify_full"), Given::default()).unwrap_err();
         assert!(err.contains("invalid sslmode `verify_full`"), "{err}");
@@ -961,11 +987,19 @@ mod tests {
         );
         // A named file that is not there is an error for require too (libpq would go on
         // without checking: a typo would silently turn the check off).
-        let err = tls(SslMode::Require, Check::Chain, missing).connector().err().unwrap().to_string();
+        let err = tls(SslMode::Require, Check::Chain, missing)
+            .connector()
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("cannot read the root certificate file"), "{err}");
         let file = std::env::temp_dir().join(format!("et-tls-{}-{}", std::process::id(), fastrand::u64(..)));
         std::fs::write(&file, "not a certificate\n").unwrap();
-        let err = tls(SslMode::VerifyCa, Check::Chain, &file).connector().err().unwrap().to_string();
+        let err = tls(SslMode::VerifyCa, Check::Chain, &file)
+            .connector()
+            .err()
+            .unwrap()
+            .to_string();
         std::fs::remove_file(&file).unwrap();
         assert!(err.contains("holds no certificate"), "{err}");
         // Without a check no roots are read.
