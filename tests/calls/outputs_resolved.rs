@@ -96,10 +96,15 @@ async fn a_plain_string_for_a_struct_output_is_refused_and_an_unreadable_replay_
         .resolve(&key, "ops", Verdict::Applied { output: json!("msg-1") })
         .await;
     match &refused {
-        Err(StoreError::Rejected(Rejected::OutputMismatch { tool, schema, problems, .. })) => {
+        Err(StoreError::Rejected(Rejected::OutputMismatch {
+            tool, schema, problems, ..
+        })) => {
             assert_eq!(tool, "send_receipt");
             assert_eq!(schema["required"], json!(["id"]));
-            assert!(problems[0].contains("\"msg-1\" is not of type \"object\""), "{problems:?}");
+            assert!(
+                problems[0].contains("\"msg-1\" is not of type \"object\""),
+                "{problems:?}"
+            );
         }
         other => panic!("a string is not a Receipt: {other:?}"),
     }
@@ -128,20 +133,41 @@ async fn a_plain_string_for_a_struct_output_is_refused_and_an_unreadable_replay_
             && text.contains("Do not call the tool again for this, in any form"),
         "{text}"
     );
-    for operator_words in ["effect-tool resolve", "--amend", "--output", "StoreExt", "effect-tool show"] {
-        assert!(!text.contains(operator_words), "`{operator_words}` reached the model: {text}");
+    for operator_words in [
+        "effect-tool resolve",
+        "--amend",
+        "--output",
+        "StoreExt",
+        "effect-tool show",
+    ] {
+        assert!(
+            !text.contains(operator_words),
+            "`{operator_words}` reached the model: {text}"
+        );
     }
     assert_eq!(SENT.load(Ordering::SeqCst), 1, "nothing was sent again");
 
     // The person corrects it, checked too; the next call replays the corrected output.
     assert!(matches!(
         store
-            .amend(&key, "ops", Verdict::Applied { output: json!({"id": 7}) })
+            .amend(
+                &key,
+                "ops",
+                Verdict::Applied {
+                    output: json!({"id": 7})
+                }
+            )
             .await,
         Err(StoreError::Rejected(Rejected::OutputMismatch { .. }))
     ));
     store
-        .amend(&key, "ops", Verdict::Applied { output: json!({"id": "msg-1"}) })
+        .amend(
+            &key,
+            "ops",
+            Verdict::Applied {
+                output: json!({"id": "msg-1"}),
+            },
+        )
         .await
         .unwrap();
     let replayed = dispatcher.call(&run, &call).await;
@@ -185,9 +211,15 @@ async fn the_console_checks_an_output_against_the_journal_and_shows_the_shape() 
         let body = json!({"key": key, "verdict": "applied", "output": output}).to_string();
         let auth = auth.clone();
         async move {
-            request(addr, "POST", "/api/resolve", &[&auth, "Content-Type: application/json"], &body)
-                .await
-                .unwrap()
+            request(
+                addr,
+                "POST",
+                "/api/resolve",
+                &[&auth, "Content-Type: application/json"],
+                &body,
+            )
+            .await
+            .unwrap()
         }
     };
     let wrong = post(json!("msg-1")).await;
@@ -208,4 +240,3 @@ async fn the_console_checks_an_output_against_the_journal_and_shows_the_shape() 
         Receipt { id: "msg-1".into() }
     );
 }
-

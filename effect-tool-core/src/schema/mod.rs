@@ -513,7 +513,6 @@ mod tests {
         assert_eq!((&&OutputSchemaProbe::<Untyped>::new()).output_schema(), None);
     }
 
-
     #[test]
     fn formats_providers_reject_are_removed_and_bounds_kept() {
         let mut s = json!({
