@@ -1091,7 +1091,7 @@ pub mod cases {
                 s.amend(&k, "ann", Verdict::Applied { output: wrong.clone() }).await,
             ] {
                 match refused {
-                    Err(StoreError::Rejected(r @ Rejected::OutputMismatch { .. })) => {
+                    Err(StoreError::Rejected(r @ Rejected::OutputMismatch(_))) => {
                         let text = r.to_string();
                         assert!(
                             text.contains("send_typed_receipt")
