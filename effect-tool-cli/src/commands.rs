@@ -397,8 +397,9 @@ fn skipped_note(listing: &Listing) -> Option<String> {
 async fn show(store: &dyn Store, key: &str, json: bool, io: &mut Io<'_>) -> Result<(), CliError> {
     let rec = store.get(key).await?.ok_or_else(|| not_found(key))?;
     let audit = store.audit(Some(key)).await?;
-    // The shape a person's output must have (kept by the engine that ran the tool).
-    let output_schema = store.output_schema(&rec.tool).await?;
+    // The shape a person's output must have (kept by the engine that ran the tool). A row
+    // that cannot be read does not hide the record: `resolve` reports it.
+    let output_schema = store.output_schema(&rec.tool).await.unwrap_or_default();
     if json {
         let audit: Vec<Value> = audit
             .iter()

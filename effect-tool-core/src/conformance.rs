@@ -1072,7 +1072,11 @@ pub mod cases {
         let call = || engine.call_with_report(&tool, &run, CallOptions::default(), args.clone());
 
         let first = call().await;
-        assert!(matches!(&first.result, Err(EffectError::Blocked(_))), "{:?}", first.result);
+        assert!(
+            matches!(&first.result, Err(EffectError::Blocked(_))),
+            "{:?}",
+            first.result
+        );
         let k = first.key.expect("a journaled call has a key");
         let schema = s.output_schema("send_typed_receipt").await.unwrap();
         assert_eq!(
@@ -1087,10 +1091,12 @@ pub mod cases {
                 s.amend(&k, "ann", Verdict::Applied { output: wrong.clone() }).await,
             ] {
                 match refused {
-                    Err(StoreError::Rejected(r @ Rejected::OutputMismatch { .. })) => {
+                    Err(StoreError::Rejected(r @ Rejected::OutputMismatch(_))) => {
                         let text = r.to_string();
                         assert!(
-                            text.contains("send_typed_receipt") && text.contains("\"required\":[\"id\"]") && text.contains("Nothing was recorded"),
+                            text.contains("send_typed_receipt")
+                                && text.contains("\"required\":[\"id\"]")
+                                && text.contains("Nothing was recorded"),
                             "the refusal names the tool and shows the expected shape: {text}"
                         );
                     }
@@ -1158,7 +1164,9 @@ pub mod cases {
                         "the model is told the record waits for a person: {message}"
                     );
                     assert!(
-                        !message.contains("effect-tool") && !message.contains("--amend") && !message.contains("StoreExt"),
+                        !message.contains("effect-tool")
+                            && !message.contains("--amend")
+                            && !message.contains("StoreExt"),
                         "no operator instructions reach the model: {message}"
                     );
                 }

@@ -582,22 +582,28 @@ pub enum Rejected {
     },
     /// A person's output ([`Verdict::Applied`]) does not have the shape of the tool's output
     /// type, as its JSON Schema in the journal says ([`crate::Store::output_schema`]): recorded,
-    /// it would be replayed to calls that cannot decode it.
-    #[error(
-        "cannot record this output for `{key}`: it does not have the shape tool `{tool}` returns ({}). Nothing was recorded. Give an output that matches the tool's output schema: {}",
-        problems.join("; "),
-        serde_json::to_string(schema).unwrap_or_default()
-    )]
-    OutputMismatch {
-        /// The key.
-        key: String,
-        /// The record's tool.
-        tool: String,
-        /// What does not match, each as `` `path`: what is wrong ``.
-        problems: Vec<String>,
-        /// The tool's output schema (JSON Schema), as the journal keeps it.
-        schema: Value,
-    },
+    /// it would be replayed to calls that cannot decode it. Boxed: it keeps `Rejected` small.
+    #[error(transparent)]
+    OutputMismatch(Box<OutputMismatch>),
+}
+
+/// What [`Rejected::OutputMismatch`] says: the output a person gave for `key` does not match
+/// `schema`, the output schema of `tool`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "cannot record this output for `{key}`: it does not have the shape tool `{tool}` returns ({}). Nothing was recorded. Give an output that matches the tool's output schema: {}",
+    problems.join("; "),
+    serde_json::to_string(schema).unwrap_or_default()
+)]
+pub struct OutputMismatch {
+    /// The key.
+    pub key: String,
+    /// The record's tool.
+    pub tool: String,
+    /// What does not match, each as `` `path`: what is wrong ``.
+    pub problems: Vec<String>,
+    /// The tool's output schema (JSON Schema), as the journal keeps it.
+    pub schema: Value,
 }
 
 impl Rejected {
@@ -609,8 +615,8 @@ impl Rejected {
             | Rejected::InvalidState { key, .. }
             | Rejected::WrongRole { key, .. }
             | Rejected::InputChanged { key, .. }
-            | Rejected::KeyOfAnotherTool { key, .. }
-            | Rejected::OutputMismatch { key, .. } => key,
+            | Rejected::KeyOfAnotherTool { key, .. } => key,
+            Rejected::OutputMismatch(m) => &m.key,
         }
     }
 }

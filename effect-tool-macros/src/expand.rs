@@ -463,10 +463,11 @@ pub fn tool(func: &ToolFn, attrs: &ToolAttrs, target: &Target) -> TokenStream {
                 const DESCRIPTION: &'static str = #description;
                 #(#items)*
 
+                #[allow(clippy::needless_borrow)]
                 fn output_schema() -> #p::Option<#p::serde_json::Value> {
                     #[allow(unused_imports)]
                     use #p::output_schema::{ViaJsonSchema as _, ViaNothing as _};
-                    (&&#p::output_schema::OutputSchemaProbe::<#output_ty>::new()).output_schema()
+                    (&&#p::output_schema::OutputSchemaProbe::<Self::Output>::new()).output_schema()
                 }
 
                 async fn call(

@@ -5,9 +5,6 @@
 //! not decode anyway (recorded by an older effect-tool) is replayed to the model as text for a
 //! model: the record waits for a person, with no operator's command line.
 
-use crate::common;
-
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use effect_tool::record::{Op, Rejected};
@@ -40,13 +37,6 @@ async fn send_receipt(to: String) -> Result<Receipt, ToolError> {
     let _ = to;
     SENT.fetch_add(1, Ordering::SeqCst);
     Err(ToolError::unknown("the mail API timed out after sending"))
-}
-
-/// Post a receipt; the post office's answer is lost (an unknown outcome).
-#[tool(effect = "irreversible")]
-async fn post_receipt(to: String) -> Result<Receipt, ToolError> {
-    let _ = to;
-    Err(ToolError::unknown("the post office's answer was lost"))
 }
 
 /// Send a receipt, returning a type without a JSON Schema.
@@ -96,10 +86,10 @@ async fn a_plain_string_for_a_struct_output_is_refused_and_an_unreadable_replay_
         .resolve(&key, "ops", Verdict::Applied { output: json!("msg-1") })
         .await;
     match &refused {
-        Err(StoreError::Rejected(Rejected::OutputMismatch { tool, schema, problems, .. })) => {
-            assert_eq!(tool, "send_receipt");
-            assert_eq!(schema["required"], json!(["id"]));
-            assert!(problems[0].contains("\"msg-1\" is not of type \"object\""), "{problems:?}");
+        Err(StoreError::Rejected(Rejected::OutputMismatch(m))) => {
+            assert_eq!(m.tool, "send_receipt");
+            assert_eq!(m.schema["required"], json!(["id"]));
+            assert!(m.problems[0].contains("\"msg-1\" is not of type \"object\""), "{m:?}");
         }
         other => panic!("a string is not a Receipt: {other:?}"),
     }
@@ -128,20 +118,41 @@ async fn a_plain_string_for_a_struct_output_is_refused_and_an_unreadable_replay_
             && text.contains("Do not call the tool again for this, in any form"),
         "{text}"
     );
-    for operator_words in ["effect-tool resolve", "--amend", "--output", "StoreExt", "effect-tool show"] {
-        assert!(!text.contains(operator_words), "`{operator_words}` reached the model: {text}");
+    for operator_words in [
+        "effect-tool resolve",
+        "--amend",
+        "--output",
+        "StoreExt",
+        "effect-tool show",
+    ] {
+        assert!(
+            !text.contains(operator_words),
+            "`{operator_words}` reached the model: {text}"
+        );
     }
     assert_eq!(SENT.load(Ordering::SeqCst), 1, "nothing was sent again");
 
     // The person corrects it, checked too; the next call replays the corrected output.
     assert!(matches!(
         store
-            .amend(&key, "ops", Verdict::Applied { output: json!({"id": 7}) })
+            .amend(
+                &key,
+                "ops",
+                Verdict::Applied {
+                    output: json!({"id": 7})
+                }
+            )
             .await,
-        Err(StoreError::Rejected(Rejected::OutputMismatch { .. }))
+        Err(StoreError::Rejected(Rejected::OutputMismatch(_)))
     ));
     store
-        .amend(&key, "ops", Verdict::Applied { output: json!({"id": "msg-1"}) })
+        .amend(
+            &key,
+            "ops",
+            Verdict::Applied {
+                output: json!({"id": "msg-1"}),
+            },
+        )
         .await
         .unwrap();
     let replayed = dispatcher.call(&run, &call).await;
@@ -149,63 +160,83 @@ async fn a_plain_string_for_a_struct_output_is_refused_and_an_unreadable_replay_
     assert_eq!(SENT.load(Ordering::SeqCst), 1);
 }
 
-/// The console without the toolkit (an operator's `effect-tool serve`, which has only the
-/// journal) checks the output against the journal's schema and gives it to the record page.
+/// The console's surface: only with the console and the SQLite journal.
 #[cfg(all(feature = "console", feature = "sqlite"))]
-#[tokio::test]
-async fn the_console_checks_an_output_against_the_journal_and_shows_the_shape() {
-    use common::desk::serve_console;
-    use common::http::{encode, request};
-    use effect_tool::console::{Console, Identity, StaticTokens};
-    use effect_tool::store::sqlite::SqliteStore;
+mod console {
+    use super::*;
 
-    let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("journal.db")).unwrap());
-    let engine = Engine::new(store.clone());
-    let run = RunContext::new("outputs-console");
-    let args = || PostReceiptArgs {
-        to: "ann@example.com".into(),
-    };
-    let key = in_doubt(&engine, &run, &PostReceipt, args()).await;
+    use std::sync::Arc;
 
-    // Another process, with the journal only.
-    let journal: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("journal.db")).unwrap());
-    let token = "tok-olaf-operator-0002";
-    let tokens = StaticTokens::new().with(token, Identity::new("olaf", ["operator"]));
-    let addr = serve_console(Console::new(journal, tokens)).await;
-    let auth = format!("Authorization: Bearer {token}");
+    /// Post a receipt; the post office's answer is lost (an unknown outcome).
+    #[tool(effect = "irreversible")]
+    async fn post_receipt(to: String) -> Result<Receipt, ToolError> {
+        let _ = to;
+        Err(ToolError::unknown("the post office's answer was lost"))
+    }
 
-    let page = request(addr, "GET", &format!("/api/record?key={}", encode(&key)), &[&auth], "")
-        .await
-        .unwrap();
-    assert_eq!(page.status, 200, "{}", page.body);
-    assert_eq!(page.json()["output_schema"]["required"], json!(["id"]), "{}", page.body);
+    /// The console without the toolkit (an operator's `effect-tool serve`, which has only the
+    /// journal) checks the output against the journal's schema and gives it to the record page.
+    #[tokio::test]
+    async fn the_console_checks_an_output_against_the_journal_and_shows_the_shape() {
+        use crate::common::desk::serve_console;
+        use crate::common::http::{encode, request};
+        use effect_tool::console::{Console, Identity, StaticTokens};
+        use effect_tool::store::sqlite::SqliteStore;
 
-    let post = |output: serde_json::Value| {
-        let body = json!({"key": key, "verdict": "applied", "output": output}).to_string();
-        let auth = auth.clone();
-        async move {
-            request(addr, "POST", "/api/resolve", &[&auth, "Content-Type: application/json"], &body)
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("journal.db")).unwrap());
+        let engine = Engine::new(store.clone());
+        let run = RunContext::new("outputs-console");
+        let args = || PostReceiptArgs {
+            to: "ann@example.com".into(),
+        };
+        let key = in_doubt(&engine, &run, &PostReceipt, args()).await;
+
+        // Another process, with the journal only.
+        let journal: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("journal.db")).unwrap());
+        let token = "tok-olaf-operator-0002";
+        let tokens = StaticTokens::new().with(token, Identity::new("olaf", ["operator"]));
+        let addr = serve_console(Console::new(journal, tokens)).await;
+        let auth = format!("Authorization: Bearer {token}");
+
+        let page = request(addr, "GET", &format!("/api/record?key={}", encode(&key)), &[&auth], "")
+            .await
+            .unwrap();
+        assert_eq!(page.status, 200, "{}", page.body);
+        assert_eq!(page.json()["output_schema"]["required"], json!(["id"]), "{}", page.body);
+
+        let post = |output: serde_json::Value| {
+            let body = json!({"key": key, "verdict": "applied", "output": output}).to_string();
+            let auth = auth.clone();
+            async move {
+                request(
+                    addr,
+                    "POST",
+                    "/api/resolve",
+                    &[&auth, "Content-Type: application/json"],
+                    &body,
+                )
                 .await
                 .unwrap()
-        }
-    };
-    let wrong = post(json!("msg-1")).await;
-    assert_eq!(wrong.status, 422, "{}", wrong.body);
-    let error = wrong.json()["error"].as_str().unwrap().to_owned();
-    assert!(
-        error.contains("does not have the shape tool `post_receipt` returns") && error.contains(r#""required":["id"]"#),
-        "{error}"
-    );
-    assert_eq!(store.get(&key).await.unwrap().unwrap().state, RecordState::InDoubt);
-    let right = post(json!({"id": "msg-1"})).await;
-    assert_eq!(right.status, 200, "{}", right.body);
-    assert_eq!(
-        engine
-            .call(&PostReceipt, &run, Default::default(), args())
-            .await
-            .unwrap(),
-        Receipt { id: "msg-1".into() }
-    );
+            }
+        };
+        let wrong = post(json!("msg-1")).await;
+        assert_eq!(wrong.status, 422, "{}", wrong.body);
+        let error = wrong.json()["error"].as_str().unwrap().to_owned();
+        assert!(
+            error.contains("does not have the shape tool `post_receipt` returns")
+                && error.contains(r#""required":["id"]"#),
+            "{error}"
+        );
+        assert_eq!(store.get(&key).await.unwrap().unwrap().state, RecordState::InDoubt);
+        let right = post(json!({"id": "msg-1"})).await;
+        assert_eq!(right.status, 200, "{}", right.body);
+        assert_eq!(
+            engine
+                .call(&PostReceipt, &run, Default::default(), args())
+                .await
+                .unwrap(),
+            Receipt { id: "msg-1".into() }
+        );
+    }
 }
-

@@ -896,9 +896,14 @@ async fn output_checked(j: &Journal) {
         );
     }
     let rec = j.get(&key).await.unwrap();
-    assert_eq!((rec.state, rec.output), (RecordState::InDoubt, None), "nothing recorded");
+    assert_eq!(
+        (rec.state, rec.output),
+        (RecordState::InDoubt, None),
+        "nothing recorded"
+    );
 
-    j.cli(&["resolve", &key, "--applied", "--output", r#"{"id": "msg-1"}"#]).ok();
+    j.cli(&["resolve", &key, "--applied", "--output", r#"{"id": "msg-1"}"#])
+        .ok();
     let replayed = engine
         .call(&Mail, &run, Default::default(), "ann@example.com".to_owned())
         .await

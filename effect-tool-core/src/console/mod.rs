@@ -281,7 +281,7 @@ impl IntoResponse for Refusal {
 
 fn store_refusal(e: StoreError) -> Refusal {
     match e {
-        StoreError::Rejected(r @ crate::record::Rejected::OutputMismatch { .. }) => Refusal(
+        StoreError::Rejected(r @ crate::record::Rejected::OutputMismatch(_)) => Refusal(
             StatusCode::UNPROCESSABLE_ENTITY,
             r.to_string(),
             "give an output of the shape the record page shows",

@@ -152,7 +152,8 @@ impl Store for InstrumentedStore {
             .await
     }
     async fn output_schema(&self, tool: &str) -> Result<Option<serde_json::Value>, StoreError> {
-        self.observed("output-schema", None, self.inner.output_schema(tool)).await
+        self.observed("output-schema", None, self.inner.output_schema(tool))
+            .await
     }
     fn backend_name(&self) -> &'static str {
         self.backend

@@ -524,7 +524,9 @@ impl Engine {
             Ok(()) => {
                 written(&self.inner);
             }
-            Err(e) => tracing::warn!(tool = T::NAME, error = %e, "could not write the tool's output schema to the journal; an output a person records by hand is not checked until it is"),
+            Err(e) => {
+                tracing::warn!(tool = T::NAME, error = %e, "could not write the tool's output schema to the journal; an output a person records by hand is not checked until it is")
+            }
         }
     }
 

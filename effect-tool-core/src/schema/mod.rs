@@ -499,6 +499,7 @@ mod tests {
 
     use super::*;
     #[test]
+    #[allow(clippy::needless_borrow)] // the two `&` choose the impl (autoref specialization)
     fn the_output_probe_gives_a_schema_only_for_a_type_that_has_one() {
         use super::probe::{OutputSchemaProbe, ViaJsonSchema as _, ViaNothing as _};
         #[derive(schemars::JsonSchema)]
@@ -512,7 +513,6 @@ mod tests {
         assert_eq!(typed, Some(output_schema::<Typed>()));
         assert_eq!((&&OutputSchemaProbe::<Untyped>::new()).output_schema(), None);
     }
-
 
     #[test]
     fn formats_providers_reject_are_removed_and_bounds_kept() {

@@ -464,12 +464,14 @@ pub fn check_output(key: &str, tool: &str, schema: &Value, output: &Value) -> Re
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(crate::record::Rejected::OutputMismatch {
-            key: key.to_owned(),
-            tool: tool.to_owned(),
-            problems,
-            schema: schema.clone(),
-        })
+        Err(crate::record::Rejected::OutputMismatch(Box::new(
+            crate::record::OutputMismatch {
+                key: key.to_owned(),
+                tool: tool.to_owned(),
+                problems,
+                schema: schema.clone(),
+            },
+        )))
     }
 }
 

@@ -1424,7 +1424,11 @@ impl Store for PostgresStore {
         let row = format!("{}{tool}", super::OUTPUT_SCHEMA_ROW);
         let value = schema.to_string();
         let mut client = self.client().await?;
-        bounded!(self, client, self.put_output_schema_on(&mut client, name, &s, &row, &value))
+        bounded!(
+            self,
+            client,
+            self.put_output_schema_on(&mut client, name, &s, &row, &value)
+        )
     }
 
     async fn output_schema(&self, tool: &str) -> Result<Option<serde_json::Value>, StoreError> {
