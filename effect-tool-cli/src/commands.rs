@@ -578,6 +578,7 @@ async fn approve(
 ) -> Result<(), CliError> {
     let by = who(by)?;
     let parked = store.get(key).await?.ok_or_else(|| not_found(key))?;
+    four_eyes(&parked, &by, "approve")?;
     // Only a parked call has an input to approve, and only by its role: anything else is
     // refused by the journal, with its own words (the record's state, the role it needs),
     // before anyone is asked to look at the input.
@@ -624,7 +625,9 @@ async fn approve(
         None => {
             write(io.out, &shown)?;
             write(io.out, &format!("approve this input as `{}`? [y/N] ", clean(role)))?;
-            io.out.flush().map_err(|e| CliError::Store(format!("cannot write the question: {e}")))?;
+            io.out
+                .flush()
+                .map_err(|e| CliError::Store(format!("cannot write the question: {e}")))?;
             let answer = read_line(io)?;
             if !matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
                 return Err(CliError::Refused(format!("not approved: {} still waits", clean(key))));
@@ -646,6 +649,20 @@ async fn approve(
             clean(&rec.tool)
         ),
     )
+}
+
+/// Four eyes, as the console checks it: nobody approves or denies a call they requested (a
+/// run the MCP server scopes to their name, see `EffectRecord::requested_by`).
+fn four_eyes(rec: &EffectRecord, by: &str, action: &str) -> Result<(), CliError> {
+    if rec.requested_by(by) {
+        return Err(CliError::Refused(format!(
+            "{} requested {} (run `{}`) and cannot {action} it: four eyes, another person holding the role must decide",
+            clean(by),
+            clean(&rec.key),
+            clean(&rec.run_id)
+        )));
+    }
+    Ok(())
 }
 
 /// One line from stdin (the answer to a question).
@@ -717,6 +734,9 @@ async fn deny(
     io: &mut Io<'_>,
 ) -> Result<(), CliError> {
     let by = who(by)?;
+    if let Some(parked) = store.get(key).await? {
+        four_eyes(&parked, &by, "deny")?;
+    }
     let rec = store.deny(key, &by, reason).await?;
     if json {
         return write_json(io.out, &record_json(&rec));

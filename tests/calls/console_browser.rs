@@ -20,9 +20,7 @@ use common::desk::{ApprovedRefund as Refund, SendEmail, serve_console as serve};
 use common::ledger::Downstream;
 use effect_tool::console::{Console, Identity, StaticTokens};
 use effect_tool::store::sqlite::SqliteStore;
-use effect_tool::{
-    CallOptions, EffectClass, EffectCtx, Engine, RunContext, Store, StoreExt, Tool, ToolError, Toolkit,
-};
+use effect_tool::{CallOptions, EffectClass, EffectCtx, Engine, RunContext, Store, StoreExt, Tool, ToolError, Toolkit};
 use fantoccini::{Client, ClientBuilder, Locator};
 
 const MARIA: &str = "tok-maria-manager-0001"; // manager, operator
@@ -319,7 +317,10 @@ async fn an_operator_approves_resolves_and_compensates_in_a_real_browser() {
         let refused = act(&browser, "approve").await;
         assert!(refused.contains("input changed"), "{refused}");
         let diff = shown_text(&browser, "#input-diff-view").await;
-        assert!(diff.contains("100") && diff.contains("9999999"), "the change is shown: {diff}");
+        assert!(
+            diff.contains("100") && diff.contains("9999999"),
+            "the change is shown: {diff}"
+        );
         assert!(shown_text(&browser, "#record-input").await.contains("9999999"));
         assert_eq!(
             store.get(&invoice_key).await.unwrap().unwrap().state,
