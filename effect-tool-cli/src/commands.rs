@@ -1157,4 +1157,24 @@ mod tests {
         assert_eq!(normalize_manifest("\n a  \r\nb\n\n\n"), " a\nb\n");
         assert_eq!(normalize_manifest("\n\n"), "");
     }
+
+    /// A fingerprint prefix names one input: at least 16 hex digits, one match among the
+    /// fingerprints seen under the key; none passes on whole (the journal refuses it).
+    #[test]
+    fn fingerprint_prefixes() {
+        let parked = format!("{}{}", "ab".repeat(8), "0".repeat(48));
+        let older = format!("{}{}", "ab".repeat(8), "1".repeat(48));
+        let known = vec![parked.clone(), older.clone()];
+        let refused = |p: &str| match expand_fingerprint(p, &known) {
+            Err(CliError::Usage(m)) => m,
+            other => panic!("{p}: {other:?}"),
+        };
+        assert!(refused(&parked[..15]).contains("too short"));
+        assert!(refused("xyz").contains("not hex"));
+        assert!(refused(&parked[..16]).contains("ambiguous"), "both begin with it");
+        assert_eq!(expand_fingerprint(&parked[..17], &known).unwrap(), parked);
+        assert_eq!(expand_fingerprint(&older.to_uppercase()[..20], &known).unwrap(), older);
+        let unknown = "c".repeat(20);
+        assert_eq!(expand_fingerprint(&unknown, &known).unwrap(), unknown);
+    }
 }

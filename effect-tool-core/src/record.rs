@@ -585,8 +585,8 @@ pub enum Rejected {
         shown: String,
         /// The fingerprint of the input parked now.
         fingerprint: String,
-        /// The input parked now (sensitive values left out, as in the record).
-        input: Value,
+        /// The input parked now (as journaled: sensitive values bound by their digests).
+        input: Box<Value>,
     },
 }
 
@@ -1018,7 +1018,7 @@ fn decide<'o>(
                     key: key.to_owned(),
                     shown: fingerprint.clone(),
                     fingerprint: rec.fingerprint.clone(),
-                    input: rec.input.clone(),
+                    input: Box::new(rec.input.clone()),
                 });
             }
             let needed = rec.approval_role.as_deref().unwrap_or_default();
