@@ -109,7 +109,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // A person approves it (in production: `effect-tool approve '<key>' --as support`, which shows
     // the input and approves it by its fingerprint).
-    engine.store().approve(&pending.key, "alice", &pending.role, &engine.store().get(&pending.key).await.unwrap().unwrap().fingerprint).await?;
+    engine
+        .store()
+        .approve(
+            &pending.key,
+            "alice",
+            &pending.role,
+            &engine.store().get(&pending.key).await.unwrap().unwrap().fingerprint,
+        )
+        .await?;
     println!("5. alice approves `{}` as {}", pending.key, pending.role);
 
     let r = agent

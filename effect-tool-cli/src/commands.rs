@@ -666,6 +666,7 @@ async fn approve(
 ) -> Result<(), CliError> {
     let by = who(by)?;
     let parked = store.get(key).await?.ok_or_else(|| not_found(key))?;
+    four_eyes(&parked, &by, "approve")?;
     // Only a parked call has an input to approve, and only by its role: anything else is
     // refused by the journal, with its own words (the record's state, the role it needs),
     // before anyone is asked to look at the input.
@@ -712,7 +713,9 @@ async fn approve(
         None => {
             write(io.out, &shown)?;
             write(io.out, &format!("approve this input as `{}`? [y/N] ", clean(role)))?;
-            io.out.flush().map_err(|e| CliError::Store(format!("cannot write the question: {e}")))?;
+            io.out
+                .flush()
+                .map_err(|e| CliError::Store(format!("cannot write the question: {e}")))?;
             let answer = read_line(io)?;
             if !matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
                 return Err(CliError::Refused(format!("not approved: {} still waits", clean(key))));
@@ -734,6 +737,20 @@ async fn approve(
             clean(&rec.tool)
         ),
     )
+}
+
+/// Four eyes, as the console checks it: nobody approves or denies a call they requested (a
+/// run the MCP server scopes to their name, see `EffectRecord::requested_by`).
+fn four_eyes(rec: &EffectRecord, by: &str, action: &str) -> Result<(), CliError> {
+    if rec.requested_by(by) {
+        return Err(CliError::Refused(format!(
+            "{} requested {} (run `{}`) and cannot {action} it: four eyes, another person holding the role must decide",
+            clean(by),
+            clean(&rec.key),
+            clean(&rec.run_id)
+        )));
+    }
+    Ok(())
 }
 
 /// One line from stdin (the answer to a question).
@@ -805,6 +822,9 @@ async fn deny(
     io: &mut Io<'_>,
 ) -> Result<(), CliError> {
     let by = who(by)?;
+    if let Some(parked) = store.get(key).await? {
+        four_eyes(&parked, &by, "deny")?;
+    }
     let rec = store.deny(key, &by, reason).await?;
     if json {
         return write_json(io.out, &record_json(&rec));
@@ -1224,5 +1244,25 @@ mod tests {
         assert_eq!(line_diff("", "a\n"), vec!["+a"]);
         assert_eq!(normalize_manifest("\n a  \r\nb\n\n\n"), " a\nb\n");
         assert_eq!(normalize_manifest("\n\n"), "");
+    }
+
+    /// A fingerprint prefix names one input: at least 16 hex digits, one match among the
+    /// fingerprints seen under the key; none passes on whole (the journal refuses it).
+    #[test]
+    fn fingerprint_prefixes() {
+        let parked = format!("{}{}", "ab".repeat(8), "0".repeat(48));
+        let older = format!("{}{}", "ab".repeat(8), "1".repeat(48));
+        let known = vec![parked.clone(), older.clone()];
+        let refused = |p: &str| match expand_fingerprint(p, &known) {
+            Err(CliError::Usage(m)) => m,
+            other => panic!("{p}: {other:?}"),
+        };
+        assert!(refused(&parked[..15]).contains("too short"));
+        assert!(refused("xyz").contains("not hex"));
+        assert!(refused(&parked[..16]).contains("ambiguous"), "both begin with it");
+        assert_eq!(expand_fingerprint(&parked[..17], &known).unwrap(), parked);
+        assert_eq!(expand_fingerprint(&older.to_uppercase()[..20], &known).unwrap(), older);
+        let unknown = "c".repeat(20);
+        assert_eq!(expand_fingerprint(&unknown, &known).unwrap(), unknown);
     }
 }

@@ -370,16 +370,24 @@ mod tests {
         assert_ne!(ours.fingerprint, theirs.fingerprint, "the fingerprint binds them");
         assert_eq!(
             ours.fingerprint,
-            identify_with(&Transfer, &run, &to("DE00 1111"), Some(&secret)).unwrap().fingerprint
+            identify_with(&Transfer, &run, &to("DE00 1111"), Some(&secret))
+                .unwrap()
+                .fingerprint
         );
         assert_eq!(bound_fields(&ours.input), ["iban"]);
         assert!(!ours.input.to_string().contains("1111"), "{}", ours.input);
         let other_secret = MarkerSecret::from_bytes([8; 32]);
         let elsewhere = identify_with(&Transfer, &run, &to("DE00 1111"), Some(&other_secret)).unwrap();
-        assert_ne!(elsewhere.input, ours.input, "the digest is keyed by the journal's secret");
+        assert_ne!(
+            elsewhere.input, ours.input,
+            "the digest is keyed by the journal's secret"
+        );
         assert_eq!(elsewhere.key, ours.key);
         // A compensation is given the arguments without the digests.
-        assert_eq!(unbind(ours.input.clone(), <Transfer as crate::Tool>::SENSITIVE), json!({"amount": 100}));
+        assert_eq!(
+            unbind(ours.input.clone(), <Transfer as crate::Tool>::SENSITIVE),
+            json!({"amount": 100})
+        );
     }
 
     #[test]
@@ -497,8 +505,9 @@ pub fn identify_with<T: crate::Tool>(
     secret: Option<&MarkerSecret>,
 ) -> Result<CallIdentity, serde_json::Error> {
     let value = serde_json::to_value(args)?;
-    let bound = (!T::SENSITIVE.is_empty() && matches!(&value, Value::Object(m) if T::SENSITIVE.iter().any(|s| m.contains_key(*s))))
-        .then(|| bind(value.clone(), T::SENSITIVE, secret));
+    let bound = (!T::SENSITIVE.is_empty()
+        && matches!(&value, Value::Object(m) if T::SENSITIVE.iter().any(|s| m.contains_key(*s))))
+    .then(|| bind(value.clone(), T::SENSITIVE, secret));
     let input = redact(value, T::SENSITIVE);
     // One walk makes the canonical form and refuses an integer RFC 8785 would round into
     // another one's key (refused, not merged).

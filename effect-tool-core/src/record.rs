@@ -249,6 +249,28 @@ impl EffectRecord {
         let who = reason.strip_prefix(resolution_prefix(applied))?;
         (who == by).then_some(by)
     }
+
+    /// Whether the person or principal named `name` requested this call, as far as the journal
+    /// can tell: its run (or thread) is one the MCP server scopes to principal `name`
+    /// (`<name>/...`, with `%` and `/` in the name escaped). Four eyes: such a person does not
+    /// approve or deny it (the console and the CLI refuse).
+    ///
+    /// Names are compared as strings: an operator's name (from the console's tokens, its
+    /// proxy, or the CLI's `--by`) is taken to be the same person as the MCP principal with
+    /// that id. A deployment whose operators and principals come from different identity
+    /// systems names them the same way (e.g. both by e-mail address) for this to hold.
+    pub fn requested_by(&self, name: &str) -> bool {
+        let mut scope = String::with_capacity(name.len() + 1);
+        for c in name.chars() {
+            match c {
+                '%' => scope.push_str("%25"),
+                '/' => scope.push_str("%2F"),
+                c => scope.push(c),
+            }
+        }
+        scope.push('/');
+        self.run_id.starts_with(&scope) || self.thread_id.as_deref().is_some_and(|t| t.starts_with(&scope))
+    }
 }
 
 /// What a claim says about the call that wants to run.
@@ -577,8 +599,8 @@ pub enum Rejected {
         shown: String,
         /// The fingerprint of the input parked now.
         fingerprint: String,
-        /// The input parked now (sensitive values left out, as in the record).
-        input: Value,
+        /// The input parked now (as journaled: sensitive values bound by their digests).
+        input: Box<Value>,
     },
     /// A person's output ([`Verdict::Applied`]) does not have the shape of the tool's output
     /// type, as its JSON Schema in the journal says ([`crate::Store::output_schema`]): recorded,
@@ -1047,7 +1069,7 @@ fn decide<'o>(
                     key: key.to_owned(),
                     shown: fingerprint.clone(),
                     fingerprint: rec.fingerprint.clone(),
-                    input: rec.input.clone(),
+                    input: Box::new(rec.input.clone()),
                 });
             }
             let needed = rec.approval_role.as_deref().unwrap_or_default();
@@ -1516,6 +1538,22 @@ mod tests {
 
     /// A person corrects their resolution, as often as needed: a wrong-shaped output, then
     /// `applied` when the effect did not happen, then back; each amendment is audited.
+    /// Four eyes: a call is requested by the principal its run (or thread) is scoped to, as
+    /// the MCP server scopes them (`%` and `/` in the name escaped), and by nobody else.
+    #[test]
+    fn a_call_is_requested_by_the_principal_of_its_run() {
+        let mut rec = records().remove(0);
+        rec.run_id = "maria/r1".into();
+        assert!(rec.requested_by("maria"));
+        assert!(!rec.requested_by("mari") && !rec.requested_by("maria/r1") && !rec.requested_by("olaf"));
+        rec.run_id = "a%2Fb%25c/r1".into();
+        assert!(rec.requested_by("a/b%c"));
+        assert!(!rec.requested_by("a"));
+        rec.run_id = "desk".into();
+        rec.thread_id = Some("maria/t1".into());
+        assert!(rec.requested_by("maria"));
+    }
+
     /// An approval names the input the person was shown: a stale one (the model re-parked
     /// another input under the key) is refused, writes nothing, and shows the new input.
     #[test]

@@ -173,7 +173,10 @@ impl EffectHarness {
             // The approver looks at the parked record and approves its input.
             let parked = match self.store.get(&p.key).await {
                 Ok(Some(rec)) => rec,
-                other => panic!("the testing kit could not read the parked record `{}`: {other:?}", p.key),
+                other => panic!(
+                    "the testing kit could not read the parked record `{}`: {other:?}",
+                    p.key
+                ),
             };
             if let Err(e) = self
                 .store

@@ -116,7 +116,8 @@ use syn::spanned::Spanned;
 /// |---|---|---|
 /// | who supplies it | the application | the model |
 /// | in the schema / the model's context | never | yes (the model must send it) |
-/// | the journal, `effect-tool show`, keys, fingerprints | never | never (left out by its serialized name, renames followed) |
+/// | the journal, `effect-tool show`, keys | never | never (left out by its serialized name, renames followed) |
+/// | fingerprints, approvals | never | bound, not shown: the journaled input holds a keyed digest in its place (`{"$sensitive": "hmac-sha256:..."}`, HMAC under the journal's secret), so an approver sees that the field was given, and the approval is for that value only: a call that changes it parks again |
 /// | logs and error texts | never | never (an argument error quotes it as `[sensitive]`) |
 /// | how the tool gets it | from the run, by type: `RunContext::with_value(SmtpPassword(..))` | in the arguments |
 /// | missing | `EffectError::MissingValue` before anything runs | the model's call is rejected |

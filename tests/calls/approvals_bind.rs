@@ -83,7 +83,16 @@ async fn approval_is_for_the_input_shown<T: Tool<Error = ToolError, Output = Str
     let key = pending.as_approval_pending().expect("parks for approval").key.clone();
     let shown = engine.store().get(&key).await.unwrap().unwrap();
     assert_eq!(shown.input["amount"], 100);
-    engine.store().approve(&key, "dana", "finance", &engine.store().get(&key).await.unwrap().unwrap().fingerprint).await.unwrap();
+    engine
+        .store()
+        .approve(
+            &key,
+            "dana",
+            "finance",
+            &engine.store().get(&key).await.unwrap().unwrap().fingerprint,
+        )
+        .await
+        .unwrap();
 
     // Another input under the same key never runs on that approval: it parks for its own.
     let err = call("inv-1", 9_999_999).await.unwrap_err();
@@ -150,7 +159,16 @@ async fn approval_is_for_the_input_shown<T: Tool<Error = ToolError, Output = Str
         (rec.input["amount"].as_u64(), rec.decided_by.as_deref()),
         (Some(100), None)
     );
-    engine.store().approve(&key, "dana", "finance", &engine.store().get(&key).await.unwrap().unwrap().fingerprint).await.unwrap();
+    engine
+        .store()
+        .approve(
+            &key,
+            "dana",
+            "finance",
+            &engine.store().get(&key).await.unwrap().unwrap().fingerprint,
+        )
+        .await
+        .unwrap();
     assert_eq!(call("inv-1", 100).await.unwrap(), "paid 100 on inv-1");
     let rec = engine.store().get(&key).await.unwrap().unwrap();
     assert_eq!(
@@ -171,7 +189,16 @@ async fn approval_is_for_the_input_shown<T: Tool<Error = ToolError, Output = Str
     // A payment that failed definitively released its approval: the next call asks again.
     let pending = call("inv-2", 50).await.unwrap_err();
     let key2 = pending.as_approval_pending().expect("parks").key.clone();
-    engine.store().approve(&key2, "dana", "finance", &engine.store().get(&key2).await.unwrap().unwrap().fingerprint).await.unwrap();
+    engine
+        .store()
+        .approve(
+            &key2,
+            "dana",
+            "finance",
+            &engine.store().get(&key2).await.unwrap().unwrap().fingerprint,
+        )
+        .await
+        .unwrap();
     bank.decline_next.store(true, Ordering::SeqCst);
     assert!(call("inv-2", 50).await.is_err(), "declined");
     let err = call("inv-2", 50).await.unwrap_err();

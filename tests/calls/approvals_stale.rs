@@ -121,10 +121,7 @@ async fn a_stale_page_approves_nothing() {
     assert_eq!(stale.status, 409, "{}", stale.body);
     let answer = stale.json();
     let error = answer["error"].as_str().unwrap();
-    assert!(
-        error.contains("input changed") && error.contains("9999999"),
-        "{error}"
-    );
+    assert!(error.contains("input changed") && error.contains("9999999"), "{error}");
     assert_eq!(answer["input_changed"]["input"]["amount"], 9_999_999);
     assert_ne!(answer["input_changed"]["fingerprint"], maria_saw["fingerprint"]);
     // An approval that names no input approves nothing either.
@@ -181,10 +178,19 @@ async fn an_approval_binds_the_sensitive_account_without_storing_it() {
     };
 
     // Parked; a manager approves the input shown (the IBAN is bound, not shown).
-    let key = transfer(OURS).await.unwrap_err().as_approval_pending().unwrap().key.clone();
+    let key = transfer(OURS)
+        .await
+        .unwrap_err()
+        .as_approval_pending()
+        .unwrap()
+        .key
+        .clone();
     let shown = store.get(&key).await.unwrap().unwrap();
     assert_eq!(effect_tool::key::bound_fields(&shown.input), ["iban"]);
-    store.approve(&key, "maria", "manager", &shown.fingerprint).await.unwrap();
+    store
+        .approve(&key, "maria", "manager", &shown.fingerprint)
+        .await
+        .unwrap();
 
     // The model swaps the IBAN: the approval does not cover it; the call parks again.
     let swapped = transfer(THEIRS).await.unwrap_err();
@@ -212,7 +218,10 @@ async fn an_approval_binds_the_sensitive_account_without_storing_it() {
     assert!(!trail.contains("DE89") && !trail.contains("GB33"), "{trail}");
 
     // Approved for the account it now names, it runs once, to that account.
-    store.approve(&key, "maria", "manager", &parked.fingerprint).await.unwrap();
+    store
+        .approve(&key, "maria", "manager", &parked.fingerprint)
+        .await
+        .unwrap();
     transfer(THEIRS).await.unwrap();
     assert_eq!(*bank.transfers.lock().unwrap(), [(THEIRS.to_owned(), 2500)]);
 }

@@ -20,7 +20,7 @@ use common::desk::{ApprovedRefund as Refund, SendEmail, serve_console as serve};
 use common::ledger::Downstream;
 use effect_tool::console::{Console, Identity, StaticTokens};
 use effect_tool::store::sqlite::SqliteStore;
-use effect_tool::{CallOptions, EffectClass, EffectCtx, Engine, RunContext, Store, Tool, ToolError, Toolkit};
+use effect_tool::{CallOptions, EffectClass, EffectCtx, Engine, RunContext, Store, StoreExt, Tool, ToolError, Toolkit};
 use fantoccini::{Client, ClientBuilder, Locator};
 
 const MARIA: &str = "tok-maria-manager-0001"; // manager, operator
@@ -47,6 +47,28 @@ impl Tool for HoldSeat {
     async fn compensate(&self, _ctx: &EffectCtx, _seat: &String, hold: &String) -> Result<(), ToolError> {
         self.releases.apply(hold);
         Ok(())
+    }
+}
+
+/// Pays an invoice, keyed by the invoice alone (so the model can call the key again with
+/// another amount), once a manager approves. Args: (invoice, amount).
+struct PayInvoice(Arc<Downstream>);
+
+impl Tool for PayInvoice {
+    type Args = (String, u64);
+    type Output = String;
+    type Error = ToolError;
+    const NAME: &'static str = "pay_invoice";
+    const CLASS: EffectClass = EffectClass::Irreversible;
+    const APPROVAL: Option<&'static str> = Some("manager");
+
+    fn key(&self, args: &(String, u64)) -> Option<String> {
+        Some(format!("invoice:{}", args.0))
+    }
+
+    async fn call(&self, ctx: &EffectCtx, (invoice, amount): (String, u64)) -> Result<String, ToolError> {
+        self.0.apply(&ctx.idempotency_key());
+        Ok(format!("paid {amount} on {invoice}"))
     }
 }
 
@@ -177,7 +199,10 @@ async fn an_operator_approves_resolves_and_compensates_in_a_real_browser() {
         holds: holds.clone(),
         releases: releases.clone(),
     };
+    let invoices = Arc::new(Downstream::default());
+    let pay = PayInvoice(invoices.clone());
     let toolkit = Toolkit::new()
+        .with(PayInvoice(invoices.clone()))
         .with(Refund(bank.clone()))
         .with(SendEmail(mail.clone()))
         .with(HoldSeat {
@@ -267,6 +292,42 @@ async fn an_operator_approves_resolves_and_compensates_in_a_real_browser() {
             "the refund and the email need a person; the hold does not"
         );
 
+        // A stale page approves nothing. An invoice of 100 parks; maria opens its page. olaf
+        // approves it elsewhere; the model calls its key again with 9,999,999 (olaf's approval
+        // voided, the new input parked). Maria clicks Approve on the page showing 100: refused,
+        // the change shown, nothing paid.
+        let parked = engine
+            .call(&pay, &run, CallOptions::default(), ("inv-1".into(), 100))
+            .await
+            .unwrap_err();
+        let invoice_key = parked.as_approval_pending().unwrap().key.clone();
+        open_record(&browser, &base, &invoice_key).await;
+        assert!(shown_text(&browser, "#record-input").await.contains("100"));
+        let seen = store.get(&invoice_key).await.unwrap().unwrap();
+        assert_eq!(shown_text(&browser, "#approval-fingerprint").await, seen.fingerprint);
+        store
+            .approve(&invoice_key, "olaf", "manager", &seen.fingerprint)
+            .await
+            .unwrap();
+        let again = engine
+            .call(&pay, &run, CallOptions::default(), ("inv-1".into(), 9_999_999))
+            .await
+            .unwrap_err();
+        assert!(again.as_approval_pending().is_some(), "{again}");
+        let refused = act(&browser, "approve").await;
+        assert!(refused.contains("input changed"), "{refused}");
+        let diff = shown_text(&browser, "#input-diff-view").await;
+        assert!(
+            diff.contains("100") && diff.contains("9999999"),
+            "the change is shown: {diff}"
+        );
+        assert!(shown_text(&browser, "#record-input").await.contains("9999999"));
+        assert_eq!(
+            store.get(&invoice_key).await.unwrap().unwrap().state,
+            effect_tool::RecordState::AwaitingApproval
+        );
+        assert_eq!(invoices.effects(), 0, "nothing was paid");
+
         // Approve the refund on its page.
         open_record(&browser, &base, &refund_key).await;
         assert_eq!(shown_text(&browser, "#state").await, "awaiting-approval");
@@ -336,12 +397,13 @@ async fn an_operator_approves_resolves_and_compensates_in_a_real_browser() {
         assert_eq!(shown_text(&browser, "#state").await, "compensated");
         let trail = shown_text(&browser, "#audit").await;
         assert!(trail.contains("maria"), "the audit trail names the operator: {trail}");
+        invoice_key
     };
     // Close the browser whatever happened, then report.
     let result = tokio::time::timeout(Duration::from_secs(120), outcome).await;
     let _ = browser.close().await;
     drop(driver);
-    result.expect("the browser walk-through took over two minutes");
+    let invoice_key = result.expect("the browser walk-through took over two minutes");
 
     // The agent's next calls: the refund runs once, the email replays what the operator said,
     // the hold was released once. The ledgers count.
@@ -354,6 +416,21 @@ async fn an_operator_approves_resolves_and_compensates_in_a_real_browser() {
         "m-1"
     );
     assert_eq!((bank.effects(), mail.effects(), releases.effects()), (1, 1, 1));
+    assert!(
+        engine
+            .call(&pay, &run, CallOptions::default(), ("inv-1".into(), 9_999_999))
+            .await
+            .unwrap_err()
+            .as_approval_pending()
+            .is_some(),
+        "the stale approval approved nothing: the invoice still waits"
+    );
+    assert_eq!(invoices.effects(), 0);
+    let audit = store.audit(Some(&invoice_key)).await.unwrap();
+    assert!(
+        !audit.iter().any(|e| e.action == "approve" && e.actor == "maria"),
+        "{audit:?}"
+    );
     assert!(releases.has(&hold));
     let audit = store.audit(Some(&refund_key)).await.unwrap();
     assert!(

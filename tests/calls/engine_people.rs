@@ -73,7 +73,16 @@ async fn approval_parks_the_call_and_an_approved_call_runs_once() {
         .await
         .unwrap_err();
     assert!(wrong.to_string().contains("needs approval by `finance`"), "{wrong}");
-    engine.store().approve(&pending.key, "carol", "finance", &engine.store().get(&pending.key).await.unwrap().unwrap().fingerprint).await.unwrap();
+    engine
+        .store()
+        .approve(
+            &pending.key,
+            "carol",
+            "finance",
+            &engine.store().get(&pending.key).await.unwrap().unwrap().fingerprint,
+        )
+        .await
+        .unwrap();
     let out = engine
         .call(&tool, &run, CallOptions::default(), ("bob".into(), 5000))
         .await
@@ -275,7 +284,15 @@ async fn abandoning_a_run_undoes_only_effects_that_happened() {
     ] {
         store.claim(key, parked(room), 60_000, false).await.unwrap();
     }
-    store.approve("trip-7:reserve:approved", "carol", "ops", &store.get("trip-7:reserve:approved").await.unwrap().unwrap().fingerprint).await.unwrap();
+    store
+        .approve(
+            "trip-7:reserve:approved",
+            "carol",
+            "ops",
+            &store.get("trip-7:reserve:approved").await.unwrap().unwrap().fingerprint,
+        )
+        .await
+        .unwrap();
     store.deny("trip-7:reserve:denied", "carol", None).await.unwrap();
     let states: Vec<RecordState> = {
         let mut all = store.list(&effect_tool::Filter::default()).await.unwrap();

@@ -681,7 +681,13 @@ async fn approve_and_deny_at_once_exactly_one_verdict_counts() {
             let (s, key, barrier) = (engine.store().clone(), key.clone(), barrier.clone());
             tokio::spawn(async move {
                 barrier.wait().await;
-                s.approve(&key, "carol", "finance", &s.get(&key).await.unwrap().unwrap().fingerprint).await
+                s.approve(
+                    &key,
+                    "carol",
+                    "finance",
+                    &s.get(&key).await.unwrap().unwrap().fingerprint,
+                )
+                .await
             })
         };
         let deny = {
@@ -739,7 +745,16 @@ async fn an_approved_call_retries_a_transient_failure_without_a_second_approval(
         .unwrap_err();
     let key = err.as_approval_pending().expect("parked").key.clone();
     assert_eq!(script.executions(), 0);
-    engine.store().approve(&key, "carol", "finance", &engine.store().get(&key).await.unwrap().unwrap().fingerprint).await.unwrap();
+    engine
+        .store()
+        .approve(
+            &key,
+            "carol",
+            "finance",
+            &engine.store().get(&key).await.unwrap().unwrap().fingerprint,
+        )
+        .await
+        .unwrap();
     let out = engine
         .call(&tool, &run("r1"), CallOptions::default(), "bob".into())
         .await
@@ -767,7 +782,16 @@ async fn a_definitive_failure_after_approval_parks_the_next_call_again() {
         .key()
         .unwrap()
         .to_owned();
-    engine.store().approve(&key, "carol", "finance", &engine.store().get(&key).await.unwrap().unwrap().fingerprint).await.unwrap();
+    engine
+        .store()
+        .approve(
+            &key,
+            "carol",
+            "finance",
+            &engine.store().get(&key).await.unwrap().unwrap().fingerprint,
+        )
+        .await
+        .unwrap();
     let err = engine
         .call(&tool, &run("r1"), CallOptions::default(), "bob".into())
         .await
@@ -842,7 +866,16 @@ async fn approval_with_a_condition_and_replans_of_a_parked_call() {
         assert_eq!(again.as_approval_pending().map(|p| p.key.as_str()), Some(key.as_str()));
     }
     assert_eq!(WIRES.load(Ordering::SeqCst), 1);
-    engine.store().approve(&key, "carol", "finance", &engine.store().get(&key).await.unwrap().unwrap().fingerprint).await.unwrap();
+    engine
+        .store()
+        .approve(
+            &key,
+            "carol",
+            "finance",
+            &engine.store().get(&key).await.unwrap().unwrap().fingerprint,
+        )
+        .await
+        .unwrap();
     let out = engine
         .call(&Wire, &r, CallOptions::call_id("c1"), big.clone())
         .await
@@ -877,7 +910,16 @@ async fn approval_with_a_condition_and_replans_of_a_parked_call() {
         .key()
         .unwrap()
         .to_owned();
-    engine.store().approve(&key, "carol", "finance", &engine.store().get(&key).await.unwrap().unwrap().fingerprint).await.unwrap();
+    engine
+        .store()
+        .approve(
+            &key,
+            "carol",
+            "finance",
+            &engine.store().get(&key).await.unwrap().unwrap().fingerprint,
+        )
+        .await
+        .unwrap();
     let first = engine
         .call(&WireInvoice, &r, CallOptions::call_id("k2"), inv(2000))
         .await

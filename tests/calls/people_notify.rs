@@ -154,7 +154,15 @@ async fn an_agent_waits_for_the_approval_then_its_call_runs_once() {
         let key = key.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(50)).await;
-            store.approve(&key, "maria", "manager", &store.get(&key).await.unwrap().unwrap().fingerprint).await.unwrap();
+            store
+                .approve(
+                    &key,
+                    "maria",
+                    "manager",
+                    &store.get(&key).await.unwrap().unwrap().fingerprint,
+                )
+                .await
+                .unwrap();
         })
     };
     let answer = run.wait_for_approval(&key, Duration::from_secs(30)).await.unwrap();

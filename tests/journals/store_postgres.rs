@@ -187,7 +187,10 @@ mod postgres_migrations {
             };
             intent.approval = Some("ops".into());
             store.claim("k", intent, 30_000, false).await.unwrap();
-            store.approve("k", "ann", "ops", &store.get("k").await.unwrap().unwrap().fingerprint).await.unwrap();
+            store
+                .approve("k", "ann", "ops", &store.get("k").await.unwrap().unwrap().fingerprint)
+                .await
+                .unwrap();
             let locator = h.locator().unwrap();
             let schema = locator.split(' ').next().unwrap();
             let err = raw()

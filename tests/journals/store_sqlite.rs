@@ -228,7 +228,10 @@ mod sqlite_specifics {
             let mut i = intent("r");
             i.approval = Some("ops".into());
             store.claim("k", i, 30_000, false).await.unwrap();
-            store.approve("k", "ann", "ops", &store.get("k").await.unwrap().unwrap().fingerprint).await.unwrap();
+            store
+                .approve("k", "ann", "ops", &store.get("k").await.unwrap().unwrap().fingerprint)
+                .await
+                .unwrap();
             let conn = rusqlite::Connection::open(&path).unwrap();
             for sql in ["DELETE FROM effect_audit", "UPDATE effect_audit SET actor = 'mallory'"] {
                 let err = conn.execute(sql, []).unwrap_err().to_string();

@@ -237,7 +237,15 @@ fn waiting_for_a_decision_through_the_pooler_polls_and_finds_it() {
             agent.claim("wait-me", intent, 30_000, false).await.unwrap();
             let decide = tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                person.approve("wait-me", "fin", "finance", &person.get("wait-me").await.unwrap().unwrap().fingerprint).await.unwrap();
+                person
+                    .approve(
+                        "wait-me",
+                        "fin",
+                        "finance",
+                        &person.get("wait-me").await.unwrap().unwrap().fingerprint,
+                    )
+                    .await
+                    .unwrap();
             });
             let run = effect_tool_core::Engine::new(agent).run(effect_tool_core::RunContext::new("bouncer-wait"));
             let answer = run.wait_for_approval("wait-me", Duration::from_secs(30)).await.unwrap();

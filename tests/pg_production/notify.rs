@@ -89,7 +89,15 @@ fn a_decision_through_one_store_wakes_a_waiter_on_another() {
         let first = listening_session(&raw, &app).await;
         // Listening: only the decision can wake this one.
         let w = waiter(&waiting, "approve-me").await;
-        deciding.approve("approve-me", "fin", "finance", &deciding.get("approve-me").await.unwrap().unwrap().fingerprint).await.unwrap();
+        deciding
+            .approve(
+                "approve-me",
+                "fin",
+                "finance",
+                &deciding.get("approve-me").await.unwrap().unwrap().fingerprint,
+            )
+            .await
+            .unwrap();
         tokio::time::timeout(WAKE_WITHIN, w)
             .await
             .expect("the approval through the other store woke the waiter");
@@ -118,7 +126,15 @@ fn a_decision_through_one_store_wakes_a_waiter_on_another() {
         let again = listening_session(&raw, &app).await;
         assert_ne!(again, first, "a new listening session");
         let w = waiter(&waiting, "after-reconnect").await;
-        deciding.approve("after-reconnect", "fin", "finance", &deciding.get("after-reconnect").await.unwrap().unwrap().fingerprint).await.unwrap();
+        deciding
+            .approve(
+                "after-reconnect",
+                "fin",
+                "finance",
+                &deciding.get("after-reconnect").await.unwrap().unwrap().fingerprint,
+            )
+            .await
+            .unwrap();
         tokio::time::timeout(WAKE_WITHIN, w)
             .await
             .expect("the approval after the listening connection was cut woke the waiter");

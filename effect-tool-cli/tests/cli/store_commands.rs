@@ -238,7 +238,9 @@ async fn show(j: &Journal) {
     j.awaiting(&parked, &run, "deploy", "release-manager").await;
     let text = j.cli(&["show", &parked]).ok().to_owned();
     assert!(
-        text.contains(&format!("effect-tool approve {parked} --as release-manager --fingerprint ")),
+        text.contains(&format!(
+            "effect-tool approve {parked} --as release-manager --fingerprint "
+        )),
         "{text}"
     );
     assert!(text.contains("approval:    by role `release-manager`"), "{text}");
@@ -481,6 +483,41 @@ async fn amend(j: &Journal) {
     );
 }
 
+/// A fresh call parked for a release manager.
+async fn stale_free(j: &Journal, run: &str) -> String {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let key = j.key(&format!("deploy:asked-{}", N.fetch_add(1, Ordering::SeqCst)));
+    j.awaiting(&key, run, "deploy", "release-manager").await;
+    key
+}
+
+/// Run `effect-tool --store <journal> ARGS` with a terminal as stdin (through `script`), typing
+/// `answer`; what the terminal showed. `None` (skipped, said) where `script` is missing.
+fn on_a_terminal(j: &Journal, args: &[&str], answer: &str) -> Option<String> {
+    use std::io::Write;
+    let mut line = vec![
+        env!("CARGO_BIN_EXE_effect-tool").to_owned(),
+        "--store".into(),
+        j.spec.clone(),
+    ];
+    line.extend(args.iter().map(|a| (*a).to_owned()));
+    let quoted: Vec<String> = line.iter().map(|a| format!("'{}'", a.replace('\'', r"'\''"))).collect();
+    let child = std::process::Command::new("script")
+        .args(["-qec", &quoted.join(" "), "/dev/null"])
+        .env("USER", "operator")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let Ok(mut child) = child else {
+        eprintln!("SKIPPED: the terminal case needs `script` (util-linux)");
+        return None;
+    };
+    child.stdin.take().unwrap().write_all(answer.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 fn run_without_user(args: &[&str]) -> common::Output {
     run(args, None, &[("USER", "")])
 }
@@ -516,12 +553,26 @@ async fn approve_and_deny(j: &Journal) {
         "the input is shown: {blind:?}"
     );
     // A prefix too short to name one input (a model could match it), or not hex: refused.
-    let short = j.cli(&["approve", &deploy, "--as", "release-manager", "--fingerprint", &parked.fingerprint[..8]]);
+    let short = j.cli(&[
+        "approve",
+        &deploy,
+        "--as",
+        "release-manager",
+        "--fingerprint",
+        &parked.fingerprint[..8],
+    ]);
     assert!(short.fails(2).contains("too short"), "{short:?}");
     assert!(
-        j.cli(&["approve", &deploy, "--as", "release-manager", "--fingerprint", "not-hex-at-all-xyz"])
-            .fails(2)
-            .contains("not hex")
+        j.cli(&[
+            "approve",
+            &deploy,
+            "--as",
+            "release-manager",
+            "--fingerprint",
+            "not-hex-at-all-xyz"
+        ])
+        .fails(2)
+        .contains("not hex")
     );
     assert_eq!(j.get(&deploy).await.unwrap().state, RecordState::AwaitingApproval);
 
@@ -560,6 +611,64 @@ async fn approve_and_deny(j: &Journal) {
             .contains("cannot approve")
     );
 
+    // Four eyes, as in the console: a call of principal carol's run (as the MCP server
+    // scopes it) is not approved or denied by carol.
+    let own = j.key("deploy:own");
+    let mine = j.awaiting(&own, "carol/r1", "deploy", "release-manager").await;
+    let refused = j.cli(&[
+        "approve",
+        &own,
+        "--as",
+        "release-manager",
+        "--by",
+        "carol",
+        "--fingerprint",
+        &mine.fingerprint,
+    ]);
+    assert!(refused.fails(1).contains("four eyes"), "{refused:?}");
+    let refused = j.cli(&["deny", &own, "--by", "carol"]);
+    assert!(refused.fails(1).contains("four eyes"), "{refused:?}");
+    assert_eq!(j.get(&own).await.unwrap().state, RecordState::AwaitingApproval);
+    j.cli(&[
+        "approve",
+        &own,
+        "--as",
+        "release-manager",
+        "--by",
+        "rita",
+        "--fingerprint",
+        &mine.fingerprint,
+    ])
+    .ok();
+
+    // On a terminal, without --fingerprint, it shows the input and asks; only yes approves.
+    if let Some(asked) = on_a_terminal(
+        j,
+        &[
+            "approve",
+            &stale_free(j, &run).await,
+            "--as",
+            "release-manager",
+            "--by",
+            "ann",
+        ],
+        "n\n",
+    ) {
+        assert!(
+            asked.contains("approve this input as `release-manager`? [y/N]"),
+            "{asked}"
+        );
+        assert!(asked.contains("not approved"), "{asked}");
+    }
+    let key = stale_free(j, &run).await;
+    if let Some(asked) = on_a_terminal(j, &["approve", &key, "--as", "release-manager", "--by", "ann"], "y\n") {
+        assert!(
+            asked.contains(r#""env": "prod""#) && asked.contains("approved "),
+            "{asked}"
+        );
+        assert_eq!(j.get(&key).await.unwrap().state, RecordState::Approved);
+    }
+
     // Someone approved a call; the model called its key again with another input (the
     // approval voided, the new input parked). A person approving the input they saw is
     // refused, and shown the new input.
@@ -569,12 +678,25 @@ async fn approve_and_deny(j: &Journal) {
         .approve(&stale, "rita", "release-manager", &seen.fingerprint)
         .await
         .unwrap();
-    let other = common::intent(&run, "deploy", EffectClass::Irreversible, json!({"env": "everywhere"}), Some("release-manager"));
+    let other = common::intent(
+        &run,
+        "deploy",
+        EffectClass::Irreversible,
+        json!({"env": "everywhere"}),
+        Some("release-manager"),
+    );
     assert!(matches!(
         j.store.claim(&stale, other, 60_000, false).await.unwrap(),
         OpOutcome::AwaitingApproval(_)
     ));
-    let refused = j.cli(&["approve", &stale, "--as", "release-manager", "--fingerprint", &seen.fingerprint]);
+    let refused = j.cli(&[
+        "approve",
+        &stale,
+        "--as",
+        "release-manager",
+        "--fingerprint",
+        &seen.fingerprint,
+    ]);
     let msg = refused.fails(1);
     assert!(msg.contains("input changed") && msg.contains("everywhere"), "{msg}");
     assert_eq!(j.get(&stale).await.unwrap().state, RecordState::AwaitingApproval);

@@ -615,13 +615,6 @@ async fn output_schema(console: &Console, tool: &str) -> Option<Value> {
     })
 }
 
-/// The escaped prefix of the runs the MCP server scopes to principal `name` (`<name>/`).
-fn run_scope(name: &str) -> String {
-    let mut s = name.replace('%', "%25").replace('/', "%2F");
-    s.push('/');
-    s
-}
-
 /// The role an approval or denial of `rec` needs, checked against `who`; four eyes included.
 fn may_decide(rec: &EffectRecord, who: &Identity, action: &str) -> Result<String, Refusal> {
     let Some(role) = rec.approval_role.clone() else {
@@ -638,8 +631,10 @@ fn may_decide(rec: &EffectRecord, who: &Identity, action: &str) -> Result<String
             "ask someone who holds the role",
         ));
     }
-    let own = std::iter::once(&who.name).chain(&who.principals);
-    if own.into_iter().any(|id| rec.run_id.starts_with(&run_scope(id))) {
+    // Four eyes: the operator's name, and the MCP principal ids the operator calls tools
+    // under (`Identity::principals`), against the run (or thread) the call was made in.
+    let mut own = std::iter::once(&who.name).chain(&who.principals);
+    if own.any(|id| rec.requested_by(id)) {
         return Err(Refusal(
             StatusCode::FORBIDDEN,
             format!(
@@ -885,11 +880,5 @@ mod tests {
             Some("https://a.example:443")
         );
         assert_eq!(normal_origin("https://a.example/path"), None);
-    }
-
-    #[test]
-    fn runs_are_scoped_to_a_principal_as_the_mcp_server_scopes_them() {
-        assert_eq!(run_scope("maria"), "maria/");
-        assert_eq!(run_scope("a/b%c"), "a%2Fb%25c/");
     }
 }

@@ -438,6 +438,7 @@ fn a_refusal_names_the_key_it_refused() {
             Op::Approve {
                 by: "erin".into(),
                 role: "finance".into(),
+                fingerprint: "f".into(),
             },
             NOW,
         ),
@@ -562,6 +563,7 @@ fn an_approval_without_its_own_ttl_is_valid_for_24_hours() {
         Op::Approve {
             by: "dana".into(),
             role: "ops".into(),
+            fingerprint: "f".into(),
         },
         NOW + 1,
     );
@@ -638,6 +640,7 @@ fn every_operation_a_person_performs_leaves_an_audit_entry_naming_them() {
         Op::Approve {
             by: "erin".into(),
             role: "ops".into(),
+            fingerprint: "f".into(),
         },
         NOW + 1,
     );
@@ -780,6 +783,7 @@ fn approved(fingerprint: &str) -> EffectRecord {
         Op::Approve {
             by: "erin".into(),
             role: "ops".into(),
+            fingerprint: fingerprint.into(),
         },
         NOW + 1,
     )
@@ -942,6 +946,7 @@ fn approvals_denials_shares_and_compensations_apply_only_to_the_state_they_are_f
     let approve = || Op::Approve {
         by: "erin".into(),
         role: "ops".into(),
+        fingerprint: "f".into(),
     };
     let deny = || Op::Deny {
         by: "erin".into(),
