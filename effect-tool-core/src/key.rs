@@ -292,10 +292,30 @@ mod tests {
         let alice = RunContext::new("alice/r1").with_principal("alice");
         let bob = RunContext::new("bob/r1").with_principal("bob");
         let own = |run: &RunContext| {
-            with_fingerprint(KeyRule::Default, Window::CrossRun, false, run, "t", &input, fingerprint(&input), None).key
+            with_fingerprint(
+                KeyRule::Default,
+                Window::CrossRun,
+                false,
+                run,
+                "t",
+                &input,
+                fingerprint(&input),
+                None,
+            )
+            .key
         };
         let shared = |run: &RunContext| {
-            with_fingerprint(KeyRule::Default, Window::CrossRun, true, run, "t", &input, fingerprint(&input), None).key
+            with_fingerprint(
+                KeyRule::Default,
+                Window::CrossRun,
+                true,
+                run,
+                "t",
+                &input,
+                fingerprint(&input),
+                None,
+            )
+            .key
         };
         assert_ne!(own(&alice), own(&bob));
         assert!(own(&alice).starts_with("principal:alice:t:"), "{}", own(&alice));
@@ -339,8 +359,16 @@ pub fn identify<T: crate::Tool>(tool: &T, run: &RunContext, args: &T::Args) -> R
     let custom = tool.key(args);
     let keyed = custom.is_some() || T::KEY_RULE != KeyRule::Default;
     let fingerprint = sha256_hex(canonical.as_bytes());
-    let CallKey { key, fingerprint } =
-        with_fingerprint(T::KEY_RULE, T::WINDOW, T::SHARED_KEYS, run, T::NAME, &input, fingerprint, custom);
+    let CallKey { key, fingerprint } = with_fingerprint(
+        T::KEY_RULE,
+        T::WINDOW,
+        T::SHARED_KEYS,
+        run,
+        T::NAME,
+        &input,
+        fingerprint,
+        custom,
+    );
     Ok(CallIdentity {
         key,
         fingerprint,

@@ -174,5 +174,8 @@ async fn two_principals_slow_calls_leave_a_place_for_a_third_principals_instant_
         stdout.contains("with A's and B's slow calls holding 6 places, C's instant call was served"),
         "{stdout}"
     );
-    assert!(stdout.contains("all 12 of A's and B's calls completed, none refused"), "{stdout}");
+    assert!(
+        stdout.contains("all 12 of A's and B's calls completed, none refused"),
+        "{stdout}"
+    );
 }

@@ -115,12 +115,20 @@ async fn a_sensitive_argument_reaches_no_log_at_trace_and_a_secret_comes_from_th
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}});
     let answer = exchange(&mut to, &mut from, init).await.unwrap();
     assert!(answer["result"]["serverInfo"].is_object(), "{answer}");
-    exchange(&mut to, &mut from, serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    exchange(
+        &mut to,
+        &mut from,
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
     let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
         "name": "charge", "arguments": {"order_id": "A-7", "card": CARD, "amount_cents": 500}}});
     let answer = exchange(&mut to, &mut from, call).await.unwrap();
     assert_eq!(answer["result"]["isError"], serde_json::json!(false), "{answer}");
-    assert_eq!(answer["result"]["content"][0]["text"], "charged 500 for A-7", "{answer}");
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "charged 500 for A-7",
+        "{answer}"
+    );
     drop((to, from));
     serving.await.unwrap().unwrap();
 

@@ -212,13 +212,17 @@ async fn rig_tools_that_take_a_secret_get_it_from_the_adapters_run_even_in_a_run
     let engine = Engine::new(MemoryStore::new());
     let toolkit = Toolkit::new().with(SendNote);
     let dispatcher = toolkit.dispatcher(engine.clone());
-    let refused = std::panic::catch_unwind(|| dynamic_tools(&dispatcher, RunContext::new("no-values")))
-        .err()
-        .and_then(|p| p.downcast::<String>().ok())
-        .expect("an adapter without the value is refused");
+    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        dynamic_tools(&dispatcher, RunContext::new("no-values"))
+    }))
+    .err()
+    .and_then(|p| p.downcast::<String>().ok())
+    .expect("an adapter without the value is refused");
     assert!(refused.contains("`send_note` takes a `RelayPassword`"), "{refused}");
     assert!(refused.contains("RunContext::with_value"), "{refused}");
-    let refused = std::panic::catch_unwind(|| RigTool::new(SendNote, engine.clone(), RunContext::new("no-values")));
+    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        RigTool::new(SendNote, engine.clone(), RunContext::new("no-values"))
+    }));
     assert!(refused.is_err());
 
     let run = RunContext::new("adapter-run").with_value(RelayPassword("relay-pw".into()));
