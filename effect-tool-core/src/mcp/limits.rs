@@ -210,7 +210,7 @@ impl Gates {
     fn admits(&self, places: &Places, running: usize) -> bool {
         let total = self.limits.total.max(1);
         let free = total.saturating_sub(places.running);
-        free > 0 && running < self.limits.per_principal.max(1) && (running == 0 || free - 1 >= self.limits.reserve())
+        free > 0 && running < self.limits.per_principal.max(1) && (running == 0 || free > self.limits.reserve())
     }
 
     /// A place for a call of `who` (`scope` names it in a "busy" answer): at once if the rules
