@@ -29,6 +29,7 @@
 //!   JWK Set file): accept OAuth access tokens (JWTs) of this issuer for this audience;
 //! - `EFFECT_TOOL_MCP_ORIGINS`: browser origins allowed, separated by commas (default:
 //!   loopback ones only);
+//! - `EFFECT_TOOL_CARD_KEY`: the card processor's API key `charge_card` takes from the run;
 //! - `EFFECT_TOOL_MCP_LOG`: write logs to this file, at TRACE for everything except rmcp,
 //!   which is kept at INFO (`trace,rmcp=info`): rmcp logs whole requests, tool arguments
 //!   included, at DEBUG and TRACE. `RUST_LOG` replaces that filter.
@@ -192,6 +193,48 @@ impl Desk {
     }
 }
 
+/// The card processor's API key: a value the application holds (from `EFFECT_TOOL_CARD_KEY`),
+/// which the server gives every call's run (`McpServer::with_run_values`); never sent by the
+/// client, never in a schema, a log or the journal.
+#[derive(Clone)]
+struct ProcessorKey(String);
+
+/// The card processor: takes a card number (sensitive: never journaled or logged) and the
+/// application's key.
+struct Cards {
+    ledger: Ledger,
+}
+
+#[tools]
+impl Cards {
+    /// Charge a customer's card for an order, once per order.
+    #[tool(effect = "idempotent", key(order_id), open_world = true)]
+    async fn charge_card(
+        &self,
+        /// The order to charge for.
+        order_id: String,
+        /// The card number.
+        #[sensitive]
+        card_number: String,
+        /// The amount, in cents.
+        amount_cents: u64,
+        #[secret] key: ProcessorKey,
+    ) -> Result<String, DeskError> {
+        let last4: String = card_number
+            .chars()
+            .rev()
+            .take(4)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        let keyed = if key.0.is_empty() { "no key" } else { "keyed" };
+        self.ledger
+            .append(&format!("charge {order_id} {amount_cents} card-ending-{last4} {keyed}"))?;
+        Ok(format!("charged {amount_cents} cents for {order_id}"))
+    }
+}
+
 /// `$var`, else `name` in the per-user data folder.
 fn env_path(var: &str, name: &str) -> Result<PathBuf, Box<dyn std::error::Error>> {
     if let Some(path) = std::env::var_os(var) {
@@ -275,10 +318,16 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         ledger.display()
     );
 
-    let toolkit = support_desk(ledger);
+    let cards = Arc::new(Cards {
+        ledger: Ledger(ledger.clone()),
+    });
+    let toolkit = support_desk(ledger).with(cards.charge_card_tool());
     let engine = Engine::new(SqliteStore::open(&db)?);
-    let mut server =
-        McpServer::new(toolkit, engine).with_server_info("effect-tool-support-desk", env!("CARGO_PKG_VERSION"));
+    let key = ProcessorKey(std::env::var("EFFECT_TOOL_CARD_KEY").unwrap_or_else(|_| "demo-processor-key".to_owned()));
+    let mut server = McpServer::new(toolkit, engine)
+        .with_server_info("effect-tool-support-desk", env!("CARGO_PKG_VERSION"))
+        // The processor's key, for `charge_card`'s `#[secret]` argument: the same for every caller.
+        .with_run_values(move |_principal, run| run.with_value(key.clone()));
     if let Ok(run_id) = std::env::var("EFFECT_TOOL_RUN_ID") {
         server = server.with_run_id(run_id);
     }

@@ -447,10 +447,30 @@ mod tests {
         let alice = RunContext::new("alice/r1").with_principal("alice");
         let bob = RunContext::new("bob/r1").with_principal("bob");
         let own = |run: &RunContext| {
-            with_fingerprint(KeyRule::Default, Window::CrossRun, false, run, "t", &input, fingerprint(&input), None).key
+            with_fingerprint(
+                KeyRule::Default,
+                Window::CrossRun,
+                false,
+                run,
+                "t",
+                &input,
+                fingerprint(&input),
+                None,
+            )
+            .key
         };
         let shared = |run: &RunContext| {
-            with_fingerprint(KeyRule::Default, Window::CrossRun, true, run, "t", &input, fingerprint(&input), None).key
+            with_fingerprint(
+                KeyRule::Default,
+                Window::CrossRun,
+                true,
+                run,
+                "t",
+                &input,
+                fingerprint(&input),
+                None,
+            )
+            .key
         };
         assert_ne!(own(&alice), own(&bob));
         assert!(own(&alice).starts_with("principal:alice:t:"), "{}", own(&alice));

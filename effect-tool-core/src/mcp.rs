@@ -139,8 +139,8 @@ pub use rmcp;
 mod limits;
 mod seal;
 pub use limits::McpLimits;
-use seal::Sealer;
 use limits::{Busy, Gate, Gates};
+use seal::Sealer;
 
 #[cfg(feature = "mcp-http")]
 mod auth;
@@ -636,7 +636,11 @@ impl McpServer {
         // The session's limit, then a place among the shared ones (fair among principals); both
         // are held until the call is done.
         let session = self.session.gate.enter("this session").await.map_err(busy)?;
-        let place = self.gates.enter(&caller.limit_key, caller.scope_name()).await.map_err(busy)?;
+        let place = self
+            .gates
+            .enter(&caller.limit_key, caller.scope_name())
+            .await
+            .map_err(busy)?;
         let result = self.dispatcher.call(&run, &call).await;
         drop((place, session));
         Ok(result)
@@ -660,7 +664,9 @@ impl<T: rmcp::transport::Transport<RoleServer>> rmcp::transport::Transport<RoleS
         self.inner.send(item)
     }
 
-    fn receive(&mut self) -> impl std::future::Future<Output = Option<rmcp::service::RxJsonRpcMessage<RoleServer>>> + Send {
+    fn receive(
+        &mut self,
+    ) -> impl std::future::Future<Output = Option<rmcp::service::RxJsonRpcMessage<RoleServer>>> + Send {
         let sealer = self.sealer.clone();
         let next = self.inner.receive();
         async move {

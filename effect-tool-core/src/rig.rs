@@ -266,7 +266,10 @@ impl<T: Tool> RigTool<T> {
     /// As [`RigTool::new`].
     pub fn shared(tool: Arc<T>, engine: Engine, run: RunContext) -> Self {
         if let Some(missing) = crate::tool::missing_value::<T>(&run) {
-            panic!("{}", missing_values_message(&[format!("`{}` takes a `{missing}`", T::NAME)]));
+            panic!(
+                "{}",
+                missing_values_message(&[format!("`{}` takes a `{missing}`", T::NAME)])
+            );
         }
         let toolkit = Toolkit::new().with_shared(tool);
         RigTool {

@@ -88,6 +88,11 @@ fn run_with_log(dir: &Path, log: &Path, probe: &str, filter: Option<&str>) -> St
         stdout.contains("sent an email whose arguments hold the probe value"),
         "{stdout}"
     );
+    // A tool with a `#[secret]` argument runs over MCP: the server gives the value.
+    assert!(
+        stdout.contains("charge_card ran with the server's key and a card number in its arguments"),
+        "{stdout}"
+    );
     format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr))
 }
 
@@ -114,13 +119,22 @@ fn with_the_examples_trace_log_on_no_tool_argument_reaches_any_log() {
     let ledger = std::fs::read_to_string(dir.path().join("ledger.txt")).unwrap();
     assert!(ledger.contains(&probe), "ledger:\n{ledger}");
 
-    // Without the filter, rmcp logs it: this test would see a leak.
+    // Without the filter, rmcp logs the arguments: the email's body is there ...
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("server.log");
-    run_with_log(dir.path(), &log, &probe, Some("trace"));
+    let output = run_with_log(dir.path(), &log, &probe, Some("trace"));
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(
         text.contains(&probe),
         "rmcp at TRACE no longer logs tool arguments: the filter may be unnecessary; log:\n{text}"
     );
+    // ... but never a `#[sensitive]` one: the card number is sealed before rmcp sees it.
+    let card = format!("4111{probe}");
+    assert!(text.contains("charge_card"), "{text}");
+    assert!(text.contains("effect-tool/sealed"), "{text}");
+    assert!(
+        !text.contains(&card),
+        "the card number reached the log at TRACE:\n{text}"
+    );
+    assert!(!output.contains(&card), "the card number reached the output:\n{output}");
 }

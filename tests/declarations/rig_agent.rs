@@ -186,3 +186,61 @@ async fn rig_dynamic_tools_take_the_run_from_the_tool_context() {
     assert!(engine.store().list(&default_run).await.unwrap().is_empty());
     assert_eq!(emails.load(Ordering::SeqCst), 0);
 }
+
+/// The mail relay's password, which the application holds.
+#[derive(Clone)]
+struct RelayPassword(String);
+
+/// The passwords the relay was given.
+static RELAY_LOGINS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Send a note through the relay.
+#[effect_tool::tool(effect = "irreversible", key(to))]
+async fn send_note(
+    /// Who to write to.
+    to: String,
+    #[secret] relay: RelayPassword,
+) -> Result<String, ToolError> {
+    RELAY_LOGINS.lock().unwrap().push(relay.0.clone());
+    Ok(format!("noted {to}"))
+}
+
+/// Issue 30.4: an adapter whose run lacks a value a tool takes is refused when it is built, and
+/// a run named per prompt (`EffectRun`) keeps the adapter run's values, which it used to drop.
+#[tokio::test]
+async fn rig_tools_that_take_a_secret_get_it_from_the_adapters_run_even_in_a_run_named_per_prompt() {
+    let engine = Engine::new(MemoryStore::new());
+    let toolkit = Toolkit::new().with(SendNote);
+    let dispatcher = toolkit.dispatcher(engine.clone());
+    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        dynamic_tools(&dispatcher, RunContext::new("no-values"))
+    }))
+    .err()
+    .and_then(|p| p.downcast::<String>().ok())
+    .expect("an adapter without the value is refused");
+    assert!(refused.contains("`send_note` takes a `RelayPassword`"), "{refused}");
+    assert!(refused.contains("RunContext::with_value"), "{refused}");
+    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        RigTool::new(SendNote, engine.clone(), RunContext::new("no-values"))
+    }));
+    assert!(refused.is_err());
+
+    let run = RunContext::new("adapter-run").with_value(RelayPassword("relay-pw".into()));
+    let model = MockCompletionModel::from_turns([
+        tool_call("n1", "send_note", json!({"to": "ann@example.com"})),
+        MockTurn::text("ok"),
+    ]);
+    let agent = AgentBuilder::new(model)
+        .dynamic_tools(dynamic_tools(&dispatcher, run))
+        .build();
+    let mut context = ToolContext::new();
+    context.insert(EffectRun::new("prompt-run")).unwrap();
+    let response = within(agent.prompt("note").tool_context(context).max_turns(4).run())
+        .await
+        .expect("the run succeeds");
+    assert!(format!("{:?}", response.messages).contains("noted ann@example.com"));
+    assert_eq!(*RELAY_LOGINS.lock().unwrap(), vec!["relay-pw".to_owned()]);
+    let records = engine.store().list(&Filter::all()).await.unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].run_id, "prompt-run");
+}

@@ -42,10 +42,9 @@ async def check_tools(session):
     `_meta` class each effect class implies."""
     listed = await session.list_tools()
     tools = {tool.name: tool for tool in listed.tools}
-    check(
-        set(tools) == {"lookup_order", "issue_refund", "hold_shipment", "email_customer"},
-        f"unexpected tools: {sorted(tools)}",
-    )
+    # The stdio example adds `charge_card` (a card number and the processor's key).
+    desk = {"lookup_order", "issue_refund", "hold_shipment", "email_customer"}
+    check(set(tools) in (desk, desk | {"charge_card"}), f"unexpected tools: {sorted(tools)}")
 
     expected = {
         # class: (readOnlyHint, destructiveHint, idempotentHint)

@@ -88,6 +88,14 @@ async def main():
                 check(not sent.is_error, f"probe email failed: {text_of(sent)}")
                 check(probe not in text_of(sent), "the tool's answer repeats the argument")
                 print("ok: sent an email whose arguments hold the probe value")
+                charged = await session.call_tool(
+                    "charge_card", {"order_id": "A-1001", "card_number": f"4111{probe}", "amount_cents": 1500}
+                )
+                check(not charged.is_error, f"charge_card failed: {text_of(charged)}")
+                check(text_of(charged) == "charged 1500 cents for A-1001", f"charge_card: {text_of(charged)}")
+                charges = ledger_lines("charge")
+                check(len(charges) == 1 and charges[0].endswith(" keyed"), f"charges: {charges}")
+                print("ok: charge_card ran with the server's key and a card number in its arguments")
     print(f"{checks.CHECKS} passed, 0 failed")
     return 0
 

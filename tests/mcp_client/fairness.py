@@ -8,6 +8,12 @@ wait, and exactly one is answered "busy" at once. While A's calls are still bloc
 A's calls that was not refused completes.
 
 Usage: python3 fairness.py <URL> <TOKEN_A> <TOKEN_B> <LIMIT> <QUEUE>
+       python3 fairness.py three <URL> <TOKEN_A> <TOKEN_B> <TOKEN_C> <SLOW_EACH> <HELD>
+The second form: clients A and B (two principals) each send SLOW_EACH slow calls at once, more
+than their share; client C (a third principal) waits until HELD of them hold a place (the tool
+`entered` counts them), then calls `instant`, which must be served, not refused and not held
+up, while every slow call is still blocked. Then C releases, and all of A's and B's calls
+complete (none was refused: they waited their turn).
 Exits 0 and prints "N passed, 0 failed" when every check holds; exits 1 on the first failure.
 """
 
@@ -23,7 +29,36 @@ from isolation import client
 HANG_GUARD_SECONDS = 120
 
 
+async def three(url, token_a, token_b, token_c, slow_each, held):
+    async with client(url, token_a) as a, client(url, token_b) as b, client(url, token_c) as c:
+        slow = [asyncio.create_task(x.call_tool("slow", {"n": i})) for x in (a, b) for i in range(slow_each)]
+        # Wait (on the server's own count, not on a clock) until the slow calls hold their places.
+        while True:
+            entered = await asyncio.wait_for(c.call_tool("entered", {}), HANG_GUARD_SECONDS)
+            check(not entered.is_error, f"C's `entered` call: {text_of(entered)}")
+            if int(text_of(entered)) >= held:
+                break
+            await asyncio.sleep(0)
+        check(int(text_of(entered)) == held, f"{text_of(entered)} slow calls hold a place, expected {held}")
+        fast = await asyncio.wait_for(c.call_tool("instant", {}), HANG_GUARD_SECONDS)
+        check(not fast.is_error and text_of(fast) == "instant", f"C's instant call: {meta_of(fast)} {text_of(fast)}")
+        check(all(not t.done() for t in slow), "a slow call finished (or was refused) before the release")
+        print(f"ok: with A's and B's slow calls holding {held} places, C's instant call was served")
+
+        released = await c.call_tool("release", {})
+        check(not released.is_error, f"release: {text_of(released)}")
+        rest = await asyncio.wait_for(asyncio.gather(*slow), HANG_GUARD_SECONDS)
+        for r in rest:
+            check(not r.is_error and text_of(r).startswith("slow "), f"a slow call: {meta_of(r)} {text_of(r)}")
+        print(f"ok: after the release, all {len(rest)} of A's and B's calls completed, none refused")
+    print(f"{checks.CHECKS} passed, 0 failed")
+    return 0
+
+
 async def main():
+    if len(sys.argv) == 8 and sys.argv[1] == "three":
+        url, token_a, token_b, token_c = sys.argv[2:6]
+        return await three(url, token_a, token_b, token_c, int(sys.argv[6]), int(sys.argv[7]))
     if len(sys.argv) != 6:
         print(__doc__, file=sys.stderr)
         return 2

@@ -210,9 +210,7 @@ impl Gates {
     fn admits(&self, places: &Places, running: usize) -> bool {
         let total = self.limits.total.max(1);
         let free = total.saturating_sub(places.running);
-        free > 0
-            && running < self.limits.per_principal.max(1)
-            && (running == 0 || free - 1 >= self.limits.reserve())
+        free > 0 && running < self.limits.per_principal.max(1) && (running == 0 || free > self.limits.reserve())
     }
 
     /// A place for a call of `who` (`scope` names it in a "busy" answer): at once if the rules
@@ -421,12 +419,17 @@ mod tests {
         let carol = gates.enter("carol", "your principal").await.unwrap();
         let dan = gates.enter("dan", "your principal").await.unwrap();
         assert_eq!(gates.lock().running, 8);
-        // A freed place goes to Bob (2 running), not Alice (4), though Alice waited first.
-        drop(carol);
+        // Places freed by Carol and Dan stay kept for principals that run none.
+        let mut b_waits = b_waits;
+        drop((carol, dan));
+        assert!(futures::poll!(b_waits.as_mut()).is_pending());
+        assert!(futures::poll!(a_waits.as_mut()).is_pending());
+        // A place freed by Alice goes to Bob (2 running), not Alice (3), though Alice waited first.
+        drop(held.remove(0));
         let bobs = b_waits.await.unwrap();
         assert!(futures::poll!(a_waits.as_mut()).is_pending());
-        assert_eq!((running("alice"), running("bob")), (4, 3));
-        drop((bobs, dan, held));
+        assert_eq!((running("alice"), running("bob")), (3, 3));
+        drop((bobs, held));
         let alices = a_waits.await.unwrap();
         drop(alices);
         assert_eq!(gates.lock().running, 0);

@@ -33,7 +33,9 @@ pub(crate) struct Sealer {
 
 impl std::fmt::Debug for Sealer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sealer").field("tools", &self.sensitive.keys()).finish_non_exhaustive()
+        f.debug_struct("Sealer")
+            .field("tools", &self.sensitive.keys())
+            .finish_non_exhaustive()
     }
 }
 
@@ -150,7 +152,9 @@ impl Sealer {
         match message {
             Value::Array(batch) => batch.iter_mut().fold(false, |sealed, m| self.seal_json(m) | sealed),
             Value::Object(m) if m.get("method").and_then(Value::as_str) == Some("tools/call") => {
-                let Some(Value::Object(params)) = m.get_mut("params") else { return false };
+                let Some(Value::Object(params)) = m.get_mut("params") else {
+                    return false;
+                };
                 let Some(tool) = params.get("name").and_then(Value::as_str).map(str::to_owned) else {
                     return false;
                 };
@@ -211,7 +215,10 @@ mod tests {
         assert!(s.seal_json(&mut body));
         let text = body.to_string();
         assert!(!text.contains("4111111111111111"), "{text}");
-        assert!(text.contains("4000000000000002"), "a tool without sensitive arguments is left alone");
+        assert!(
+            text.contains("4000000000000002"),
+            "a tool without sensitive arguments is left alone"
+        );
         let mut args = body[0]["params"]["arguments"].as_object().unwrap().clone();
         assert_eq!(args["amount"], json!(5));
         s.unseal_arguments("pay", &mut args);
@@ -228,8 +235,14 @@ mod tests {
         s.unseal_arguments("pay", &mut args);
         assert_eq!(args["card"], forged);
         // Sealed under another key, it does not open here either.
-        let other = Sealer { key: [8; 32], ..sealer() };
-        let mut args = json!({"card": other.seal_value(&json!("4111111111111111"))}).as_object().unwrap().clone();
+        let other = Sealer {
+            key: [8; 32],
+            ..sealer()
+        };
+        let mut args = json!({"card": other.seal_value(&json!("4111111111111111"))})
+            .as_object()
+            .unwrap()
+            .clone();
         s.unseal_arguments("pay", &mut args);
         assert!(!Value::Object(args).to_string().contains("4111111111111111"));
     }
