@@ -22,5 +22,6 @@ mod engine_people;
 mod engine_races;
 mod keys_big_integers;
 mod markers_forged;
+mod markers_opaque;
 mod people_notify;
 mod testing_kit;
