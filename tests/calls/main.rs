@@ -25,3 +25,4 @@ mod markers_forged;
 mod markers_opaque;
 mod people_notify;
 mod testing_kit;
+mod webhook_hardening;
