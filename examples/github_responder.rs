@@ -202,8 +202,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     for c in &issue.comments {
         println!("--- {}\n{}\n---", c.author, c.body);
-        if let Some(key) = marker::parse_marker(&c.body) {
-            println!("(the hidden marker carries the effect key `{key}`)");
+        if let Some(id) = marker::parse_marker(&c.body) {
+            println!(
+                "(the hidden marker carries the id `{id}`, not the key: `effect-tool show --marker {id}` finds the record)"
+            );
         }
     }
     assert_eq!(issue.comments.len(), 1, "the comment was posted once");

@@ -54,7 +54,13 @@ pub enum Command {
     /// Show one record and its audit trail, with what a person can do next.
     Show {
         /// The effect key.
-        key: String,
+        #[arg(required_unless_present = "marker")]
+        key: Option<String>,
+        /// Find the record by a marker found in content a tool created (an email, a comment):
+        /// the whole `<!-- effect-tool:marker=... -->`, or its 32-digit id. The journal
+        /// computes each key's id under its marker secret until one matches (a scan).
+        #[arg(long, value_name = "MARKER", conflicts_with = "key")]
+        marker: Option<String>,
     },
     /// Record a person's verdict on an effect in doubt: it happened (with its output) or not.
     ///

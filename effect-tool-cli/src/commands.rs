@@ -64,7 +64,14 @@ where
             let store = open().await?;
             match command {
                 Command::List(args) => list(&*store, args, json, io).await,
-                Command::Show { key } => show(&*store, &key, json, io).await,
+                Command::Show { key, marker } => {
+                    let key = match (key, marker) {
+                        (_, Some(marker)) => marker_key(&*store, &marker).await?,
+                        (Some(key), None) => key,
+                        (None, None) => return Err(CliError::Usage("give the effect key, or --marker".into())),
+                    };
+                    show(&*store, &key, json, io).await
+                }
                 Command::Resolve(args) => resolve(&*store, args, json, io).await,
                 Command::Approve {
                     key,
@@ -393,6 +400,18 @@ fn skipped_note(listing: &Listing) -> Option<String> {
 
 // ---------------------------------------------------------------------------------------------
 // show
+
+/// The key of the record `marker` (a marker, or its id) belongs to, in this journal.
+async fn marker_key(store: &dyn Store, marker: &str) -> Result<String, CliError> {
+    let secret = store.marker_secret().await?;
+    let rec = effect_tool_core::marker::find_record(store, marker, secret.as_ref()).await?;
+    rec.map(|rec| rec.key).ok_or_else(|| {
+        CliError::NotFound(format!(
+            "no record of this journal carries the marker `{}`: it may have been dropped by `gc`, belong to another journal, or have been written under a secret the application brings itself (`Engine::with_marker_secret`): look it up in the application with `marker::find_record` and that secret",
+            crate::output::clean(marker.trim())
+        ))
+    })
+}
 
 async fn show(store: &dyn Store, key: &str, json: bool, io: &mut Io<'_>) -> Result<(), CliError> {
     let rec = store.get(key).await?.ok_or_else(|| not_found(key))?;

@@ -406,13 +406,15 @@ impl EffectCtx {
         self.run.cancellation()
     }
 
-    /// A hidden HTML comment carrying this call's effect key, to embed in what the tool creates
-    /// (a comment, a PR description) so that `recover` can find it with
-    /// [`EffectCtx::contains_marker`].
+    /// A hidden HTML comment carrying an opaque id of this call's effect key (never the key:
+    /// see [`marker`]), to embed in what the tool creates (a comment, a PR description, an
+    /// email) so that `recover` can find it with [`EffectCtx::contains_marker`], and an
+    /// operator with `effect-tool show --marker`.
     ///
-    /// Signed with the journal's marker secret ([`marker::signed_marker`]), so that nobody
-    /// without the secret can plant it; a plain [`marker::marker`] when there is no secret (a
-    /// detached context, or a store that keeps none: see [`crate::Store::marker_secret`]).
+    /// The id is a MAC of the key under the journal's marker secret ([`marker::signed_marker`]),
+    /// so that nobody without the secret can plant it; a plain [`marker::marker`] when there is
+    /// no secret (a detached context, or a store that keeps none: see
+    /// [`crate::Store::marker_secret`]).
     pub fn marker(&self) -> String {
         let key = self.marker_key();
         match &self.marker_secret {

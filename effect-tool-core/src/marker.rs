@@ -1,52 +1,83 @@
-//! Markers: a hidden HTML comment carrying an effect key, embedded in what a tool creates (a
-//! comment body, a PR description) so that its `recover` hook can find it later.
-//!
-//! The key is percent-encoded so that no key can end the comment early (`-->`, `--!>`) or
-//! break the surrounding markup: every byte outside `A-Z a-z 0-9 : _ . / @ + = ,` is written as
-//! `%XX`, `-` included.
-//!
-//! # Signed markers
-//!
-//! A key can be computed from public data (the run id that any posted marker shows, the tool
-//! name, the hash of the arguments), so anyone who can post where `recover` looks could plant
-//! a plain marker first, and the agent's own effect would then be suppressed. So a marker
-//! written by [`EffectCtx::marker`](crate::EffectCtx::marker) carries a MAC:
+//! Markers: a hidden HTML comment carrying an opaque identifier of an effect key, embedded in
+//! what a tool creates (a comment body, a PR description, an email) so that its `recover` hook
+//! can find it later, and an operator who meets it can find the record.
 //!
 //! ```text
-//! <!-- effect-tool:effect=<encoded key> mac=<64 hex digits> -->
+//! <!-- effect-tool:marker=<32 hex digits> -->
 //! ```
 //!
-//! The MAC is HMAC-SHA256 of the key under the journal's [`MarkerSecret`]
+//! # The identifier, not the key
+//!
+//! What a tool creates is often read by customers: a marker must not show the key (a run id,
+//! a recipient, a subject). So it carries the **marker id**: the first 16 bytes (32 hex digits)
+//! of HMAC-SHA256 of the key under the journal's [`MarkerSecret`]
 //! ([`Store::marker_secret`](crate::Store::marker_secret): 32 random bytes every built-in store
 //! creates once and keeps, so every process on the journal shares it and it survives restarts;
 //! or the application's own, [`Engine::with_marker_secret`](crate::Engine::with_marker_secret)).
-//! [`EffectCtx::contains_marker`](crate::EffectCtx::contains_marker) and [`contains_marker`]
-//! accept only a marker whose MAC verifies: a planted plain marker, or one with a wrong MAC,
-//! does not count.
+//! A reader learns nothing of the key from it, and cannot confirm a guess of the key.
 //!
-//! **What a verified marker proves:** the text was written by someone holding the journal's
-//! secret (this application, normally through `ctx.marker()`), for exactly this key. **What it
-//! does not prove:** who posted the text (the marker can be copied from the agent's own post
-//! into another one: a `recover` hook should also check the author, e.g. that the comment was
-//! made by the agent's account), nor that the effect completed (only that text carrying the
-//! marker exists).
+//! - **`recover`** computes the same id from its context's key and looks for it:
+//!   [`EffectCtx::marker`](crate::EffectCtx::marker) writes it,
+//!   [`EffectCtx::contains_marker`](crate::EffectCtx::contains_marker) finds it.
+//! - **An operator** who finds a marker (in an email, a ticket) gives it, or just its id, to
+//!   `effect-tool show --marker <id>`, or [`find_record`] in code: the journal computes the id
+//!   of each of its keys under its secret until one matches (a scan, see [`find_record`]).
 //!
-//! [`parse_marker`] and [`parse_markers`] read both forms and return the key; they verify
-//! nothing.
+//! # Forgery
+//!
+//! A key can be computed from public data (a run id, the tool name, the hash of the
+//! arguments), so anyone who can post where `recover` looks could try to plant a marker first,
+//! and the agent's own effect would then be suppressed. Without the secret nobody can compute
+//! the id of a key, so [`contains_marker`] accepts only a marker written by someone holding
+//! the secret (this application, normally through `ctx.marker()`), for exactly this key.
+//! **What it does not prove:** who posted the text (the marker can be copied from the agent's
+//! own post into another one: a `recover` hook should also check the author, e.g. that the
+//! comment was made by the agent's account), nor that the effect completed (only that text
+//! carrying the marker exists). 128 bits of a MAC leave a forger nothing to guess.
+//!
+//! # Without a secret
+//!
+//! A detached context, or a store that keeps no secret (the [`Store::marker_secret`]
+//! default) and an engine given none, writes a *plain* marker ([`marker`]): the id is the first
+//! 16 bytes of SHA-256 of the key, in the same form. It still shows no key to a casual reader,
+//! but whoever can guess the key can confirm the guess, and anyone can write it:
+//! [`contains_marker`] never accepts it, [`contains_plain_marker`] does. [`find_record`]
+//! finds its record without a secret.
+//!
+//! # Markers written before the identifier
+//!
+//! Earlier releases wrote the key itself, percent-encoded, with a MAC:
+//! `<!-- effect-tool:effect=<encoded key> mac=<64 hex> -->` ([`legacy_marker`]). They are still
+//! read, so that a call in doubt across the upgrade still reconciles: [`contains_marker`]
+//! accepts such a marker when its MAC verifies, [`parse_markers`] returns the key it spells,
+//! and [`find_record`] looks that key up. Nothing writes them any more.
 
 use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
+
+use crate::error::StoreError;
+use crate::record::EffectRecord;
+use crate::store::{Filter, Store};
 
 /// The text every marker starts with.
-pub const MARKER_PREFIX: &str = "<!-- effect-tool:effect=";
+pub const MARKER_PREFIX: &str = "<!-- effect-tool:marker=";
 /// The text every marker ends with.
 pub const MARKER_SUFFIX: &str = " -->";
-/// What separates the encoded key from the MAC in a signed marker.
+/// How many hex digits a marker id has (16 bytes).
+pub const MARKER_ID_LEN: usize = 32;
+/// What markers written before the identifier start with (see the module docs).
+const LEGACY_PREFIX: &str = "<!-- effect-tool:effect=";
+/// What separates the encoded key from the MAC in a legacy signed marker.
 const MAC_SEPARATOR: &str = " mac=";
-/// What the MAC covers before the key, so that it means "a marker" and nothing else.
+/// What a legacy marker's MAC covers before the key, so that it means "a marker" and nothing else.
 const MAC_CONTEXT: &[u8] = b"effect-tool marker v1\n";
+/// What a marker id covers before the key: another context than the legacy MAC's, so that no
+/// id is a prefix of a MAC ever written beside its key.
+const ID_CONTEXT: &[u8] = b"effect-tool marker id v2\n";
+/// How many records [`find_record`] reads at a time.
+const FIND_PAGE: usize = 500;
 
-/// The secret markers are signed with: 32 bytes, random unless the application brings its own.
+/// The secret marker ids are computed with: 32 bytes, random unless the application brings its own.
 ///
 /// Its `Debug` shows nothing of it.
 #[derive(Clone, PartialEq, Eq)]
@@ -95,10 +126,16 @@ impl MarkerSecret {
         Some(MarkerSecret(bytes))
     }
 
+    /// The legacy MAC of `key` (markers written before the identifier).
     fn mac(&self, key: &str) -> Hmac<Sha256> {
+        self.hmac(MAC_CONTEXT, key)
+    }
+
+    /// HMAC-SHA256 under the secret of `context` followed by `key`.
+    fn hmac(&self, context: &[u8], key: &str) -> Hmac<Sha256> {
         // HMAC takes a key of any length: this cannot fail.
         let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0).unwrap_or_else(|_| unreachable!());
-        mac.update(MAC_CONTEXT);
+        mac.update(context);
         mac.update(key.as_bytes());
         mac
     }
@@ -114,69 +151,110 @@ fn hex(bytes: &[u8]) -> String {
     out
 }
 
-/// The plain (unsigned) marker for `key`: `<!-- effect-tool:effect=<encoded key> -->`.
+/// The marker id of `key` under `secret`: 32 hex digits, the first 16 bytes of HMAC-SHA256
+/// (see the module docs).
+pub fn marker_id(key: &str, secret: &MarkerSecret) -> String {
+    hex(&secret.hmac(ID_CONTEXT, key).finalize().into_bytes()[..MARKER_ID_LEN / 2])
+}
+
+/// The plain marker id of `key`, for a journal without a secret: the first 16 bytes of
+/// SHA-256 (see the module docs: anyone can compute it).
+pub fn plain_marker_id(key: &str) -> String {
+    let mut digest = Sha256::new();
+    digest.update(ID_CONTEXT);
+    digest.update(key.as_bytes());
+    hex(&digest.finalize()[..MARKER_ID_LEN / 2])
+}
+
+/// The marker of an id: `<!-- effect-tool:marker=<id> -->`.
+fn marker_of(id: &str) -> String {
+    format!("{MARKER_PREFIX}{id}{MARKER_SUFFIX}")
+}
+
+/// The plain marker of `key`, for a journal without a secret: its id is [`plain_marker_id`].
 ///
 /// Anyone can write it: [`contains_marker`] does not accept it. Use
 /// [`EffectCtx::marker`](crate::EffectCtx::marker) (or [`signed_marker`]) in what a tool
 /// creates; this form is what a journal without a secret gets.
 ///
 /// ```
-/// use effect_tool_core::marker::{marker, parse_marker};
+/// use effect_tool_core::marker::{marker, parse_marker, plain_marker_id};
 /// let m = marker("run-1:post_comment:ab12");
-/// assert_eq!(m, "<!-- effect-tool:effect=run%2D1:post_comment:ab12 -->");
-/// assert_eq!(parse_marker(&format!("Thanks!\n\n{m}")).as_deref(), Some("run-1:post_comment:ab12"));
+/// assert!(m.starts_with("<!-- effect-tool:marker=") && !m.contains("run"));
+/// assert_eq!(parse_marker(&format!("Thanks!\n\n{m}")), Some(plain_marker_id("run-1:post_comment:ab12")));
 /// ```
 pub fn marker(key: &str) -> String {
-    let mut out = String::with_capacity(MARKER_PREFIX.len() + key.len() + MARKER_SUFFIX.len() + 8);
-    out.push_str(MARKER_PREFIX);
-    encode_into(&mut out, key);
-    out.push_str(MARKER_SUFFIX);
-    out
+    marker_of(&plain_marker_id(key))
 }
 
-/// The signed marker for `key`: `<!-- effect-tool:effect=<encoded key> mac=<hex> -->`, the MAC
-/// being HMAC-SHA256 of the key under `secret` (see the module docs).
+/// The marker of `key` under `secret`: `<!-- effect-tool:marker=<id> -->`, the id being
+/// [`marker_id`] (see the module docs). It shows nothing of the key.
 ///
 /// ```
-/// use effect_tool_core::marker::{MarkerSecret, contains_marker, marker, parse_marker, signed_marker};
+/// use effect_tool_core::marker::{MarkerSecret, contains_marker, marker, marker_id, parse_marker, signed_marker};
 /// let secret = MarkerSecret::from_bytes([7; 32]);
-/// let m = signed_marker("run-1:post_comment:ab12", &secret);
-/// assert!(m.starts_with("<!-- effect-tool:effect=run%2D1:post_comment:ab12 mac="));
-/// assert_eq!(parse_marker(&m).as_deref(), Some("run-1:post_comment:ab12"));
-/// assert!(contains_marker(&m, "run-1:post_comment:ab12", &secret));
-/// // A plain marker of the same key, planted by someone without the secret, does not count.
-/// assert!(!contains_marker(&marker("run-1:post_comment:ab12"), "run-1:post_comment:ab12", &secret));
+/// let key = "conv-1:email:T-77:ann@example.com:Your refund";
+/// let m = signed_marker(key, &secret);
+/// assert_eq!(m, format!("<!-- effect-tool:marker={} -->", marker_id(key, &secret)));
+/// assert!(!m.contains("ann") && !m.contains("conv"));
+/// assert_eq!(parse_marker(&m), Some(marker_id(key, &secret)));
+/// assert!(contains_marker(&m, key, &secret));
+/// // The plain marker of the same key, planted by someone without the secret, does not count.
+/// assert!(!contains_marker(&marker(key), key, &secret));
 /// ```
 pub fn signed_marker(key: &str, secret: &MarkerSecret) -> String {
-    let tag = secret.mac(key).finalize().into_bytes();
-    let mut out = String::with_capacity(MARKER_PREFIX.len() + key.len() + MARKER_SUFFIX.len() + 80);
-    out.push_str(MARKER_PREFIX);
+    marker_of(&marker_id(key, secret))
+}
+
+/// A marker as earlier releases wrote it, key in clear text: signed with `secret`, or plain
+/// without one. Still read ([`contains_marker`], [`find_record`]); never embed it in new
+/// content: it shows the key. For tests of journals and content written before the upgrade.
+pub fn legacy_marker(key: &str, secret: Option<&MarkerSecret>) -> String {
+    let mut out = String::with_capacity(LEGACY_PREFIX.len() + key.len() + MARKER_SUFFIX.len() + 80);
+    out.push_str(LEGACY_PREFIX);
     encode_into(&mut out, key);
-    out.push_str(MAC_SEPARATOR);
-    out.push_str(&hex(&tag));
+    if let Some(secret) = secret {
+        out.push_str(MAC_SEPARATOR);
+        out.push_str(&hex(&secret.mac(key).finalize().into_bytes()));
+    }
     out.push_str(MARKER_SUFFIX);
     out
 }
 
-/// The key of the first well-formed marker in `text` (plain or signed), if any. Verifies
-/// nothing: see [`contains_marker`].
+/// What the first well-formed marker in `text` carries, if any: see [`parse_markers`].
+/// Verifies nothing: see [`contains_marker`].
 pub fn parse_marker(text: &str) -> Option<String> {
     parse_markers(text).into_iter().next()
 }
 
-/// The keys of every well-formed marker in `text` (plain or signed), in order. Verifies
-/// nothing: see [`contains_marker`].
+/// What every well-formed marker in `text` carries, in order: its id (32 hex digits), or for a
+/// marker written before the identifier, the key it spells. Each is what [`find_record`] and
+/// `effect-tool show --marker` take. Verifies nothing: see [`contains_marker`].
 pub fn parse_markers(text: &str) -> Vec<String> {
-    markers(text).map(|(key, _)| key).collect()
+    let mut found: Vec<(usize, String)> = ids(text).collect();
+    found.extend(legacy_markers(text).map(|(at, key, _)| (at, key)));
+    found.sort_by_key(|(at, _)| *at);
+    found.into_iter().map(|(_, item)| item).collect()
 }
 
-/// Every well-formed marker in `text`: its key, and its MAC's hex digits if it is signed.
-fn markers(text: &str) -> impl Iterator<Item = (String, Option<&str>)> {
+/// Every well-formed current marker in `text`: where it starts, and its id.
+fn ids(text: &str) -> impl Iterator<Item = (usize, String)> + '_ {
+    text.match_indices(MARKER_PREFIX).filter_map(move |(at, _)| {
+        let rest = &text[at + MARKER_PREFIX.len()..];
+        let id = rest.get(..MARKER_ID_LEN)?;
+        (id.bytes().all(|b| b.is_ascii_hexdigit()) && rest[MARKER_ID_LEN..].starts_with(MARKER_SUFFIX))
+            .then(|| (at, id.to_ascii_lowercase()))
+    })
+}
+
+/// Every well-formed legacy marker in `text`: where its key starts, its key, and its MAC's hex
+/// digits if it is signed.
+fn legacy_markers(text: &str) -> impl Iterator<Item = (usize, String, Option<&str>)> {
     let mut rest = text;
     std::iter::from_fn(move || {
         loop {
-            let start = rest.find(MARKER_PREFIX)?;
-            let after = &rest[start + MARKER_PREFIX.len()..];
+            let start = rest.find(LEGACY_PREFIX)?;
+            let after = &rest[start + LEGACY_PREFIX.len()..];
             let end = after.find(MARKER_SUFFIX)?;
             rest = &after[end + MARKER_SUFFIX.len()..];
             // An encoded key holds no `<`: of the prefixes before this suffix, only the last can
@@ -184,8 +262,8 @@ fn markers(text: &str) -> impl Iterator<Item = (String, Option<&str>)> {
             // a marker (quoted text, say) hide it.
             let inner = &after[..end];
             let inner = inner
-                .rfind(MARKER_PREFIX)
-                .map_or(inner, |i| &inner[i + MARKER_PREFIX.len()..]);
+                .rfind(LEGACY_PREFIX)
+                .map_or(inner, |i| &inner[i + LEGACY_PREFIX.len()..]);
             let (encoded, mac) = match inner.split_once(MAC_SEPARATOR) {
                 Some((encoded, mac)) => (encoded, Some(mac)),
                 None => (inner, None),
@@ -194,27 +272,79 @@ fn markers(text: &str) -> impl Iterator<Item = (String, Option<&str>)> {
                 continue;
             }
             if let Some(key) = decode(encoded) {
-                return Some((key, mac));
+                let at = inner.as_ptr() as usize - text.as_ptr() as usize;
+                return Some((at, key, mac));
             }
         }
     })
 }
 
-/// Whether `text` contains a marker of `key` signed with `secret` (see the module docs for
-/// what that proves). Plain markers and markers with a wrong MAC do not count.
+/// Whether `text` contains a marker of `key` written with `secret` (see the module docs for
+/// what that proves): its id is [`marker_id`], or it is a legacy marker of `key` whose MAC
+/// verifies. Plain markers, and markers of other keys or secrets, do not count.
 pub fn contains_marker(text: &str, key: &str, secret: &MarkerSecret) -> bool {
-    markers(text).any(|(found, mac)| {
-        found == key
-            && mac
-                .and_then(unhex)
-                .is_some_and(|tag| secret.mac(key).verify_slice(&tag).is_ok())
-    })
+    let id = marker_id(key, secret);
+    ids(text).any(|(_, found)| found == id)
+        || legacy_markers(text).any(|(_, found, mac)| {
+            found == key
+                && mac
+                    .and_then(unhex)
+                    .is_some_and(|tag| secret.mac(key).verify_slice(&tag).is_ok())
+        })
 }
 
-/// Whether `text` contains the plain marker of `key`: what a journal without a secret can
-/// check. Anyone can write one; prefer [`contains_marker`].
+/// Whether `text` contains the plain marker of `key` (or a legacy plain one): what a journal
+/// without a secret can check. Anyone can write one; prefer [`contains_marker`].
 pub fn contains_plain_marker(text: &str, key: &str) -> bool {
-    text.contains(&marker(key))
+    let id = plain_marker_id(key);
+    ids(text).any(|(_, found)| found == id) || text.contains(&legacy_marker(key, None))
+}
+
+/// The record a marker belongs to, in `store`.
+///
+/// `marker` is a whole marker (`<!-- effect-tool:marker=... -->`, or text that holds one: the
+/// first is used), its id alone (32 hex digits), or what a legacy marker carries (the key).
+/// `secret` is the secret the markers were written with: the engine's
+/// ([`Engine::marker_secret`](crate::Engine::marker_secret)), which is the journal's
+/// ([`Store::marker_secret`]) unless the application brought its own. Plain markers (written
+/// without a secret) are found with or without one.
+///
+/// **A scan:** the journal keeps no index of marker ids (so its format is unchanged, and
+/// markers written by any process on it, before or after an upgrade, are found): every key is
+/// read, a page at a time, and its id computed until one matches. That costs one HMAC per
+/// record (microseconds) and reading the journal once: fine for a person's lookup, not for a
+/// hot path. A record dropped by `gc`, or one whose marker was written under another secret,
+/// is not found: `None`.
+pub async fn find_record(
+    store: &dyn Store,
+    marker: &str,
+    secret: Option<&MarkerSecret>,
+) -> Result<Option<EffectRecord>, StoreError> {
+    let wanted = parse_marker(marker).unwrap_or_else(|| marker.trim().to_owned());
+    let is_id = wanted.len() == MARKER_ID_LEN && wanted.bytes().all(|b| b.is_ascii_hexdigit());
+    if !is_id {
+        // A legacy marker's key (or a key given as it is).
+        return store.get(&wanted).await;
+    }
+    let wanted = wanted.to_ascii_lowercase();
+    let mut filter = Filter {
+        limit: Some(FIND_PAGE),
+        ..Filter::all()
+    };
+    loop {
+        let page = store.list(&filter).await?;
+        for rec in &page {
+            let keyed = secret.is_some_and(|s| marker_id(&rec.key, s) == wanted);
+            if keyed || plain_marker_id(&rec.key) == wanted {
+                return Ok(Some(rec.clone()));
+            }
+        }
+        match page.last() {
+            Some(last) if page.len() == FIND_PAGE => filter = filter.next_page(last),
+            // A key that only looks like an id (32 hex digits) is still looked up as a key.
+            _ => return store.get(&wanted).await,
+        }
+    }
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {
@@ -274,63 +404,69 @@ mod tests {
     }
 
     #[test]
-    fn hostile_keys_cannot_end_the_comment() {
-        for key in [
-            "-->",
-            "--!>",
-            "a -->b",
-            "<!-- x -->",
-            "%41",
-            "ünï 😀",
-            "",
-            " -- ",
-            " mac=00",
-        ] {
-            for m in [marker(key), signed_marker(key, &secret())] {
-                let inner = &m[MARKER_PREFIX.len()..m.len() - MARKER_SUFFIX.len()];
-                assert!(
-                    !inner.contains("--") && !inner.contains('>') && !inner.contains('<'),
-                    "{m}"
-                );
-                assert_eq!(parse_marker(&m).as_deref(), Some(key));
+    fn a_marker_shows_nothing_of_its_key() {
+        let key = "conv-1:email:T-77:ann@example.com:Your refund";
+        for m in [marker(key), signed_marker(key, &secret())] {
+            let inner = &m[MARKER_PREFIX.len()..m.len() - MARKER_SUFFIX.len()];
+            assert_eq!(inner.len(), MARKER_ID_LEN, "{m}");
+            assert!(inner.bytes().all(|b| b.is_ascii_hexdigit()), "{m}");
+            for part in ["conv", "ann", "example", "refund", "T%2D77", "email"] {
+                assert!(!m.contains(part), "{m} shows {part}");
             }
-            assert!(contains_marker(&signed_marker(key, &secret()), key, &secret()));
+        }
+        // Hostile keys change nothing: the marker is the id.
+        for key in ["-->", "--!>", "<!-- x -->", "", " mac=00", "ünï 😀"] {
+            let m = signed_marker(key, &secret());
+            assert!(!m[4..m.len() - 3].contains("--") && !m.contains("<!-- x"), "{m}");
+            assert!(contains_marker(&m, key, &secret()));
+            assert_eq!(parse_marker(&m), Some(marker_id(key, &secret())));
         }
     }
 
     #[test]
-    fn finds_all_and_skips_malformed() {
+    fn finds_all_in_order_and_skips_malformed() {
         let s = secret();
         let text = format!(
-            "{} junk <!-- effect-tool:effect=%ZZ --> {} <!-- effect-tool:effect=c mac=zz -->",
+            "{} junk <!-- effect-tool:marker=zz --> {} {MARKER_PREFIX}{} -->x {} {}",
             marker("a"),
-            signed_marker("b", &s)
+            signed_marker("b", &s),
+            "0".repeat(31),
+            legacy_marker("c", Some(&s)),
+            legacy_marker("d", None),
         );
-        assert_eq!(parse_markers(&text), vec!["a".to_owned(), "b".to_owned()]);
+        assert_eq!(
+            parse_markers(&text),
+            vec![plain_marker_id("a"), marker_id("b", &s), "c".to_owned(), "d".to_owned()]
+        );
         assert!(contains_marker(&text, "b", &s));
-        assert!(!contains_marker(&text, "c", &s));
+        assert!(contains_marker(&text, "c", &s), "a verified legacy marker still counts");
+        assert!(!contains_marker(&text, "a", &s));
+        assert!(!contains_marker(&text, "d", &s));
         assert!(contains_plain_marker(&text, "a"));
+        assert!(contains_plain_marker(&text, "d"));
         assert!(!contains_plain_marker(&text, "b"));
+        // An id in upper case is the same id.
+        let upper = signed_marker("b", &s)
+            .to_ascii_uppercase()
+            .replace("EFFECT-TOOL:MARKER=", "effect-tool:marker=");
+        assert!(contains_marker(&upper, "b", &s), "{upper}");
     }
 
     #[test]
-    fn the_decode_guard_refuses_every_byte_that_is_not_plain_or_an_escape() {
-        // Raw bytes the encoder would have escaped: a marker carrying them was not written by
-        // `marker`, and is not read as one.
+    fn the_legacy_decode_guard_refuses_every_byte_that_is_not_plain_or_an_escape() {
         for raw in [
             "a-b", "a b", "a<b", "ü", "a\u{0}b", "a%", "a%4", "a%G1", "-", "a>b", "a\"b", "%C3",
         ] {
-            let text = format!("{MARKER_PREFIX}{raw}{MARKER_SUFFIX}");
+            let text = format!("{LEGACY_PREFIX}{raw}{MARKER_SUFFIX}");
             assert_eq!(parse_marker(&text), None, "{raw:?}");
         }
-        // Escapes decode, upper or lower case; plain bytes pass as they are.
-        let text = format!("{MARKER_PREFIX}a%2db%2Dc:_./@+=,Z9{MARKER_SUFFIX}");
+        let text = format!("{LEGACY_PREFIX}a%2db%2Dc:_./@+=,Z9{MARKER_SUFFIX}");
         assert_eq!(parse_marker(&text).as_deref(), Some("a-b-c:_./@+=,Z9"));
-        // A marker that is not the first one still counts.
-        let text = format!("{MARKER_PREFIX}a b{MARKER_SUFFIX}{MARKER_PREFIX}ok{MARKER_SUFFIX}");
-        assert_eq!(parse_markers(&text), vec!["ok".to_owned()]);
-        // No suffix: nothing.
-        assert_eq!(parse_marker(&format!("{MARKER_PREFIX}ok")), None);
+        for key in ["-->", "--!>", "a -->b", "%41", "ünï 😀", "", " mac=00"] {
+            let m = legacy_marker(key, Some(&secret()));
+            assert_eq!(parse_marker(&m).as_deref(), Some(key));
+            assert!(contains_marker(&m, key, &secret()));
+        }
     }
 
     #[test]
@@ -341,21 +477,17 @@ mod tests {
         assert!(contains_marker(&good, key, &s));
         // Plain: anyone can write it.
         assert!(!contains_marker(&marker(key), key, &s));
-        // Another secret's MAC.
-        assert!(!contains_marker(
-            &signed_marker(key, &MarkerSecret::from_bytes([1; 32])),
-            key,
-            &s
-        ));
-        // Another key's MAC moved onto this key.
-        let other = signed_marker("run-1:post_comment:ab13", &s);
-        let mac = &other[other.find(" mac=").unwrap()..];
-        let moved = format!(
-            "{MARKER_PREFIX}{}{mac}",
-            &good[MARKER_PREFIX.len()..good.find(" mac=").unwrap()]
-        );
-        assert!(parse_marker(&moved).is_some());
-        assert!(!contains_marker(&moved, key, &s));
+        assert!(!contains_marker(&legacy_marker(key, None), key, &s));
+        // Another secret's id, or a legacy MAC under another secret.
+        let other_secret = MarkerSecret::from_bytes([1; 32]);
+        assert!(!contains_marker(&signed_marker(key, &other_secret), key, &s));
+        assert!(!contains_marker(&legacy_marker(key, Some(&other_secret)), key, &s));
+        // The legacy MAC of the key is not its id, nor is any part of it.
+        let legacy = legacy_marker(key, Some(&s));
+        let mac = &legacy[legacy.find(" mac=").unwrap() + 5..legacy.len() - MARKER_SUFFIX.len()];
+        for at in [0, 32] {
+            assert!(!contains_marker(&marker_of(&mac[at..at + 32]), key, &s));
+        }
         // One digit changed, or cut short.
         let flip = |c: char| if c == '0' { '1' } else { '0' };
         let at = good.len() - MARKER_SUFFIX.len() - 1;
@@ -366,7 +498,7 @@ mod tests {
         assert!(!contains_marker(&short, key, &s));
         assert_eq!(parse_marker(&short), None);
         // The right marker for another key does not count for this one.
-        assert!(!contains_marker(&other, key, &s));
+        assert!(!contains_marker(&signed_marker("run-1:post_comment:ab13", &s), key, &s));
         // Beside planted ones, the real one is still found.
         assert!(contains_marker(&format!("{}\n{bad}\n{good}", marker(key)), key, &s));
     }
@@ -396,15 +528,20 @@ mod tests {
         );
     }
 
+    const ID_K: &str = "81318288d62b1bd38d6e5d4f532f5662";
+    const PLAIN_ID_K: &str = "9d964b324d58120123eb4cf686e6a519";
+
     #[test]
-    fn the_mac_is_hmac_sha256_of_the_context_and_key() {
-        // HMAC-SHA256 under the secret of "effect-tool marker v1\n" followed by the key. The
-        // digits were computed independently (Python: `hmac.new(bytes(32),
-        // b"effect-tool marker v1\nk", hashlib.sha256).hexdigest()`), so that other
+    fn ids_and_macs_are_hmac_sha256_of_their_context_and_key() {
+        // The digits were computed independently (Python: `hmac.new(bytes(32),
+        // b"effect-tool marker id v2\nk", hashlib.sha256).hexdigest()[:32]`, and
+        // `hashlib.sha256(b"effect-tool marker id v2\nk").hexdigest()[:32]`), so that other
         // implementations can write and check the same markers.
-        let m = signed_marker("k", &MarkerSecret::from_bytes([0; 32]));
+        let zero = MarkerSecret::from_bytes([0; 32]);
+        assert_eq!(signed_marker("k", &zero), format!("<!-- effect-tool:marker={ID_K} -->"));
+        assert_eq!(marker("k"), format!("<!-- effect-tool:marker={PLAIN_ID_K} -->"));
         assert_eq!(
-            m,
+            legacy_marker("k", Some(&zero)),
             "<!-- effect-tool:effect=k mac=8a889800e6ad7743d30d75f3d36307a4e468450592f8fea26454319c1f775809 -->"
         );
     }

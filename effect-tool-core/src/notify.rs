@@ -57,7 +57,9 @@ pub struct NeedsPerson {
     pub since: Millis,
     /// What a person runs to act on it.
     pub next_step: String,
-    /// One line for chat tools (Slack's incoming webhooks show `text`).
+    /// One line for chat tools (Slack's incoming webhooks show `text`), with `&`, `<` and `>`
+    /// escaped as Slack requires (`&amp;`, `&lt;`, `&gt;`): a run id or key chosen by a client
+    /// cannot mention `<!channel>` or disguise a link. The other fields are as recorded.
     pub text: String,
 }
 
@@ -119,10 +121,25 @@ impl NeedsPerson {
             reason: rec.reason.clone(),
             input: rec.input.clone(),
             since,
-            text: format!("{} Next: {next_step}", text.trim_end()),
+            text: slack_escape(&format!("{} Next: {next_step}", text.trim_end())),
             next_step,
         })
     }
+}
+
+/// `text` with the three characters Slack's message formatting gives a meaning escaped, as
+/// Slack asks (<https://api.slack.com/reference/surfaces/formatting#escaping>).
+fn slack_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// How many notification ids an engine remembers, to notify each once.

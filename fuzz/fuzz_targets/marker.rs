@@ -1,13 +1,14 @@
 //! Markers (`effect_tool_core::marker`).
 //!
-//! - Any key round-trips: `parse_marker(marker(k)) == k`, the same for `signed_marker`, and
-//!   the rendered key part holds nothing that could end the comment (`--`, `<`, `>`).
+//! - Any key's marker carries its id: `parse_marker(marker(k)) == plain_marker_id(k)`, the
+//!   same for `signed_marker` and `marker_id`, and a legacy marker round-trips its key; nothing
+//!   rendered can end the comment (`--`, `<`, `>`).
 //! - A marker is found wherever it is: with any text before and after it, `parse_markers`
-//!   still returns its key and `contains_marker` verifies the signed one (and never the
-//!   plain one).
-//! - Parsing any text returns only keys that text spells in the marker format (each byte
-//!   plain, if the encoder leaves it plain, or `%` and two hex digits in either case): checked
-//!   against an independent reading of the format.
+//!   still returns its id (or a legacy marker's key) and `contains_marker` verifies the signed
+//!   one (and never the plain one).
+//! - Parsing any text returns only ids and keys that text spells in the marker format (for a
+//!   legacy key, each byte plain, if the encoder leaves it plain, or `%` and two hex digits in
+//!   either case): checked against an independent reading of the format.
 //!
 //! Input: UTF-8 text, its parts separated by NUL bytes: the key, the text before its marker,
 //! the text after it, and free text to parse (missing parts are empty).
@@ -15,8 +16,12 @@
 #![no_main]
 
 use effect_tool::marker::{
-    MARKER_PREFIX, MARKER_SUFFIX, MarkerSecret, contains_marker, marker, parse_marker, parse_markers, signed_marker,
+    MARKER_PREFIX, MARKER_SUFFIX, MarkerSecret, contains_marker, legacy_marker, marker, marker_id, parse_marker,
+    parse_markers, plain_marker_id, signed_marker,
 };
+
+/// What markers written before the identifier start with.
+const LEGACY_PREFIX: &str = "<!-- effect-tool:effect=";
 use libfuzzer_sys::fuzz_target;
 
 /// One case: a key, the text around its marker, and free text to parse.
@@ -53,12 +58,18 @@ fuzz_target!(|data: &[u8]| {
     check_spelling(case.text);
 });
 
-/// `marker` and `signed_marker` of `key` parse back to it and cannot end the comment early.
+/// `marker` and `signed_marker` of `key` parse back to its id, a legacy marker to the key, and
+/// none can end the comment early.
 fn check_round_trip(key: &str, secret: &MarkerSecret) {
-    for m in [marker(key), signed_marker(key, secret)] {
-        let inner = &m[MARKER_PREFIX.len()..m.len() - MARKER_SUFFIX.len()];
+    for (m, carried) in [
+        (marker(key), plain_marker_id(key)),
+        (signed_marker(key, secret), marker_id(key, secret)),
+        (legacy_marker(key, None), key.to_owned()),
+        (legacy_marker(key, Some(secret)), key.to_owned()),
+    ] {
+        let inner = &m[4..m.len() - MARKER_SUFFIX.len()];
         assert!(!inner.contains("--") && !inner.contains(['<', '>']), "{m:?}");
-        assert_eq!(parse_marker(&m).as_deref(), Some(key), "{m:?}");
+        assert_eq!(parse_marker(&m).as_deref(), Some(carried.as_str()), "{m:?}");
     }
 }
 
@@ -67,19 +78,30 @@ fn check_round_trip(key: &str, secret: &MarkerSecret) {
 fn check_embedded(case: &Case<'_>, secret: &MarkerSecret) {
     let (key, before, after) = (case.key, case.before, case.after);
     let plain = format!("{before}{}{after}", marker(key));
+    let id = plain_marker_id(key);
     assert!(
-        parse_markers(&plain).iter().any(|k| k == key),
+        parse_markers(&plain).iter().any(|k| *k == id),
         "{plain:?} hides the marker of {key:?}"
     );
     assert!(!contains_marker(&plain, key, secret) || contains_marker(&format!("{before}{after}"), key, secret));
     let signed = format!("{before}{}{after}", signed_marker(key, secret));
+    let id = marker_id(key, secret);
     assert!(
-        parse_markers(&signed).iter().any(|k| k == key),
+        parse_markers(&signed).iter().any(|k| *k == id),
         "{signed:?} hides the marker of {key:?}"
     );
     assert!(
         contains_marker(&signed, key, secret),
         "{signed:?}: the signed marker of {key:?} does not verify"
+    );
+    let legacy = format!("{before}{}{after}", legacy_marker(key, Some(secret)));
+    assert!(
+        parse_markers(&legacy).iter().any(|k| k == key),
+        "{legacy:?} hides the legacy marker of {key:?}"
+    );
+    assert!(
+        contains_marker(&legacy, key, secret),
+        "{legacy:?}: the legacy marker of {key:?} does not verify"
     );
 }
 
@@ -89,9 +111,11 @@ fn check_embedded(case: &Case<'_>, secret: &MarkerSecret) {
 /// (a sign in an escape, a raw byte the encoder escapes) is read as a key.
 fn check_spelling(text: &str) {
     for key in parse_markers(text) {
-        let spelled = text
-            .match_indices(MARKER_PREFIX)
-            .any(|(at, _)| spells(&text.as_bytes()[at + MARKER_PREFIX.len()..], key.as_bytes()));
+        let id = format!("{MARKER_PREFIX}{key}{MARKER_SUFFIX}");
+        let spelled = text.to_ascii_lowercase().contains(&id)
+            || text
+                .match_indices(LEGACY_PREFIX)
+                .any(|(at, _)| spells(&text.as_bytes()[at + LEGACY_PREFIX.len()..], key.as_bytes()));
         assert!(spelled, "{text:?} yields {key:?}, which it does not spell as a marker");
     }
 }

@@ -100,11 +100,19 @@ async fn planted_plain_and_wrong_mac_markers_do_not_reconcile() {
     tracker.plant("mallory", format!("gotcha {}", marker::marker(&key)));
     let wrong = MarkerSecret::from_bytes([0; 32]);
     tracker.plant("mallory", format!("gotcha {}", marker::signed_marker(&key, &wrong)));
-    // Neither parses as anything else than a marker of that key.
-    assert_eq!(
-        marker::parse_markers(&tracker.comments.lock().unwrap()[1].1),
-        vec![key.clone()]
+    // The form earlier releases wrote (key in clear text), plain and with a wrong MAC.
+    tracker.plant("mallory", format!("gotcha {}", marker::legacy_marker(&key, None)));
+    tracker.plant(
+        "mallory",
+        format!("gotcha {}", marker::legacy_marker(&key, Some(&wrong))),
     );
+    // Each parses as a marker: an id that is not the journal's for that key, or the key itself.
+    let comments = tracker.comments.lock().unwrap().clone();
+    assert_eq!(
+        marker::parse_markers(&comments[1].1),
+        vec![marker::marker_id(&key, &wrong)]
+    );
+    assert_eq!(marker::parse_markers(&comments[3].1), vec![key.clone()]);
 
     // The agent's first post is lost before it left: recover runs, must find nothing.
     tracker.script.lock().unwrap().push(Post::LostRequest);
@@ -118,7 +126,7 @@ async fn planted_plain_and_wrong_mac_markers_do_not_reconcile() {
     );
     assert_eq!(
         report.result.as_deref().ok(),
-        Some("comment #3 by agent"),
+        Some("comment #5 by agent"),
         "{:?}",
         report.result
     );
@@ -128,7 +136,7 @@ async fn planted_plain_and_wrong_mac_markers_do_not_reconcile() {
         .call_with_report(&tool, &run, CallOptions::call_id("c1"), args("Thanks!"))
         .await;
     assert_eq!(again.disposition, Disposition::Replayed);
-    assert_eq!(again.result.as_deref().ok(), Some("comment #3 by agent"));
+    assert_eq!(again.result.as_deref().ok(), Some("comment #5 by agent"));
     assert_eq!(tracker.posts_by_agent.load(Ordering::SeqCst), 1);
 }
 

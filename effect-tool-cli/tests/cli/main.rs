@@ -10,6 +10,7 @@ mod common;
 
 mod flows;
 mod libpq_env;
+mod markers;
 mod offline_commands;
 mod serve;
 mod serve_hosts;

@@ -17,15 +17,28 @@
 //! - **Headers:** `X-Effect-Tool-Id` (the notification's [`NeedsPerson::id`], the same on every
 //!   retry and in every process: drop repeats by it), `X-Effect-Tool-Timestamp` (Unix seconds of
 //!   this attempt) and, with a secret, `X-Effect-Tool-Signature: sha256=<hex>`: HMAC-SHA256 of
-//!   `<timestamp>.<body>` under the secret. Check it with [`verify`], and refuse timestamps too
-//!   far from your clock.
-//! - **Delivery is at least once while the process runs:** notifications are queued in order and
-//!   each is retried (backoff from 500 ms, doubling, at most 5 minutes, with jitter) until the
+//!   `<timestamp>.<body>` under the secret. Check it with [`verify`], which also refuses a
+//!   timestamp more than [`DEFAULT_TOLERANCE`] (5 minutes) from the receiver's clock
+//!   ([`verify_with_tolerance`] to choose), so that a captured delivery cannot be replayed
+//!   later. Within that window a replay still verifies: drop repeats by `X-Effect-Tool-Id`.
+//! - **Delivery is at least once while the process runs:** notifications are queued and each
+//!   is retried (backoff from 500 ms, doubling, at most 5 minutes, with jitter) until the
 //!   receiver answers 2xx, for at most [`Webhook::with_attempts`] attempts (12 by default: about
-//!   25 minutes). A notification that exhausts its attempts is logged (`tracing` error) and
-//!   counted in `effect_tool_webhook_failures_total`. Notifications still queued when the
-//!   process dies are lost; the alert rules in `deploy/` (fed by the journal itself) cover them.
+//!   25 minutes). Up to [`Webhook::with_concurrency`] notifications (4 by default) are in
+//!   flight at once, each retried on its own, so one the receiver keeps refusing does not hold
+//!   back the others. A notification that exhausts its attempts is logged (`tracing` error,
+//!   naming the receiver by scheme and host only: a URL such as Slack's carries its credential
+//!   in the path) and counted in `effect_tool_webhook_failures_total`.
+//! - **The queue is bounded** ([`Webhook::with_queue_limit`], 1,000 by default): when a
+//!   receiver is down long enough to fill it, the oldest waiting notification is dropped, with
+//!   a `tracing` warning and a count in `effect_tool_webhook_dropped_total`, so memory stays
+//!   bounded and the newest (most current) notifications are kept. Each webhook has its own
+//!   queue and task: a dead receiver never delays another webhook's.
+//! - Notifications still queued when the process dies are lost; the alert rules in `deploy/`
+//!   (fed by the journal itself) cover them.
 
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hmac::{Hmac, Mac};
@@ -35,7 +48,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use sha2::Sha256;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, Semaphore};
 
 use super::NeedsPerson;
 
@@ -56,8 +69,14 @@ pub enum WebhookError {
     Tls(String),
 }
 
+/// How far a signed timestamp may be from the receiver's clock for [`verify`]: 5 minutes.
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
+
 /// A webhook receiver, not yet started (see the module docs).
-#[derive(Debug, Clone)]
+///
+/// Its `Debug` shows the URL's scheme and host only, and whether there is a secret: a URL
+/// such as Slack's is itself the credential.
+#[derive(Clone)]
 pub struct Webhook {
     url: hyper::Uri,
     secret: Option<Vec<u8>>,
@@ -65,6 +84,34 @@ pub struct Webhook {
     base_delay: Duration,
     max_delay: Duration,
     timeout: Duration,
+    queue_limit: usize,
+    concurrency: usize,
+}
+
+impl std::fmt::Debug for Webhook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Webhook")
+            .field("url", &redacted(&self.url))
+            .field("secret", &self.secret.as_ref().map(|_| ".."))
+            .field("attempts", &self.attempts)
+            .field("base_delay", &self.base_delay)
+            .field("max_delay", &self.max_delay)
+            .field("timeout", &self.timeout)
+            .field("queue_limit", &self.queue_limit)
+            .field("concurrency", &self.concurrency)
+            .finish()
+    }
+}
+
+/// `url` as it may be logged: scheme, host and port, the path and query (where a Slack or
+/// Discord webhook keeps its token) replaced by `/…`.
+fn redacted(url: &hyper::Uri) -> String {
+    let scheme = url.scheme_str().unwrap_or("http");
+    let host = url.host().unwrap_or("");
+    match url.port_u16() {
+        Some(port) => format!("{scheme}://{host}:{port}/…"),
+        None => format!("{scheme}://{host}/…"),
+    }
 }
 
 impl Webhook {
@@ -89,7 +136,24 @@ impl Webhook {
             base_delay: Duration::from_millis(500),
             max_delay: Duration::from_secs(300),
             timeout: Duration::from_secs(10),
+            queue_limit: 1_000,
+            concurrency: 4,
         })
+    }
+
+    /// Keep at most `limit` notifications waiting (at least 1; default 1,000): past it, the
+    /// oldest waiting one is dropped (see the module docs).
+    pub fn with_queue_limit(mut self, limit: usize) -> Self {
+        self.queue_limit = limit.max(1);
+        self
+    }
+
+    /// Deliver up to `n` notifications at once (at least 1; default 4), each retried on its
+    /// own. With 1, notifications arrive in the order queued, and one being retried holds
+    /// back the rest.
+    pub fn with_concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
     }
 
     /// Sign every delivery with `secret` (HMAC-SHA256, see the module docs).
@@ -119,14 +183,19 @@ impl Webhook {
 
     /// Start delivering, in a task of the current tokio runtime.
     pub fn start(self) -> WebhookSender {
-        let (tx, rx) = mpsc::unbounded_channel();
         let (done_tx, done_rx) = tokio::sync::watch::channel(0u64);
-        let task = tokio::spawn(deliver_all(self, rx, done_tx));
+        let queue = Queue {
+            shared: Arc::new(Shared {
+                waiting: Mutex::new(VecDeque::new()),
+                ready: Notify::new(),
+                limit: self.queue_limit,
+                done: done_tx,
+            }),
+            queued: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        };
+        let task = tokio::spawn(deliver_all(self, queue.shared.clone()));
         WebhookSender {
-            queue: Queue {
-                tx,
-                queued: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)),
-            },
+            queue,
             done: done_rx,
             task: Some(task),
         }
@@ -146,14 +215,46 @@ pub struct WebhookSender {
 /// The delivery task's queue, and how many notifications were ever put in it.
 #[derive(Debug, Clone)]
 struct Queue {
-    tx: mpsc::UnboundedSender<NeedsPerson>,
-    queued: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    shared: Arc<Shared>,
+    queued: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// What the senders and the delivery task share.
+#[derive(Debug)]
+struct Shared {
+    /// The notifications waiting for a delivery slot, oldest first (at most `limit`).
+    waiting: Mutex<VecDeque<NeedsPerson>>,
+    /// Signalled when a notification is queued.
+    ready: Notify,
+    limit: usize,
+    /// How many notifications are done with: delivered, given up on, or dropped.
+    done: tokio::sync::watch::Sender<u64>,
 }
 
 impl Queue {
     fn push(&self, n: NeedsPerson) {
         self.queued.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let _ = self.tx.send(n);
+        let dropped = {
+            let mut waiting = self.shared.waiting.lock().unwrap_or_else(|e| e.into_inner());
+            let dropped = if waiting.len() >= self.shared.limit {
+                waiting.pop_front()
+            } else {
+                None
+            };
+            waiting.push_back(n);
+            dropped
+        };
+        if let Some(old) = dropped {
+            metrics::counter!("effect_tool_webhook_dropped_total").increment(1);
+            tracing::warn!(
+                id = %old.id,
+                key = %old.key,
+                limit = self.shared.limit,
+                "the webhook's queue is full: dropped its oldest notification (the receiver is down or too slow; the record still waits in the journal)"
+            );
+            self.shared.done.send_modify(|count| *count += 1);
+        }
+        self.shared.ready.notify_one();
     }
 }
 
@@ -195,8 +296,25 @@ pub fn signature(secret: &[u8], timestamp: u64, body: &[u8]) -> String {
 }
 
 /// Whether `header` (an `X-Effect-Tool-Signature` value) signs `body` sent at `timestamp` under
-/// `secret`, compared in constant time. Check the timestamp against your clock too.
+/// `secret`, compared in constant time, and `timestamp` (the `X-Effect-Tool-Timestamp` value)
+/// is within [`DEFAULT_TOLERANCE`] (5 minutes) of this machine's clock, so that an old
+/// delivery replayed is refused. Within the window, drop repeats by `X-Effect-Tool-Id`.
 pub fn verify(secret: &[u8], timestamp: u64, body: &[u8], header: &str) -> bool {
+    verify_with_tolerance(secret, timestamp, body, header, DEFAULT_TOLERANCE)
+}
+
+/// [`verify`] with another window: `timestamp` may be at most `tolerance` before or after this
+/// machine's clock.
+pub fn verify_with_tolerance(secret: &[u8], timestamp: u64, body: &[u8], header: &str, tolerance: Duration) -> bool {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    now.abs_diff(timestamp) <= tolerance.as_secs() && verify_signature(secret, timestamp, body, header)
+}
+
+/// Whether the signature is right, whatever the timestamp.
+fn verify_signature(secret: &[u8], timestamp: u64, body: &[u8], header: &str) -> bool {
     let Some(hex) = header.strip_prefix("sha256=") else {
         return false;
     };
@@ -231,12 +349,9 @@ fn client() -> Result<HttpsClient, WebhookError> {
     Ok(Client::builder(TokioExecutor::new()).build(connector))
 }
 
-/// The delivery task: each notification in order, retried until delivered or out of attempts.
-async fn deliver_all(
-    hook: Webhook,
-    mut rx: mpsc::UnboundedReceiver<NeedsPerson>,
-    done: tokio::sync::watch::Sender<u64>,
-) {
+/// The delivery task: the oldest waiting notification whenever a delivery slot is free, each
+/// retried in its own task until delivered or out of attempts. Its tasks end with it.
+async fn deliver_all(hook: Webhook, shared: Arc<Shared>) {
     let client = match client() {
         Ok(c) => Some(c),
         Err(e) => {
@@ -244,16 +359,35 @@ async fn deliver_all(
             None
         }
     };
-    while let Some(n) = rx.recv().await {
-        let delivered = match &client {
-            Some(client) => deliver(&hook, client, &n).await,
-            None => false,
+    let hook = Arc::new(hook);
+    let slots = Arc::new(Semaphore::new(hook.concurrency));
+    let mut running = tokio::task::JoinSet::new();
+    loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
         };
-        if !delivered {
-            metrics::counter!("effect_tool_webhook_failures_total").increment(1);
-            tracing::error!(id = %n.id, key = %n.key, url = %hook.url, "gave up delivering a needs-person notification");
-        }
-        done.send_modify(|count| *count += 1);
+        let n = loop {
+            let next = shared.waiting.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+            match next {
+                Some(n) => break n,
+                None => shared.ready.notified().await,
+            }
+        };
+        // Reap the finished deliveries (their results were counted by themselves).
+        while running.try_join_next().is_some() {}
+        let (hook, client, shared) = (hook.clone(), client.clone(), shared.clone());
+        running.spawn(async move {
+            let delivered = match &client {
+                Some(client) => deliver(&hook, client, &n).await,
+                None => false,
+            };
+            if !delivered {
+                metrics::counter!("effect_tool_webhook_failures_total").increment(1);
+                tracing::error!(id = %n.id, key = %n.key, url = %redacted(&hook.url), "gave up delivering a needs-person notification");
+            }
+            shared.done.send_modify(|count| *count += 1);
+            drop(slot);
+        });
     }
 }
 

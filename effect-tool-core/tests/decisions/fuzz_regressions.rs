@@ -1,7 +1,7 @@
 //! What the fuzz targets (`fuzz/`, see TESTING.md) found, kept as tests. Each input is also in
 //! the target's corpus (`fuzz/corpus/<target>/regression-*`).
 
-use effect_tool_core::marker::{MarkerSecret, contains_marker, marker, parse_markers, signed_marker};
+use effect_tool_core::marker::{MarkerSecret, contains_marker, legacy_marker, parse_markers};
 
 /// Target `marker`: an unclosed prefix before a marker (quoted text, say) hid the marker, so
 /// `recover` would not find the agent's own effect and could apply it again.
@@ -10,13 +10,16 @@ fn an_unclosed_prefix_before_a_marker_does_not_hide_it() {
     let secret = MarkerSecret::from_bytes([7; 32]);
     let key = "a -->b";
     let unclosed = format!("{}67", "<!-- effect-tool:effect=\u{1a}".repeat(3));
-    let plain = format!("{unclosed}{}", marker(key));
+    let plain = format!("{unclosed}{}", legacy_marker(key, None));
     assert_eq!(parse_markers(&plain), vec![key.to_owned()]);
-    let signed = format!("> <!-- effect-tool:effect=quoted\n{}", signed_marker(key, &secret));
+    let signed = format!(
+        "> <!-- effect-tool:effect=quoted\n{}",
+        legacy_marker(key, Some(&secret))
+    );
     assert_eq!(parse_markers(&signed), vec![key.to_owned()]);
     assert!(contains_marker(&signed, key, &secret));
     // A malformed marker before a good one is still skipped, the good one still found.
-    let both = format!("<!-- effect-tool:effect=a b --> {}", marker("ok"));
+    let both = format!("<!-- effect-tool:effect=a b --> {}", legacy_marker("ok", None));
     assert_eq!(parse_markers(&both), vec!["ok".to_owned()]);
 }
 

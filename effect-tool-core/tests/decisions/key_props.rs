@@ -8,7 +8,10 @@
 
 use effect_tool_core::canonical;
 use effect_tool_core::key::{call_key, fingerprint, sha256_hex};
-use effect_tool_core::marker::{MARKER_PREFIX, MARKER_SUFFIX, marker, parse_marker, parse_markers};
+use effect_tool_core::marker::{
+    MARKER_ID_LEN, MARKER_PREFIX, MARKER_SUFFIX, MarkerSecret, contains_marker, legacy_marker, marker, marker_id,
+    parse_marker, parse_markers, plain_marker_id, signed_marker,
+};
 use effect_tool_core::{KeyRule, RunContext, Window};
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -266,26 +269,41 @@ proptest! {
         prop_assert_eq!(back, if f == 0.0 { 0.0 } else { f });
     }
 
-    /// A marker round-trips any key and nothing inside it can end or open the comment.
+    /// A marker carries the id of any key, shows nothing of it, and nothing inside it can end
+    /// or open the comment.
     #[test]
-    fn markers_round_trip_and_cannot_break_out(key in any_text(), before in any_text(), after in any_text()) {
-        let m = marker(&key);
-        prop_assert!(m.starts_with(MARKER_PREFIX) && m.ends_with(MARKER_SUFFIX));
-        let inner = &m[MARKER_PREFIX.len()..m.len() - MARKER_SUFFIX.len()];
-        prop_assert!(!inner.contains("--"), "{}", m);
-        prop_assert!(!inner.contains('>') && !inner.contains('<'), "{}", m);
-        prop_assert!(inner.is_ascii() && !inner.contains(char::is_whitespace), "{}", m);
-        prop_assert_eq!(parse_marker(&m), Some(key.clone()));
-        // Embedded in arbitrary text that itself holds no marker, it is found again.
-        prop_assume!(!before.contains("<!--") && !after.contains("<!--"));
-        let text = format!("{before}{m}{after}");
-        prop_assert_eq!(parse_markers(&text), vec![key]);
+    fn markers_carry_the_id_and_cannot_break_out(key in any_text(), before in any_text(), after in any_text()) {
+        let secret = MarkerSecret::from_bytes([9; 32]);
+        for (m, id) in [(marker(&key), plain_marker_id(&key)), (signed_marker(&key, &secret), marker_id(&key, &secret))] {
+            prop_assert!(m.starts_with(MARKER_PREFIX) && m.ends_with(MARKER_SUFFIX));
+            let inner = &m[MARKER_PREFIX.len()..m.len() - MARKER_SUFFIX.len()];
+            prop_assert_eq!(inner, id.as_str());
+            prop_assert!(inner.len() == MARKER_ID_LEN && inner.bytes().all(|b| b.is_ascii_hexdigit()), "{}", m);
+            prop_assert_eq!(parse_marker(&m), Some(id.clone()));
+            // Embedded in arbitrary text that itself holds no marker, it is found again.
+            prop_assume!(!before.contains("<!--") && !after.contains("<!--"));
+            let text = format!("{before}{m}{after}");
+            prop_assert_eq!(parse_markers(&text), vec![id]);
+        }
+        // A legacy marker still round-trips its key.
+        prop_assert_eq!(parse_marker(&legacy_marker(&key, Some(&secret))), Some(key.clone()));
+        let text = format!("{before}{}{after}", legacy_marker(&key, Some(&secret)));
+        prop_assert!(contains_marker(&text, &key, &secret));
     }
 
-    /// Two markers in one text come back in order.
+    /// Several markers in one text come back in order, legacy ones among them.
     #[test]
     fn several_markers_round_trip(keys in prop::collection::vec(any_text(), 0..5)) {
-        let text: String = keys.iter().map(|k| format!("text {}\n", marker(k))).collect();
-        prop_assert_eq!(parse_markers(&text), keys);
+        let text: String = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| if i % 2 == 0 { format!("text {}\n", marker(k)) } else { format!("text {}\n", legacy_marker(k, None)) })
+            .collect();
+        let wanted: Vec<String> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| if i % 2 == 0 { plain_marker_id(k) } else { k.clone() })
+            .collect();
+        prop_assert_eq!(parse_markers(&text), wanted);
     }
 }
