@@ -60,7 +60,12 @@ impl World {
     }
 
     /// Release a held item (the undo of `reserve_item`).
-    async fn release_item(&self, _ctx: &EffectCtx, args: &WorldReserveItemArgs, _out: &String) -> Result<(), ToolError> {
+    async fn release_item(
+        &self,
+        _ctx: &EffectCtx,
+        args: &WorldReserveItemArgs,
+        _out: &String,
+    ) -> Result<(), ToolError> {
         self.reservations.lock().unwrap().retain(|s| s != &args.sku);
         Ok(())
     }
@@ -86,7 +91,10 @@ impl World {
     /// Text the customer.
     #[tool(effect = "irreversible", key(phone, text))]
     async fn send_text(&self, #[secret] api_key: SmsApiKey, phone: String, text: String) -> Result<String, ToolError> {
-        self.texts.lock().unwrap().push(format!("{phone}: {text} (key {}...)", &api_key.0[..4]));
+        self.texts
+            .lock()
+            .unwrap()
+            .push(format!("{phone}: {text} (key {}...)", &api_key.0[..4]));
         Ok(format!("texted {phone}"))
     }
 }
@@ -103,7 +111,12 @@ fn toolkit(world: &Arc<World>) -> Toolkit {
 
 fn print(step: &str, results: &[ToolResult]) {
     for r in results {
-        println!("{step:<34} {:<14} {:<18} {}", r.name, r.disposition.as_str(), first_line(&r.content()));
+        println!(
+            "{step:<34} {:<14} {:<18} {}",
+            r.name,
+            r.disposition.as_str(),
+            first_line(&r.content())
+        );
     }
 }
 
@@ -118,7 +131,11 @@ fn first_line(text: &str) -> String {
 
 /// Fail the example (and CI) if the world does not hold what it should.
 fn check(what: &str, ok: bool) -> Result<(), String> {
-    if ok { Ok(()) } else { Err(format!("journey check failed: {what}")) }
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("journey check failed: {what}"))
+    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -133,7 +150,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     result
 }
 
-async fn journey(path: &std::path::Path, world: &Arc<World>, run: &RunContext) -> Result<(), Box<dyn std::error::Error>> {
+async fn journey(
+    path: &std::path::Path,
+    world: &Arc<World>,
+    run: &RunContext,
+) -> Result<(), Box<dyn std::error::Error>> {
     let engine = Engine::new(SqliteStore::open(path)?);
     let desk = Dispatcher::new(toolkit(world), engine.clone());
     println!("journal: {}\n", path.display());
@@ -195,8 +216,14 @@ async fn journey(path: &std::path::Path, world: &Arc<World>, run: &RunContext) -
     ];
     let results = desk.dispatch(run, &replan).await;
     print("re-plan", &results);
-    check("the re-planned refund replays", results[0].disposition == Disposition::Replayed)?;
-    check("the email in doubt stays blocked", results[1].disposition == Disposition::Blocked)?;
+    check(
+        "the re-planned refund replays",
+        results[0].disposition == Disposition::Replayed,
+    )?;
+    check(
+        "the email in doubt stays blocked",
+        results[1].disposition == Disposition::Blocked,
+    )?;
 
     // 3. A person checks the mail log and resolves the email as sent (the output is checked
     //    against the tool's output type), and approves the payment the model asks for next.
@@ -205,9 +232,16 @@ async fn journey(path: &std::path::Path, world: &Arc<World>, run: &RunContext) -
         output: json!("sent to ann@example.com (confirmed in the mail log)"),
     };
     engine.store().resolve(&email_key, "ops@example.com", verdict).await?;
-    println!("{:<34} {:<14} {:<18} effect-tool resolve '{email_key}' --applied", "a person resolves", "send_email", "");
+    println!(
+        "{:<34} {:<14} {:<18} effect-tool resolve '{email_key}' --applied",
+        "a person resolves", "send_email", ""
+    );
 
-    let pay = [ToolCall::new("call_11", "pay_invoice", r#"{"invoice":"INV-7","amount_cents":9900}"#)];
+    let pay = [ToolCall::new(
+        "call_11",
+        "pay_invoice",
+        r#"{"invoice":"INV-7","amount_cents":9900}"#,
+    )];
     let results = desk.dispatch(run, &pay).await;
     print("payment (parks)", &results);
     let pay_key = results[0].key.clone().unwrap_or_default();
@@ -218,10 +252,7 @@ async fn journey(path: &std::path::Path, world: &Arc<World>, run: &RunContext) -
         .await?;
     println!(
         "{:<34} {:<14} {:<18} the input it was shown: {}",
-        "a person approves",
-        "pay_invoice",
-        "",
-        parked.input
+        "a person approves", "pay_invoice", "", parked.input
     );
     let results = desk.dispatch(run, &pay).await;
     print("payment again", &results);
@@ -252,7 +283,10 @@ async fn journey(path: &std::path::Path, world: &Arc<World>, run: &RunContext) -
     let serving = tokio::spawn(async move { server.serve_transport(tokio::io::split(server_io)).await });
     let client = rmcp::ServiceExt::serve((), tokio::io::split(client_io)).await?;
     let listed = client.list_all_tools().await?;
-    let text_tool = listed.iter().find(|t| t.name == "send_text").ok_or("send_text is not listed")?;
+    let text_tool = listed
+        .iter()
+        .find(|t| t.name == "send_text")
+        .ok_or("send_text is not listed")?;
     check(
         "the model never sees the API key",
         !serde_json::to_string(&text_tool.input_schema)?.contains("api_key"),
@@ -275,7 +309,13 @@ async fn journey(path: &std::path::Path, world: &Arc<World>, run: &RunContext) -
             .filter_map(|c| c.as_text().map(|t| t.text.clone()))
             .collect::<Vec<_>>()
             .join(" ");
-        println!("{:<34} {:<14} {:<18} {}", "MCP tools/call", "send_text", "", first_line(&text));
+        println!(
+            "{:<34} {:<14} {:<18} {}",
+            "MCP tools/call",
+            "send_text",
+            "",
+            first_line(&text)
+        );
     }
     client.cancel().await?;
     let _ = serving.await;
@@ -287,7 +327,9 @@ async fn journey(path: &std::path::Path, world: &Arc<World>, run: &RunContext) -
     let payments = world.payments.lock().unwrap().len();
     let texts = world.texts.lock().unwrap().len();
     let reservations = world.reservations.lock().unwrap().len();
-    println!("the world holds: {refunds} refund, {reservations} reservation, {sent} email, {payments} payment, {texts} text");
+    println!(
+        "the world holds: {refunds} refund, {reservations} reservation, {sent} email, {payments} payment, {texts} text"
+    );
     check("one refund", refunds == 1)?;
     check("one email", sent == 1)?;
     check("one payment", payments == 1)?;

@@ -535,7 +535,16 @@ pub fn identify_with<T: crate::Tool>(
     let custom = tool.key(args);
     let keyed = custom.is_some() || T::KEY_RULE != KeyRule::Default;
     let hash = sha256_hex(canonical.as_bytes());
-    let CallKey { key, fingerprint } = with_fingerprint(T::KEY_RULE, T::WINDOW, T::SHARED_KEYS, run, T::NAME, &input, hash, custom);
+    let CallKey { key, fingerprint } = with_fingerprint(
+        T::KEY_RULE,
+        T::WINDOW,
+        T::SHARED_KEYS,
+        run,
+        T::NAME,
+        &input,
+        hash,
+        custom,
+    );
     // The key leaves sensitive values out; the fingerprint (and what is journaled) binds them.
     let (fingerprint, input) = match bound {
         Some(bound) => (fingerprint_bound(&bound), bound),
