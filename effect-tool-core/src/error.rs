@@ -90,7 +90,7 @@ fn blocked_message(b: &SideEffectRetryBlocked) -> String {
 /// The call waits for a person's approval; it runs once approved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[error(
-    "tool `{tool}` waits for approval by `{role}` (key `{key}`, run `{run_id}`): approve with `effect-tool approve {quoted} --as {quoted_role}` or deny with `effect-tool deny {quoted}`, then call again",
+    "tool `{tool}` waits for approval by `{role}` (key `{key}`, run `{run_id}`): approve with `effect-tool approve {quoted} --as {quoted_role}` (it prints the input waiting; add `--fingerprint` with the one you checked) or deny with `effect-tool deny {quoted}`, then call again",
     quoted = crate::shell::quote(.key),
     quoted_role = crate::shell::quote(.role)
 )]

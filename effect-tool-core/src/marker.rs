@@ -11,7 +11,7 @@
 //! What a tool creates is often read by customers: a marker must not show the key (a run id,
 //! a recipient, a subject). So it carries the **marker id**: the first 16 bytes (32 hex digits)
 //! of HMAC-SHA256 of the key under the journal's [`MarkerSecret`]
-//! ([`Store::marker_secret`](crate::Store::marker_secret): 32 random bytes every built-in store
+//! ([`Store::marker_secret`]: 32 random bytes every built-in store
 //! creates once and keeps, so every process on the journal shares it and it survives restarts;
 //! or the application's own, [`Engine::with_marker_secret`](crate::Engine::with_marker_secret)).
 //! A reader learns nothing of the key from it, and cannot confirm a guess of the key.

@@ -64,9 +64,20 @@ mod frozen {
             wait_timeout: STATEMENT_TIMEOUT,
             ..PgOptions::default()
         };
-        PostgresStore::connect_with(&pg.url, options)
-            .await
-            .expect("connecting to the test's server")
+        // The bounds are short (the freeze is what they are for), and a busy machine can take
+        // longer than one of them to open the first connection to a server that just started:
+        // try again a few times before the freeze (nothing is frozen yet).
+        let mut tries = 0;
+        loop {
+            match PostgresStore::connect_with(&pg.url, options.clone()).await {
+                Ok(store) => return store,
+                Err(e) if tries < 10 => {
+                    tries += 1;
+                    eprintln!("connecting to the test's server, try {tries}: {e}");
+                }
+                Err(e) => panic!("connecting to the test's server: {e}"),
+            }
+        }
     }
 
     fn is_timeout(e: &StoreError) -> bool {

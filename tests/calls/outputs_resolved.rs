@@ -114,8 +114,7 @@ async fn a_plain_string_for_a_struct_output_is_refused_and_an_unreadable_replay_
     let text = result.content();
     assert!(result.is_error(), "{text}");
     assert!(
-        text.contains("The record waits for a person to correct it.")
-            && text.contains("Do not call the tool again for this, in any form"),
+        text.contains("a person has to correct the record") && text.contains("Do not call it in another form"),
         "{text}"
     );
     for operator_words in [

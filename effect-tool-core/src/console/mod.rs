@@ -663,6 +663,10 @@ async fn approve(
     axum::Extension(who): axum::Extension<Identity>,
     Json(body): Json<Decision>,
 ) -> Result<Response, Refusal> {
+    // Who may decide comes first: a person who may not approve this call is told so, whatever
+    // the request carries.
+    let rec = record_or_404(&console, &body.key).await?;
+    let role = may_decide(&rec, &who, "approve")?;
     let Some(fingerprint) = body.fingerprint.as_deref().filter(|f| !f.is_empty()) else {
         return Err(Refusal(
             StatusCode::BAD_REQUEST,
@@ -673,8 +677,6 @@ async fn approve(
             "read the record (GET /api/record?key=KEY), check its input, and approve with its `fingerprint`",
         ));
     };
-    let rec = record_or_404(&console, &body.key).await?;
-    let role = may_decide(&rec, &who, "approve")?;
     match console.store.approve(&body.key, &who.name, &role, fingerprint).await {
         Ok(rec) => Ok(Json(json!({ "record": rec })).into_response()),
         Err(StoreError::Rejected(e @ crate::record::Rejected::InputChanged { .. })) => {

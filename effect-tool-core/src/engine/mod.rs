@@ -1263,15 +1263,17 @@ fn decode_output<T: Tool>(key: &str, v: Value) -> Result<T::Output, EffectError<
     serde_json::from_value(v).map_err(|e| codec_error::<T>(key, e))
 }
 
-/// A recorded output that does not decode as `T`'s output type. The model reads this error
-/// (the dispatcher shows it), so it says what the model may do, and nothing addressed to an
-/// operator: how a person corrects the record is logged, here, for the operator.
+/// A recorded output that does not decode as `T`'s output type. The error is for people (its
+/// message says how a person corrects the record, as `Blocked`'s does); the model reads the
+/// dispatcher's own text for it (`ToolResult::content`), never this message. Logged too, for the
+/// operator who watches the logs rather than the calls.
 fn codec_error<T: Tool>(key: &str, e: serde_json::Error) -> EffectError<T::Error> {
-    tracing::error!(tool = T::NAME, key, fix = %output_mismatch(key, &e), "a recorded output does not decode as the tool's output type");
+    let message = output_mismatch(key, &e);
+    tracing::error!(tool = T::NAME, key, fix = %message, "a recorded output does not decode as the tool's output type");
     EffectError::Codec {
         tool: T::NAME.to_owned(),
         key: key.to_owned(),
-        message: "this action was already done, but its recorded result does not have the shape this tool returns, so it cannot be given to you. Nothing was run again. The record waits for a person to correct it. Do not call the tool again for this, in any form; tell the user it waits for a person.".to_owned(),
+        message,
     }
 }
 
