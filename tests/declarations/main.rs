@@ -19,7 +19,6 @@ mod macro_strict;
 mod mcp_http_limits;
 mod mcp_http_python_client;
 mod mcp_principals;
-mod mcp_secret_values;
 mod mcp_stdio_python_client;
 mod model_errors;
 mod rig_agent;

@@ -6,6 +6,11 @@
 //! - a tool that takes a `#[secret]` value gets it from the server's `with_run_values`; a server
 //!   that has such a tool and gives its runs no values refuses to start, naming the tool and
 //!   the value, instead of listing a tool every call of which fails.
+//!
+//! A binary of its own: the log test installs a subscriber, and tracing caches which events are
+//! wanted process-wide, so other tests' subscribers (or none) running beside it in a shared
+//! binary can make rmcp's DEBUG lines vanish from its capture (seen in the `declarations`
+//! binary under load).
 
 #![cfg(feature = "mcp")]
 
