@@ -63,6 +63,8 @@ impl Sealer {
     }
 
     /// Whether any tool has sensitive arguments (else there is nothing to seal).
+    // Used by the HTTP guard (feature `mcp-http`) only.
+    #[cfg_attr(not(feature = "mcp-http"), allow(dead_code))]
     pub(crate) fn needed(&self) -> bool {
         !self.sensitive.is_empty()
     }
@@ -148,6 +150,8 @@ impl Sealer {
 
     /// Seal every `tools/call` in a JSON-RPC message (or batch) as JSON, as an HTTP body holds
     /// it; whether anything was sealed.
+    // Used by the HTTP guard (feature `mcp-http`) and the tests.
+    #[cfg_attr(not(feature = "mcp-http"), allow(dead_code))]
     pub(crate) fn seal_json(&self, message: &mut Value) -> bool {
         match message {
             Value::Array(batch) => batch.iter_mut().fold(false, |sealed, m| self.seal_json(m) | sealed),
