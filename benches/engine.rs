@@ -142,7 +142,7 @@ fn observe(c: &mut Criterion) {
             .with(tracing_subscriber::filter::LevelFilter::INFO)
     };
     #[cfg(feature = "prometheus")]
-    let recorder = effect_tool::prometheus::PrometheusMetrics::builder()
+    let recorder = effect_tool::ops::prometheus::PrometheusMetrics::builder()
         .unwrap()
         .build_recorder();
 

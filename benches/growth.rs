@@ -63,7 +63,7 @@ static NEXT: AtomicU64 = AtomicU64::new(NEW_BASE);
 /// When the filled records expire: a day from now (so none has during the measurements);
 /// `gc` is run at a `now` past it.
 fn expiry_base() -> i64 {
-    effect_tool::record::now_millis() + 86_400_000
+    effect_tool::decide::record::now_millis() + 86_400_000
 }
 
 /// SplitMix64: random record numbers without a dependency.
@@ -96,7 +96,7 @@ struct Row {
 /// Filled record `n`: the key and fingerprint the engine computes for its call.
 fn row(n: u64, expires: i64) -> Row {
     let run_id = run_of(n);
-    let id = effect_tool::key::identify(&Refund, &RunContext::new(run_id.clone()), &input(n)).unwrap();
+    let id = effect_tool::call::key::identify(&Refund, &RunContext::new(run_id.clone()), &input(n)).unwrap();
     let created_at = 1_700_000_000_000 + n as i64;
     Row {
         key: id.key,
@@ -225,7 +225,7 @@ fn random_keys(rng: &mut Rng, filled: u64, n: u64) -> Vec<String> {
     (0..n)
         .map(|_| {
             let k = rng.below(filled);
-            effect_tool::key::identify(&Refund, &RunContext::new(run_of(k)), &input(k))
+            effect_tool::call::key::identify(&Refund, &RunContext::new(run_of(k)), &input(k))
                 .unwrap()
                 .key
         })
@@ -335,7 +335,7 @@ fn report(backend: &str, sizes: &[Size], gc: Option<&Gc>) {
         .append(true)
         .open(&out)
         .unwrap();
-    let at = effect_tool::record::now_millis() / 1000;
+    let at = effect_tool::decide::record::now_millis() / 1000;
     for s in sizes {
         writeln!(
             f,
@@ -447,7 +447,7 @@ fn sqlite(rt: &tokio::runtime::Runtime, dir: &std::path::Path) {
         let run = RunContext::new(run_of(0));
         rt.block_on(engine.call(&Refund, &run, CallOptions::default(), input(0)))
             .unwrap();
-        effect_tool::key::identify(&Refund, &run, &input(0)).unwrap().key
+        effect_tool::call::key::identify(&Refund, &run, &input(0)).unwrap().key
     };
     {
         // The template row is record 0 itself: check that a generated row equals the real one.
@@ -563,7 +563,7 @@ fn postgres(rt: &tokio::runtime::Runtime) {
     let run = RunContext::new(run_of(0));
     rt.block_on(engine.call(&Refund, &run, CallOptions::default(), input(0)))
         .unwrap();
-    let template = effect_tool::key::identify(&Refund, &run, &input(0)).unwrap().key;
+    let template = effect_tool::call::key::identify(&Refund, &run, &input(0)).unwrap().key;
     rt.block_on(async {
         let row0 = raw
             .query_one(

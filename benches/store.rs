@@ -234,7 +234,7 @@ fn sqlite(rt: &tokio::runtime::Runtime, dir: &std::path::Path, synchronous: Sync
         let args = input(NEXT.fetch_add(1, Ordering::Relaxed));
         rt.block_on(Engine::new(store.clone()).call(&Refund, &run, CallOptions::default(), args.clone()))
             .unwrap();
-        effect_tool::key::identify(&Refund, &run, &args).unwrap().key
+        effect_tool::call::key::identify(&Refund, &run, &args).unwrap().key
     };
     let replay_sql: Op<'_> = {
         let (floor, key) = (floor.conn(), replayed.clone());
@@ -389,7 +389,7 @@ fn postgres(rt: &tokio::runtime::Runtime) -> Option<Figures> {
             rt.block_on(async {
                 let start = Instant::now();
                 for key in &keys {
-                    let now = effect_tool::record::now_millis();
+                    let now = effect_tool::decide::record::now_millis();
                     let row = raw
                         .query_one(claim, &[key, &common::FINGERPRINT, payload, &(now + 30_000), &now])
                         .await

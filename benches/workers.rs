@@ -39,7 +39,7 @@ mod pg {
     }
 
     fn now_ms() -> i64 {
-        effect_tool::record::now_millis()
+        effect_tool::decide::record::now_millis()
     }
 
     fn options() -> PgOptions {

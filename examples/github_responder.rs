@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::toolkit::ToolOutcome;
-use effect_tool::{EffectCtx, Engine, RunContext, ToolCall, ToolError, Toolkit, marker, tools};
+use effect_tool::{EffectCtx, Engine, RunContext, ToolCall, ToolError, Toolkit, tools, value::marker};
 use serde::Serialize;
 
 /// The account the agent posts as (its token's user).

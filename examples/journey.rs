@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use effect_tool::mcp::McpServer;
+use effect_tool::adapters::mcp::McpServer;
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::toolkit::{Dispatcher, ToolCall, ToolResult, anthropic_tool_results_message};
 use effect_tool::{Disposition, EffectCtx, Engine, RunContext, StoreExt, ToolError, Toolkit, Verdict, tools};

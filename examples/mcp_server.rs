@@ -38,7 +38,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use effect_tool::mcp::McpServer;
+use effect_tool::adapters::mcp::McpServer;
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{ClassifyError, EffectCtx, Engine, Failure, Toolkit, tools};
 use serde::{Deserialize, Serialize};
@@ -146,7 +146,7 @@ impl Desk {
         // A real payment API gets `ctx.idempotency_key()` as its Idempotency-Key.
         let refund_id = format!(
             "re_{}",
-            &effect_tool::key::sha256_hex(ctx.idempotency_key().as_bytes())[..12]
+            &effect_tool::call::key::sha256_hex(ctx.idempotency_key().as_bytes())[..12]
         );
         self.ledger
             .append(&format!("refund {refund_id} {order_id} {amount_cents}"))?;
@@ -377,8 +377,8 @@ async fn serve_http(server: McpServer, addr: std::net::SocketAddr) -> Result<(),
 
 /// Who may call, from the environment (see the module docs).
 #[cfg(feature = "mcp-http")]
-fn http_config() -> Result<effect_tool::mcp::McpHttpConfig, Box<dyn std::error::Error>> {
-    use effect_tool::mcp::{BearerTokens, JwtAuthenticator, McpHttpConfig};
+fn http_config() -> Result<effect_tool::adapters::mcp::McpHttpConfig, Box<dyn std::error::Error>> {
+    use effect_tool::adapters::mcp::{BearerTokens, JwtAuthenticator, McpHttpConfig};
     let mut config = McpHttpConfig::default();
     if let Ok(origins) = std::env::var("EFFECT_TOOL_MCP_ORIGINS") {
         config = config.with_allowed_origins(origins.split(',').map(str::trim).filter(|o| !o.is_empty()));

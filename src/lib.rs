@@ -111,11 +111,11 @@ pub mod __private {
     pub use ::serde;
     pub use ::serde_json;
 
-    pub use effect_tool_core::schema::assert_strict;
-    pub use effect_tool_core::schema::probe as output_schema;
+    pub use effect_tool_core::value::schema::assert_strict;
+    pub use effect_tool_core::value::schema::probe as output_schema;
     pub use effect_tool_core::{
-        EffectClass, EffectCtx, Injected, KeyRule, RetryPolicy, RunContext, Tool, ToolMeta, Toolkit, Window, class,
-        context, policy, tool,
+        EffectClass, EffectCtx, Injected, KeyRule, RetryPolicy, RunContext, Tool, ToolMeta, Toolkit, Window,
+        call::context, call::tool, decide::policy, value::class,
     };
 
     // What errors name is documented in `crate::hooks`; the generated code names it there.

@@ -17,7 +17,7 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use effect_tool::mcp::{McpServeError, McpServer};
+use effect_tool::adapters::mcp::{McpServeError, McpServer};
 use effect_tool::{Engine, MemoryStore, ToolError, Toolkit, tools};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::desk::Refund;
 use common::journal::{FailWhen, Faulty};
 use common::ledger::Downstream;
-use effect_tool::record::{Intent, Op};
+use effect_tool::decide::record::{Intent, Op};
 use effect_tool::{
     CallOptions, Disposition, EffectClass, EffectCtx, Engine, EngineConfig, EngineEvent, MemoryStore, RunContext,
     Store, StoreExt, Tool, ToolError,
@@ -70,7 +70,7 @@ fn drain(rx: &mut tokio::sync::broadcast::Receiver<EngineEvent>) -> Vec<EngineEv
 
 /// A stale claim of `tool`'s call with `args` in `run`, as a crashed worker leaves it.
 async fn stale_claim<T: Tool>(store: &dyn Store, tool: &T, run: &RunContext, args: &T::Args) -> String {
-    let id = effect_tool::key::identify(tool, run, args).unwrap();
+    let id = effect_tool::call::key::identify(tool, run, args).unwrap();
     let intent = Intent {
         tool: T::NAME.into(),
         class: T::CLASS,

@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use common::ledger::Downstream;
+use effect_tool::decide::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome};
 use effect_tool::engine::MetricKind;
-use effect_tool::prometheus::PrometheusMetrics;
-use effect_tool::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome};
+use effect_tool::ops::prometheus::PrometheusMetrics;
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{CallOptions, EffectCtx, Engine, Filter, RunContext, Store, StoreError, ToolError, tool};
 use serde_json::Value;

@@ -88,7 +88,7 @@ pub fn new_keys(n: u64) -> Vec<String> {
     (0..n)
         .map(|_| {
             let args = input(NEXT.fetch_add(1, Ordering::Relaxed));
-            effect_tool::key::identify(&Refund, &run, &args).unwrap().key
+            effect_tool::call::key::identify(&Refund, &run, &args).unwrap().key
         })
         .collect()
 }
@@ -165,7 +165,7 @@ impl SqliteFloor {
             .unwrap();
         let start = Instant::now();
         for (i, key) in keys.iter().enumerate() {
-            let now = effect_tool::record::now_millis();
+            let now = effect_tool::decide::record::now_millis();
             let found = lookup.exists([key]).unwrap();
             assert!(!found);
             if switch {

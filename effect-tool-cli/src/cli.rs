@@ -137,7 +137,7 @@ pub enum Command {
     /// recover/compensate hooks.
     ///
     /// effect-tool cannot load your tools (they are code in your binary): print the manifest
-    /// there with `effect_tool::manifest::render(&toolkit.metas())`, save it, and give the file
+    /// there with `effect_tool::toolkit::manifest::render(&toolkit.metas())`, save it, and give the file
     /// here to print it or --check it against the committed one.
     Manifest(ManifestArgs),
     /// Serve the journal's metrics for Prometheus at `GET /metrics`, and with --tokens or
@@ -147,7 +147,7 @@ pub enum Command {
     /// oldest (`effect_tool_records_needing_person`,
     /// `effect_tool_records_needing_person_oldest_age_seconds`, `effect_tool_journal_up`), read
     /// from the journal on every scrape. The calls' counters and latencies live in the processes
-    /// that call tools: they serve them with `effect_tool::prometheus::PrometheusMetrics`.
+    /// that call tools: they serve them with `effect_tool::ops::prometheus::PrometheusMetrics`.
     /// Alert rules and a Grafana dashboard are in the repository's `deploy/` folder.
     Serve {
         /// The address to listen on. Loopback by default: the page names tools and counts.
@@ -342,7 +342,7 @@ pub struct KeyArgs {
 /// `manifest` options.
 #[derive(Debug, Args)]
 pub struct ManifestArgs {
-    /// A manifest printed by your binary (`effect_tool::manifest::render`), or `-` for stdin.
+    /// A manifest printed by your binary (`effect_tool::toolkit::manifest::render`), or `-` for stdin.
     pub file: String,
     /// The committed manifest to compare with: exit 1 and print the differing lines if they
     /// differ.

@@ -3,12 +3,12 @@
 use std::io::{Read, Write};
 use std::sync::Arc;
 
-use effect_tool_core::compensation::compensation_key;
-use effect_tool_core::key::{call_key, redact, sha256_hex};
-use effect_tool_core::record::{AuditEntry, EffectRecord, Intent, OpOutcome, RecordState};
+use effect_tool_core::call::key::{call_key, redact, sha256_hex};
+use effect_tool_core::decide::record::{AuditEntry, EffectRecord, Intent, OpOutcome, RecordState};
+use effect_tool_core::engine::compensation::compensation_key;
 use effect_tool_core::store::{Filter, Listing, collectable};
 use effect_tool_core::{EffectClass, KeyRule, RunContext, Store, StoreExt, Verdict};
-use effect_tool_core::{canonical, manifest};
+use effect_tool_core::{toolkit::manifest, value::canonical};
 use serde_json::{Value, json};
 
 use crate::cli::{AbandonArgs, Cli, Command, KeyArgs, ListArgs, ManifestArgs, ResolveArgs, StateFilter};
@@ -119,8 +119,8 @@ fn console(
     tokens: Option<std::path::PathBuf>,
     (proxies, secret_file): (Vec<std::net::IpAddr>, Option<std::path::PathBuf>),
     resolver_role: String,
-) -> Result<Option<effect_tool_core::console::Console>, CliError> {
-    use effect_tool_core::console::{Console, StaticTokens, TrustedHeader};
+) -> Result<Option<effect_tool_core::ops::console::Console>, CliError> {
+    use effect_tool_core::ops::console::{Console, StaticTokens, TrustedHeader};
     let console = match (tokens, proxies.is_empty()) {
         (Some(_), false) => {
             return Err(CliError::Usage("give --tokens or --trusted-proxy, not both".into()));
@@ -178,12 +178,12 @@ fn proxy_secret(path: &std::path::Path) -> Result<String, CliError> {
 async fn serve(
     store: Arc<dyn Store>,
     listen: std::net::SocketAddr,
-    console: Option<effect_tool_core::console::Console>,
+    console: Option<effect_tool_core::ops::console::Console>,
     allowed_hosts: Vec<String>,
     json: bool,
     io: &mut Io<'_>,
 ) -> Result<(), CliError> {
-    use effect_tool_core::prometheus::PrometheusMetrics;
+    use effect_tool_core::ops::prometheus::PrometheusMetrics;
     let metrics = PrometheusMetrics::install()
         .map_err(|e| CliError::Store(e.to_string()))?
         .with_journal(store);
@@ -404,10 +404,10 @@ fn skipped_note(listing: &Listing) -> Option<String> {
 /// The key of the record `marker` (a marker, or its id) belongs to, in this journal.
 async fn marker_key(store: &dyn Store, marker: &str) -> Result<String, CliError> {
     let secret = store.marker_secret().await?;
-    let rec = effect_tool_core::marker::find_record(store, marker, secret.as_ref()).await?;
+    let rec = effect_tool_core::store::markers::find_record(store, marker, secret.as_ref()).await?;
     rec.map(|rec| rec.key).ok_or_else(|| {
         CliError::NotFound(format!(
-            "no record of this journal carries the marker `{}`: it may have been dropped by `gc`, belong to another journal, or have been written under a secret the application brings itself (`Engine::with_marker_secret`): look it up in the application with `marker::find_record` and that secret",
+            "no record of this journal carries the marker `{}`: it may have been dropped by `gc`, belong to another journal, or have been written under a secret the application brings itself (`Engine::with_marker_secret`): look it up in the application with `store::markers::find_record` and that secret",
             crate::output::clean(marker.trim())
         ))
     })
@@ -694,7 +694,7 @@ async fn approve(
         store.approve(key, &by, role, &parked.fingerprint).await?;
         return Ok(());
     }
-    let bound = effect_tool_core::key::bound_fields(&parked.input);
+    let bound = effect_tool_core::call::key::bound_fields(&parked.input);
     let shown = format!(
         "{} waits for approval by role `{}`; its input (fingerprint {}):\n{}{}",
         clean(key),
@@ -1197,11 +1197,11 @@ fn checked_manifest(text: &str, name: &str) -> Result<String, CliError> {
     match text.lines().next() {
         Some(first) if first == manifest::HEADER => Ok(text),
         None => Err(CliError::Usage(format!(
-            "the manifest `{}` is empty: print it from your binary with `effect_tool::manifest::render(&toolkit.metas())`",
+            "the manifest `{}` is empty: print it from your binary with `effect_tool::toolkit::manifest::render(&toolkit.metas())`",
             clean(name)
         ))),
         Some(_) => Err(CliError::Usage(format!(
-            "`{}` is not an effect-tool manifest: its first line must be `{}` (print it from your binary with `effect_tool::manifest::render(&toolkit.metas())`)",
+            "`{}` is not an effect-tool manifest: its first line must be `{}` (print it from your binary with `effect_tool::toolkit::manifest::render(&toolkit.metas())`)",
             clean(name),
             manifest::HEADER
         ))),

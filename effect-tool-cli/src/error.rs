@@ -3,7 +3,7 @@
 use std::fmt;
 
 use effect_tool_core::StoreError;
-use effect_tool_core::record::Rejected;
+use effect_tool_core::decide::record::Rejected;
 
 /// Success.
 pub const EXIT_OK: u8 = 0;

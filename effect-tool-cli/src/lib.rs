@@ -80,7 +80,7 @@
 //! The manifest lists every tool's name, class, key rule, window, approval and
 //! recover/compensate hooks, as stable text for code review. It is made from the tools'
 //! declarations, which live in the application's binary; this command cannot load them. Print
-//! it from your binary with `effect_tool::manifest::render(&toolkit.metas())` (a test that
+//! it from your binary with `effect_tool::toolkit::manifest::render(&toolkit.metas())` (a test that
 //! compares it with a committed file does the same job inside `cargo test`). Then
 //! `effect-tool manifest FILE` checks it is a manifest and prints it, and `--check COMMITTED`
 //! compares it with the committed one: exit 1 and the differing tool lines when a tool's

@@ -1,4 +1,4 @@
-//! RFC 8785 canonical JSON (`effect_tool_core::canonical`).
+//! RFC 8785 canonical JSON (`effect_tool_core::value::canonical`).
 //!
 //! For any text the strict parser accepts:
 //! - its canonical form re-parses to the same value (numbers compared as the doubles RFC 8785
@@ -11,7 +11,7 @@
 
 #![no_main]
 
-use effect_tool::canonical::{canonicalize_str, check_exact, parse_strict, to_string, try_to_string};
+use effect_tool::value::canonical::{canonicalize_str, check_exact, parse_strict, to_string, try_to_string};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 

@@ -12,7 +12,7 @@ mod duration;
 
 use std::time::Duration;
 
-use effect_tool::manifest::format_duration;
+use effect_tool::toolkit::manifest::format_duration;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,4 +1,4 @@
-//! Markers (`effect_tool_core::marker`).
+//! Markers (`effect_tool_core::value::marker`).
 //!
 //! - Any key's marker carries its id: `parse_marker(marker(k)) == plain_marker_id(k)`, the
 //!   same for `signed_marker` and `marker_id`, and a legacy marker round-trips its key; nothing
@@ -15,7 +15,7 @@
 
 #![no_main]
 
-use effect_tool::marker::{
+use effect_tool::value::marker::{
     MARKER_PREFIX, MARKER_SUFFIX, MarkerSecret, contains_marker, legacy_marker, marker, marker_id, parse_marker,
     parse_markers, plain_marker_id, signed_marker,
 };

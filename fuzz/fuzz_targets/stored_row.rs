@@ -19,7 +19,7 @@
 use std::path::PathBuf;
 use std::sync::{LazyLock, Mutex};
 
-use effect_tool::record::RECORD_VERSION;
+use effect_tool::decide::record::RECORD_VERSION;
 use effect_tool::store::sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use effect_tool::{EffectRecord, Filter, Store, StoreError};
 use libfuzzer_sys::fuzz_target;

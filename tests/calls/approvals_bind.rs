@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use effect_tool::{
     CallOptions, EffectCtx, EffectError, Engine, RecordState, RunContext, Store, StoreExt, Tool, ToolError, tools,
 };
-use effect_tool_core::conformance::{Harness, MemoryHarness, SqliteHarness, run};
+use effect_tool_core::testing::conformance::{Harness, MemoryHarness, SqliteHarness, run};
 
 /// The bank: every payment it makes, which the engine never sees. It can decline the next
 /// payment definitively (nothing is paid).
@@ -73,7 +73,7 @@ async fn approval_is_for_the_input_shown<T: Tool<Error = ToolError, Output = Str
     let run = RunContext::new("run-pay");
     let call = |invoice: &str, amount: u64| engine.call(tool, &run, CallOptions::default(), args(invoice, amount));
     let fingerprint = |invoice: &str, amount: u64| {
-        effect_tool::key::identify(tool, &run, &args(invoice, amount))
+        effect_tool::call::key::identify(tool, &run, &args(invoice, amount))
             .unwrap()
             .fingerprint
     };
@@ -242,7 +242,7 @@ fn sqlite_approvals_bind_their_input() {
 #[cfg(feature = "postgres")]
 #[test]
 fn postgres_approvals_bind_their_input() {
-    use effect_tool_core::conformance::PostgresHarness;
+    use effect_tool_core::testing::conformance::PostgresHarness;
     run::<PostgresHarness, _, _>("approvals_bind", every_variant::<PostgresHarness>);
 }
 

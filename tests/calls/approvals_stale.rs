@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use common::desk::serve_console as serve;
 use common::http::{Answer, encode, request};
-use effect_tool::console::{Console, Identity, StaticTokens};
+use effect_tool::ops::console::{Console, Identity, StaticTokens};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{CallOptions, Engine, RecordState, RunContext, Store, StoreExt, ToolError, Toolkit, tools};
 
@@ -186,7 +186,7 @@ async fn an_approval_binds_the_sensitive_account_without_storing_it() {
         .key
         .clone();
     let shown = store.get(&key).await.unwrap().unwrap();
-    assert_eq!(effect_tool::key::bound_fields(&shown.input), ["iban"]);
+    assert_eq!(effect_tool::call::key::bound_fields(&shown.input), ["iban"]);
     store
         .approve(&key, "maria", "manager", &shown.fingerprint)
         .await

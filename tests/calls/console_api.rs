@@ -13,7 +13,7 @@ use std::sync::Arc;
 use common::desk::{ApprovedRefund as Refund, SendEmail, serve_console as serve};
 use common::http::{Answer, encode, request};
 use common::ledger::Downstream;
-use effect_tool::console::{Console, Identity, StaticTokens};
+use effect_tool::ops::console::{Console, Identity, StaticTokens};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{CallOptions, Engine, RunContext, Store, Toolkit};
 

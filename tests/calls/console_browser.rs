@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use common::desk::{ApprovedRefund as Refund, SendEmail, serve_console as serve};
 use common::ledger::Downstream;
-use effect_tool::console::{Console, Identity, StaticTokens};
+use effect_tool::ops::console::{Console, Identity, StaticTokens};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{CallOptions, EffectClass, EffectCtx, Engine, RunContext, Store, StoreExt, Tool, ToolError, Toolkit};
 use fantoccini::{Client, ClientBuilder, Locator};

@@ -17,7 +17,7 @@ use common::journal::{Fault, Faulty, Then, until_stale};
 use common::ledger::Downstream;
 use common::script::{Script, Step, scripted};
 use common::{key_of, short, short_engine};
-use effect_tool::record::Op;
+use effect_tool::decide::record::Op;
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{
     BlockReason, CallOptions, Disposition, EffectClass, EffectError, Engine, Filter, MemoryStore, RecordState,
@@ -297,8 +297,8 @@ async fn cancelled_during_recover_the_tool_is_not_started() {
     let run = RunContext::new("r1");
     let key = key_of(&tool, &run, &"a".into());
     // A crashed claim: the next call reconciles through recover.
-    let id = effect_tool::key::identify(&tool, &run, &"a".to_owned()).unwrap();
-    let intent = effect_tool::record::Intent {
+    let id = effect_tool::call::key::identify(&tool, &run, &"a".to_owned()).unwrap();
+    let intent = effect_tool::decide::record::Intent {
         tool: "Post".into(),
         class: Irreversible,
         run_id: "r1".into(),

@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::journal::{FailWhen, Faulty, crashed_claim};
 use common::ledger::Downstream;
 use common::run;
-use effect_tool::record::{Intent, Op, OpOutcome};
+use effect_tool::decide::record::{Intent, Op, OpOutcome};
 use effect_tool::{
     BlockReason, CallOptions, EffectClass, EffectCtx, EffectError, Engine, EngineConfig, KeyRule, MemoryStore,
     RecordState, Store, StoreExt, Tool, ToolError, Window,
@@ -760,7 +760,9 @@ async fn a_journal_that_refuses_the_claim_stops_the_call_before_the_effect() {
     let tool = SendEmail::new(&ledger, &[Step::Ok]);
     let engine = Engine::new(failing_on(|_| true));
     let run = run("r1");
-    let key = effect_tool::key::identify(&tool, &run, &args("ann", 1)).unwrap().key;
+    let key = effect_tool::call::key::identify(&tool, &run, &args("ann", 1))
+        .unwrap()
+        .key;
     let err = engine
         .call(&tool, &run, CallOptions::default(), args("ann", 1))
         .await
@@ -773,7 +775,7 @@ async fn a_journal_that_refuses_the_claim_stops_the_call_before_the_effect() {
     );
     // A refusal names its key; a failed connection has none to name.
     assert_eq!(err.key(), None);
-    let refused = effect_tool::StoreError::from(effect_tool::record::Rejected::NotFound { key: key.clone() });
+    let refused = effect_tool::StoreError::from(effect_tool::decide::record::Rejected::NotFound { key: key.clone() });
     assert_eq!(refused.key(), Some(key.as_str()));
     assert_eq!(ledger.requests(), 0, "the tool did not run");
 }
@@ -839,7 +841,7 @@ async fn a_streaming_tool_reports_progress_and_records_the_last_value() {
             self.0.fetch_add(1, Ordering::SeqCst);
             let steps = futures::stream::iter(["built", "pushed", "live"])
                 .map(move |s| Ok::<_, ToolError>(format!("{service}: {s}")));
-            effect_tool::stream::last(ctx, steps, || ToolError::definitive("no steps")).await
+            effect_tool::call::stream::last(ctx, steps, || ToolError::definitive("no steps")).await
         }
     }
     let seen = Arc::new(Mutex::new(Vec::new()));

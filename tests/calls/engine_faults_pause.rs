@@ -34,8 +34,8 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use common::worker::{Worker, wait_for};
-use effect_tool::conformance::{ScratchDir, ledger_append, ledger_lines};
 use effect_tool::store::sqlite::SqliteStore;
+use effect_tool::testing::conformance::{ScratchDir, ledger_append, ledger_lines};
 use effect_tool::{
     CallOptions, EffectClass, EffectCtx, EffectError, Engine, EngineConfig, RecordState, RunContext, Store, Tool,
     ToolError,
@@ -275,7 +275,7 @@ fn a_paused_worker_does_not_post_after_its_lease_lapsed() {
         if !ra.starts_with("claim-lost owner=2 recorded=\"comment by b") {
             problems.push(format!("{topic}: the paused worker's call returned {ra}"));
         }
-        let key = effect_tool::key::identify(
+        let key = effect_tool::call::key::identify(
             &PostComment {
                 dir: dir.clone(),
                 role: String::new(),
@@ -294,7 +294,7 @@ fn a_paused_worker_does_not_post_after_its_lease_lapsed() {
         let trail = rt.block_on(store.audit(Some(&key))).unwrap();
         let lost: Vec<_> = trail
             .iter()
-            .filter(|e| e.actor == effect_tool::record::ENGINE_ACTOR && e.action == "claim-lost")
+            .filter(|e| e.actor == effect_tool::decide::record::ENGINE_ACTOR && e.action == "claim-lost")
             .filter_map(|e| e.detail.clone())
             .collect();
         if lost != [serde_json::json!({ "attempt": 1, "current": 2, "finished": false })] {

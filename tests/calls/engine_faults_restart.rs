@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::worker::{Worker, wait_for};
-use effect_tool::conformance::{ScratchDir, ledger_append, ledger_lines};
 use effect_tool::store::sqlite::SqliteStore;
+use effect_tool::testing::conformance::{ScratchDir, ledger_append, ledger_lines};
 use effect_tool::{
     CallOptions, EffectClass, EffectCtx, Engine, EngineConfig, RecordState, RunContext, Store, Tool, ToolError,
 };

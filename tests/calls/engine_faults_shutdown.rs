@@ -17,8 +17,8 @@ use std::time::Duration;
 use common::journal::crashed_claim;
 use common::ledger::Downstream;
 use common::worker::wait_for;
-use effect_tool::conformance::{ScratchDir, ledger_append, ledger_lines};
 use effect_tool::store::sqlite::SqliteStore;
+use effect_tool::testing::conformance::{ScratchDir, ledger_append, ledger_lines};
 use effect_tool::{
     CallOptions, EffectClass, EffectCtx, EffectError, Engine, EngineConfig, MemoryStore, RecordState, RunContext,
     Store, Tool, ToolError,
@@ -101,7 +101,11 @@ async fn shutdown_drains_finishes_in_time_releases_unstarted_and_cancels_the_res
         let (engine, tool, run, what) = (engine.clone(), tool.clone(), run.clone(), what.to_owned());
         tokio::spawn(async move { engine.call_with_report(&tool, &run, CallOptions::default(), what).await })
     };
-    let key_of = |what: &str| effect_tool::key::identify(&tool, &run, &what.to_owned()).unwrap().key;
+    let key_of = |what: &str| {
+        effect_tool::call::key::identify(&tool, &run, &what.to_owned())
+            .unwrap()
+            .key
+    };
 
     // Running: one that will finish in time, one that never ends.
     let finishing = call("finish");

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::ledger::Downstream;
-use effect_tool::record::{AuditEntry, Op, OpOutcome};
+use effect_tool::decide::record::{AuditEntry, Op, OpOutcome};
 use effect_tool::{
     CallOptions, Disposition, EffectClass, EffectCtx, EffectError, EffectRecord, Engine, EngineConfig, Filter,
     MemoryStore, RecordState, RunContext, Store, StoreError, Tool, ToolError,
@@ -235,7 +235,9 @@ async fn a_claim_whose_answer_was_lost_is_released_before_the_tool_runs() {
         first.result
     );
     assert_eq!(tool.runs.load(Ordering::SeqCst), 0, "the tool did not run");
-    let key = effect_tool::key::identify(&tool, &run, &"ann".to_owned()).unwrap().key;
+    let key = effect_tool::call::key::identify(&tool, &run, &"ann".to_owned())
+        .unwrap()
+        .key;
     let rec = store.get(&key).await.unwrap().expect("the claim was written");
     assert_eq!(
         rec.state,
@@ -290,7 +292,9 @@ async fn a_lost_claim_answer_never_releases_another_processs_live_claim() {
         "{:?}",
         retry.result
     );
-    let key = effect_tool::key::identify(&tool, &run, &"ann".to_owned()).unwrap().key;
+    let key = effect_tool::call::key::identify(&tool, &run, &"ann".to_owned())
+        .unwrap()
+        .key;
     let rec = store.get(&key).await.unwrap().unwrap();
     assert_eq!(
         (rec.state, rec.attempt),
@@ -331,7 +335,9 @@ async fn look_for_a_lost_claim_through(failing: usize, window: Duration) -> (Rec
     assert_eq!(tool.runs.load(Ordering::SeqCst), 0, "the tool did not run");
     let reads = store.reads_after.load(Ordering::SeqCst);
     store.lost.store(false, Ordering::SeqCst);
-    let key = effect_tool::key::identify(&tool, &run, &"ann".to_owned()).unwrap().key;
+    let key = effect_tool::call::key::identify(&tool, &run, &"ann".to_owned())
+        .unwrap()
+        .key;
     (store.get(&key).await.unwrap().unwrap().state, reads)
 }
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use common::journal::{FailWhen, Fault, Faulty, Then};
 use common::ledger::Downstream;
-use effect_tool::record::Op;
+use effect_tool::decide::record::Op;
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{
     BlockReason, CallOptions, Disposition, DynTool, EffectCtx, EffectError, Engine, EngineConfig, MemoryStore,

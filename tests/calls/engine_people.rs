@@ -260,7 +260,7 @@ async fn abandoning_a_run_undoes_only_effects_that_happened() {
         .call(&*tool, &run, CallOptions::default(), "101".into())
         .await
         .unwrap();
-    let parked = |room: &str| effect_tool::record::Intent {
+    let parked = |room: &str| effect_tool::decide::record::Intent {
         approval: Some("ops".into()),
         ..booking("trip-7", serde_json::json!(room))
     };
@@ -308,7 +308,9 @@ async fn abandoning_a_run_undoes_only_effects_that_happened() {
 
     let tools: Vec<Arc<dyn DynTool>> = vec![tool.clone()];
     let report = engine.abandon_run(&run, &tools).await.unwrap();
-    let undone = effect_tool::key::identify(&*tool, &run, &"101".to_owned()).unwrap().key;
+    let undone = effect_tool::call::key::identify(&*tool, &run, &"101".to_owned())
+        .unwrap()
+        .key;
     assert_eq!(report.compensated, vec![undone], "{report:?}");
     assert!(
         report.is_complete() && report.already_compensated.is_empty(),
@@ -319,8 +321,8 @@ async fn abandoning_a_run_undoes_only_effects_that_happened() {
 
 /// The claim of a [`Reserve`] booking in `run` with `input`, as the journal holds it (for the
 /// records a test writes through the store, not through the engine).
-fn booking(run: &str, input: serde_json::Value) -> effect_tool::record::Intent {
-    effect_tool::record::Intent {
+fn booking(run: &str, input: serde_json::Value) -> effect_tool::decide::record::Intent {
+    effect_tool::decide::record::Intent {
         tool: "reserve".into(),
         class: EffectClass::Compensable,
         run_id: run.into(),

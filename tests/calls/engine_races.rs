@@ -14,7 +14,7 @@ use common::journal::{FailWhen, Fault, Faulty, Then, claim_elsewhere, crashed_cl
 use common::ledger::Downstream;
 use common::script::{Script, Step, scripted};
 use common::{key_of, run, short, short_engine};
-use effect_tool::record::{Intent, Op, OpOutcome};
+use effect_tool::decide::record::{Intent, Op, OpOutcome};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{
     BlockReason, CallOptions, Disposition, DynTool, EffectClass, EffectCtx, EffectError, Engine, EngineConfig, Failure,

@@ -11,8 +11,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use effect_tool::marker::{self, MarkerSecret};
 use effect_tool::store::sqlite::SqliteStore;
+use effect_tool::value::marker::{self, MarkerSecret};
 use effect_tool::{CallOptions, Disposition, EffectCtx, Engine, MemoryStore, RunContext, Store, ToolError, tools};
 
 /// The issue tracker: every comment, with its author.
@@ -96,7 +96,9 @@ async fn planted_plain_and_wrong_mac_markers_do_not_reconcile() {
     let run = RunContext::new("run-7");
     let tool = tracker.comment_tool();
     // The stranger computes the key from public data and plants markers for it.
-    let key = effect_tool::key::identify(&tool, &run, &args("Thanks!")).unwrap().key;
+    let key = effect_tool::call::key::identify(&tool, &run, &args("Thanks!"))
+        .unwrap()
+        .key;
     tracker.plant("mallory", format!("gotcha {}", marker::marker(&key)));
     let wrong = MarkerSecret::from_bytes([0; 32]);
     tracker.plant("mallory", format!("gotcha {}", marker::signed_marker(&key, &wrong)));

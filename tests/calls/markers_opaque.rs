@@ -8,7 +8,8 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use effect_tool::marker;
+use effect_tool::store::markers;
+use effect_tool::value::marker;
 use effect_tool::{CallOptions, Disposition, EffectCtx, Engine, MemoryStore, RunContext, ToolError, tools};
 
 /// The mail server: every email sent, by body.
@@ -130,14 +131,14 @@ async fn the_customer_sees_an_id_and_the_journal_finds_the_record() {
 
     // The operator pastes what the customer forwarded: the journal finds the record.
     let secret = engine.marker_secret().await.unwrap();
-    let found = marker::find_record(engine.store().as_ref(), &email, secret.as_ref())
+    let found = markers::find_record(engine.store().as_ref(), &email, secret.as_ref())
         .await
         .unwrap()
         .expect("the record of the marker");
     assert_eq!(found.key, key);
     // Without the secret, a signed marker's record is not found: a reader cannot map it back.
     assert_eq!(
-        marker::find_record(engine.store().as_ref(), &email, None)
+        markers::find_record(engine.store().as_ref(), &email, None)
             .await
             .unwrap(),
         None
@@ -145,7 +146,7 @@ async fn the_customer_sees_an_id_and_the_journal_finds_the_record() {
     // A marker of another secret is no record's.
     let forged = marker::signed_marker(&key, &marker::MarkerSecret::from_bytes([5; 32]));
     assert_eq!(
-        marker::find_record(engine.store().as_ref(), &forged, secret.as_ref())
+        markers::find_record(engine.store().as_ref(), &forged, secret.as_ref())
             .await
             .unwrap(),
         None

@@ -7,7 +7,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use effect_tool::record::{Op, Rejected};
+use effect_tool::decide::record::{Op, Rejected};
 use effect_tool::{
     Dispatcher, Engine, MemoryStore, RecordState, RunContext, Store, StoreError, StoreExt, Tool, ToolCall, ToolError,
     Toolkit, Verdict, tool,
@@ -179,7 +179,7 @@ mod console {
     async fn the_console_checks_an_output_against_the_journal_and_shows_the_shape() {
         use crate::common::desk::serve_console;
         use crate::common::http::{encode, request};
-        use effect_tool::console::{Console, Identity, StaticTokens};
+        use effect_tool::ops::console::{Console, Identity, StaticTokens};
         use effect_tool::store::sqlite::SqliteStore;
 
         let dir = tempfile::tempdir().unwrap();

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use common::desk::SendEmail;
 use common::ledger::Downstream;
-use effect_tool::notify::webhook::{Webhook, verify};
-use effect_tool::notify::{ApprovalAnswer, NeedsPerson};
+use effect_tool::ops::notify::webhook::{Webhook, verify};
+use effect_tool::ops::notify::{ApprovalAnswer, NeedsPerson};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{
     CallOptions, EffectClass, EffectCtx, Engine, MemoryStore, RunContext, Store, StoreExt, Tool, ToolError,

@@ -267,8 +267,8 @@ impl Store for ClaimsAnswer {
     async fn apply(
         &self,
         key: &str,
-        op: effect_tool::record::Op,
-    ) -> Result<effect_tool::record::OpOutcome, effect_tool::StoreError> {
+        op: effect_tool::decide::record::Op,
+    ) -> Result<effect_tool::decide::record::OpOutcome, effect_tool::StoreError> {
         self.0.apply(key, op).await
     }
     async fn list(
@@ -277,10 +277,13 @@ impl Store for ClaimsAnswer {
     ) -> Result<Vec<effect_tool::EffectRecord>, effect_tool::StoreError> {
         self.0.list(filter).await
     }
-    async fn gc(&self, now: effect_tool::record::Millis) -> Result<u64, effect_tool::StoreError> {
+    async fn gc(&self, now: effect_tool::decide::record::Millis) -> Result<u64, effect_tool::StoreError> {
         self.0.gc(now).await
     }
-    async fn audit(&self, key: Option<&str>) -> Result<Vec<effect_tool::record::AuditEntry>, effect_tool::StoreError> {
+    async fn audit(
+        &self,
+        key: Option<&str>,
+    ) -> Result<Vec<effect_tool::decide::record::AuditEntry>, effect_tool::StoreError> {
         self.0.audit(key).await
     }
 }

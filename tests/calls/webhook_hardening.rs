@@ -14,8 +14,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use effect_tool::notify::NeedsPerson;
-use effect_tool::notify::webhook::{Webhook, signature, verify, verify_with_tolerance};
+use effect_tool::ops::notify::NeedsPerson;
+use effect_tool::ops::notify::webhook::{Webhook, signature, verify, verify_with_tolerance};
 use effect_tool::{CallOptions, EffectCtx, Engine, MemoryStore, RunContext, Store, ToolError, tool};
 
 /// Times out after sending: the record goes in doubt and needs a person.

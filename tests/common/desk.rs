@@ -63,7 +63,7 @@ impl Tool for ApprovedRefund {
 
 /// Serve `console` on a free loopback port (with the peer's address, as `TrustedHeader` needs).
 #[cfg(feature = "console")]
-pub async fn serve_console(console: effect_tool::console::Console) -> std::net::SocketAddr {
+pub async fn serve_console(console: effect_tool::ops::console::Console) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let app = console

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use effect_tool::record::{AuditEntry, Intent, Op, OpOutcome};
+use effect_tool::decide::record::{AuditEntry, Intent, Op, OpOutcome};
 use effect_tool::{EffectRecord, Engine, Filter, RunContext, Store, StoreError, StoreExt, Tool};
 
 /// What a [`Faulty`] journal does with one operation.
@@ -92,7 +92,7 @@ impl<F: Fault> Store for Faulty<F> {
     fn now(&self) -> i64 {
         self.inner.now()
     }
-    async fn marker_secret(&self) -> Result<Option<effect_tool::marker::MarkerSecret>, StoreError> {
+    async fn marker_secret(&self) -> Result<Option<effect_tool::value::marker::MarkerSecret>, StoreError> {
         self.inner.marker_secret().await
     }
 }
@@ -153,7 +153,7 @@ pub async fn claim_elsewhere<T: Tool>(
     args: &T::Args,
     lease_ms: u64,
 ) -> String {
-    let id = effect_tool::key::identify(tool, run, args).unwrap();
+    let id = effect_tool::call::key::identify(tool, run, args).unwrap();
     let intent = Intent {
         tool: T::NAME.into(),
         class: T::CLASS,

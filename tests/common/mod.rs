@@ -40,7 +40,7 @@ pub fn run(id: &str) -> RunContext {
 
 /// The journal key the engine uses for `tool` called with `args` in `run`.
 pub fn key_of<T: Tool>(tool: &T, run: &RunContext, args: &T::Args) -> String {
-    effect_tool::key::identify(tool, run, args).unwrap().key
+    effect_tool::call::key::identify(tool, run, args).unwrap().key
 }
 
 /// The one test of a PostgreSQL test binary built without the `postgres` feature: it fails
@@ -48,15 +48,15 @@ pub fn key_of<T: Tool>(tool: &T, run: &RunContext, args: &T::Args) -> String {
 /// `what` was skipped.
 pub fn postgres_feature_disabled(what: &str) {
     assert!(
-        !effect_tool_core::conformance::postgres_required(),
+        !effect_tool_core::testing::conformance::postgres_required(),
         "EFFECT_TOOL_REQUIRE_PG=1 but the tests were built without the `postgres` feature: run `cargo test --features postgres`"
     );
     eprintln!("\n*** SKIPPED POSTGRES {what}: built without `--features postgres` ***\n");
 }
 
 /// A claim's intent for the store-level tests: tool `t`, run `run_id`, a small input.
-pub fn intent(run_id: &str) -> effect_tool::record::Intent {
-    effect_tool::record::Intent {
+pub fn intent(run_id: &str) -> effect_tool::decide::record::Intent {
+    effect_tool::decide::record::Intent {
         tool: "t".into(),
         class: effect_tool::EffectClass::Idempotent,
         run_id: run_id.into(),

@@ -9,7 +9,7 @@ use crate::common;
 use std::sync::Arc;
 
 use common::ledger::Downstream;
-use effect_tool::record::{Intent, OpOutcome};
+use effect_tool::decide::record::{Intent, OpOutcome};
 use effect_tool::{
     BlockReason, Disposition, EffectClass, EffectCtx, Engine, Filter, MemoryStore, RecordState, RunContext, Store,
     StoreExt, Tool, ToolCall, ToolError, Toolkit,
@@ -210,7 +210,7 @@ async fn the_call_id_that_applied_the_effect_replays_after_a_takeover() {
         text: "thanks, on it".into(),
     };
     // call_1 claimed, sent, and died before recording (its lease is over).
-    let id = effect_tool::key::identify(&tool, &run, &args).unwrap();
+    let id = effect_tool::call::key::identify(&tool, &run, &args).unwrap();
     let intent = Intent {
         tool: "send_reply".into(),
         class: EffectClass::Irreversible,

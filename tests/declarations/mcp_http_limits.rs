@@ -11,7 +11,7 @@
 use crate::common;
 
 use common::python::{client_passed, client_script, python, require_sdk};
-use effect_tool::mcp::{BearerTokens, McpHttpConfig, McpLimits, McpServer};
+use effect_tool::adapters::mcp::{BearerTokens, McpHttpConfig, McpLimits, McpServer};
 use effect_tool::{Engine, MemoryStore, ToolError, Toolkit, tools};
 use tokio::sync::watch;
 

@@ -17,8 +17,10 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use common::python::{client_passed, client_script, python, require_sdk};
-use effect_tool::mcp::jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, encode, get_current_timestamp};
-use effect_tool::mcp::{JwtAuthenticator, McpHttpConfig, McpHttpHandle, McpLimits, McpServeError, McpServer};
+use effect_tool::adapters::mcp::jsonwebtoken::{
+    Algorithm, DecodingKey, EncodingKey, Header, encode, get_current_timestamp,
+};
+use effect_tool::adapters::mcp::{JwtAuthenticator, McpHttpConfig, McpHttpHandle, McpLimits, McpServeError, McpServer};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{Engine, MemoryStore, Toolkit};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::python::{client_passed, client_script, python, require_sdk};
-use effect_tool::mcp::{BearerTokens, McpHttpConfig, McpHttpHandle, McpServer};
+use effect_tool::adapters::mcp::{BearerTokens, McpHttpConfig, McpHttpHandle, McpServer};
 use effect_tool::{EffectCtx, Engine, MemoryStore, ToolError, Toolkit, tools};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use effect_tool::rig::rig_core::message::{AssistantContent, ToolCall, ToolFunction, ToolName};
-use effect_tool::rig::rig_core::test_utils::{MockCompletionModel, MockTurn};
-use effect_tool::rig::rig_core::tool::ToolContext;
-use effect_tool::rig::{EffectRun, RigTool, dynamic_tools};
+use effect_tool::adapters::rig::rig_core::message::{AssistantContent, ToolCall, ToolFunction, ToolName};
+use effect_tool::adapters::rig::rig_core::test_utils::{MockCompletionModel, MockTurn};
+use effect_tool::adapters::rig::rig_core::tool::ToolContext;
+use effect_tool::adapters::rig::{EffectRun, RigTool, dynamic_tools};
 use effect_tool::{EffectClass, EffectCtx, Engine, Filter, MemoryStore, RunContext, Tool, ToolError, Toolkit};
 use rig_agent::AgentBuilder;
 use serde::{Deserialize, Serialize};

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
-use effect_tool::schema::{self, Dialect, MAX_SAFE_INTEGER, compile, input_schema};
+use effect_tool::value::schema::{self, Dialect, MAX_SAFE_INTEGER, compile, input_schema};
 use effect_tool::{Tool, ToolError, tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

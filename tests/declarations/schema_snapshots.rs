@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
-use effect_tool::schema::{strict_schema, strict_schema_exact};
+use effect_tool::value::schema::{strict_schema, strict_schema_exact};
 use effect_tool::{Tool, ToolError, tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -196,7 +196,7 @@ fn assert_meta_valid(name: &str, draft: &str, schema: &Value) {
 fn check<T: Tool>(name: &str, sample: Value) {
     let exported = T::input_schema();
     let draft = declared_draft::<T::Args>();
-    assert_eq!(draft, effect_tool::schema::DRAFT);
+    assert_eq!(draft, effect_tool::value::schema::DRAFT);
     assert_meta_valid(name, &draft, &exported);
     assert_snapshot(name, &exported);
 

@@ -4,7 +4,7 @@
 //! skips loudly without it, unless `EFFECT_TOOL_REQUIRE_PG=1` (CI), where it fails.
 
 #[cfg(feature = "postgres")]
-use effect_tool_core::conformance::PostgresHarness;
+use effect_tool_core::testing::conformance::PostgresHarness;
 
 #[cfg(feature = "postgres")]
 effect_tool_core::crash_tests!(postgres, PostgresHarness);

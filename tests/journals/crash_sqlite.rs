@@ -5,6 +5,6 @@
 //!
 //! Run: `cargo test --test journals crash_sqlite::`
 
-use effect_tool_core::conformance::SqliteHarness;
+use effect_tool_core::testing::conformance::SqliteHarness;
 
 effect_tool_core::crash_tests!(sqlite, SqliteHarness);

@@ -9,8 +9,8 @@ use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 
-use effect_tool_core::conformance::ScratchDir;
 use effect_tool_core::store::sqlite::SqliteStore;
+use effect_tool_core::testing::conformance::ScratchDir;
 use effect_tool_core::{Store, StoreExt};
 
 use common::intent;

@@ -2,6 +2,6 @@
 //!
 //! Run: `cargo test --test journals store_memory::`
 
-use effect_tool_core::conformance::MemoryHarness;
+use effect_tool_core::testing::conformance::MemoryHarness;
 
 effect_tool_core::conformance_tests!(memory, MemoryHarness);

@@ -8,7 +8,7 @@
 use crate::common;
 
 #[cfg(feature = "postgres")]
-use effect_tool_core::conformance::PostgresHarness;
+use effect_tool_core::testing::conformance::PostgresHarness;
 
 #[cfg(feature = "postgres")]
 effect_tool_core::conformance_tests!(postgres, PostgresHarness, durable);
@@ -24,8 +24,8 @@ fn postgres_feature_disabled() {
 /// then found applied), and a schema of a newer effect-tool is refused untouched.
 #[cfg(feature = "postgres")]
 mod postgres_migrations {
-    use effect_tool_core::conformance::{Harness, PostgresHarness, run};
     use effect_tool_core::store::postgres::{PgOptions, PostgresStore};
+    use effect_tool_core::testing::conformance::{Harness, PostgresHarness, run};
     use effect_tool_core::{Store, StoreExt};
 
     fn url() -> String {
@@ -103,7 +103,7 @@ mod postgres_migrations {
                 .await
                 .expect("the DBA script runs as is");
             let store = PostgresStore::connect_with(&url(), options(&s)).await.unwrap();
-            let intent = effect_tool_core::record::Intent {
+            let intent = effect_tool_core::decide::record::Intent {
                 tool: "t".into(),
                 class: effect_tool_core::EffectClass::Idempotent,
                 run_id: "r".into(),
@@ -172,7 +172,7 @@ mod postgres_migrations {
         run::<PostgresHarness, _, _>("audit_trail_is_append_only", || async {
             let h = PostgresHarness::fresh().await;
             let store = h.store();
-            let mut intent = effect_tool_core::record::Intent {
+            let mut intent = effect_tool_core::decide::record::Intent {
                 tool: "t".into(),
                 class: effect_tool_core::EffectClass::Irreversible,
                 run_id: "r".into(),
@@ -212,8 +212,8 @@ mod postgres_migrations {
 /// separate plain connection.
 #[cfg(feature = "postgres")]
 mod postgres_tls {
-    use effect_tool_core::conformance::{PostgresHarness, postgres_required, run};
     use effect_tool_core::store::postgres::{PgOptions, PostgresStore, SslMode};
+    use effect_tool_core::testing::conformance::{PostgresHarness, postgres_required, run};
     use effect_tool_core::{Store, StoreExt};
 
     use crate::common::intent;
@@ -506,8 +506,8 @@ mod postgres_group_commit {
     use std::time::Duration;
 
     use effect_tool::{CallOptions, EffectClass::Irreversible, Engine, EngineConfig, RunContext};
-    use effect_tool_core::conformance::{Harness, PostgresHarness, run};
-    use effect_tool_core::record::{OpOutcome, Rejected};
+    use effect_tool_core::decide::record::{OpOutcome, Rejected};
+    use effect_tool_core::testing::conformance::{Harness, PostgresHarness, run};
     use effect_tool_core::{StoreError, StoreExt};
     use serde_json::json;
 
@@ -732,14 +732,14 @@ mod postgres_group_commit {
 #[cfg(feature = "postgres")]
 #[test]
 fn postgres_lists_skip_rows_they_cannot_read_and_report_them() {
-    use effect_tool_core::conformance::{Harness, PostgresHarness, run};
+    use effect_tool_core::testing::conformance::{Harness, PostgresHarness, run};
     use effect_tool_core::{Filter, Store, StoreExt};
     run::<PostgresHarness, _, _>("lists_skip_rows_they_cannot_read", || async {
         let h = PostgresHarness::fresh().await;
         let store = h.store();
         for k in ["good-1", "good-2"] {
             match store.claim(k, common::intent("r"), 30_000, false).await.unwrap() {
-                effect_tool_core::record::OpOutcome::Claimed { attempt, .. } => {
+                effect_tool_core::decide::record::OpOutcome::Claimed { attempt, .. } => {
                     store.complete(k, attempt, serde_json::json!(k)).await.unwrap();
                 }
                 other => panic!("{other:?}"),
@@ -786,7 +786,7 @@ fn postgres_lists_skip_rows_they_cannot_read_and_report_them() {
 #[cfg(feature = "postgres")]
 #[test]
 fn postgres_gc_collects_more_than_one_chunk() {
-    use effect_tool_core::conformance::{Harness, PostgresHarness, run};
+    use effect_tool_core::testing::conformance::{Harness, PostgresHarness, run};
     use effect_tool_core::{Filter, Store};
     run::<PostgresHarness, _, _>("gc_collects_more_than_one_chunk", || async {
         let h = PostgresHarness::fresh().await;

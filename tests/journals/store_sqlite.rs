@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use effect_tool_core::conformance::SqliteHarness;
+use effect_tool_core::testing::conformance::SqliteHarness;
 
 effect_tool_core::conformance_tests!(sqlite, SqliteHarness, durable);
 
@@ -14,9 +14,9 @@ effect_tool_core::conformance_tests!(sqlite, SqliteHarness, durable);
 mod sqlite_specifics {
     use std::time::Duration;
 
-    use effect_tool_core::conformance::{ScratchDir, SqliteHarness, run};
-    use effect_tool_core::record::OpOutcome;
+    use effect_tool_core::decide::record::OpOutcome;
     use effect_tool_core::store::sqlite::{SqliteOptions, SqliteStore};
+    use effect_tool_core::testing::conformance::{ScratchDir, SqliteHarness, run};
     use effect_tool_core::{Store, StoreExt};
 
     use crate::common::intent;
@@ -282,7 +282,7 @@ mod sqlite_specifics {
 /// No byte of the journal's files (database and write-ahead log) holds a secret argument.
 #[test]
 fn sqlite_secret_arguments_never_reach_the_files() {
-    use effect_tool_core::conformance::{ChargeArgs, ChargeCard, SECRET, ScratchDir, SqliteHarness, run};
+    use effect_tool_core::testing::conformance::{ChargeArgs, ChargeCard, SECRET, ScratchDir, SqliteHarness, run};
     run::<SqliteHarness, _, _>("secret_arguments_never_reach_the_files", || async {
         let dir = ScratchDir::new("secret-files");
         let path = dir.path().join("j.db");
@@ -315,14 +315,14 @@ fn sqlite_secret_arguments_never_reach_the_files() {
 /// the records around it keep working.
 #[test]
 fn sqlite_lists_skip_rows_they_cannot_read_and_report_them() {
-    use effect_tool_core::conformance::{Harness, SqliteHarness, run};
+    use effect_tool_core::testing::conformance::{Harness, SqliteHarness, run};
     use effect_tool_core::{Filter, Store, StoreExt};
     run::<SqliteHarness, _, _>("lists_skip_rows_they_cannot_read", || async {
         let h = SqliteHarness::fresh().await;
         let store = h.store();
         for k in ["good-1", "good-2"] {
             match store.claim(k, common::intent("r"), 30_000, false).await.unwrap() {
-                effect_tool_core::record::OpOutcome::Claimed { attempt, .. } => {
+                effect_tool_core::decide::record::OpOutcome::Claimed { attempt, .. } => {
                     store.complete(k, attempt, serde_json::json!(k)).await.unwrap();
                 }
                 other => panic!("{other:?}"),
@@ -373,7 +373,7 @@ fn sqlite_lists_skip_rows_they_cannot_read_and_report_them() {
 /// goes between two chunks instead of waiting for the whole collection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_gc_collects_in_chunks_that_let_other_writes_in() {
-    use effect_tool::record::{Op, RECORD_VERSION};
+    use effect_tool::decide::record::{Op, RECORD_VERSION};
     use effect_tool::store::sqlite::SqliteStore;
     use effect_tool::{Filter, Store};
 
@@ -409,7 +409,7 @@ async fn sqlite_gc_collects_in_chunks_that_let_other_writes_in() {
     };
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     // A write while gc runs: answered between two chunks.
-    let intent = effect_tool::record::Intent {
+    let intent = effect_tool::decide::record::Intent {
         tool: "t".into(),
         class: effect_tool::EffectClass::Idempotent,
         run_id: "r".into(),

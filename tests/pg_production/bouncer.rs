@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use effect_tool_core::Store;
-use effect_tool_core::conformance::{Availability, Harness, PG_URL_ENV, postgres_required};
 use effect_tool_core::store::postgres::{PgOptions, PostgresStore};
+use effect_tool_core::testing::conformance::{Availability, Harness, PG_URL_ENV, postgres_required};
 
 use super::support;
 
@@ -175,7 +175,7 @@ impl Harness for PgBouncerHarness {
     async fn plant_future_record(&self, key: &str) -> bool {
         // Behind the store's back, on the server itself.
         let server = std::env::var(PG_URL_ENV).unwrap();
-        effect_tool_core::conformance::plant_future_postgres_record(&server, &self.schema, key).await;
+        effect_tool_core::testing::conformance::plant_future_postgres_record(&server, &self.schema, key).await;
         true
     }
 }
@@ -188,7 +188,7 @@ effect_tool_core::conformance_tests!(through_pgbouncer, super::PgBouncerHarness,
 /// would not be found by the second. The conformance cases above pass through it anyway.
 #[test]
 fn statements_of_one_client_run_in_different_server_sessions() {
-    effect_tool_core::conformance::run::<PgBouncerHarness, _, _>(
+    effect_tool_core::testing::conformance::run::<PgBouncerHarness, _, _>(
         "statements_of_one_client_run_in_different_server_sessions",
         || async {
             let url = format!("postgres://postgres@127.0.0.1:{}/effect_tool_test", bouncer().port);
@@ -222,7 +222,7 @@ fn statements_of_one_client_run_in_different_server_sessions() {
 /// made through the pooler.
 #[test]
 fn waiting_for_a_decision_through_the_pooler_polls_and_finds_it() {
-    effect_tool_core::conformance::run::<PgBouncerHarness, _, _>(
+    effect_tool_core::testing::conformance::run::<PgBouncerHarness, _, _>(
         "waiting_for_a_decision_through_the_pooler_polls_and_finds_it",
         || async {
             use effect_tool_core::StoreExt;
@@ -230,7 +230,7 @@ fn waiting_for_a_decision_through_the_pooler_polls_and_finds_it() {
             let schema = support::schema("bouncer_wait");
             let agent = PgBouncerHarness::connect(&url, &schema).await;
             let person = PgBouncerHarness::connect(&url, &schema).await;
-            let intent = effect_tool_core::record::Intent {
+            let intent = effect_tool_core::decide::record::Intent {
                 approval: Some("finance".to_owned()),
                 ..crate::common::intent("bouncer-wait")
             };
@@ -251,7 +251,7 @@ fn waiting_for_a_decision_through_the_pooler_polls_and_finds_it() {
             let answer = run.wait_for_approval("wait-me", Duration::from_secs(30)).await.unwrap();
             decide.await.unwrap();
             assert!(
-                matches!(answer, effect_tool_core::notify::ApprovalAnswer::Approved { .. }),
+                matches!(answer, effect_tool_core::ops::notify::ApprovalAnswer::Approved { .. }),
                 "{answer:?}"
             );
         },

@@ -23,8 +23,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use effect_tool::{CallOptions, EffectClass, EffectCtx, Engine, EngineConfig, RunContext, Tool, ToolError};
-use effect_tool_core::conformance::postgres_required;
 use effect_tool_core::store::postgres::{PgOptions, PostgresStore};
+use effect_tool_core::testing::conformance::postgres_required;
 
 use super::support::{self, as_postgres, pg_bin};
 

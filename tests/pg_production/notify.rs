@@ -28,13 +28,16 @@ fn options(schema: &str) -> PgOptions {
 
 /// A record awaiting the approval of `finance` under `key`.
 async fn park(store: &PostgresStore, key: &str) {
-    let intent = effect_tool_core::record::Intent {
+    let intent = effect_tool_core::decide::record::Intent {
         approval: Some("finance".to_owned()),
         ..crate::common::intent("notify")
     };
     let outcome = store.claim(key, intent, 30_000, false).await.unwrap();
     assert!(
-        matches!(outcome, effect_tool_core::record::OpOutcome::AwaitingApproval(_)),
+        matches!(
+            outcome,
+            effect_tool_core::decide::record::OpOutcome::AwaitingApproval(_)
+        ),
         "{outcome:?}"
     );
 }

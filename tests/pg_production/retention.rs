@@ -31,11 +31,11 @@ fn gc_keeps_a_record_claimed_again_while_it_runs() {
         )
         .await
         .unwrap();
-        let intent = effect_tool_core::record::Intent {
+        let intent = effect_tool_core::decide::record::Intent {
             ttl_ms: Some(1),
             ..crate::common::intent("gc-race")
         };
-        let effect_tool_core::record::OpOutcome::Claimed { attempt, .. } =
+        let effect_tool_core::decide::record::OpOutcome::Claimed { attempt, .. } =
             store.claim("k", intent, 30_000, false).await.unwrap()
         else {
             panic!("a new key is claimed")
@@ -80,6 +80,6 @@ fn gc_keeps_a_record_claimed_again_while_it_runs() {
         let dropped = gc.await.unwrap().unwrap();
         assert_eq!(dropped, 0, "the claimed record is not collected");
         let rec = store.get("k").await.unwrap().expect("the new claim survives gc");
-        assert_eq!(rec.state, effect_tool_core::record::RecordState::Claimed);
+        assert_eq!(rec.state, effect_tool_core::decide::record::RecordState::Claimed);
     });
 }

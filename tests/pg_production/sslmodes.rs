@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use effect_tool_core::conformance::postgres_required;
 use effect_tool_core::store::postgres::{PgOptions, PostgresStore};
+use effect_tool_core::testing::conformance::postgres_required;
 
 use super::support;
 use crate::common::own_postgres::OwnPostgres;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use effect_tool_core::conformance::{PG_URL_ENV, postgres_required};
+use effect_tool_core::testing::conformance::{PG_URL_ENV, postgres_required};
 
 /// The shared server's URL, or `None` (after a loud SKIPPED line) when there is none and none
 /// is required; panics when one is required (CI).

@@ -5,7 +5,7 @@
 //! The cases build against `effect-tool` with its default features, as a user's crate does,
 //! whatever features the workspace's test run turns on: rustc names traits and types in its
 //! messages by their shortest visible path, which depends on the crates linked (with the `rig`
-//! feature, serde's traits print as `effect_tool::rig::rig_core::serde::Serialize`), and the
+//! feature, serde's traits print as `effect_tool::adapters::rig::rig_core::serde::Serialize`), and the
 //! `.stderr` files quote those paths.
 //!
 //! Re-bless after an intended change of messages:

@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::Journal;
-use effect_tool_core::marker;
+use effect_tool_core::value::marker;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

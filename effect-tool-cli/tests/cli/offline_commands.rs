@@ -5,8 +5,8 @@
 use crate::common;
 
 use common::{TempDir, jcs_dir, run};
-use effect_tool_core::key::{call_key, redact, sha256_hex};
-use effect_tool_core::{EffectClass, KeyRule, RetryPolicy, RunContext, ToolMeta, Window, manifest};
+use effect_tool_core::call::key::{call_key, redact, sha256_hex};
+use effect_tool_core::{EffectClass, KeyRule, RetryPolicy, RunContext, ToolMeta, Window, toolkit::manifest};
 use serde_json::json;
 use std::time::Duration;
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::{Journal, intent, run};
-use effect_tool_core::record::OpOutcome;
+use effect_tool_core::decide::record::OpOutcome;
 use effect_tool_core::{
     DynTool, EffectClass, EffectCtx, Engine, RecordState, RunContext, StoreExt, Tool, ToolError, Verdict,
 };
@@ -176,7 +176,13 @@ async fn show(j: &Journal) {
         .await;
     // An attempt of another process that lost its claim (audited on its own).
     j.store
-        .append_audit(effect_tool_core::record::claim_lost_entry(&key, 1, Some(2), true, 0))
+        .append_audit(effect_tool_core::decide::record::claim_lost_entry(
+            &key,
+            1,
+            Some(2),
+            true,
+            0,
+        ))
         .await
         .unwrap();
 
@@ -803,7 +809,7 @@ async fn abandon(j: &Journal) {
         assert_eq!(rec.state, RecordState::Compensated);
         assert_eq!(rec.decided_by.as_deref(), Some("dave"));
         let comp = j
-            .get(&effect_tool_core::compensation::compensation_key(k))
+            .get(&effect_tool_core::engine::compensation::compensation_key(k))
             .await
             .unwrap();
         assert_eq!(comp.state, RecordState::Completed);
@@ -973,7 +979,7 @@ impl Tool for Mail {
     const CLASS: EffectClass = EffectClass::Irreversible;
 
     fn output_schema() -> Option<Value> {
-        Some(effect_tool_core::schema::output_schema::<Sent>())
+        Some(effect_tool_core::value::schema::output_schema::<Sent>())
     }
 
     async fn call(&self, _ctx: &EffectCtx, _to: String) -> Result<Sent, ToolError> {

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use effect_tool_core::record::{Intent, OpOutcome};
+use effect_tool_core::decide::record::{Intent, OpOutcome};
 use effect_tool_core::{EffectClass, EffectRecord, Store, StoreExt};
 use serde_json::{Value, json};
 
@@ -194,12 +194,12 @@ pub fn intent(run: &str, tool: &str, class: EffectClass, input: Value, approval:
         run_id: run.to_owned(),
         thread_id: None,
         call_id: Some("call-1".to_owned()),
-        fingerprint: effect_tool_core::key::fingerprint(&input),
+        fingerprint: effect_tool_core::call::key::fingerprint(&input),
         input,
         ttl_ms: None,
         approval: approval.map(str::to_owned),
         approval_ttl_ms: None,
-        holder: Some(Box::new(effect_tool_core::record::Holder {
+        holder: Some(Box::new(effect_tool_core::decide::record::Holder {
             worker: Some("w1".to_owned()),
             instance: "0123abcd".to_owned(),
             host: "host-1".to_owned(),

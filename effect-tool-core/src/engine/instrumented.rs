@@ -17,10 +17,10 @@ use std::time::Instant;
 use async_trait::async_trait;
 use tracing::Instrument;
 
-use crate::error::StoreError;
-use crate::marker::MarkerSecret;
-use crate::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome};
+use crate::call::error::StoreError;
+use crate::decide::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome};
 use crate::store::{Filter, Listing, Recorded, Store};
+use crate::value::marker::MarkerSecret;
 
 /// What an `async fn` of [`Store`] returns once `async_trait` has rewritten it.
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;

@@ -12,15 +12,15 @@ use super::lease::{LeaseClock, Leased, guarded, renew_forever};
 use super::{
     Call, Engine, Exec, Lost, Settled, blocked, classify, execute, panic_message, policy_input, store_error, tool_error,
 };
-use crate::class::EffectClass;
-use crate::context::EffectCtx;
-use crate::error::{ApprovalPending, BlockReason, EffectError, StoreError};
-use crate::key;
-use crate::outcome::{Failure, Outcome};
-use crate::policy::{Decision, decide};
-use crate::record::{Intent, Op, OpOutcome, RecordState, Rejected};
+use crate::call::context::EffectCtx;
+use crate::call::error::{ApprovalPending, BlockReason, EffectError, StoreError};
+use crate::call::key;
+use crate::call::tool::Tool;
+use crate::decide::policy::{Decision, decide};
+use crate::decide::record::{Intent, Op, OpOutcome, RecordState, Rejected};
 use crate::store::{Recorded, StoreExt};
-use crate::tool::Tool;
+use crate::value::class::EffectClass;
+use crate::value::outcome::{Failure, Outcome};
 
 /// A claim this call holds: its fencing token, the unknown outcome it took over (if any), its
 /// lease on the engine's clock, and the context the tool receives under it.
@@ -324,7 +324,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
     /// Another process holds a live claim: wait (until its lease would end, at most the poll
     /// interval, doubling up to 500 ms), then look again. A cancelled run or a shutdown ends
     /// the wait at once.
-    async fn wait_for_holder(&mut self, rec: &crate::record::EffectRecord) {
+    async fn wait_for_holder(&mut self, rec: &crate::decide::record::EffectRecord) {
         let until_expiry = rec
             .lease_until
             .map(|l| (l - self.store().now()).max(1) as u64)
@@ -379,7 +379,11 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
     /// connection was lost after the claim was written): once the journal answers again, a
     /// claim of this call written since it was sent is released, so that it does not go stale
     /// and in doubt.
-    async fn claim_failed(&self, error: StoreError, sent_at: crate::record::Millis) -> Settled<T::Output, T::Error> {
+    async fn claim_failed(
+        &self,
+        error: StoreError,
+        sent_at: crate::decide::record::Millis,
+    ) -> Settled<T::Output, T::Error> {
         if matches!(error, StoreError::Backend(_)) {
             self.release_hidden_claim(&error, sent_at).await;
         }
@@ -396,7 +400,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
     /// A claim that took over an unknown outcome is never released either: the attempt it took
     /// over may have applied the effect, and a release would erase that evidence (seeds 26 and 272); it
     /// is left to go stale, and the next attempt reconciles it.
-    async fn release_hidden_claim(&self, error: &StoreError, sent_at: crate::record::Millis) {
+    async fn release_hidden_claim(&self, error: &StoreError, sent_at: crate::decide::record::Millis) {
         let call = self.call;
         let window = self.engine.inner.store_retry();
         let started = Instant::now();
@@ -861,7 +865,8 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             current,
             finished,
         );
-        let entry = crate::record::claim_lost_entry(self.key(), held.attempt, current, finished, self.store().now());
+        let entry =
+            crate::decide::record::claim_lost_entry(self.key(), held.attempt, current, finished, self.store().now());
         if let Err(e) = self.store().append_audit(entry).await {
             tracing::warn!(error = %e, "could not audit the lost claim");
         }

@@ -10,7 +10,7 @@
 //!    `recover` if declared; else `idempotent` re-runs with the same key;
 //!    `compensable`/`irreversible` stop with [`SideEffectRetryBlocked`].
 //! 5. Approval required → the call parks ([`ApprovalPending`]) until a person approves.
-//! 6. Claim, execute, record (the stages of `engine/lead.rs`); the [`crate::policy`] decides what a
+//! 6. Claim, execute, record (the stages of `engine/lead.rs`); the [`crate::decide::policy`] decides what a
 //!    failure leads to. A record write the journal fails is retried for a while
 //!    ([`Engine::with_store_retry`]).
 //! 7. Fencing: only the attempt holding the claim can complete it. The engine also keeps each
@@ -21,6 +21,8 @@
 //! [`Engine::shutdown`] drains the engine: new calls are refused, calls that have not started
 //! their tool release their claims, running tools get a deadline.
 
+pub mod compensation;
+pub mod dyn_tool;
 mod lead;
 mod observe;
 
@@ -38,15 +40,15 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::class::EffectClass;
-use crate::context::{EffectCtx, RunContext};
-use crate::error::{ApprovalPending, BlockReason, EffectError, SideEffectRetryBlocked, StoreError};
-use crate::key;
-use crate::outcome::{ClassifyError, Failure, Outcome};
-use crate::policy::{Decision, PolicyInput, decide};
-use crate::record::RecordState;
+use crate::call::context::{EffectCtx, RunContext};
+use crate::call::error::{ApprovalPending, BlockReason, EffectError, SideEffectRetryBlocked, StoreError};
+use crate::call::key;
+use crate::call::tool::Tool;
+use crate::decide::policy::{Decision, PolicyInput, decide};
+use crate::decide::record::RecordState;
 use crate::store::{Recorded, Store, StoreExt};
-use crate::tool::Tool;
+use crate::value::class::EffectClass;
+use crate::value::outcome::{ClassifyError, Failure, Outcome};
 
 /// Settings of an [`Engine`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -226,14 +228,14 @@ struct Inner {
     idle: Notify,
     /// The marker secret: the application's ([`Engine::with_marker_secret`]), or the journal's
     /// ([`Store::marker_secret`]), loaded before the first journaled call.
-    marker_secret: tokio::sync::OnceCell<Option<crate::marker::MarkerSecret>>,
+    marker_secret: tokio::sync::OnceCell<Option<crate::value::marker::MarkerSecret>>,
     /// The tools whose output schema this engine has written to the journal
     /// ([`Store::put_output_schema`]), or that have none.
     output_schemas: Mutex<std::collections::HashSet<&'static str, foldhash::fast::RandomState>>,
     /// [`Engine::with_store_retry`], in milliseconds.
     store_retry_ms: std::sync::atomic::AtomicU64,
     /// Who this engine's claims say holds them ([`Engine::with_worker`], [`Engine::holder`]).
-    holder: crate::record::Holder,
+    holder: crate::decide::record::Holder,
     /// The decisions, for [`Engine::events`].
     events: observe::Events,
 }
@@ -362,12 +364,12 @@ impl Lost {
 }
 
 /// A new engine instance's holder: a random 128-bit instance id, the host and the pid.
-fn new_holder() -> crate::record::Holder {
+fn new_holder() -> crate::decide::record::Holder {
     let mut bytes = [0u8; 16];
     if getrandom::fill(&mut bytes).is_err() {
         static COUNT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = COUNT.fetch_add(1, Ordering::Relaxed);
-        bytes = fallback_instance(crate::record::now_millis() as u64, n, std::process::id());
+        bytes = fallback_instance(crate::decide::record::now_millis() as u64, n, std::process::id());
     }
     let instance = bytes.iter().map(|b| format!("{b:02x}")).collect();
     let host = std::env::var("HOSTNAME")
@@ -377,7 +379,7 @@ fn new_holder() -> crate::record::Holder {
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "unknown".to_owned());
-    crate::record::Holder {
+    crate::decide::record::Holder {
         worker: None,
         instance,
         host,
@@ -440,7 +442,7 @@ impl Engine {
     }
 
     /// Give this engine a stable worker identity (e.g. a pod, host or service-instance name
-    /// that a restart keeps). Its claims record it ([`crate::record::Holder`]), and a claim
+    /// that a restart keeps). Its claims record it ([`crate::decide::record::Holder`]), and a claim
     /// this worker's previous incarnation left (the same worker, another engine instance) is
     /// taken over at once instead of after its lease: its `recover` and block rules apply to
     /// it as to any stale claim. Engines with another or no worker identity still wait for
@@ -472,7 +474,7 @@ impl Engine {
 
     /// Who this engine's claims say holds them: its worker identity ([`Engine::with_worker`]),
     /// its instance id (random per engine), host and process id.
-    pub fn holder(&self) -> &crate::record::Holder {
+    pub fn holder(&self) -> &crate::decide::record::Holder {
         &self.inner.holder
     }
 
@@ -484,7 +486,7 @@ impl Engine {
     ///
     /// When this engine (or a clone) has already loaded its secret: set it when building the
     /// engine, before the first call.
-    pub fn with_marker_secret(mut self, secret: crate::marker::MarkerSecret) -> Self {
+    pub fn with_marker_secret(mut self, secret: crate::value::marker::MarkerSecret) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
             inner.marker_secret = tokio::sync::OnceCell::new_with(Some(Some(secret)));
         } else if self.inner.marker_secret.set(Some(secret)).is_err() {
@@ -532,8 +534,8 @@ impl Engine {
 
     /// The secret markers are signed with: the one given to [`Engine::with_marker_secret`],
     /// else the journal's ([`Store::marker_secret`], loaded once), `None` if it keeps none.
-    /// For checking markers outside a tool ([`crate::marker::contains_marker`]).
-    pub async fn marker_secret(&self) -> Result<Option<crate::marker::MarkerSecret>, StoreError> {
+    /// For checking markers outside a tool ([`crate::value::marker::contains_marker`]).
+    pub async fn marker_secret(&self) -> Result<Option<crate::value::marker::MarkerSecret>, StoreError> {
         self.inner
             .marker_secret
             .get_or_try_init(|| self.inner.store.marker_secret())
@@ -647,7 +649,7 @@ impl Engine {
                 };
             };
             // A value the tool takes from the run is missing: nothing runs, nothing is claimed.
-            if let Err(err) = crate::tool::check_values::<T>(run) {
+            if let Err(err) = crate::call::tool::check_values::<T>(run) {
                 return CallReport {
                     result: Err(err),
                     disposition: Disposition::Failed,
@@ -1131,8 +1133,8 @@ impl RunHandle {
         &self,
         key: &str,
         timeout: Duration,
-    ) -> Result<crate::notify::ApprovalAnswer, StoreError> {
-        crate::notify::wait_for_approval(self.engine.store(), key, timeout).await
+    ) -> Result<crate::store::approval::ApprovalAnswer, StoreError> {
+        crate::store::approval::wait_for_approval(self.engine.store(), key, timeout).await
     }
 
     /// Call `tool` in this run.
@@ -1282,7 +1284,7 @@ fn codec_error<T: Tool>(key: &str, e: serde_json::Error) -> EffectError<T::Error
 pub(crate) fn output_mismatch(key: &str, e: &serde_json::Error) -> String {
     format!(
         "the recorded output does not decode as this tool's output type: {e}. If a person resolved it with an output of the wrong shape (or as applied by mistake), correct it with {} (`StoreExt::amend` in code; `effect-tool show` shows the record); if the output type changed since it was recorded, use a new key or window",
-        crate::record::resolve_commands(key, true)
+        crate::decide::record::resolve_commands(key, true)
     )
 }
 

@@ -46,7 +46,7 @@
 use std::time::Duration;
 
 use super::Disposition;
-use crate::class::EffectClass;
+use crate::value::class::EffectClass;
 
 /// What kind of metric a [`MetricInfo`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +74,7 @@ pub struct MetricInfo {
 
 /// Every metric effect-tool records: the engine's (this module), the store operations'
 /// ([`Engine::store`](super::Engine::store)), and the journal's gauges
-/// ([`gauges`](crate::gauges)). Exporters describe them from this list; dashboards and alert
+/// ([`gauges`](crate::ops::gauges)). Exporters describe them from this list; dashboards and alert
 /// rules may use these names only.
 pub const METRICS: &[MetricInfo] = &[
     MetricInfo {

@@ -11,15 +11,15 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use super::{Filter, Recorded, Store, collectable};
-use crate::error::StoreError;
-use crate::record::{AuditEntry, Current, EffectRecord, Millis, Op, OpOutcome, transition};
+use crate::call::error::StoreError;
+use crate::decide::record::{AuditEntry, Current, EffectRecord, Millis, Op, OpOutcome, transition};
 
 /// A journal held in memory, shared by every clone of an `Arc` around it.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     inner: Mutex<Inner>,
     /// This journal's marker secret, random, made on first use.
-    marker_secret: std::sync::OnceLock<crate::marker::MarkerSecret>,
+    marker_secret: std::sync::OnceLock<crate::value::marker::MarkerSecret>,
     /// Woken by every person's decision ([`Store::changed`]).
     decided: tokio::sync::Notify,
     /// The journal's clock (the system's, unless a simulation set one).
@@ -116,11 +116,11 @@ impl Store for MemoryStore {
         self.clock.now()
     }
 
-    async fn marker_secret(&self) -> Result<Option<crate::marker::MarkerSecret>, StoreError> {
+    async fn marker_secret(&self) -> Result<Option<crate::value::marker::MarkerSecret>, StoreError> {
         if let Some(secret) = self.marker_secret.get() {
             return Ok(Some(secret.clone()));
         }
-        let fresh = crate::marker::MarkerSecret::random()
+        let fresh = crate::value::marker::MarkerSecret::random()
             .map_err(|e| StoreError::Backend(format!("cannot create the journal's marker secret: {e}")))?;
         Ok(Some(self.marker_secret.get_or_init(|| fresh).clone()))
     }

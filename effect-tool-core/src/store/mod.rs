@@ -1,8 +1,8 @@
 //! The journal: one async store trait, the operations built on it, and its backends.
 //!
-//! A backend implements five methods; the state machine ([`crate::record::transition`]) is the
+//! A backend implements five methods; the state machine ([`crate::decide::record::transition`]) is the
 //! same for all of them, run inside the backend's atomic section by [`Store::apply`]. The
-//! conformance suite (`effect_tool_core::conformance`, feature `testing`) checks every backend
+//! conformance suite (`effect_tool_core::testing::conformance`, feature `testing`) checks every backend
 //! against the same lifecycle.
 //!
 //! # Durability follows the class
@@ -21,9 +21,11 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::error::StoreError;
-use crate::record::{AuditEntry, EffectRecord, Intent, Millis, Op, OpOutcome, RecordState, Verdict};
+use crate::call::error::StoreError;
+use crate::decide::record::{AuditEntry, EffectRecord, Intent, Millis, Op, OpOutcome, RecordState, Verdict};
 
+pub mod approval;
+pub mod markers;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -169,7 +171,7 @@ pub(crate) fn skipped(error: &StoreError, key: Option<&str>) -> Skipped {
 /// A journal backend.
 ///
 /// Implementations must make [`Store::apply`] atomic per key across every process sharing the
-/// journal: read the record, run [`crate::record::transition`], write the result, append the
+/// journal: read the record, run [`crate::decide::record::transition`], write the result, append the
 /// op's audit entry, as one unit.
 ///
 /// Durability, per class (see [the module docs](crate::store#durability-follows-the-class)): every
@@ -204,7 +206,7 @@ pub trait Store: Send + Sync + 'static {
         false
     }
 
-    /// Apply an operation atomically (see [`crate::record::transition`]). Refusals come back
+    /// Apply an operation atomically (see [`crate::decide::record::transition`]). Refusals come back
     /// as [`StoreError::Rejected`].
     async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError>;
 
@@ -241,7 +243,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Append `entry` to the audit trail on its own, with no record write: for the engine's
     /// decisions that change no record, such as an attempt that lost its claim
-    /// ([`crate::record::claim_lost_entry`]). The built-in stores append it; the default keeps
+    /// ([`crate::decide::record::claim_lost_entry`]). The built-in stores append it; the default keeps
     /// nothing, for a backend without an audit trail of its own.
     async fn append_audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
         let _ = entry;
@@ -250,10 +252,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// The backend's clock, in milliseconds since the Unix epoch. Leases are computed on it.
     fn now(&self) -> Millis {
-        crate::record::now_millis()
+        crate::decide::record::now_millis()
     }
 
-    /// The secret this journal signs markers with (see [`crate::marker`]'s "Signed markers"):
+    /// The secret this journal signs markers with (see [`crate::value::marker`]'s "Signed markers"):
     /// created once (random, 32 bytes) and kept, so that every process on the journal shares
     /// it and it survives restarts. The engine loads it once, before its first journaled call.
     ///
@@ -261,7 +263,7 @@ pub trait Store: Send + Sync + 'static {
     /// meta table, created on first use). The default, `None`, keeps none: markers are then
     /// plain, which anyone can forge, unless the engine is given a secret
     /// ([`crate::Engine::with_marker_secret`]).
-    async fn marker_secret(&self) -> Result<Option<crate::marker::MarkerSecret>, StoreError> {
+    async fn marker_secret(&self) -> Result<Option<crate::value::marker::MarkerSecret>, StoreError> {
         Ok(None)
     }
 
@@ -348,7 +350,7 @@ pub trait StoreExt: Store {
     ///
     /// An output given as applied is checked first against the tool's output schema in the
     /// journal ([`Store::output_schema`]): one that does not match is refused with
-    /// [`Rejected::OutputMismatch`](crate::record::Rejected::OutputMismatch), which shows the
+    /// [`Rejected::OutputMismatch`](crate::decide::record::Rejected::OutputMismatch), which shows the
     /// schema, and nothing is recorded.
     async fn resolve(&self, key: &str, by: &str, verdict: Verdict) -> Result<EffectRecord, StoreError> {
         check_verdict(self, key, &verdict).await?;
@@ -382,7 +384,7 @@ pub trait StoreExt: Store {
     /// A person approves a call awaiting approval, as `role`: the input they were shown, named
     /// by its `fingerprint` ([`EffectRecord::fingerprint`] of the record they looked at).
     ///
-    /// Refused with [`Rejected::InputChanged`](crate::record::Rejected::InputChanged) when the
+    /// Refused with [`Rejected::InputChanged`](crate::decide::record::Rejected::InputChanged) when the
     /// input parked under `key` now is another one (the model called again with other
     /// arguments after the person looked): nothing is approved, and the error shows the new
     /// input. There is deliberately no way to approve "whatever is parked": code that approves
@@ -437,14 +439,19 @@ async fn check_verdict<S: Store + ?Sized>(store: &S, key: &str, verdict: &Verdic
     }
 }
 
-/// The most problems an [`Rejected::OutputMismatch`](crate::record::Rejected::OutputMismatch)
+/// The most problems an [`Rejected::OutputMismatch`](crate::decide::record::Rejected::OutputMismatch)
 /// lists.
 const MAX_OUTPUT_PROBLEMS: usize = 5;
 
 /// Whether `output` has the shape `schema` (the JSON Schema of `tool`'s output) describes:
 /// `Err` lists what does not match, with the schema. A schema the validator cannot compile
 /// (not written by effect-tool) checks nothing, and is logged.
-pub fn check_output(key: &str, tool: &str, schema: &Value, output: &Value) -> Result<(), crate::record::Rejected> {
+pub fn check_output(
+    key: &str,
+    tool: &str,
+    schema: &Value,
+    output: &Value,
+) -> Result<(), crate::decide::record::Rejected> {
     let validator = match jsonschema::validator_for(schema) {
         Ok(v) => v,
         Err(e) => {
@@ -464,8 +471,8 @@ pub fn check_output(key: &str, tool: &str, schema: &Value, output: &Value) -> Re
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(crate::record::Rejected::OutputMismatch(Box::new(
-            crate::record::OutputMismatch {
+        Err(crate::decide::record::Rejected::OutputMismatch(Box::new(
+            crate::decide::record::OutputMismatch {
                 key: key.to_owned(),
                 tool: tool.to_owned(),
                 problems,
@@ -551,7 +558,7 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     fn claim_answers_replays(&self) -> bool {
         (**self).claim_answers_replays()
     }
-    async fn marker_secret(&self) -> Result<Option<crate::marker::MarkerSecret>, StoreError> {
+    async fn marker_secret(&self) -> Result<Option<crate::value::marker::MarkerSecret>, StoreError> {
         (**self).marker_secret().await
     }
     fn backend_name(&self) -> &'static str {
@@ -568,7 +575,7 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
 }
 
-/// A journal's clock: the system's ([`crate::record::now_millis`]) unless a simulation gave
+/// A journal's clock: the system's ([`crate::decide::record::now_millis`]) unless a simulation gave
 /// it one (`MemoryStore::with_clock`, `SqliteStore::open_with_clock`, feature `testing`).
 #[derive(Clone, Default)]
 pub(crate) struct StoreClock(Option<std::sync::Arc<dyn Fn() -> Millis + Send + Sync>>);
@@ -584,7 +591,7 @@ impl StoreClock {
     pub(crate) fn now(&self) -> Millis {
         match &self.0 {
             Some(clock) => clock(),
-            None => crate::record::now_millis(),
+            None => crate::decide::record::now_millis(),
         }
     }
 }

@@ -18,7 +18,7 @@
 //!   do not race; [`PostgresStore::migration_sql`] prints the same SQL for a DBA who prefers to
 //!   run it by hand (the backend then finds it applied and only checks it).
 //! - **Atomic claims across machines.** Every operation reads the record, runs the one state
-//!   machine ([`crate::record::transition`]) and writes the result with a compare-and-set:
+//!   machine ([`crate::decide::record::transition`]) and writes the result with a compare-and-set:
 //!   `INSERT … ON CONFLICT (key) DO NOTHING` when there was no record, else `UPDATE … WHERE key
 //!   = $1 AND row_version = $n AND attempt = $m` (every write takes a fresh `row_version` from a
 //!   sequence, so the write lands only if nothing changed the record since it was read; the
@@ -278,11 +278,11 @@ use self::batch::{Answer, Work};
 use self::query::{RECORD_TYPES, Stmt};
 use super::row::StoredRow;
 use super::{Filter, Store};
-use crate::class::EffectClass;
-use crate::error::StoreError;
-use crate::record::{
+use crate::call::error::StoreError;
+use crate::decide::record::{
     AuditEntry, EffectRecord, Millis, Op, OpOutcome, RECORD_VERSION, RecordState, now_millis, transition,
 };
+use crate::value::class::EffectClass;
 use tokio_postgres::types::Type;
 
 /// The migrations, in order: (version, name, SQL with `{schema}` for the quoted schema name).
@@ -1077,7 +1077,7 @@ impl PostgresStore {
                 .map(|r| r.get(0));
         }
         if stored.is_none() {
-            let fresh = crate::marker::MarkerSecret::random()
+            let fresh = crate::value::marker::MarkerSecret::random()
                 .map_err(|e| StoreError::Backend(format!("cannot create the journal's marker secret: {e}")))?;
             let tx = client.transaction().await.map_err(pg)?;
             tx.query_typed(
@@ -1451,12 +1451,12 @@ impl Store for PostgresStore {
     /// The `marker_secret` row of the schema's `settings` table, both created on first use
     /// under the schema's migration lock (the first process wins; every process then reads the
     /// same one).
-    async fn marker_secret(&self) -> Result<Option<crate::marker::MarkerSecret>, StoreError> {
+    async fn marker_secret(&self) -> Result<Option<crate::value::marker::MarkerSecret>, StoreError> {
         let name = &self.shared.options.schema;
         let s = quoted_schema(name)?;
         let mut client = self.client().await?;
         let stored = bounded!(self, client, self.marker_secret_on(&mut client, name, &s))?;
-        crate::marker::MarkerSecret::from_hex(stored.as_deref().unwrap_or_default())
+        crate::value::marker::MarkerSecret::from_hex(stored.as_deref().unwrap_or_default())
             .map(Some)
             .ok_or_else(|| {
                 StoreError::Backend(format!(

@@ -3,9 +3,9 @@
 
 use std::str::FromStr;
 
-use crate::class::EffectClass;
-use crate::error::StoreError;
-use crate::record::{EffectRecord, RECORD_VERSION, RecordState};
+use crate::call::error::StoreError;
+use crate::decide::record::{EffectRecord, RECORD_VERSION, RecordState};
+use crate::value::class::EffectClass;
 
 /// One stored row, before it is checked and decoded.
 pub(crate) struct StoredRow {

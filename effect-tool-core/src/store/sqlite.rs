@@ -12,7 +12,7 @@
 //! # Guarantees
 //!
 //! - **Safe across processes on one machine.** Every write runs under `BEGIN IMMEDIATE`
-//!   (SQLite's write lock): read the record, run [`crate::record::transition`], write it back,
+//!   (SQLite's write lock): read the record, run [`crate::decide::record::transition`], write it back,
 //!   append the audit entry, commit. A database locked by another process is waited on for
 //!   [`SqliteOptions::busy_timeout`], then reported as an error that says so. A process that
 //!   is stopped (SIGSTOP, a debugger, a frozen container) inside one of these transactions
@@ -124,8 +124,8 @@ use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, params};
 
 use super::{Filter, OUTPUT_SCHEMA_ROW, Recorded, Store};
-use crate::error::StoreError;
-use crate::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome, RECORD_VERSION, RecordState, transition};
+use crate::call::error::StoreError;
+use crate::decide::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome, RECORD_VERSION, RecordState, transition};
 
 /// The version of the SQLite schema this build writes and reads.
 pub const SCHEMA_VERSION: u32 = 4;
@@ -508,7 +508,7 @@ impl Store for SqliteStore {
 
     /// The `marker_secret` row of `effect_tool_meta`, created on first use (the first writer
     /// wins; every process then reads the same one).
-    async fn marker_secret(&self) -> Result<Option<crate::marker::MarkerSecret>, StoreError> {
+    async fn marker_secret(&self) -> Result<Option<crate::value::marker::MarkerSecret>, StoreError> {
         let path = self.shared.path.clone();
         self.read(move |conn| {
             let read = |conn: &Connection| -> Result<Option<String>, StoreError> {
@@ -519,7 +519,7 @@ impl Store for SqliteStore {
             let stored = match read(conn)? {
                 Some(stored) => stored,
                 None => {
-                    let fresh = crate::marker::MarkerSecret::random()
+                    let fresh = crate::value::marker::MarkerSecret::random()
                         .map_err(|e| StoreError::Backend(format!("cannot create the journal's marker secret: {e}")))?;
                     conn.execute(
                         "INSERT INTO effect_tool_meta (name, value) VALUES ('marker_secret', ?1) ON CONFLICT (name) DO NOTHING",
@@ -529,7 +529,7 @@ impl Store for SqliteStore {
                     read(conn)?.unwrap_or_default()
                 }
             };
-            crate::marker::MarkerSecret::from_hex(&stored).map(Some).ok_or_else(|| {
+            crate::value::marker::MarkerSecret::from_hex(&stored).map(Some).ok_or_else(|| {
                 StoreError::Backend(format!(
                     "SQLite journal {}: its marker secret (row `marker_secret` of `effect_tool_meta`) is not 64 hex digits: it was not written by effect-tool; delete the row to make a new one (markers already posted will then no longer verify)",
                     path.display()
@@ -1485,7 +1485,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_version_1_journal_is_migrated_with_its_records() {
-        use crate::record::{Intent, RecordState};
+        use crate::decide::record::{Intent, RecordState};
         use crate::store::StoreExt;
         let (dir, path) = scratch("migrate");
         // A journal as version 1 wrote it, with a record in doubt.
@@ -1641,7 +1641,7 @@ mod tests {
     /// the WAL and stops at the first zero frame).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_wal_is_kept_ahead_of_its_frames_and_recovers_before_the_zeros() {
-        use crate::record::{Intent, RecordState};
+        use crate::decide::record::{Intent, RecordState};
         use crate::store::StoreExt;
         let (dir, path) = scratch("wal-ahead");
         let store = SqliteStore::open(&path).unwrap();

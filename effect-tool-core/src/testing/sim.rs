@@ -43,14 +43,14 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::class::EffectClass;
-use crate::context::{EffectCtx, RunContext};
+use crate::call::context::{EffectCtx, RunContext};
+use crate::call::error::{EffectError, StoreError};
+use crate::call::tool::Tool;
+use crate::decide::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome, RecordState, Verdict};
 use crate::engine::{CallOptions, Disposition, Engine, EngineConfig, EngineEvent};
-use crate::error::{EffectError, StoreError};
-use crate::outcome::ToolError;
-use crate::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome, RecordState, Verdict};
 use crate::store::{Filter, Listing, MemoryStore, Recorded, Store, StoreExt};
-use crate::tool::Tool;
+use crate::value::class::EffectClass;
+use crate::value::outcome::ToolError;
 
 /// The journal a simulation runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -424,10 +424,10 @@ impl World {
                 let class = class_of(n);
                 let args = SimArgs { n };
                 let id = match (class, n % 4) {
-                    (EffectClass::Compensable, _) => crate::key::identify(&Compensable::dummy(), &run, &args),
-                    (EffectClass::Idempotent, _) => crate::key::identify(&Idempotent::dummy(), &run, &args),
-                    (_, 3) => crate::key::identify(&IrreversibleRecover::dummy(), &run, &args),
-                    _ => crate::key::identify(&Irreversible::dummy(), &run, &args),
+                    (EffectClass::Compensable, _) => crate::call::key::identify(&Compensable::dummy(), &run, &args),
+                    (EffectClass::Idempotent, _) => crate::call::key::identify(&Idempotent::dummy(), &run, &args),
+                    (_, 3) => crate::call::key::identify(&IrreversibleRecover::dummy(), &run, &args),
+                    _ => crate::call::key::identify(&Irreversible::dummy(), &run, &args),
                 };
                 let key = id.expect("the simulation's arguments key").key;
                 CallInfo {
@@ -1200,7 +1200,7 @@ impl Store for SimStore {
     fn claim_answers_replays(&self) -> bool {
         self.world.inner.claim_answers_replays()
     }
-    async fn marker_secret(&self) -> Result<Option<crate::marker::MarkerSecret>, StoreError> {
+    async fn marker_secret(&self) -> Result<Option<crate::value::marker::MarkerSecret>, StoreError> {
         self.world.sync(self.world.inner.marker_secret()).await
     }
 }
@@ -1354,7 +1354,7 @@ sim_tool!(Idempotent, "sim_idempotent", EffectClass::Idempotent, false);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Intent;
+    use crate::decide::record::Intent;
 
     fn intent(key_of: &CallInfo) -> Intent {
         Intent {

@@ -7,9 +7,9 @@ use serde_json::{Value, json};
 
 use super::Toolkit;
 use super::validate;
-use crate::context::RunContext;
+use crate::call::context::RunContext;
+use crate::call::error::{ApprovalPending, EffectError, SideEffectRetryBlocked};
 use crate::engine::{CallOptions, Disposition, Engine};
-use crate::error::{ApprovalPending, EffectError, SideEffectRetryBlocked};
 
 /// How many calls of one turn run at once unless [`Dispatcher::with_concurrency`] says otherwise.
 pub const DEFAULT_CONCURRENCY: usize = 8;
@@ -366,7 +366,7 @@ const MAY_HAVE_HAPPENED: &str = "Do not call it in another form: other arguments
 
 /// The model's text for a blocked call.
 fn blocked_text(b: &SideEffectRetryBlocked, recorded: Option<&Value>) -> String {
-    use crate::error::BlockReason;
+    use crate::call::error::BlockReason;
     let (tool, key) = (&b.tool, &b.key);
     match b.reason {
         BlockReason::IdenticalReplan => {
@@ -397,7 +397,7 @@ fn blocked_text(b: &SideEffectRetryBlocked, recorded: Option<&Value>) -> String 
 /// The model's text for a failed call: what happened and what the model can do, once, as
 /// sentences. The errors' `Display` is for people (it names commands and the journal).
 fn failure_text(e: &EffectError<String>) -> String {
-    use crate::outcome::Failure;
+    use crate::value::outcome::Failure;
     let unknown = |what: String| {
         format!(
             "Error: {what}. Whether it took effect is unknown. {MAY_HAVE_HAPPENED} Calling it again with the same arguments first checks what happened."
@@ -561,7 +561,7 @@ impl Dispatcher {
     /// work, whatever the tool's class: the first of them runs, and each of the others gets its
     /// result under its own call id (disposition [`Disposition::Shared`] when the first call made
     /// it, [`Disposition::Replayed`] when it replayed it).
-    /// Their call ids are kept on the record ([`crate::record::Op::Share`]), so that each of
+    /// Their call ids are kept on the record ([`crate::decide::record::Op::Share`]), so that each of
     /// them replays it later.
     pub async fn dispatch(&self, run: &RunContext, calls: &[ToolCall]) -> Vec<ToolResult> {
         let groups = identical_groups(calls);
@@ -612,7 +612,7 @@ impl Dispatcher {
     async fn call_shared(&self, run: &RunContext, call: &ToolCall, followers: &[&str]) -> ToolResult {
         let result = self.call(run, call).await;
         if let (false, Some(key), Some(_)) = (followers.is_empty(), &result.key, result.output()) {
-            let op = crate::record::Op::Share {
+            let op = crate::decide::record::Op::Share {
                 call_ids: followers.iter().map(|c| (*c).to_owned()).collect(),
             };
             if let Err(e) = self.engine.store().apply(key, op).await {
@@ -679,11 +679,11 @@ impl Dispatcher {
         let mut result = ToolResult::new(call, outcome, report.disposition, report.key);
         result.input_differs = input_differs;
         if let Some(b) = result.blocked()
-            && b.reason == crate::error::BlockReason::IdenticalReplan
+            && b.reason == crate::call::error::BlockReason::IdenticalReplan
         {
             // The model is given the earlier call's result (a read only on this rare path).
             result.recorded = match self.engine.store().lookup(&b.key).await {
-                Ok(Some(rec)) if rec.state == crate::record::RecordState::Completed => rec.output.clone(),
+                Ok(Some(rec)) if rec.state == crate::decide::record::RecordState::Completed => rec.output.clone(),
                 _ => None,
             };
         }

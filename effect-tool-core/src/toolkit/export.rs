@@ -2,9 +2,9 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::class::EffectClass;
-use crate::schema::{self, Compiled, Dialect};
-use crate::tool::ToolMeta;
+use crate::call::tool::ToolMeta;
+use crate::value::class::EffectClass;
+use crate::value::schema::{self, Compiled, Dialect};
 
 /// The MCP tool annotations a class implies (`readOnlyHint`, `destructiveHint`,
 /// `idempotentHint`), plus `openWorldHint` when the tool declares it.
@@ -202,9 +202,9 @@ pub(crate) fn mcp_meta(meta: &ToolMeta) -> Value {
     m.insert("effect-tool/class".into(), json!(meta.class.as_str()));
     // Whether the key is custom, never a closure's source (which may name internals).
     let key = match meta.key_rule {
-        crate::tool::KeyRule::Default => "default".to_owned(),
-        crate::tool::KeyRule::Fields(_) => meta.key_rule.to_string(),
-        crate::tool::KeyRule::Custom(_) => "custom".to_owned(),
+        crate::call::tool::KeyRule::Default => "default".to_owned(),
+        crate::call::tool::KeyRule::Fields(_) => meta.key_rule.to_string(),
+        crate::call::tool::KeyRule::Custom(_) => "custom".to_owned(),
     };
     m.insert("effect-tool/key".into(), json!(key));
     m.insert("effect-tool/window".into(), json!(meta.window.as_str()));

@@ -29,6 +29,7 @@
 
 mod dispatch;
 mod export;
+pub mod manifest;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -36,9 +37,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::dyn_tool::DynTool;
+use crate::call::tool::{Tool, ToolMeta};
 use crate::engine::Engine;
-use crate::tool::{Tool, ToolMeta};
+use crate::engine::dyn_tool::DynTool;
 
 pub use dispatch::{
     DEFAULT_CONCURRENCY, DEFAULT_MAX_ARGUMENT_BYTES, Dispatcher, Rejection, ToolCall, ToolOutcome, ToolResult,
@@ -191,20 +192,20 @@ impl Toolkit {
     }
 
     /// The manifest: every tool's name, class, key rule, window, approval and hooks as stable
-    /// text, one line per tool sorted by name (see [`crate::manifest`]). Commit it beside the
+    /// text, one line per tool sorted by name (see [`crate::toolkit::manifest`]). Commit it beside the
     /// code and compare it in a test, so a changed effect declaration is a one-line diff in
     /// review.
     ///
     /// A tool that cannot be sent with OpenAI's `"strict": true` gets a comment line after the
-    /// tools saying why (`# not strict: <tool>: <reason>`; see [`crate::manifest::render_with_strict`]).
+    /// tools saying why (`# not strict: <tool>: <reason>`; see [`crate::toolkit::manifest::render_with_strict`]).
     pub fn manifest(&self) -> String {
         let not_strict: Vec<(&str, Vec<String>)> = self
-            .export_report(crate::schema::Dialect::OpenAiStrict)
+            .export_report(crate::value::schema::Dialect::OpenAiStrict)
             .into_iter()
             .filter(|r| !r.strict)
             .map(|r| (r.tool, r.not_strict))
             .collect();
-        crate::manifest::render_with_strict(&self.metas(), &not_strict)
+        crate::toolkit::manifest::render_with_strict(&self.metas(), &not_strict)
     }
 
     /// Abandon `run`: compensate each of its completed compensable effects made by these tools
@@ -242,7 +243,7 @@ impl Toolkit {
 
     /// OpenAI Chat Completions `tools`: `{"type": "function", "function": {name, description,
     /// parameters, strict}}`, strict where the schema can be (no maps, no untyped values, no
-    /// tuples of mixed types: [`crate::schema::strict_report`]), else non-strict;
+    /// tuples of mixed types: [`crate::value::schema::strict_report`]), else non-strict;
     /// [`Toolkit::export_report`] and [`Toolkit::manifest`] say why.
     pub fn openai_tools(&self) -> Vec<Value> {
         self.definitions().map(|d| d.openai_chat()).collect()
@@ -255,10 +256,10 @@ impl Toolkit {
     }
 
     /// Gemini `functionDeclarations`: `{name, description, parameters}`, the parameters in
-    /// Gemini's OpenAPI 3.0 subset ([`Dialect::GeminiParameters`](crate::schema::Dialect)):
+    /// Gemini's OpenAPI 3.0 subset ([`Dialect::GeminiParameters`](crate::value::schema::Dialect)):
     /// `nullable` instead of type arrays, no `additionalProperties`, maps as lists of
     /// `{"key", "value"}` entries (the dispatcher turns them back into objects), tuples as
-    /// `items`, recursive types unrolled [`UNROLL_DEPTH`](crate::schema::UNROLL_DEPTH) levels.
+    /// `items`, recursive types unrolled [`UNROLL_DEPTH`](crate::value::schema::UNROLL_DEPTH) levels.
     /// Send them as `{"tools": [{"functionDeclarations": [...]}]}`.
     /// [`Toolkit::export_report`] says what each tool lost; a tool that lost something can use
     /// [`Toolkit::gemini_json_schema_tools`] instead.
@@ -273,20 +274,20 @@ impl Toolkit {
     }
 
     /// What exporting each tool for `dialect` changed: whether it is strict and why not (OpenAI),
-    /// and what the dialect cannot express. For [`Dialect::OpenAi`](crate::schema::Dialect::OpenAi) and
-    /// [`Dialect::OpenAiStrict`](crate::schema::Dialect::OpenAiStrict) alike the report is of what [`Toolkit::openai_tools`] sends.
-    pub fn export_report(&self, dialect: crate::schema::Dialect) -> Vec<ExportReport> {
+    /// and what the dialect cannot express. For [`Dialect::OpenAi`](crate::value::schema::Dialect::OpenAi) and
+    /// [`Dialect::OpenAiStrict`](crate::value::schema::Dialect::OpenAiStrict) alike the report is of what [`Toolkit::openai_tools`] sends.
+    pub fn export_report(&self, dialect: crate::value::schema::Dialect) -> Vec<ExportReport> {
         self.definitions().map(|d| d.report(dialect)).collect()
     }
 
     /// Fail, naming every tool that cannot be sent with OpenAI's `"strict": true` and why. Call
     /// it at start-up or in a test when every tool is meant to be strict.
-    pub fn check_strict(&self) -> Result<(), Vec<crate::schema::NotStrict>> {
-        let failed: Vec<crate::schema::NotStrict> = self
-            .export_report(crate::schema::Dialect::OpenAiStrict)
+    pub fn check_strict(&self) -> Result<(), Vec<crate::value::schema::NotStrict>> {
+        let failed: Vec<crate::value::schema::NotStrict> = self
+            .export_report(crate::value::schema::Dialect::OpenAiStrict)
             .into_iter()
             .filter(|r| !r.strict)
-            .map(|r| crate::schema::NotStrict {
+            .map(|r| crate::value::schema::NotStrict {
                 type_name: r.tool.to_owned(),
                 reasons: r.not_strict,
             })
@@ -305,6 +306,25 @@ impl Toolkit {
     /// `effect-tool/approval`).
     pub fn mcp_tools(&self) -> Vec<Value> {
         self.definitions().map(|d| d.mcp()).collect()
+    }
+
+    /// The values this toolkit's tools take from the run (`#[secret]` arguments) that `run` does not
+    /// hold, as "`tool` takes a `Type`" phrases, for the error of a server or adapter that would
+    /// otherwise list tools every call of which fails.
+    #[cfg(any(feature = "mcp", feature = "rig"))]
+    pub(crate) fn missing_values(&self, run: &crate::RunContext) -> Vec<String> {
+        let mut missing: Vec<String> = self
+            .tools()
+            .flat_map(|tool| {
+                let name = tool.meta().name;
+                tool.injected()
+                    .iter()
+                    .filter(|i| !(i.present)(run))
+                    .map(move |i| format!("`{name}` takes a `{}`", i.type_name))
+            })
+            .collect();
+        missing.sort();
+        missing
     }
 
     /// A dispatcher of this toolkit's calls through `engine`, with the default concurrency.

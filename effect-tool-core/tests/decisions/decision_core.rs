@@ -6,7 +6,7 @@
 use std::io::ErrorKind as K;
 use std::time::Duration;
 
-use effect_tool_core::policy::{PolicyInput, decide};
+use effect_tool_core::decide::policy::{PolicyInput, decide};
 use effect_tool_core::{ClassifyError, Decision, EffectClass, Failure, Outcome, RetryPolicy, ToolError};
 
 #[test]
@@ -215,7 +215,7 @@ fn abandoned_runs_decide_every_outcome() {
 
 #[test]
 fn an_error_message_about_the_arguments_never_shows_a_sensitive_value() {
-    use effect_tool_core::key::scrub;
+    use effect_tool_core::call::key::scrub;
     use serde_json::json;
 
     let args = json!({"card": "4111111111111111", "pin": 1234, "to": "bob", "note": null, "memo": ""});
@@ -238,7 +238,7 @@ fn an_error_message_about_the_arguments_never_shows_a_sensitive_value() {
 
 #[test]
 fn a_custom_key_is_placed_in_the_tools_window() {
-    use effect_tool_core::key::{scope, scoped_custom_key};
+    use effect_tool_core::call::key::{scope, scoped_custom_key};
     use effect_tool_core::{RunContext, Window};
 
     let run = RunContext::new("r1");

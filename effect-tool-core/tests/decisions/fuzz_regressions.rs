@@ -1,7 +1,7 @@
 //! What the fuzz targets (`fuzz/`, see TESTING.md) found, kept as tests. Each input is also in
 //! the target's corpus (`fuzz/corpus/<target>/regression-*`).
 
-use effect_tool_core::marker::{MarkerSecret, contains_marker, legacy_marker, parse_markers};
+use effect_tool_core::value::marker::{MarkerSecret, contains_marker, legacy_marker, parse_markers};
 
 /// Target `marker`: an unclosed prefix before a marker (quoted text, say) hid the marker, so
 /// `recover` would not find the agent's own effect and could apply it again.
@@ -43,7 +43,7 @@ fn an_escape_is_two_hex_digits_and_nothing_else() {
 #[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn a_column_of_the_wrong_type_is_a_corrupt_record() {
-    use effect_tool_core::record::{Op, Verdict};
+    use effect_tool_core::decide::record::{Op, Verdict};
     use effect_tool_core::store::sqlite::SqliteStore;
     use effect_tool_core::{Filter, Store, StoreError};
 

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use effect_tool_core::canonical;
+use effect_tool_core::value::canonical;
 use serde_json::Value;
 
 fn jcs_dir() -> PathBuf {

@@ -4,7 +4,7 @@
 //! approvals and denials, shared results, the audit trail, and what a refusal says.
 
 use effect_tool_core::EffectClass;
-use effect_tool_core::record::{
+use effect_tool_core::decide::record::{
     Current, EffectRecord, Holder, Intent, Millis, Op, OpOutcome, RecordState, Verdict, transition,
 };
 use serde_json::json;
@@ -135,7 +135,7 @@ fn a_renewal_of_a_record_that_is_not_claimed_is_fenced() {
     )
     .unwrap_err();
     assert!(
-        matches!(err, effect_tool_core::record::Rejected::Fenced { .. }),
+        matches!(err, effect_tool_core::decide::record::Rejected::Fenced { .. }),
         "{err}"
     );
 }
@@ -1034,6 +1034,6 @@ fn a_claims_ttl_runs_from_the_claim_and_the_clock_is_the_unix_epoch_in_milliseco
         "no ttl: kept until collected"
     );
     // 2026-12-01 is 1.79e12 ms after the epoch; the clock is neither seconds nor zero.
-    let now = effect_tool_core::record::now_millis();
+    let now = effect_tool_core::decide::record::now_millis();
     assert!(now > 1_700_000_000_000, "{now}");
 }

@@ -32,8 +32,8 @@ use tokio::sync::oneshot;
 use tokio_postgres::types::{ToSql, Type};
 
 use super::{PgRow, PostgresStore, RecordParams, StaticStr, pg, rolled_back};
-use crate::error::StoreError;
-use crate::record::{AuditEntry, EffectRecord, Millis, now_millis};
+use crate::call::error::StoreError;
+use crate::decide::record::{AuditEntry, EffectRecord, Millis, now_millis};
 use crate::store::Store;
 
 /// How many writes may be in flight alone before the next one joins a batch.
@@ -68,7 +68,7 @@ impl Work {
     }
 
     /// Whether its commit must wait for the WAL flush: every write but the claim of a class
-    /// that needs none ([`crate::class::EffectClass::claim_needs_flush`]).
+    /// that needs none ([`crate::value::class::EffectClass::claim_needs_flush`]).
     fn needs_flush(&self) -> bool {
         match self {
             Work::Insert(rec) => rec.class.claim_needs_flush(),

@@ -53,7 +53,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use crate::error::StoreError;
+use crate::call::error::StoreError;
 
 /// How a connection to PostgreSQL is secured: libpq's `sslmode`, given in the URL
 /// (`?sslmode=verify-full`) or as [`PgOptions::ssl_mode`](super::PgOptions::ssl_mode).

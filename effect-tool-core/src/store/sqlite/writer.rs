@@ -31,8 +31,8 @@ use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::oneshot;
 
 use super::{Held, Shared, Synchronous, apply_in_tx, fault_advice, gc_in_tx, is_busy};
-use crate::error::StoreError;
-use crate::record::{Millis, Op, OpOutcome};
+use crate::call::error::StoreError;
+use crate::decide::record::{Millis, Op, OpOutcome};
 
 /// The write connection and the callers waiting for it, behind the store's writer lock.
 pub(super) struct Writer {
@@ -511,7 +511,7 @@ fn run_batch(
     conn: &mut WriteConn,
     batch: &[&Work],
     configured: Synchronous,
-    now: crate::record::Millis,
+    now: crate::decide::record::Millis,
 ) -> rusqlite::Result<Vec<Answer>> {
     set_level(conn, batch_level(batch, configured))?;
     let tx = conn.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -533,7 +533,7 @@ pub(super) mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::record::Intent;
+    use crate::decide::record::Intent;
     use crate::store::sqlite::SqliteStore;
     use crate::store::{Store, StoreExt};
 

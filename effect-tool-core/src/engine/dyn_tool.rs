@@ -1,0 +1,164 @@
+//! Tools behind a trait object, with JSON in and out: what toolkits, adapters and the
+//! compensation of abandoned runs work with.
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use crate::call::context::{EffectCtx, RunContext};
+use crate::call::error::EffectError;
+use crate::call::tool::{Tool, ToolMeta};
+use crate::engine::{CallOptions, CallReport, Disposition, Engine};
+
+/// A declared tool, object-safe, JSON in and out. Every [`Tool`] is one.
+pub trait DynTool: Send + Sync + 'static {
+    /// The declaration as data.
+    fn meta(&self) -> ToolMeta;
+
+    /// The JSON Schema of the arguments, as exported to models.
+    fn input_schema(&self) -> Value;
+
+    /// The JSON Schema of the tool's output, if known ([`Tool::output_schema`]).
+    fn output_schema(&self) -> Option<Value> {
+        None
+    }
+
+    /// The values the tool takes from the run (its `#[secret]` arguments,
+    /// [`Tool::INJECTED`]): what a server or adapter must give its runs before the tool can run.
+    fn injected(&self) -> &'static [crate::call::tool::Injected] {
+        &[]
+    }
+
+    /// Decode `args` and call the tool through `engine`. Arguments that do not decode come back
+    /// as [`EffectError::InvalidArguments`] and nothing runs. Tool errors become strings.
+    fn call_json<'a>(
+        &'a self,
+        engine: &'a Engine,
+        run: &'a RunContext,
+        opts: CallOptions,
+        args: Value,
+    ) -> BoxFuture<'a, CallReport<Value, String>>;
+
+    /// Whether `output` is an output of this tool (it decodes into the tool's output type), as
+    /// a person's resolution must be; the decoder's message when not.
+    fn check_output(&self, output: &Value) -> Result<(), String> {
+        let _ = output;
+        Ok(())
+    }
+
+    /// Run the tool's compensation for a recorded call (`args` and `output` as stored).
+    fn compensate_json<'a>(
+        &'a self,
+        ctx: &'a EffectCtx,
+        args: Value,
+        output: Value,
+    ) -> BoxFuture<'a, Result<(), EffectError<String>>>;
+}
+
+impl<T: Tool> DynTool for T {
+    fn meta(&self) -> ToolMeta {
+        ToolMeta::of::<T>()
+    }
+
+    fn input_schema(&self) -> Value {
+        T::input_schema()
+    }
+
+    fn output_schema(&self) -> Option<Value> {
+        T::output_schema()
+    }
+
+    fn injected(&self) -> &'static [crate::call::tool::Injected] {
+        T::INJECTED
+    }
+
+    fn check_output(&self, output: &Value) -> Result<(), String> {
+        serde_json::from_value::<T::Output>(output.clone())
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    fn call_json<'a>(
+        &'a self,
+        engine: &'a Engine,
+        run: &'a RunContext,
+        opts: CallOptions,
+        args: Value,
+    ) -> BoxFuture<'a, CallReport<Value, String>> {
+        Box::pin(async move {
+            let args: T::Args = match serde_json::from_value(args.clone()) {
+                Ok(a) => a,
+                Err(e) => {
+                    // serde quotes the value it could not decode: never a sensitive one.
+                    let err = EffectError::InvalidArguments {
+                        tool: T::NAME.to_owned(),
+                        message: crate::call::key::scrub(e.to_string(), &args, T::SENSITIVE),
+                    };
+                    return CallReport {
+                        result: Err(err),
+                        disposition: Disposition::Failed,
+                        key: None,
+                        input_differs: None,
+                    };
+                }
+            };
+            let report = engine.call_with_report(self, run, opts, args).await;
+            let result = match report.result {
+                Ok(out) => serde_json::to_value(out).map_err(|e| EffectError::Codec {
+                    tool: T::NAME.to_owned(),
+                    key: report.key.clone().unwrap_or_default(),
+                    message: format!("output does not serialize: {e}"),
+                }),
+                Err(e) => Err(e.map_tool_error(|e| e.to_string())),
+            };
+            CallReport {
+                result,
+                disposition: report.disposition,
+                key: report.key,
+                input_differs: report.input_differs,
+            }
+        })
+    }
+
+    fn compensate_json<'a>(
+        &'a self,
+        ctx: &'a EffectCtx,
+        args: Value,
+        output: Value,
+    ) -> BoxFuture<'a, Result<(), EffectError<String>>> {
+        Box::pin(async move {
+            let key = ctx.effect_key().unwrap_or_default();
+            let codec = |message: String| EffectError::Codec {
+                tool: T::NAME.to_owned(),
+                key: key.to_owned(),
+                message,
+            };
+            // The values the tool takes from the run: the application gives them again.
+            crate::call::tool::check_values::<T>(&ctx.run).map_err(|e| e.map_tool_error(|e| e.to_string()))?;
+            // The journal binds sensitive values by their digests: the tool is given none.
+            let args: T::Args = serde_json::from_value(crate::call::key::unbind(args, T::SENSITIVE)).map_err(|e| {
+                let sensitive = if T::SENSITIVE.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " The journal does not keep the sensitive fields ({}): each needs a default (`#[serde(default)]` or an `Option`) for the compensation to decode without it.",
+                        T::SENSITIVE.join(", ")
+                    )
+                };
+                codec(format!(
+                    "the recorded arguments do not decode as this tool's argument type: {e}.{sensitive} This compensation cannot run as recorded: undo the effect by hand, then record it with `effect-tool abandon {} --mark-compensated`",
+                    crate::value::shell::quote(ctx.run_id())
+                ))
+            })?;
+            let output: T::Output =
+                serde_json::from_value(output).map_err(|e| codec(crate::engine::output_mismatch(key, &e)))?;
+            self.compensate(ctx, &args, &output)
+                .await
+                .map_err(|e| EffectError::Tool {
+                    tool: T::NAME.to_owned(),
+                    key: ctx.effect_key().map(str::to_owned),
+                    failure: crate::ClassifyError::failure(&e).unwrap_or(crate::Failure::Unknown),
+                    error: e.to_string(),
+                })
+        })
+    }
+}

@@ -1,0 +1,148 @@
+//! The paths modules had before the crate's folders followed its layers (0.1): each a deprecated
+//! module re-exporting its new home, kept for one release. CHANGELOG.md lists them.
+//!
+//! Only these shims are deprecated, not what they re-export: `effect_tool::record::EffectRecord`
+//! warns, `effect_tool::decide::record::EffectRecord` and `effect_tool::EffectRecord` do not.
+#![allow(missing_docs)]
+
+#[doc(hidden)]
+#[deprecated(note = "moved to `value::canonical` (effect_tool::value::canonical)")]
+pub mod canonical {
+    pub use crate::value::canonical::*;
+}
+
+#[doc(hidden)]
+#[deprecated(note = "moved to `value::class` (effect_tool::value::class)")]
+pub mod class {
+    pub use crate::value::class::*;
+}
+
+#[doc(hidden)]
+#[deprecated(note = "moved to `value::outcome` (effect_tool::value::outcome)")]
+pub mod outcome {
+    pub use crate::value::outcome::*;
+}
+
+#[doc(hidden)]
+#[deprecated(note = "moved to `value::marker` (effect_tool::value::marker)")]
+pub mod marker {
+    pub use crate::value::marker::*;
+}
+
+#[doc(hidden)]
+#[deprecated(note = "moved to `value::shell` (effect_tool::value::shell)")]
+pub mod shell {
+    pub use crate::value::shell::*;
+}
+
+#[doc(hidden)]
+#[deprecated(note = "moved to `value::schema` (effect_tool::value::schema)")]
+pub mod schema {
+    pub use crate::value::schema::*;
+}
+
+#[doc(hidden)]
+#[deprecated(note = "moved to `decide::policy` (effect_tool::decide::policy)")]
+pub mod policy {
+    pub use crate::decide::policy::*;
+}
+
+#[doc(hidden)]
+#[deprecated(note = "moved to `decide::record` (effect_tool::decide::record)")]
+pub mod record {
+    pub use crate::decide::record::*;
+}
+
+#[doc(hidden)]
+#[deprecated(note = "moved to `call::error` (effect_tool::call::error)")]
+pub mod error {
+    pub use crate::call::error::*;
+}
+
+#[doc(hidden)]
+#[deprecated(note = "moved to `call::context` (effect_tool::call::context)")]
+pub mod context {
+    pub use crate::call::context::*;
+}
+
+// Not deprecated: `use effect_tool::tool;` imports the attribute, and with it this module of the
+// same name (another namespace); a deprecated module would warn every user of the attribute.
+#[doc(hidden)]
+pub use crate::call::tool;
+
+#[doc(hidden)]
+#[deprecated(note = "moved to `call::key` (effect_tool::call::key)")]
+pub mod key {
+    pub use crate::call::key::*;
+}
+
+#[doc(hidden)]
+#[deprecated(note = "moved to `call::stream` (effect_tool::call::stream)")]
+pub mod stream {
+    pub use crate::call::stream::*;
+}
+
+#[doc(hidden)]
+#[deprecated(note = "moved to `engine::compensation` (effect_tool::engine::compensation)")]
+pub mod compensation {
+    pub use crate::engine::compensation::*;
+}
+
+#[doc(hidden)]
+#[deprecated(note = "moved to `engine::dyn_tool` (effect_tool::engine::dyn_tool)")]
+pub mod dyn_tool {
+    pub use crate::engine::dyn_tool::*;
+}
+
+#[doc(hidden)]
+#[deprecated(note = "moved to `toolkit::manifest` (effect_tool::toolkit::manifest)")]
+pub mod manifest {
+    pub use crate::toolkit::manifest::*;
+}
+
+#[doc(hidden)]
+#[deprecated(note = "moved to `ops::notify` (effect_tool::ops::notify)")]
+pub mod notify {
+    pub use crate::ops::notify::*;
+}
+
+#[doc(hidden)]
+#[deprecated(note = "moved to `ops::gauges` (effect_tool::ops::gauges)")]
+pub mod gauges {
+    pub use crate::ops::gauges::*;
+}
+
+#[cfg(feature = "prometheus")]
+#[doc(hidden)]
+#[deprecated(note = "moved to `ops::prometheus` (effect_tool::ops::prometheus)")]
+pub mod prometheus {
+    pub use crate::ops::prometheus::*;
+}
+
+#[cfg(feature = "console")]
+#[doc(hidden)]
+#[deprecated(note = "moved to `ops::console` (effect_tool::ops::console)")]
+pub mod console {
+    pub use crate::ops::console::*;
+}
+
+#[cfg(feature = "mcp")]
+#[doc(hidden)]
+#[deprecated(note = "moved to `adapters::mcp` (effect_tool::adapters::mcp)")]
+pub mod mcp {
+    pub use crate::adapters::mcp::*;
+}
+
+#[cfg(feature = "rig")]
+#[doc(hidden)]
+#[deprecated(note = "moved to `adapters::rig` (effect_tool::adapters::rig)")]
+pub mod rig {
+    pub use crate::adapters::rig::*;
+}
+
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+#[deprecated(note = "moved to `testing::conformance` (effect_tool::testing::conformance)")]
+pub mod conformance {
+    pub use crate::testing::conformance::*;
+}

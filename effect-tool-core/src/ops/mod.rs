@@ -1,0 +1,12 @@
+//! Operations: what the people who run agents use, built on the engine and the journal.
+//!
+//! [`notify`] (needs-a-person notifications, webhooks), [`gauges`] (the journal's records needing
+//! a person, as gauges); with features, `prometheus` (the `/metrics` endpoint) and `console`
+//! (the operator console and its JSON API).
+
+#[cfg(feature = "console")]
+pub mod console;
+pub mod gauges;
+pub mod notify;
+#[cfg(feature = "prometheus")]
+pub mod prometheus;

@@ -1,0 +1,246 @@
+//! The tool manifest: every tool's declaration as stable text, one line per tool, for code
+//! review.
+//!
+//! Commit the manifest beside the code and check it in a test (see `tests/declarations/macro_manifest.rs` in
+//! the repository for one to copy): a change of any effect declaration (a class, a key rule, a
+//! window, an approval, a hook) then shows up in review as a one-line diff, and nobody changes
+//! what running a tool twice does without a reviewer seeing it.
+//!
+//! ```
+//! use effect_tool_core::{EffectClass, KeyRule, RetryPolicy, ToolMeta, Window, toolkit::manifest};
+//! use std::time::Duration;
+//!
+//! let refund = ToolMeta {
+//!     name: "issue_refund",
+//!     description: "Refund part of an order.",
+//!     class: EffectClass::Idempotent,
+//!     key_rule: KeyRule::Custom("|a| format!(\"refund:{}\", a.order_id)"),
+//!     window: Window::CrossRun,
+//!     shared_keys: false,
+//!     ttl: Some(Duration::from_secs(24 * 3600)),
+//!     timeout: None,
+//!     sensitive: &[],
+//!     injected: &[],
+//!     has_recover: true,
+//!     has_compensate: false,
+//!     approval: None,
+//!     approval_when: None,
+//!     open_world: None,
+//!     retry: RetryPolicy::DEFAULT,
+//! };
+//! let text = manifest::render(&[refund]);
+//! assert_eq!(
+//!     text.lines().nth(1).unwrap(),
+//!     "issue_refund class=idempotent key=custom(|a| format!(\"refund:{}\", a.order_id)) window=cross-run ttl=1d \
+//!      timeout=- approval=- recover=yes compensate=no sensitive=- injected=- retry=3x100ms..10s",
+//! );
+//! ```
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::call::tool::ToolMeta;
+
+/// The first line of every manifest; it names the format so a future change of the format is
+/// itself visible in review.
+pub const HEADER: &str = "# effect-tool manifest v1: one line per tool, sorted by name";
+
+/// The manifest of `tools`: [`HEADER`], then one line per tool, sorted by name:
+///
+/// `<name> class=<class> key=<rule> window=<window> ttl=<ttl|-> timeout=<timeout|-> approval=<role|-> recover=<yes|no> compensate=<yes|no> sensitive=<a,b|-> injected=<Type,Type|-> retry=<attempts>x<base>..<max>`
+///
+/// `sensitive` lists the arguments the model supplies that the journal never keeps (by their
+/// serialized names); `injected` the values the tool takes from the run (its `#[secret]`
+/// arguments, by type, as written), which never reach the model. A conditional approval reads
+/// `approval=<role> when(<condition as written>)`. A tool whose keys are shared by every
+/// principal (`#[tool(shared_keys)]`) has `principals=shared` after its window; the others' keys
+/// are each principal's own, and their lines say nothing of it.
+/// The key rule is written as in the source (`default`, `fields(order_id, amount_cents)` or
+/// `custom(|a| ...)`); durations as in declarations (`500ms`, `30s`, `5m`, `24h`, `7d`). The
+/// description is left out: rewording it changes no contract. The text depends only on the
+/// declarations, not on the order tools were added in, and ends with a newline.
+pub fn render(tools: &[ToolMeta]) -> String {
+    let mut lines: Vec<String> = tools.iter().map(line).collect();
+    lines.sort();
+    let mut out = String::with_capacity(64 * (lines.len() + 1));
+    out.push_str(HEADER);
+    out.push('\n');
+    for l in lines {
+        out.push_str(&l);
+        out.push('\n');
+    }
+    out
+}
+
+/// [`render`], then one comment line per tool that cannot be sent with OpenAI's
+/// `"strict": true`, sorted by name: `# not strict: <name>: <reason>; <reason>`. A change of a
+/// tool's strictness is then a one-line diff too. `not_strict` pairs a tool's name with its
+/// reasons ([`crate::value::schema::strict_report`]).
+pub fn render_with_strict(tools: &[ToolMeta], not_strict: &[(&str, Vec<String>)]) -> String {
+    let mut out = render(tools);
+    let mut notes: Vec<String> = not_strict
+        .iter()
+        .map(|(name, reasons)| single_line(&format!("# not strict: {name}: {}", reasons.join("; "))))
+        .collect();
+    notes.sort();
+    for n in notes {
+        out.push_str(&n);
+        out.push('\n');
+    }
+    out
+}
+
+/// One tool's line (see [`render`]).
+pub fn line(meta: &ToolMeta) -> String {
+    let mut s = String::new();
+    let opt = |d: Option<Duration>| d.map_or_else(|| "-".to_owned(), format_duration);
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    let _ = write!(
+        s,
+        "{} class={} key={} window={}{} ttl={} timeout={} approval={} recover={} compensate={} sensitive={} injected={} retry={}x{}..{}",
+        meta.name,
+        meta.class,
+        single_line(&meta.key_rule.to_string()),
+        meta.window,
+        if meta.shared_keys { " principals=shared" } else { "" },
+        opt(meta.ttl),
+        opt(meta.timeout),
+        match (meta.approval, meta.approval_when) {
+            (None, _) => "-".to_owned(),
+            (Some(role), None) => role.to_owned(),
+            (Some(role), Some(when)) => format!("{role} when({})", single_line(when)),
+        },
+        yes(meta.has_recover),
+        yes(meta.has_compensate),
+        if meta.sensitive.is_empty() {
+            "-".to_owned()
+        } else {
+            meta.sensitive.join(",")
+        },
+        if meta.injected.is_empty() {
+            "-".to_owned()
+        } else {
+            meta.injected.iter().map(|i| i.type_name).collect::<Vec<_>>().join(",")
+        },
+        meta.retry.max_attempts,
+        format_duration(meta.retry.base_delay),
+        format_duration(meta.retry.max_delay),
+    );
+    s
+}
+
+/// A duration as declarations write it: the largest unit that divides it exactly.
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 {
+        return "0s".to_owned();
+    }
+    for (unit, size) in [("d", 86_400_000u128), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
+        if ms.is_multiple_of(size) {
+            return format!("{}{unit}", ms / size);
+        }
+    }
+    format!("{ms}ms")
+}
+
+/// Keep one tool on one line whatever its key closure looks like.
+fn single_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::call::tool::KeyRule;
+    use crate::decide::policy::RetryPolicy;
+    use crate::value::class::{EffectClass, Window};
+
+    fn meta(name: &'static str, class: EffectClass) -> ToolMeta {
+        ToolMeta {
+            name,
+            description: "",
+            class,
+            key_rule: KeyRule::Default,
+            window: Window::Run,
+            shared_keys: false,
+            ttl: None,
+            timeout: None,
+            sensitive: &[],
+            injected: &[],
+            has_recover: false,
+            has_compensate: false,
+            approval: None,
+            approval_when: None,
+            open_world: None,
+            retry: RetryPolicy::DEFAULT,
+        }
+    }
+
+    #[test]
+    fn sorted_one_line_each_and_independent_of_order() {
+        let a = meta("send_email", EffectClass::Irreversible);
+        let b = ToolMeta {
+            key_rule: KeyRule::Fields(&["order_id", "amount_cents"]),
+            sensitive: &["token"],
+            approval: Some("finance"),
+            approval_when: Some("|a| a.amount_cents > 10_000"),
+            timeout: Some(Duration::from_millis(1500)),
+            ..meta("issue_refund", EffectClass::Idempotent)
+        };
+        let text = render(&[a.clone(), b.clone()]);
+        assert_eq!(text, render(&[b, a]));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0], HEADER);
+        assert_eq!(
+            lines[1],
+            "issue_refund class=idempotent key=fields(order_id, amount_cents) window=run ttl=- timeout=1500ms \
+             approval=finance when(|a| a.amount_cents > 10_000) recover=no compensate=no sensitive=token injected=- retry=3x100ms..10s"
+        );
+        assert!(lines[2].starts_with("send_email class=irreversible "));
+        assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn injected_values_are_listed_by_type() {
+        const INJECTED: &[crate::call::tool::Injected] = &[
+            crate::call::tool::Injected {
+                type_name: "SmtpPassword",
+                present: crate::RunContext::has_value::<String>,
+            },
+            crate::call::tool::Injected {
+                type_name: "ApiKey",
+                present: crate::RunContext::has_value::<u64>,
+            },
+        ];
+        let m = ToolMeta {
+            injected: INJECTED,
+            ..meta("send_email", EffectClass::Irreversible)
+        };
+        assert!(
+            line(&m).contains(" sensitive=- injected=SmtpPassword,ApiKey retry="),
+            "{}",
+            line(&m)
+        );
+        assert!(line(&meta("t", EffectClass::Pure)).contains(" sensitive=- injected=- retry="));
+    }
+
+    #[test]
+    fn a_multi_line_key_closure_stays_on_one_line() {
+        let m = ToolMeta {
+            key_rule: KeyRule::Custom("|a| {\n    a.id.clone()\n}"),
+            ..meta("t", EffectClass::Idempotent)
+        };
+        assert!(line(&m).contains("key=custom(|a| { a.id.clone() })"));
+    }
+
+    #[test]
+    fn durations_read_like_declarations() {
+        assert_eq!(format_duration(Duration::from_secs(86_400)), "1d");
+        assert_eq!(format_duration(Duration::from_secs(3 * 3600)), "3h");
+        assert_eq!(format_duration(Duration::from_secs(90)), "90s");
+        assert_eq!(format_duration(Duration::from_secs(120)), "2m");
+        assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
+        assert_eq!(format_duration(Duration::ZERO), "0s");
+    }
+}

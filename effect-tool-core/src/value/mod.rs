@@ -1,0 +1,14 @@
+//! Values: what a declaration and a record are made of, knowing nothing of tools, runs or stores.
+//!
+//! [`class`] (effect classes and key windows), [`canonical`] (RFC 8785 canonical JSON, the bytes
+//! keys are hashed from), [`outcome`] (how a tool's failure is classified), [`marker`] (the opaque
+//! marker a tool writes into what it sends), [`schema`] (the JSON Schemas providers accept).
+
+pub mod canonical;
+pub mod class;
+pub mod digest;
+pub mod marker;
+pub mod outcome;
+pub mod schema;
+#[doc(hidden)]
+pub mod shell;
