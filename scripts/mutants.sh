@@ -9,7 +9,7 @@
 #                                        (much faster: one crate to build per mutant)
 #   scripts/mutants.sh --in-diff [BASE]  only mutants on lines changed since BASE (default
 #                                        HEAD, i.e. uncommitted changes): the before-commit routine
-#   scripts/mutants.sh --file policy.rs  one file (repeatable; a name under effect-tool-core/src)
+#   scripts/mutants.sh --file decide/policy.rs  one file (repeatable; a name under effect-tool-core/src)
 #   scripts/mutants.sh ... -- ARGS       extra arguments for cargo-mutants (e.g. --list)
 #
 # Environment: JOBS (parallel mutants, default 1 on a shared machine; with more, each job builds
@@ -25,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-core=(policy.rs record.rs key.rs canonical.rs marker.rs outcome.rs engine/mod.rs engine/lead.rs compensation.rs)
+core=(decide/policy.rs decide/record.rs call/key.rs value/canonical.rs value/marker.rs value/outcome.rs engine/mod.rs engine/lead.rs engine/compensation.rs)
 files=()
 # The decision core's tests: effect-tool-core's library (unit tests) and integration tests, and
 # the root crate's tests of the engine's decisions and of the journals (the conformance suite).
