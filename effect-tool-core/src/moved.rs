@@ -26,6 +26,7 @@ pub mod outcome {
 #[doc(hidden)]
 #[deprecated(note = "moved to `value::marker` (effect_tool::value::marker)")]
 pub mod marker {
+    pub use crate::store::markers::find_record;
     pub use crate::value::marker::*;
 }
 
