@@ -31,6 +31,7 @@ mod dispatch;
 mod export;
 pub mod manifest;
 mod validate;
+pub mod wire;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -42,8 +43,12 @@ use crate::engine::Engine;
 use crate::engine::dyn_tool::DynTool;
 
 pub use dispatch::{
-    DEFAULT_CONCURRENCY, DEFAULT_MAX_ARGUMENT_BYTES, Dispatcher, Rejection, ToolCall, ToolOutcome, ToolResult,
+    DEFAULT_CONCURRENCY, DEFAULT_MAX_ARGUMENT_BYTES, Dispatcher, Rejection, Stop, ToolCall, ToolOutcome, ToolResult,
     anthropic_tool_results_message,
+};
+pub use wire::{
+    ProviderCall, ProviderRecord, ProviderRecorded, Turn, TurnResults, WireError, WireFormat,
+    gemini_function_responses,
 };
 pub use export::{ExportReport, mcp_annotations};
 
