@@ -661,6 +661,15 @@ fn a_response_without_a_finish_reason_is_unfinished() {
     assert!(Turn::from_anthropic(&error).is_err());
     assert!(Turn::from_gemini(&error).is_err());
     assert!(Turn::from_openai_responses(&error).is_err());
+    // A call that could not be answered (no id) makes the whole response unreadable: no call
+    // of it runs, rather than one silently left without a result.
+    let no_id = json!({"status": "completed", "output": [{"type": "function_call", "name": "send_email", "arguments": "{}"}]});
+    assert_eq!(
+        Turn::from_openai_responses(&no_id).unwrap_err().problem,
+        "`output[0]` is a `function_call` without a `call_id`, so its result could not be sent back"
+    );
+    let no_id = json!({"content": [{"type": "tool_use", "name": "send_email", "input": {}}], "stop_reason": "tool_use"});
+    assert!(Turn::from_anthropic(&no_id).is_err());
 }
 
 // --- The provider's own tools ----------------------------------------------------------------
@@ -869,4 +878,177 @@ fn item_parsers_leave_provider_tools_out() {
     assert_eq!(call.id, "abc");
     let args: Value = serde_json::from_str(&call.arguments).unwrap();
     assert_eq!(args, json!({"to": "a", "body": "b"}));
+}
+
+// --- Two worker processes on one journal -------------------------------------------------------
+
+use effect_tool_core::testing::conformance::{Availability, Harness, SqliteHarness};
+
+/// The environment variable carrying a worker's job.
+const WORKER_JOB: &str = "EFFECT_TOOL_WIRE_WORKER_JOB";
+
+/// What a worker process does: open the journal, handle one provider response, and write what
+/// came of it.
+#[derive(Serialize, Deserialize)]
+struct Job {
+    /// `sqlite` or `postgres`.
+    backend: String,
+    /// How the journal is opened ([`Harness::locator`]).
+    locator: String,
+    ledger: PathBuf,
+    /// The response, and its format (`anthropic`, `gemini`).
+    response: Value,
+    format: String,
+    run: String,
+    /// Where the worker writes its report: the dispositions and the provider records.
+    out: PathBuf,
+}
+
+fn format_named(name: &str) -> WireFormat {
+    match name {
+        "anthropic" => WireFormat::Anthropic,
+        "gemini" => WireFormat::Gemini,
+        "openai-chat" => WireFormat::OpenAiChat,
+        _ => WireFormat::OpenAiResponses,
+    }
+}
+
+/// The entry point of the worker processes of `two_workers_*`.
+#[test]
+#[ignore = "entry point of the worker processes of the two-worker wire tests"]
+fn worker() {
+    let Ok(job) = std::env::var(WORKER_JOB) else {
+        return;
+    };
+    let job: Job = serde_json::from_str(&job).expect("the worker's job");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async move {
+        let store: std::sync::Arc<dyn Store> = match job.backend.as_str() {
+            "sqlite" => SqliteHarness::open(&job.locator).await,
+            #[cfg(feature = "postgres")]
+            "postgres" => effect_tool_core::testing::conformance::PostgresHarness::open(&job.locator).await,
+            other => panic!("no backend {other}"),
+        };
+        let kit = Toolkit::new()
+            .with(SendEmail { ledger: job.ledger.clone() })
+            .with(Refund { ledger: job.ledger.clone() });
+        let dispatcher = kit.dispatcher(Engine::new(store));
+        let turn = Turn::parse(format_named(&job.format), &job.response).expect("the response");
+        let done = dispatcher.dispatch_turn(&RunContext::new(job.run.clone()), &turn).await;
+        let report = json!({
+            "results": done.results.iter().map(|r| json!({"id": r.call_id, "disposition": r.disposition.to_string(), "error": r.is_error()})).collect::<Vec<_>>(),
+            "provider": done.provider.iter().map(|p| format!("{:?}", p.recorded)).collect::<Vec<_>>(),
+        });
+        std::fs::write(&job.out, report.to_string()).expect("the report");
+    });
+}
+
+/// Two worker processes handle the same response at once on one journal of backend `H`; their
+/// reports.
+async fn two_workers<H: Harness>(h: &H, dir: &std::path::Path, name: &str, format: &str, response: &Value, run: &str) -> Vec<Value> {
+    let backend = H::NAME.to_owned();
+    let mut workers: Vec<_> = ["a", "b"]
+        .iter()
+        .map(|role| {
+            let job = Job {
+                backend: backend.clone(),
+                locator: h.locator().expect("a journal other processes open"),
+                ledger: dir.join("ledger"),
+                response: response.clone(),
+                format: format.to_owned(),
+                run: run.to_owned(),
+                out: dir.join(format!("{name}-{role}.json")),
+            };
+            crate::common::worker::spawn(module_path!(), WORKER_JOB, &serde_json::to_string(&job).unwrap())
+        })
+        .collect();
+    for w in &mut workers {
+        assert!(w.wait().unwrap().success(), "a worker failed");
+    }
+    ["a", "b"]
+        .iter()
+        .map(|role| serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}-{role}.json"))).unwrap()).unwrap())
+        .collect()
+}
+
+/// A cut Anthropic turn with a server tool, then an id-less Gemini turn, each handled by two
+/// worker processes at once on one journal: the cut turn runs nothing and its server tool is
+/// recorded once; the whole turn's calls get the same derived ids in both processes, so each
+/// effect happens once (the email has no key: only its call id tells the two apart from a
+/// re-plan).
+async fn two_workers_one_journal<H: Harness>() {
+    match H::availability() {
+        Availability::Ready => {}
+        Availability::Unavailable { reason, required } => {
+            assert!(!required, "{}: {reason}", H::NAME);
+            eprintln!("\n*** SKIPPED {} two-worker wire test: {reason} ***\n", H::NAME);
+            return;
+        }
+    }
+    let h = H::fresh().await;
+    let dir = ScratchDir::new(&format!("wire-two-workers-{}", H::NAME));
+    let run = RunContext::new("run-two-workers");
+    let cut = json!({
+        "id": "msg_cut_two", "type": "message", "role": "assistant",
+        "content": [
+            {"type": "server_tool_use", "id": "srvtoolu_two", "name": "web_search", "input": {"query": "acme"}},
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_two", "content": []},
+            {"type": "tool_use", "id": "toolu_two", "name": "issue_refund", "input": {"order_id": "o-3", "amount_cents": 300}}
+        ],
+        "stop_reason": "max_tokens"
+    });
+    let reports = two_workers(&h, dir.path(), "cut", "anthropic", &cut, run.run_id()).await;
+    assert!(ledger_lines(&dir.path().join("ledger")).is_empty(), "the cut turn ran nothing");
+    for r in &reports {
+        assert_eq!(r["results"][0]["disposition"], "rejected", "{r}");
+    }
+    let mut recorded: Vec<&str> = reports.iter().map(|r| r["provider"][0].as_str().unwrap()).collect();
+    recorded.sort();
+    assert_eq!(recorded, vec!["AlreadyRecorded", "Recorded"], "recorded once: {reports:?}");
+
+    let whole = json!({
+        "candidates": [{"content": {"role": "model", "parts": [
+            {"functionCall": {"name": "send_email", "args": {"to": "ann@example.com", "body": "Refunded."}}},
+            {"functionCall": {"name": "issue_refund", "args": {"order_id": "o-3", "amount_cents": 300}}}
+        ]}, "finishReason": "STOP"}],
+        "responseId": "gem-two-workers"
+    });
+    let reports = two_workers(&h, dir.path(), "whole", "gemini", &whole, run.run_id()).await;
+    let mut effects = ledger_lines(&dir.path().join("ledger"));
+    effects.sort();
+    assert_eq!(
+        effects,
+        vec!["email to ann@example.com: Refunded.", "refund o-3 of 300"],
+        "each effect once: {reports:?}"
+    );
+    for r in &reports {
+        for result in r["results"].as_array().unwrap() {
+            assert_eq!(result["error"], false, "{r}");
+        }
+    }
+    assert_eq!(reports[0]["results"][0]["id"], reports[1]["results"][0]["id"], "the same derived ids");
+
+    let store = h.store();
+    let filter = Filter {
+        run_id: Some(run.run_id().to_owned()),
+        ..Filter::all()
+    };
+    let mut tools: Vec<String> = store.list(&filter).await.unwrap().into_iter().map(|r| r.tool).collect();
+    tools.sort();
+    assert_eq!(tools, vec!["issue_refund", "provider:anthropic/web_search", "send_email"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_one_sqlite_journal() {
+    two_workers_one_journal::<SqliteHarness>().await;
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_one_postgres_journal() {
+    two_workers_one_journal::<effect_tool_core::testing::conformance::PostgresHarness>().await;
 }

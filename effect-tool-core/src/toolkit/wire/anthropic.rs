@@ -14,16 +14,20 @@ pub(super) fn message(response: &Value) -> Result<Turn, WireError> {
         .and_then(Value::as_array)
         .ok_or_else(|| WireError::new(format, "it has no `content` list"))?;
     let mut turn = Turn::new(format, response);
-    for block in content {
+    for (i, block) in content.iter().enumerate() {
         match str_of(block, "type").unwrap_or_default() {
             "tool_use" => {
-                if let Some(id) = str_of(block, "id") {
-                    turn.calls.push(ToolCall::new(
-                        id,
-                        str_of(block, "name").unwrap_or_default(),
-                        block.get("input").map(Value::to_string).unwrap_or_default(),
-                    ));
-                }
+                let id = str_of(block, "id").ok_or_else(|| {
+                    WireError::new(
+                        format,
+                        format!("`content[{i}]` is a `tool_use` without an `id`, so its result could not be sent back"),
+                    )
+                })?;
+                turn.calls.push(ToolCall::new(
+                    id,
+                    str_of(block, "name").unwrap_or_default(),
+                    block.get("input").map(Value::to_string).unwrap_or_default(),
+                ));
             }
             "server_tool_use" => turn.provider_calls.push(hosted_use(block, str_of(block, "name").unwrap_or("unknown").to_owned())),
             "mcp_tool_use" => {

@@ -17,10 +17,11 @@ pub(super) fn chat(response: &Value) -> Result<Turn, WireError> {
         .ok_or_else(|| WireError::new(format, "its `choices` list is empty"))?;
     let mut turn = Turn::new(format, response);
     let message = choice.get("message").unwrap_or(&Value::Null);
-    for item in message.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
-        if let Some(call) = chat_call(item) {
-            turn.calls.push(call);
-        }
+    for (i, item) in message.get("tool_calls").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let call = chat_call(item).ok_or_else(|| {
+            WireError::new(format, format!("`tool_calls[{i}]` has no `id`, so its result could not be sent back"))
+        })?;
+        turn.calls.push(call);
     }
     turn.stop = match choice.get("finish_reason").and_then(Value::as_str) {
         Some("tool_calls" | "stop" | "function_call") => Stop::Finished,
@@ -36,8 +37,8 @@ pub(super) fn chat(response: &Value) -> Result<Turn, WireError> {
     Ok(turn)
 }
 
-/// A `tool_calls[]` item; one without a name is kept (it is answered as an unknown tool), one
-/// without an id cannot be answered and is left out.
+/// A `tool_calls[]` item; one without a name is kept (it is answered as an unknown tool); one
+/// without an id cannot be answered: `None`.
 fn chat_call(item: &Value) -> Option<ToolCall> {
     let f = item.get("function").unwrap_or(&Value::Null);
     Some(ToolCall::new(
@@ -70,16 +71,20 @@ pub(super) fn responses(response: &Value) -> Result<Turn, WireError> {
         .ok_or_else(|| WireError::new(format, "it has no `output` list"))?;
     let mut turn = Turn::new(format, response);
     let mut refused = false;
-    for item in output {
+    for (i, item) in output.iter().enumerate() {
         match str_of(item, "type").unwrap_or_default() {
             "function_call" => {
-                if let Some(id) = str_of(item, "call_id") {
-                    turn.calls.push(ToolCall::new(
-                        id,
-                        str_of(item, "name").unwrap_or_default(),
-                        str_of(item, "arguments").unwrap_or_default(),
-                    ));
-                }
+                let id = str_of(item, "call_id").ok_or_else(|| {
+                    WireError::new(
+                        format,
+                        format!("`output[{i}]` is a `function_call` without a `call_id`, so its result could not be sent back"),
+                    )
+                })?;
+                turn.calls.push(ToolCall::new(
+                    id,
+                    str_of(item, "name").unwrap_or_default(),
+                    str_of(item, "arguments").unwrap_or_default(),
+                ));
             }
             "message" => {
                 let parts = item.get("content").and_then(Value::as_array).into_iter().flatten();
