@@ -589,34 +589,37 @@ fn failure_text(e: &EffectError<String>) -> String {
 /// What the model is told for each call of a turn that did not finish: which way it ended, that
 /// nothing ran, and what to do next.
 fn turn_cut_text(name: &str, stop: &Stop, calls: usize) -> String {
+    let (them, are) = if calls > 1 { ("the calls", "are") } else { ("the call", "is") };
     let (what, next) = match stop {
         Stop::Truncated { reason } => (
             format!("your previous response was cut off by its output token limit (`{reason}`) before it was complete"),
-            "Make the calls again in a shorter response: fewer calls at once, or shorter arguments.",
+            format!("Make {them} again in a shorter response: fewer calls at once, or shorter arguments."),
         ),
         Stop::Refused { reason } => (
             format!("your previous response ended in a refusal (`{reason}`)"),
-            "Make a call again only if it is still what the user wants; otherwise answer the user.",
+            "Make a call again only if it is still what the user wants; otherwise answer the user.".to_owned(),
         ),
         Stop::Filtered { reason } => (
             format!("your previous response was stopped by the provider's content filter (`{reason}`)"),
-            "Do not repeat the same response; tell the user the request was blocked, or do what is needed another way.",
+            "Do not repeat the same response; tell the user the request was blocked, or do what is needed another way."
+                .to_owned(),
         ),
         Stop::Unfinished { reason } => (
             format!("your previous response did not finish (`{reason}`)"),
-            "If the calls are still needed, make them again.",
+            format!("If {them} {are} still needed, make {} again.", if calls > 1 { "them" } else { "it" }),
         ),
-        Stop::Finished => (
-            "your previous response was not run".to_owned(),
-            "Make the calls again.",
-        ),
+        Stop::Finished => ("your previous response was not run".to_owned(), format!("Make {them} again.")),
     };
     let which = if calls > 1 {
         format!("none of its {calls} tool calls ran, `{name}` included")
     } else {
         format!("its call of `{name}` did not run")
     };
-    format!("Error: {what}, so {which}: the arguments may be incomplete. Nothing happened. {next}")
+    let why = match stop {
+        Stop::Truncated { .. } | Stop::Unfinished { .. } => ": the arguments may be incomplete",
+        _ => "",
+    };
+    format!("Error: {what}, so {which}{why}. Nothing happened. {next}")
 }
 
 /// An Anthropic user message carrying the results of one turn, in call order:
