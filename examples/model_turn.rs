@@ -155,7 +155,10 @@ async fn conversation(dispatcher: &Dispatcher, run: &RunContext, format: WireFor
             turn.stop.kind()
         );
         for p in &done.provider {
-            println!("{} (the provider's own call) -> recorded as `{}`: {:?}", p.call_id, p.tool, p.recorded);
+            println!(
+                "{} (the provider's own call) -> recorded as `{}`: {:?}",
+                p.call_id, p.tool, p.recorded
+            );
         }
         for r in &done.results {
             println!("{} {} -> {}", r.call_id, r.name, r.disposition);

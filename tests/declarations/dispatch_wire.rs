@@ -8,9 +8,7 @@
 use std::path::PathBuf;
 
 use effect_tool::store::sqlite::SqliteStore;
-use effect_tool::toolkit::{
-    Dispatcher, ProviderRecorded, Rejection, Stop, ToolOutcome, Turn, TurnResults, WireFormat,
-};
+use effect_tool::toolkit::{Dispatcher, ProviderRecorded, Rejection, Stop, ToolOutcome, Turn, TurnResults, WireFormat};
 use effect_tool::{
     Disposition, EffectClass, EffectCtx, Engine, Filter, RecordState, RunContext, Store, Tool, ToolCall, ToolError,
     Toolkit,
@@ -142,7 +140,10 @@ fn check(what: &str, schema: &Value, instance: &Value) {
         .iter_errors(instance)
         .map(|e| format!("{} at {}", e, e.instance_path()))
         .collect();
-    assert!(errors.is_empty(), "{what} does not fit the documented shape: {errors:#?}\n{instance:#}");
+    assert!(
+        errors.is_empty(),
+        "{what} does not fit the documented shape: {errors:#?}\n{instance:#}"
+    );
 }
 
 /// A JSON Schema object with exactly these properties, `required` of them required.
@@ -192,7 +193,11 @@ async fn openai_chat_completions_whole_turn() {
         }),
         &["type", "function"],
     );
-    check("the request's tools", &json!({"type": "array", "items": tool}), &request["tools"]);
+    check(
+        "the request's tools",
+        &json!({"type": "array", "items": tool}),
+        &request["tools"],
+    );
 
     // The response, as the API reference shows a tool-calling completion.
     let (_, email_args) = email("");
@@ -229,7 +234,11 @@ async fn openai_chat_completions_whole_turn() {
         json!({"role": constant("tool"), "tool_call_id": string(), "content": string()}),
         &["role", "tool_call_id", "content"],
     );
-    check("the tool messages", &json!({"type": "array", "items": message}), &Value::Array(reply.clone()));
+    check(
+        "the tool messages",
+        &json!({"type": "array", "items": message}),
+        &Value::Array(reply.clone()),
+    );
     assert_eq!(reply[0]["tool_call_id"], "call_refund");
     assert_eq!(reply[1]["tool_call_id"], "call_email");
     assert_eq!(reply[1]["content"], "sent to ann@example.com");
@@ -248,7 +257,11 @@ async fn openai_responses_whole_turn() {
         json!({"type": constant("function"), "name": string(), "description": string(), "parameters": any_object(), "strict": {"type": "boolean"}}),
         &["type", "name", "parameters"],
     );
-    check("the request's tools", &json!({"type": "array", "items": tool}), &request["tools"]);
+    check(
+        "the request's tools",
+        &json!({"type": "array", "items": tool}),
+        &request["tools"],
+    );
 
     let response = json!({
         "id": "resp_67ccd2bed1ec8190",
@@ -278,7 +291,11 @@ async fn openai_responses_whole_turn() {
         json!({"type": constant("function_call_output"), "call_id": string(), "output": string()}),
         &["type", "call_id", "output"],
     );
-    check("the input items", &json!({"type": "array", "items": item}), &Value::Array(reply.clone()));
+    check(
+        "the input items",
+        &json!({"type": "array", "items": item}),
+        &Value::Array(reply.clone()),
+    );
     assert_eq!(reply[0]["call_id"], "call_12345xyz");
     let output: Value = serde_json::from_str(reply[0]["output"].as_str().unwrap()).unwrap();
     assert_eq!(output["refund_id"], "re_o-1");
@@ -298,7 +315,11 @@ async fn anthropic_messages_whole_turn() {
         json!({"name": string(), "description": string(), "input_schema": any_object()}),
         &["name", "input_schema"],
     );
-    check("the request's tools", &json!({"type": "array", "items": tool}), &request["tools"]);
+    check(
+        "the request's tools",
+        &json!({"type": "array", "items": tool}),
+        &request["tools"],
+    );
 
     let (_, email_args) = email("");
     let response = json!({
@@ -370,7 +391,10 @@ async fn gemini_whole_turn_with_call_ids() {
         &["functionDeclarations"],
     )});
     check("the request's tools", &tools, &request["tools"]);
-    assert_eq!(request["tools"][0]["functionDeclarations"][0]["parameters"]["type"], "OBJECT");
+    assert_eq!(
+        request["tools"][0]["functionDeclarations"][0]["parameters"]["type"],
+        "OBJECT"
+    );
 
     let (_, email_args) = email("");
     let response = json!({
@@ -398,8 +422,14 @@ async fn gemini_whole_turn_with_call_ids() {
     let parts = &reply[0]["parts"];
     assert_eq!(parts[0]["functionResponse"]["id"], "fc-refund-1");
     assert_eq!(parts[0]["functionResponse"]["name"], "issue_refund");
-    assert_eq!(parts[0]["functionResponse"]["response"]["output"]["refund_id"], "re_o-1");
-    assert_eq!(parts[1]["functionResponse"]["response"]["output"], "sent to ann@example.com");
+    assert_eq!(
+        parts[0]["functionResponse"]["response"]["output"]["refund_id"],
+        "re_o-1"
+    );
+    assert_eq!(
+        parts[1]["functionResponse"]["response"]["output"],
+        "sent to ann@example.com"
+    );
 }
 
 /// An older Gemini response: calls without ids. Each gets an id derived from the response and
@@ -459,7 +489,11 @@ async fn gemini_calls_without_ids_get_stable_ids() {
     assert_ne!(later.calls[0].id, first.calls[0].id);
     let replanned = bench.dispatcher.dispatch_turn(&run, &later).await;
     assert_eq!(bench.effects().len(), 2, "nothing ran twice: {:?}", bench.effects());
-    assert!(replanned.results[0].blocked().is_some(), "{}", replanned.results[0].content());
+    assert!(
+        replanned.results[0].blocked().is_some(),
+        "{}",
+        replanned.results[0].content()
+    );
 }
 
 // --- Turns that did not finish run nothing ---------------------------------------------------
@@ -552,14 +586,20 @@ async fn a_turn_that_did_not_finish_runs_none_of_its_calls() {
                 other => panic!("{case}: {other:?}"),
             }
             let text = r.content();
-            assert!(text.contains(&format!("`{stop}`")), "{case}: the text names the stop: {text}");
+            assert!(
+                text.contains(&format!("`{stop}`")),
+                "{case}: the text names the stop: {text}"
+            );
             assert!(text.contains("Nothing happened"), "{case}: {text}");
             assert!(text.contains(&format!("`{}`", r.name)), "{case}: {text}");
         }
         // The reply is still one result a call, in the provider's shape.
         let reply = turns[0].reply();
         assert!(!reply.is_empty(), "{format} `{stop}`");
-        assert!(bench.records(&run).await.is_empty(), "{format} `{stop}`: nothing journaled");
+        assert!(
+            bench.records(&run).await.is_empty(),
+            "{format} `{stop}`: nothing journaled"
+        );
     }
     assert!(bench.effects().is_empty(), "nothing ran: {:?}", bench.effects());
 }
@@ -620,7 +660,11 @@ async fn after_a_cut_turn_the_whole_turn_runs_once() {
         let turns = model.play(&bench.dispatcher, &run).await;
         assert!(turns[0].results.iter().all(|r| r.is_rejected()), "{format}");
         assert_eq!(turns[1].results.len(), 2, "{format}");
-        assert!(turns[1].results.iter().all(|r| !r.is_error()), "{format}: {:?}", turns[1].results);
+        assert!(
+            turns[1].results.iter().all(|r| !r.is_error()),
+            "{format}: {:?}",
+            turns[1].results
+        );
         assert_eq!(bench.effects().len(), 2, "{format}: {:?}", bench.effects());
     }
 }
@@ -637,9 +681,11 @@ fn a_response_without_a_finish_reason_is_unfinished() {
             reason: "no finish reason".into()
         }
     );
-    let anthropic = json!({"content": [{"type": "tool_use", "id": "t", "name": "send_email", "input": {}}], "stop_reason": null});
+    let anthropic =
+        json!({"content": [{"type": "tool_use", "id": "t", "name": "send_email", "input": {}}], "stop_reason": null});
     assert!(!Turn::from_anthropic(&anthropic).unwrap().stop.runs_calls());
-    let gemini = json!({"candidates": [{"content": {"parts": [{"functionCall": {"name": "send_email", "args": {}}}]}}]});
+    let gemini =
+        json!({"candidates": [{"content": {"parts": [{"functionCall": {"name": "send_email", "args": {}}}]}}]});
     assert!(!Turn::from_gemini(&gemini).unwrap().stop.runs_calls());
     // An OpenAI refusal on a finished message is a refusal.
     let refusal = json!({"choices": [{"message": {"content": null, "refusal": "I can't help with that."}, "finish_reason": "stop"}]});
@@ -657,18 +703,23 @@ fn a_response_without_a_finish_reason_is_unfinished() {
     // An error body is not a response.
     let error = json!({"error": {"message": "Rate limit reached", "type": "requests"}});
     let e = Turn::from_openai_chat(&error).unwrap_err();
-    assert_eq!(e.to_string(), "not an OpenAI Chat Completions response: it has no `choices` list");
+    assert_eq!(
+        e.to_string(),
+        "not an OpenAI Chat Completions response: it has no `choices` list"
+    );
     assert!(Turn::from_anthropic(&error).is_err());
     assert!(Turn::from_gemini(&error).is_err());
     assert!(Turn::from_openai_responses(&error).is_err());
     // A call that could not be answered (no id) makes the whole response unreadable: no call
     // of it runs, rather than one silently left without a result.
-    let no_id = json!({"status": "completed", "output": [{"type": "function_call", "name": "send_email", "arguments": "{}"}]});
+    let no_id =
+        json!({"status": "completed", "output": [{"type": "function_call", "name": "send_email", "arguments": "{}"}]});
     assert_eq!(
         Turn::from_openai_responses(&no_id).unwrap_err().problem,
         "`output[0]` is a `function_call` without a `call_id`, so its result could not be sent back"
     );
-    let no_id = json!({"content": [{"type": "tool_use", "name": "send_email", "input": {}}], "stop_reason": "tool_use"});
+    let no_id =
+        json!({"content": [{"type": "tool_use", "name": "send_email", "input": {}}], "stop_reason": "tool_use"});
     assert!(Turn::from_anthropic(&no_id).is_err());
 }
 
@@ -708,11 +759,23 @@ async fn anthropic_server_tools_are_recorded_never_dispatched() {
     assert_eq!(turn.calls.len(), 1, "only the client tool is a call");
     assert_eq!(turn.provider_calls.len(), 2);
     let done = bench.dispatcher.dispatch_turn(&run, &turn).await;
-    assert_eq!(done.results.len(), 1, "no result for a provider's tool, no unknown tool");
+    assert_eq!(
+        done.results.len(),
+        1,
+        "no result for a provider's tool, no unknown tool"
+    );
     assert_eq!(done.results[0].name, "issue_refund");
     assert!(!done.results[0].is_error());
-    assert_eq!(bench.effects(), vec!["refund o-1 of 500"], "only the client tool ran here");
-    assert!(done.provider.iter().all(|p| p.recorded == ProviderRecorded::Recorded), "{:?}", done.provider);
+    assert_eq!(
+        bench.effects(),
+        vec!["refund o-1 of 500"],
+        "only the client tool ran here"
+    );
+    assert!(
+        done.provider.iter().all(|p| p.recorded == ProviderRecorded::Recorded),
+        "{:?}",
+        done.provider
+    );
 
     // The run's journal shows every effect: the refund and both of the provider's calls.
     let records = bench.records(&run).await;
@@ -720,20 +783,42 @@ async fn anthropic_server_tools_are_recorded_never_dispatched() {
     tools.sort();
     assert_eq!(
         tools,
-        vec!["issue_refund", "provider:anthropic/mcp.helpdesk.create_ticket", "provider:anthropic/web_search"]
+        vec![
+            "issue_refund",
+            "provider:anthropic/mcp.helpdesk.create_ticket",
+            "provider:anthropic/web_search"
+        ]
     );
-    let search = records.iter().find(|r| r.tool == "provider:anthropic/web_search").unwrap();
+    let search = records
+        .iter()
+        .find(|r| r.tool == "provider:anthropic/web_search")
+        .unwrap();
     assert_provider_record(search, &run, "provider:anthropic/web_search", EffectClass::Pure);
     assert_eq!(search.input["query"], "acme refund policy");
     assert_eq!(search.call_id.as_deref(), Some("srvtoolu_01WYG3ziw53XMcoyKL4XcZmE"));
-    let kept = search.output.as_ref().unwrap()["content"][0]["encrypted_content"].as_str().unwrap();
-    assert!(kept.len() < 3000 && kept.ends_with("[10000 bytes in all]"), "long results are cut: {kept:.80}");
+    let kept = search.output.as_ref().unwrap()["content"][0]["encrypted_content"]
+        .as_str()
+        .unwrap();
+    assert!(
+        kept.len() < 3000 && kept.ends_with("[10000 bytes in all]"),
+        "long results are cut: {kept:.80}"
+    );
     let mcp = records.iter().find(|r| r.tool.contains("mcp.")).unwrap();
-    assert_provider_record(mcp, &run, "provider:anthropic/mcp.helpdesk.create_ticket", EffectClass::Irreversible);
+    assert_provider_record(
+        mcp,
+        &run,
+        "provider:anthropic/mcp.helpdesk.create_ticket",
+        EffectClass::Irreversible,
+    );
 
     // The same response handled again records nothing twice and runs nothing twice.
     let again = bench.dispatcher.dispatch_turn(&run, &turn).await;
-    assert!(again.provider.iter().all(|p| p.recorded == ProviderRecorded::AlreadyRecorded));
+    assert!(
+        again
+            .provider
+            .iter()
+            .all(|p| p.recorded == ProviderRecorded::AlreadyRecorded)
+    );
     assert_eq!(bench.records(&run).await.len(), 3);
     assert_eq!(bench.effects().len(), 1);
 }
@@ -768,7 +853,10 @@ async fn an_anthropic_server_tool_is_recorded_when_its_result_comes() {
     assert_eq!(turns[0].provider[0].recorded, ProviderRecorded::NotRunYet);
     assert_eq!(turns[1].provider[0].recorded, ProviderRecorded::Recorded);
     let records = bench.records(&run).await;
-    let fetch = records.iter().find(|r| r.tool == "provider:anthropic/web_fetch").unwrap();
+    let fetch = records
+        .iter()
+        .find(|r| r.tool == "provider:anthropic/web_fetch")
+        .unwrap();
     assert_provider_record(fetch, &run, "provider:anthropic/web_fetch", EffectClass::Pure);
     assert_eq!(bench.effects().len(), 1);
 }
@@ -797,7 +885,11 @@ async fn openai_hosted_tools_are_recorded_never_dispatched() {
     });
     let turn = Turn::from_openai_responses(&response).unwrap();
     assert_eq!(turn.calls.len(), 1);
-    assert_eq!(turn.unhandled.len(), 1, "the computer call is the application's, not a function call");
+    assert_eq!(
+        turn.unhandled.len(),
+        1,
+        "the computer call is the application's, not a function call"
+    );
     let done = bench.dispatcher.dispatch_turn(&run, &turn).await;
     assert_eq!(done.results.len(), 1, "no result for a hosted tool, no unknown tool");
     assert!(!done.results[0].is_error(), "{}", done.results[0].content());
@@ -818,11 +910,19 @@ async fn openai_hosted_tools_are_recorded_never_dispatched() {
     let search = records.iter().find(|r| r.tool == "provider:openai/web_search").unwrap();
     assert_provider_record(search, &run, "provider:openai/web_search", EffectClass::Pure);
     assert_eq!(search.input["action"]["query"], "acme refund policy");
-    let code = records.iter().find(|r| r.tool == "provider:openai/code_interpreter").unwrap();
+    let code = records
+        .iter()
+        .find(|r| r.tool == "provider:openai/code_interpreter")
+        .unwrap();
     assert_eq!(code.input["code"], "print(500 * 2)");
     assert_eq!(code.output.as_ref().unwrap()["outputs"][0]["logs"], "1000");
     let mcp = records.iter().find(|r| r.tool.contains("mcp.")).unwrap();
-    assert_provider_record(mcp, &run, "provider:openai/mcp.stripe.create_refund", EffectClass::Irreversible);
+    assert_provider_record(
+        mcp,
+        &run,
+        "provider:openai/mcp.stripe.create_refund",
+        EffectClass::Irreversible,
+    );
     assert_eq!(mcp.output.as_ref().unwrap()["output"], "re_9");
 }
 
@@ -854,13 +954,27 @@ async fn gemini_code_execution_and_search_are_recorded_even_when_the_turn_is_cut
     let records = bench.records(&run).await;
     let mut tools: Vec<&str> = records.iter().map(|r| r.tool.as_str()).collect();
     tools.sort();
-    assert_eq!(tools, vec!["provider:gemini/code_execution", "provider:gemini/google_search"]);
-    let code = records.iter().find(|r| r.tool == "provider:gemini/code_execution").unwrap();
+    assert_eq!(
+        tools,
+        vec!["provider:gemini/code_execution", "provider:gemini/google_search"]
+    );
+    let code = records
+        .iter()
+        .find(|r| r.tool == "provider:gemini/code_execution")
+        .unwrap();
     assert_provider_record(code, &run, "provider:gemini/code_execution", EffectClass::Pure);
     assert_eq!(code.output.as_ref().unwrap()["output"], "45\n");
     // Handled again: the same derived ids, nothing recorded twice.
-    let again = bench.dispatcher.dispatch_turn(&run, &Turn::from_gemini(&response).unwrap()).await;
-    assert!(again.provider.iter().all(|p| p.recorded == ProviderRecorded::AlreadyRecorded));
+    let again = bench
+        .dispatcher
+        .dispatch_turn(&run, &Turn::from_gemini(&response).unwrap())
+        .await;
+    assert!(
+        again
+            .provider
+            .iter()
+            .all(|p| p.recorded == ProviderRecorded::AlreadyRecorded)
+    );
     assert_eq!(bench.records(&run).await.len(), 2);
 }
 
@@ -949,7 +1063,14 @@ fn worker() {
 
 /// Two worker processes handle the same response at once on one journal of backend `H`; their
 /// reports.
-async fn two_workers<H: Harness>(h: &H, dir: &std::path::Path, name: &str, format: &str, response: &Value, run: &str) -> Vec<Value> {
+async fn two_workers<H: Harness>(
+    h: &H,
+    dir: &std::path::Path,
+    name: &str,
+    format: &str,
+    response: &Value,
+    run: &str,
+) -> Vec<Value> {
     let backend = H::NAME.to_owned();
     let mut workers: Vec<_> = ["a", "b"]
         .iter()
@@ -971,7 +1092,9 @@ async fn two_workers<H: Harness>(h: &H, dir: &std::path::Path, name: &str, forma
     }
     ["a", "b"]
         .iter()
-        .map(|role| serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}-{role}.json"))).unwrap()).unwrap())
+        .map(|role| {
+            serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{name}-{role}.json"))).unwrap()).unwrap()
+        })
         .collect()
 }
 
@@ -1002,13 +1125,20 @@ async fn two_workers_one_journal<H: Harness>() {
         "stop_reason": "max_tokens"
     });
     let reports = two_workers(&h, dir.path(), "cut", "anthropic", &cut, run.run_id()).await;
-    assert!(ledger_lines(&dir.path().join("ledger")).is_empty(), "the cut turn ran nothing");
+    assert!(
+        ledger_lines(&dir.path().join("ledger")).is_empty(),
+        "the cut turn ran nothing"
+    );
     for r in &reports {
         assert_eq!(r["results"][0]["disposition"], "rejected", "{r}");
     }
     let mut recorded: Vec<&str> = reports.iter().map(|r| r["provider"][0].as_str().unwrap()).collect();
     recorded.sort();
-    assert_eq!(recorded, vec!["AlreadyRecorded", "Recorded"], "recorded once: {reports:?}");
+    assert_eq!(
+        recorded,
+        vec!["AlreadyRecorded", "Recorded"],
+        "recorded once: {reports:?}"
+    );
 
     let whole = json!({
         "candidates": [{"content": {"role": "model", "parts": [
@@ -1030,7 +1160,10 @@ async fn two_workers_one_journal<H: Harness>() {
             assert_eq!(result["error"], false, "{r}");
         }
     }
-    assert_eq!(reports[0]["results"][0]["id"], reports[1]["results"][0]["id"], "the same derived ids");
+    assert_eq!(
+        reports[0]["results"][0]["id"], reports[1]["results"][0]["id"],
+        "the same derived ids"
+    );
 
     let store = h.store();
     let filter = Filter {
@@ -1039,7 +1172,10 @@ async fn two_workers_one_journal<H: Harness>() {
     };
     let mut tools: Vec<String> = store.list(&filter).await.unwrap().into_iter().map(|r| r.tool).collect();
     tools.sort();
-    assert_eq!(tools, vec!["issue_refund", "provider:anthropic/web_search", "send_email"]);
+    assert_eq!(
+        tools,
+        vec!["issue_refund", "provider:anthropic/web_search", "send_email"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -589,7 +589,11 @@ fn failure_text(e: &EffectError<String>) -> String {
 /// What the model is told for each call of a turn that did not finish: which way it ended, that
 /// nothing ran, and what to do next.
 fn turn_cut_text(name: &str, stop: &Stop, calls: usize) -> String {
-    let (them, are) = if calls > 1 { ("the calls", "are") } else { ("the call", "is") };
+    let (them, are) = if calls > 1 {
+        ("the calls", "are")
+    } else {
+        ("the call", "is")
+    };
     let (what, next) = match stop {
         Stop::Truncated { reason } => (
             format!("your previous response was cut off by its output token limit (`{reason}`) before it was complete"),
@@ -606,9 +610,15 @@ fn turn_cut_text(name: &str, stop: &Stop, calls: usize) -> String {
         ),
         Stop::Unfinished { reason } => (
             format!("your previous response did not finish (`{reason}`)"),
-            format!("If {them} {are} still needed, make {} again.", if calls > 1 { "them" } else { "it" }),
+            format!(
+                "If {them} {are} still needed, make {} again.",
+                if calls > 1 { "them" } else { "it" }
+            ),
         ),
-        Stop::Finished => ("your previous response was not run".to_owned(), format!("Make {them} again.")),
+        Stop::Finished => (
+            "your previous response was not run".to_owned(),
+            format!("Make {them} again."),
+        ),
     };
     let which = if calls > 1 {
         format!("none of its {calls} tool calls ran, `{name}` included")
@@ -640,6 +650,12 @@ pub fn anthropic_tool_results_message(results: &[ToolResult]) -> Value {
 ///   have not started do not start.
 /// - [`SideEffectRetryBlocked`] and [`ApprovalPending`] come back as typed outcomes carrying
 ///   the key, with a model-facing text from [`ToolResult::content`].
+/// - [`Dispatcher::dispatch_turn`] takes a whole provider response, parsed as a
+///   [`Turn`](super::Turn) (OpenAI Chat Completions or Responses, Anthropic Messages, Gemini):
+///   a turn cut by its token limit, refused, filtered or unfinished runs none of its calls
+///   ([`Rejection::TurnCut`]), and the tools the provider ran itself are recorded in the run's
+///   journal, never dispatched here. [`TurnResults::reply`](super::TurnResults::reply) writes
+///   the results back in the turn's format.
 ///
 /// Cheap to clone.
 #[derive(Clone, Debug)]
@@ -782,7 +798,11 @@ impl Dispatcher {
         };
         let sensitive = self.toolkit.meta(&call.name).map_or(&[][..], |m| m.sensitive);
         // Kept to scrub decoder messages (the engine scrubs them too, with the same words).
-        let args_seen = if sensitive.is_empty() { Value::Null } else { args.clone() };
+        let args_seen = if sensitive.is_empty() {
+            Value::Null
+        } else {
+            args.clone()
+        };
         let opts = CallOptions::call_id(call.id.clone());
         let run_call = tool.call_json(&self.engine, run, opts, args);
         let report = match AssertUnwindSafe(run_call).catch_unwind().await {

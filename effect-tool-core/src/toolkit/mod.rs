@@ -46,11 +46,10 @@ pub use dispatch::{
     DEFAULT_CONCURRENCY, DEFAULT_MAX_ARGUMENT_BYTES, Dispatcher, Rejection, Stop, ToolCall, ToolOutcome, ToolResult,
     anthropic_tool_results_message,
 };
-pub use wire::{
-    ProviderCall, ProviderRecord, ProviderRecorded, Turn, TurnResults, WireError, WireFormat,
-    gemini_function_responses,
-};
 pub use export::{ExportReport, mcp_annotations};
+pub use wire::{
+    ProviderCall, ProviderRecord, ProviderRecorded, Turn, TurnResults, WireError, WireFormat, gemini_function_responses,
+};
 
 /// Two tools of one name were added to a toolkit. A model addresses tools by name, so each
 /// name must be unique: rename one (`#[tool(name = "...")]` or [`Tool::NAME`]).

@@ -29,7 +29,9 @@ pub(super) fn message(response: &Value) -> Result<Turn, WireError> {
                     block.get("input").map(Value::to_string).unwrap_or_default(),
                 ));
             }
-            "server_tool_use" => turn.provider_calls.push(hosted_use(block, str_of(block, "name").unwrap_or("unknown").to_owned())),
+            "server_tool_use" => turn
+                .provider_calls
+                .push(hosted_use(block, str_of(block, "name").unwrap_or("unknown").to_owned())),
             "mcp_tool_use" => {
                 let name = format!(
                     "mcp.{}.{}",

@@ -15,7 +15,11 @@ pub(super) fn response(response: &Value) -> Result<Turn, WireError> {
         return Err(WireError::new(format, "it is not a JSON object"));
     }
     let mut turn = Turn::new(format, response);
-    let Some(candidate) = response.get("candidates").and_then(Value::as_array).and_then(|c| c.first()) else {
+    let Some(candidate) = response
+        .get("candidates")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+    else {
         // No candidate: the prompt itself was blocked, or this is not a response at all.
         let blocked = response.get("promptFeedback").and_then(|f| str_of(f, "blockReason"));
         return match blocked {
@@ -43,7 +47,13 @@ pub(super) fn response(response: &Value) -> Result<Turn, WireError> {
         } else if let Some(code) = part.get("executableCode") {
             let id = match str_of(code, "id") {
                 Some(id) => id.to_owned(),
-                None => derived_id(response_id.as_deref(), "executableCode", code_runs, "code_execution", code),
+                None => derived_id(
+                    response_id.as_deref(),
+                    "executableCode",
+                    code_runs,
+                    "code_execution",
+                    code,
+                ),
             };
             code_runs += 1;
             turn.provider_calls.push(ProviderCall {
@@ -73,8 +83,15 @@ pub(super) fn response(response: &Value) -> Result<Turn, WireError> {
         Some("STOP") => Stop::Finished,
         Some("MAX_TOKENS") => Stop::truncated("MAX_TOKENS"),
         Some(
-            r @ ("SAFETY" | "RECITATION" | "LANGUAGE" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY"
-            | "IMAGE_PROHIBITED_CONTENT" | "IMAGE_RECITATION"),
+            r @ ("SAFETY"
+            | "RECITATION"
+            | "LANGUAGE"
+            | "BLOCKLIST"
+            | "PROHIBITED_CONTENT"
+            | "SPII"
+            | "IMAGE_SAFETY"
+            | "IMAGE_PROHIBITED_CONTENT"
+            | "IMAGE_RECITATION"),
         ) => Stop::filtered(r),
         Some(other) => Stop::unfinished(other),
         None => Stop::missing(),
@@ -91,7 +108,11 @@ pub(crate) fn gemini_call(part: &Value, response_id: Option<&str>, index: usize)
         Some(id) if !id.is_empty() => id.to_owned(),
         _ => derived_id(response_id, "functionCall", index, name, &args),
     };
-    let arguments = if args.is_null() { String::new() } else { args.to_string() };
+    let arguments = if args.is_null() {
+        String::new()
+    } else {
+        args.to_string()
+    };
     Some(ToolCall::new(id, name, arguments))
 }
 

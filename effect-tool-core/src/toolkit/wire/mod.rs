@@ -3,26 +3,86 @@
 //!
 //! A [`Turn`] is parsed from a whole provider response ([`Turn::from_openai_chat`],
 //! [`Turn::from_openai_responses`], [`Turn::from_anthropic`], [`Turn::from_gemini`]);
-//! [`Dispatcher::dispatch_turn`](super::Dispatcher::dispatch_turn) runs its calls (or none, when
-//! the turn was cut: [`Stop`]), records the provider's own tool calls in the run's journal
-//! ([`ProviderCall`]), and [`TurnResults::reply`] writes the results back in the same format.
+//! [`Dispatcher::dispatch_turn`] runs its calls (or none, when the turn did not finish:
+//! [`Stop`]), records the provider's own tool calls in the run's journal ([`ProviderCall`]),
+//! and [`TurnResults::reply`] writes the results back in the same format.
+//!
+//! | format | tools sent | calls read | how it ended | provider's own tools | results sent back |
+//! |---|---|---|---|---|---|
+//! | OpenAI Chat Completions | [`Toolkit::openai_tools`](super::Toolkit::openai_tools) | `choices[0].message.tool_calls[]` | `finish_reason`, `message.refusal` | (none in this API) | `{"role": "tool", "tool_call_id", "content"}` a call |
+//! | OpenAI Responses | [`Toolkit::openai_responses_tools`](super::Toolkit::openai_responses_tools) | `output[]` items `function_call` | `status`, `incomplete_details.reason`, `refusal` parts | `web_search_call`, `file_search_call`, `code_interpreter_call`, `image_generation_call`, `mcp_call` | `{"type": "function_call_output", "call_id", "output"}` a call |
+//! | Anthropic Messages | [`Toolkit::anthropic_tools`](super::Toolkit::anthropic_tools) | `content[]` blocks `tool_use` | `stop_reason` | `server_tool_use` + `*_tool_result`, `mcp_tool_use` + `mcp_tool_result` | one `{"role": "user", "content": [tool_result...]}` |
+//! | Gemini `generateContent` | `{"functionDeclarations": `[`Toolkit::gemini_tools`](super::Toolkit::gemini_tools)`}` | `candidates[0].content.parts[]` `functionCall` | `finishReason`, `promptFeedback.blockReason` | `executableCode` + `codeExecutionResult`, `groundingMetadata`, `urlContextMetadata` | one `{"role": "user", "parts": [functionResponse...]}` |
+//!
+//! The application appends the model's own message (its calls and the provider's tool blocks,
+//! as the provider returned them) to the conversation, then the reply. `cargo run --example
+//! model_turn` plays a whole conversation in each format.
+//!
+//! A Gemini turn, whole: the call has no `id` (as older models send them), so one is derived
+//! from the response and the call's place in it; the result goes back without it, matched by
+//! name and order.
+//!
+//! ```
+//! use effect_tool_core::toolkit::{Turn, Toolkit};
+//! use effect_tool_core::{EffectClass, EffectCtx, Engine, MemoryStore, RunContext, Tool, ToolError};
+//! use serde_json::json;
+//!
+//! #[derive(Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+//! struct Args { order_id: String }
+//!
+//! struct LookupOrder;
+//! impl Tool for LookupOrder {
+//!     type Args = Args;
+//!     type Output = serde_json::Value;
+//!     type Error = ToolError;
+//!     const NAME: &'static str = "lookup_order";
+//!     const CLASS: EffectClass = EffectClass::Pure;
+//!     const DESCRIPTION: &'static str = "Find an order.";
+//!     async fn call(&self, _ctx: &EffectCtx, a: Args) -> Result<serde_json::Value, ToolError> {
+//!         Ok(json!({"order_id": a.order_id, "status": "shipped"}))
+//!     }
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let dispatcher = Toolkit::new().with(LookupOrder).dispatcher(Engine::new(MemoryStore::new()));
+//! // The request's tools.
+//! let tools = json!([{"functionDeclarations": dispatcher.toolkit().gemini_tools()}]);
+//! assert_eq!(tools[0]["functionDeclarations"][0]["parameters"]["type"], "OBJECT");
+//! // The response.
+//! let response = json!({
+//!     "responseId": "r-1",
+//!     "candidates": [{
+//!         "content": {"role": "model", "parts": [
+//!             {"functionCall": {"name": "lookup_order", "args": {"order_id": "o-1"}}}
+//!         ]},
+//!         "finishReason": "STOP"
+//!     }]
+//! });
+//! let turn = Turn::from_gemini(&response).unwrap();
+//! let done = dispatcher.dispatch_turn(&RunContext::new("run-1"), &turn).await;
+//! // The results sent back.
+//! assert_eq!(
+//!     done.reply(),
+//!     vec![json!({"role": "user", "parts": [{"functionResponse": {
+//!         "name": "lookup_order",
+//!         "response": {"output": {"order_id": "o-1", "status": "shipped"}}
+//!     }}]})]
+//! );
+//! # });
+//! ```
+//!
+//! A turn that did not finish runs none of its calls:
 //!
 //! ```
 //! use effect_tool_core::toolkit::{Stop, Turn};
 //! use serde_json::json;
 //!
-//! // A Gemini response cut by its token limit: its call is parsed, and must not run.
-//! let turn = Turn::from_gemini(&json!({
-//!     "candidates": [{
-//!         "content": {"role": "model", "parts": [
-//!             {"functionCall": {"name": "issue_refund", "args": {"order_id": "o-1"}}}
-//!         ]},
-//!         "finishReason": "MAX_TOKENS"
-//!     }]
+//! let turn = Turn::from_anthropic(&json!({
+//!     "content": [{"type": "tool_use", "id": "toolu_1", "name": "issue_refund", "input": {"order_id": "o-1"}}],
+//!     "stop_reason": "max_tokens"
 //! }))
 //! .unwrap();
-//! assert_eq!(turn.calls[0].name, "issue_refund");
-//! assert_eq!(turn.stop, Stop::Truncated { reason: "MAX_TOKENS".into() });
+//! assert_eq!(turn.stop, Stop::Truncated { reason: "max_tokens".into() });
 //! assert!(!turn.stop.runs_calls());
 //! ```
 
@@ -303,6 +363,14 @@ impl Dispatcher {
         for call in &turn.provider_calls {
             provider.push(record::record(self.engine().store().as_ref(), run, call).await);
         }
+        if !turn.unhandled.is_empty() {
+            let kinds: Vec<&str> = turn.unhandled.iter().filter_map(|i| str_of(i, "type")).collect();
+            tracing::warn!(
+                format = %turn.format,
+                items = ?kinds,
+                "the turn has items the dispatcher does not answer (not function calls): the application must"
+            );
+        }
         let results = if turn.stop.runs_calls() {
             self.dispatch(run, &turn.calls).await
         } else {
@@ -332,10 +400,16 @@ impl Dispatcher {
         };
         turn.calls
             .iter()
-            .map(|call| ToolResult::new(call, ToolOutcome::Rejected(rejection.clone()), Disposition::Rejected, None))
+            .map(|call| {
+                ToolResult::new(
+                    call,
+                    ToolOutcome::Rejected(rejection.clone()),
+                    Disposition::Rejected,
+                    None,
+                )
+            })
             .collect()
     }
-
 }
 
 impl ToolCall {
@@ -347,7 +421,6 @@ impl ToolCall {
     pub fn from_gemini(part: &Value, index: usize) -> Option<ToolCall> {
         gemini::gemini_call(part, None, index)
     }
-
 }
 
 impl ToolResult {
@@ -371,7 +444,6 @@ impl ToolResult {
         part.insert("response".into(), response);
         json!({"functionResponse": part})
     }
-
 }
 
 /// The prefix of the call ids derived for Gemini calls that came without one. A result for

@@ -17,9 +17,18 @@ pub(super) fn chat(response: &Value) -> Result<Turn, WireError> {
         .ok_or_else(|| WireError::new(format, "its `choices` list is empty"))?;
     let mut turn = Turn::new(format, response);
     let message = choice.get("message").unwrap_or(&Value::Null);
-    for (i, item) in message.get("tool_calls").and_then(Value::as_array).into_iter().flatten().enumerate() {
+    for (i, item) in message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
         let call = chat_call(item).ok_or_else(|| {
-            WireError::new(format, format!("`tool_calls[{i}]` has no `id`, so its result could not be sent back"))
+            WireError::new(
+                format,
+                format!("`tool_calls[{i}]` has no `id`, so its result could not be sent back"),
+            )
         })?;
         turn.calls.push(call);
     }
@@ -30,7 +39,10 @@ pub(super) fn chat(response: &Value) -> Result<Turn, WireError> {
         Some(other) => Stop::unfinished(other),
         None => Stop::missing(),
     };
-    let refused = message.get("refusal").and_then(Value::as_str).is_some_and(|r| !r.is_empty());
+    let refused = message
+        .get("refusal")
+        .and_then(Value::as_str)
+        .is_some_and(|r| !r.is_empty());
     if refused && turn.stop == Stop::Finished {
         turn.stop = Stop::refused("refusal");
     }
