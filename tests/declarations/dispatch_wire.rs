@@ -687,6 +687,11 @@ fn a_response_without_a_finish_reason_is_unfinished() {
     let gemini =
         json!({"candidates": [{"content": {"parts": [{"functionCall": {"name": "send_email", "args": {}}}]}}]});
     assert!(!Turn::from_gemini(&gemini).unwrap().stop.runs_calls());
+    // A call of the deprecated functions API is the application's to answer, not dispatched.
+    let legacy = json!({"choices": [{"message": {"function_call": {"name": "send_email", "arguments": "{}"}}, "finish_reason": "function_call"}]});
+    let legacy = Turn::from_openai_chat(&legacy).unwrap();
+    assert!(legacy.calls.is_empty());
+    assert_eq!(legacy.unhandled.len(), 1);
     // An OpenAI refusal on a finished message is a refusal.
     let refusal = json!({"choices": [{"message": {"content": null, "refusal": "I can't help with that."}, "finish_reason": "stop"}]});
     assert_eq!(Turn::from_openai_chat(&refusal).unwrap().stop.kind(), "refused");
@@ -890,6 +895,12 @@ async fn openai_hosted_tools_are_recorded_never_dispatched() {
         1,
         "the computer call is the application's, not a function call"
     );
+    // A hosted call still running in a streamed snapshot has no result yet: not recorded.
+    let running = json!({"status": "in_progress", "output": [{"type": "web_search_call", "id": "ws_live", "status": "searching"}]});
+    let live = Turn::from_openai_responses(&running).unwrap();
+    assert_eq!(live.provider_calls[0].result, None);
+    let live = bench.dispatcher.dispatch_turn(&run, &live).await;
+    assert_eq!(live.provider[0].recorded, ProviderRecorded::NotRunYet);
     let done = bench.dispatcher.dispatch_turn(&run, &turn).await;
     assert_eq!(done.results.len(), 1, "no result for a hosted tool, no unknown tool");
     assert!(!done.results[0].is_error(), "{}", done.results[0].content());

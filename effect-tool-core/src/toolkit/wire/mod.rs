@@ -242,9 +242,9 @@ pub struct Turn {
     /// The tools the provider ran (or will run) itself, in order.
     pub provider_calls: Vec<ProviderCall>,
     /// Items that ask the application for something other than a function call (OpenAI
-    /// `computer_call`, `local_shell_call`, `custom_tool_call`, `mcp_approval_request`): not
-    /// dispatched; the application answers them itself, or the provider refuses the next
-    /// request.
+    /// `computer_call`, `local_shell_call`, `custom_tool_call`, `mcp_approval_request`, a Chat
+    /// Completions `function_call` of the deprecated functions API): not dispatched; the
+    /// application answers them itself, or the provider refuses the next request.
     pub unhandled: Vec<Value>,
 }
 

@@ -32,6 +32,10 @@ pub(super) fn chat(response: &Value) -> Result<Turn, WireError> {
         })?;
         turn.calls.push(call);
     }
+    // The deprecated functions API: a call without an id, answered by a `function` message.
+    if let Some(legacy) = message.get("function_call").filter(|f| !f.is_null()) {
+        turn.unhandled.push(legacy.clone());
+    }
     turn.stop = match choice.get("finish_reason").and_then(Value::as_str) {
         Some("tool_calls" | "stop" | "function_call") => Stop::Finished,
         Some("length") => Stop::truncated("length"),
