@@ -21,6 +21,10 @@ pub const DEFAULT_MAX_ARGUMENT_BYTES: usize = 1 << 20;
 
 /// One tool call as a model wrote it: its id, the tool's name, and the arguments as raw JSON
 /// text (possibly malformed or truncated: the dispatcher checks).
+///
+/// The `from_*` constructors read one item of a response. To read a whole response, with how
+/// the turn ended (a turn cut by its token limit must not run) and the tools the provider ran
+/// itself, parse it as a [`Turn`](super::Turn) and use [`Dispatcher::dispatch_turn`].
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ToolCall {
     /// The model's tool-call id (OpenAI `tool_calls[].id`, Anthropic `tool_use.id`, Responses
@@ -712,6 +716,10 @@ impl Dispatcher {
     }
 
     /// Run one turn's `calls` in `run`; the results come back in call order.
+    ///
+    /// The calls run whatever became of the turn they came in: a turn cut by its token limit can
+    /// carry arguments that parse and are still cut short. [`Dispatcher::dispatch_turn`] checks
+    /// how the turn ended first.
     ///
     /// Identical calls (the same tool, the same arguments as JSON values) are one piece of
     /// work, whatever the tool's class: the first of them runs, and each of the others gets its

@@ -285,7 +285,10 @@ impl Turn {
     /// {"parts"}, "finishReason", "groundingMetadata"}], "promptFeedback"}`; the first
     /// candidate). A `functionCall` without an `id` (as older models send them) gets one derived
     /// from the response id (when there is one), its place among the turn's calls, its name
-    /// and its arguments: a response sent again maps to the same calls.
+    /// and its arguments: a response sent again maps to the same calls. Without a `responseId`,
+    /// a later response making the very same call at the same place is taken for the same call
+    /// too (its recorded result is replayed: nothing runs twice, but an irreversible tool without
+    /// a key is not run again for it either).
     pub fn from_gemini(response: &Value) -> Result<Turn, WireError> {
         gemini::response(response)
     }
