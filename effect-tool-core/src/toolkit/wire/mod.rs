@@ -455,8 +455,7 @@ pub(crate) const DERIVED_ID_PREFIX: &str = "gemini-derived-";
 
 /// A call id for a call that came without one: the same for the same response sent again.
 fn derived_id(response_id: Option<&str>, what: &str, index: usize, name: &str, input: &Value) -> String {
-    let canonical =
-        crate::value::canonical::to_canonical(&json!([response_id, what, index, name, input])).unwrap_or_default();
+    let canonical = crate::value::canonical::to_string(&json!([response_id, what, index, name, input]));
     let hash = crate::value::digest::sha256_hex(canonical.as_bytes());
     format!("{DERIVED_ID_PREFIX}{}", &hash[..24])
 }

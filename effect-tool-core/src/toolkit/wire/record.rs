@@ -84,14 +84,13 @@ async fn write(
     tool: &str,
     result: &Value,
 ) -> Result<ProviderRecorded, crate::call::error::StoreError> {
-    let canonical = crate::value::canonical::to_canonical(&call.input).unwrap_or_else(|_| call.input.to_string());
     let intent = Intent {
         tool: tool.to_owned(),
         class: call.class(),
         run_id: run.run_id().to_owned(),
         thread_id: run.thread_id().map(str::to_owned),
         call_id: Some(call.id.clone()),
-        fingerprint: crate::value::digest::sha256_hex(canonical.as_bytes()),
+        fingerprint: crate::call::key::fingerprint(&call.input),
         input: call.input.clone(),
         ttl_ms: None,
         approval: None,
