@@ -12,6 +12,7 @@ mod decl_serde;
 mod dispatch_identical;
 mod dispatch_truth;
 mod dispatch_turns;
+mod dispatch_wire;
 mod macro_basic;
 mod macro_manifest;
 mod macro_runtime;

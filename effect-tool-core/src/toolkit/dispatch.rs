@@ -21,6 +21,10 @@ pub const DEFAULT_MAX_ARGUMENT_BYTES: usize = 1 << 20;
 
 /// One tool call as a model wrote it: its id, the tool's name, and the arguments as raw JSON
 /// text (possibly malformed or truncated: the dispatcher checks).
+///
+/// The `from_*` constructors read one item of a response. To read a whole response, with how
+/// the turn ended (a turn cut by its token limit must not run) and the tools the provider ran
+/// itself, parse it as a [`Turn`](super::Turn) and use [`Dispatcher::dispatch_turn`].
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ToolCall {
     /// The model's tool-call id (OpenAI `tool_calls[].id`, Anthropic `tool_use.id`, Responses
@@ -80,6 +84,99 @@ impl ToolCall {
     }
 }
 
+/// How a model turn ended, and so whether its calls may run.
+///
+/// Only [`Stop::Finished`] runs calls. A turn that ended any other way can carry calls whose
+/// arguments parse but are not what the model meant (cut in the middle of a list, before the
+/// last field); each call gets a result that says the turn was cut and what to do
+/// ([`Rejection::TurnCut`]), and nothing runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// The model finished its turn: OpenAI `finish_reason` `tool_calls` or `stop`, Responses
+    /// `status: "completed"`, Anthropic `stop_reason` `tool_use`, `end_turn` or
+    /// `stop_sequence`, Gemini `finishReason: "STOP"`.
+    Finished,
+    /// Cut by a token limit: OpenAI `finish_reason: "length"`, Responses
+    /// `incomplete_details.reason: "max_output_tokens"`, Anthropic `max_tokens` or
+    /// `model_context_window_exceeded`, Gemini `MAX_TOKENS`.
+    Truncated {
+        /// The provider's word for it.
+        reason: String,
+    },
+    /// The model refused: Anthropic `stop_reason: "refusal"`, an OpenAI `refusal` (a message's
+    /// `refusal` text, a Responses `refusal` content part).
+    Refused {
+        /// The provider's word for it.
+        reason: String,
+    },
+    /// Stopped by the provider's content filter: OpenAI `content_filter`, Gemini `SAFETY`,
+    /// `RECITATION`, `BLOCKLIST`, `PROHIBITED_CONTENT`, `SPII`, `LANGUAGE`, the `IMAGE_*`
+    /// reasons, or a prompt blocked before any candidate (`promptFeedback.blockReason`).
+    Filtered {
+        /// The provider's word for it.
+        reason: String,
+    },
+    /// Not finished, or ended in a way that does not say its calls are whole: a paused turn
+    /// (Anthropic `pause_turn`), a response still in progress, failed or cancelled (Responses
+    /// `status`), no finish reason at all (a stream read before its end), a malformed or
+    /// unexpected function call (Gemini), or a reason this version does not know.
+    Unfinished {
+        /// The provider's word for it (`no finish reason` when there was none).
+        reason: String,
+    },
+}
+
+impl Stop {
+    /// Whether the turn's calls may run (only when the model finished its turn).
+    pub fn runs_calls(&self) -> bool {
+        matches!(self, Stop::Finished)
+    }
+
+    /// The provider's word for how the turn ended, when it was not finished.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Stop::Finished => None,
+            Stop::Truncated { reason }
+            | Stop::Refused { reason }
+            | Stop::Filtered { reason }
+            | Stop::Unfinished { reason } => Some(reason),
+        }
+    }
+
+    /// A word for the kind of stop (`finished`, `truncated`, `refused`, `filtered`,
+    /// `unfinished`), for logs and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Stop::Finished => "finished",
+            Stop::Truncated { .. } => "truncated",
+            Stop::Refused { .. } => "refused",
+            Stop::Filtered { .. } => "filtered",
+            Stop::Unfinished { .. } => "unfinished",
+        }
+    }
+
+    pub(crate) fn truncated(reason: &str) -> Stop {
+        Stop::Truncated { reason: reason.into() }
+    }
+
+    pub(crate) fn filtered(reason: &str) -> Stop {
+        Stop::Filtered { reason: reason.into() }
+    }
+
+    pub(crate) fn refused(reason: &str) -> Stop {
+        Stop::Refused { reason: reason.into() }
+    }
+
+    pub(crate) fn unfinished(reason: &str) -> Stop {
+        Stop::Unfinished { reason: reason.into() }
+    }
+
+    /// The stop of a response that says none.
+    pub(crate) fn missing() -> Stop {
+        Stop::unfinished("no finish reason")
+    }
+}
+
 /// Why a call was refused before anything ran.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Rejection {
@@ -107,16 +204,26 @@ pub enum Rejection {
         /// The limit.
         limit: usize,
     },
+    /// The model's turn did not finish (cut by its token limit, refused, filtered, paused):
+    /// its calls may be incomplete, so none of them ran ([`Dispatcher::dispatch_turn`]).
+    TurnCut {
+        /// How the turn ended.
+        stop: Stop,
+        /// How many calls the turn had.
+        calls: usize,
+    },
 }
 
 impl Rejection {
-    /// A word for the kind of rejection (`malformed`, `unknown-tool`, `invalid`, `too-large`).
+    /// A word for the kind of rejection (`malformed`, `unknown-tool`, `invalid`, `too-large`,
+    /// `turn-cut`).
     pub fn kind(&self) -> &'static str {
         match self {
             Rejection::MalformedArguments { .. } => "malformed",
             Rejection::UnknownTool { .. } => "unknown-tool",
             Rejection::InvalidArguments { .. } => "invalid",
             Rejection::ArgumentsTooLarge { .. } => "too-large",
+            Rejection::TurnCut { .. } => "turn-cut",
         }
     }
 
@@ -189,7 +296,7 @@ pub struct ToolResult {
 }
 
 impl ToolResult {
-    fn new(call: &ToolCall, outcome: ToolOutcome, disposition: Disposition, key: Option<String>) -> Self {
+    pub(super) fn new(call: &ToolCall, outcome: ToolOutcome, disposition: Disposition, key: Option<String>) -> Self {
         ToolResult {
             call_id: call.id.clone(),
             name: call.name.clone(),
@@ -286,6 +393,7 @@ impl ToolResult {
             ToolOutcome::Rejected(Rejection::ArgumentsTooLarge { size, limit }) => format!(
                 "Error: the arguments for `{name}` are {size} bytes, more than the {limit} bytes a call may carry. Nothing was run. Call `{name}` again with smaller arguments (split the work into several calls)."
             ),
+            ToolOutcome::Rejected(Rejection::TurnCut { stop, calls }) => turn_cut_text(name, stop, *calls),
             ToolOutcome::Blocked(b) => blocked_text(b, self.recorded.as_ref()),
             ToolOutcome::AwaitingApproval(a) => format!(
                 "`{}` has not run yet: it waits for approval by `{}` (key `{}`). Tell the user it needs approval. Once it is approved, calling it again with the same arguments runs it.",
@@ -482,6 +590,52 @@ fn failure_text(e: &EffectError<String>) -> String {
     }
 }
 
+/// What the model is told for each call of a turn that did not finish: which way it ended, that
+/// nothing ran, and what to do next.
+fn turn_cut_text(name: &str, stop: &Stop, calls: usize) -> String {
+    let (them, are) = if calls > 1 {
+        ("the calls", "are")
+    } else {
+        ("the call", "is")
+    };
+    let (what, next) = match stop {
+        Stop::Truncated { reason } => (
+            format!("your previous response was cut off by its output token limit (`{reason}`) before it was complete"),
+            format!("Make {them} again in a shorter response: fewer calls at once, or shorter arguments."),
+        ),
+        Stop::Refused { reason } => (
+            format!("your previous response ended in a refusal (`{reason}`)"),
+            "Make a call again only if it is still what the user wants; otherwise answer the user.".to_owned(),
+        ),
+        Stop::Filtered { reason } => (
+            format!("your previous response was stopped by the provider's content filter (`{reason}`)"),
+            "Do not repeat the same response; tell the user the request was blocked, or do what is needed another way."
+                .to_owned(),
+        ),
+        Stop::Unfinished { reason } => (
+            format!("your previous response did not finish (`{reason}`)"),
+            format!(
+                "If {them} {are} still needed, make {} again.",
+                if calls > 1 { "them" } else { "it" }
+            ),
+        ),
+        Stop::Finished => (
+            "your previous response was not run".to_owned(),
+            format!("Make {them} again."),
+        ),
+    };
+    let which = if calls > 1 {
+        format!("none of its {calls} tool calls ran, `{name}` included")
+    } else {
+        format!("its call of `{name}` did not run")
+    };
+    let why = match stop {
+        Stop::Truncated { .. } | Stop::Unfinished { .. } => ": the arguments may be incomplete",
+        _ => "",
+    };
+    format!("Error: {what}, so {which}{why}. Nothing happened. {next}")
+}
+
 /// An Anthropic user message carrying the results of one turn, in call order:
 /// `{"role": "user", "content": [tool_result, ...]}`.
 pub fn anthropic_tool_results_message(results: &[ToolResult]) -> Value {
@@ -500,6 +654,12 @@ pub fn anthropic_tool_results_message(results: &[ToolResult]) -> Value {
 ///   have not started do not start.
 /// - [`SideEffectRetryBlocked`] and [`ApprovalPending`] come back as typed outcomes carrying
 ///   the key, with a model-facing text from [`ToolResult::content`].
+/// - [`Dispatcher::dispatch_turn`] takes a whole provider response, parsed as a
+///   [`Turn`](super::Turn) (OpenAI Chat Completions or Responses, Anthropic Messages, Gemini):
+///   a turn cut by its token limit, refused, filtered or unfinished runs none of its calls
+///   ([`Rejection::TurnCut`]), and the tools the provider ran itself are recorded in the run's
+///   journal, never dispatched here. [`TurnResults::reply`](super::TurnResults::reply) writes
+///   the results back in the turn's format.
 ///
 /// Cheap to clone.
 #[derive(Clone, Debug)]
@@ -556,6 +716,10 @@ impl Dispatcher {
     }
 
     /// Run one turn's `calls` in `run`; the results come back in call order.
+    ///
+    /// The calls run whatever became of the turn they came in: a turn cut by its token limit can
+    /// carry arguments that parse and are still cut short. [`Dispatcher::dispatch_turn`] checks
+    /// how the turn ended first.
     ///
     /// Identical calls (the same tool, the same arguments as JSON values) are one piece of
     /// work, whatever the tool's class: the first of them runs, and each of the others gets its
@@ -640,7 +804,13 @@ impl Dispatcher {
                 return ToolResult::new(call, ToolOutcome::Rejected(rejection), Disposition::Rejected, None);
             }
         };
-        let secret_values = self.secret_values(&call.name, &args);
+        let sensitive = self.toolkit.meta(&call.name).map_or(&[][..], |m| m.sensitive);
+        // Kept to scrub decoder messages (the engine scrubs them too, with the same words).
+        let args_seen = if sensitive.is_empty() {
+            Value::Null
+        } else {
+            args.clone()
+        };
         let opts = CallOptions::call_id(call.id.clone());
         let run_call = tool.call_json(&self.engine, run, opts, args);
         let report = match AssertUnwindSafe(run_call).catch_unwind().await {
@@ -658,11 +828,9 @@ impl Dispatcher {
             Err(EffectError::ApprovalPending(a)) => ToolOutcome::AwaitingApproval(a),
             Err(EffectError::Panicked { message, .. }) => ToolOutcome::Panicked { message },
             Err(EffectError::InvalidArguments { message, .. }) => {
-                // serde's own message: it may quote a value, so secret values are cut out.
-                let mut message = message;
-                for v in &secret_values {
-                    message = message.replace(v.as_str(), "<secret>");
-                }
+                // serde's own message: it may quote a value, so sensitive values are cut out,
+                // in the words the engine uses (`[sensitive]`).
+                let message = crate::call::key::scrub(message, &args_seen, sensitive);
                 let rejection = Rejection::InvalidArguments {
                     problems: vec![format!("arguments: {message}")],
                 };
@@ -688,25 +856,6 @@ impl Dispatcher {
             };
         }
         result
-    }
-
-    /// The values of `name`'s secret fields in `args`, as text (to cut out of decoder messages).
-    fn secret_values(&self, name: &str, args: &Value) -> Vec<String> {
-        let Some(meta) = self.toolkit.meta(name) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for field in meta.sensitive {
-            if let Some(v) = args.get(*field) {
-                out.push(v.to_string());
-                if let Value::String(text) = v
-                    && !text.is_empty()
-                {
-                    out.push(text.clone());
-                }
-            }
-        }
-        out
     }
 
     fn prepare(&self, call: &ToolCall) -> Result<(&std::sync::Arc<dyn crate::DynTool>, Value), Rejection> {

@@ -31,6 +31,7 @@ mod dispatch;
 mod export;
 pub mod manifest;
 mod validate;
+pub mod wire;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -42,10 +43,13 @@ use crate::engine::Engine;
 use crate::engine::dyn_tool::DynTool;
 
 pub use dispatch::{
-    DEFAULT_CONCURRENCY, DEFAULT_MAX_ARGUMENT_BYTES, Dispatcher, Rejection, ToolCall, ToolOutcome, ToolResult,
+    DEFAULT_CONCURRENCY, DEFAULT_MAX_ARGUMENT_BYTES, Dispatcher, Rejection, Stop, ToolCall, ToolOutcome, ToolResult,
     anthropic_tool_results_message,
 };
 pub use export::{ExportReport, mcp_annotations};
+pub use wire::{
+    ProviderCall, ProviderRecord, ProviderRecorded, Turn, TurnResults, WireError, WireFormat, gemini_function_responses,
+};
 
 /// Two tools of one name were added to a toolkit. A model addresses tools by name, so each
 /// name must be unique: rename one (`#[tool(name = "...")]` or [`Tool::NAME`]).
