@@ -1327,3 +1327,457 @@ fn manifest_fields(d: &Declaration) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "t class=idempotent key=fields(order_id, amount_cents) window=thread ttl=1d timeout=30s \
+                        approval=finance recover=yes compensate=no sensitive=card injected=- retry=3x100ms..10s";
+
+    fn manifest_of(lines: &[&str]) -> String {
+        let mut text = format!("{}\n", manifest::HEADER);
+        for l in lines {
+            text.push_str(l);
+            text.push('\n');
+        }
+        text
+    }
+
+    /// The review of `BASE` changed by replacing `from` with `to`, one sentence per change.
+    fn said_of(from: &str, to: &str) -> Vec<String> {
+        assert!(BASE.contains(from), "{from}");
+        let review = diff_manifests(&manifest_of(&[BASE]), &manifest_of(&[&BASE.replace(from, to)])).unwrap();
+        review.changes.iter().map(|c| format!("{} {}", c.risk.as_str(), c.sentence())).collect()
+    }
+
+    fn one(from: &str, to: &str) -> String {
+        let mut all = said_of(from, to);
+        assert_eq!(all.len(), 1, "{all:#?}");
+        all.remove(0)
+    }
+
+    #[test]
+    fn class_changes() {
+        assert_eq!(
+            one("class=idempotent", "class=pure"),
+            "high `t`: idempotent → pure: the runtime will no longer journal it: every call runs, a retried or \
+             repeated call included, with no record to replay; confirm it changes nothing"
+        );
+        let base = BASE.replace("class=idempotent", "class=irreversible");
+        let review = diff_manifests(&manifest_of(&[&base]), &manifest_of(&[BASE])).unwrap();
+        assert_eq!(
+            review.changes[0].sentence(),
+            "`t`: irreversible → idempotent: the runtime will now retry it and re-run an unknown outcome with \
+             the same key; confirm the provider honours `Idempotency-Key`"
+        );
+        assert_eq!(review.changes[0].risk, Risk::High);
+        assert_eq!(
+            one("class=idempotent", "class=irreversible"),
+            "low `t`: idempotent → irreversible: the runtime will now run it at most once: an unknown outcome \
+             goes to `recover` or waits for a person instead of running again"
+        );
+        assert_eq!(
+            one("class=idempotent", "class=compensable"),
+            "low `t`: idempotent → compensable: the runtime will now retry it only after checking whether the \
+             first attempt landed (an unknown outcome no longer runs again), and run `compensate` when a run is abandoned"
+        );
+        // Every pair of classes says something, and a weaker class is always high.
+        for from in EffectClass::ALL {
+            for to in EffectClass::ALL.into_iter().filter(|c| *c != from) {
+                let (a, b) = (Declaration::new("t", from), Declaration::new("t", to));
+                let c = &diff(&[a], &[b]).changes[0];
+                assert_eq!(c.summary, format!("{from} → {to}"));
+                let weaker = EffectClass::ALL.iter().position(|c| *c == to) < EffectClass::ALL.iter().position(|c| *c == from);
+                assert_eq!(c.risk == Risk::High, weaker, "{from} → {to}");
+            }
+        }
+    }
+
+    #[test]
+    fn key_changes() {
+        assert_eq!(
+            one("key=fields(order_id, amount_cents)", "key=fields(order_id)"),
+            "high `t`: key changed from `fields(order_id, amount_cents)` to `fields(order_id)`: calls recorded under \
+             the old key will not be replayed: a call retried across the change runs again; calls that differ only \
+             in `amount_cents` now share a key: the second gets the first's recorded result instead of running"
+        );
+        assert_eq!(
+            one("key=fields(order_id, amount_cents)", "key=fields(order_id, amount_cents, currency)"),
+            "high `t`: key changed from `fields(order_id, amount_cents)` to `fields(order_id, amount_cents, currency)`: \
+             calls recorded under the old key will not be replayed: a call retried across the change runs again; \
+             calls that differ only in `currency` are now separate effects"
+        );
+        assert_eq!(
+            one("key=fields(order_id, amount_cents)", "key=default"),
+            "high `t`: key changed from `fields(order_id, amount_cents)` to `default`: calls recorded under the old \
+             key will not be replayed: a call retried across the change runs again; every argument keys it now \
+             (sensitive ones left out): calls that differ in any argument are separate effects"
+        );
+        let from_default = diff(
+            &[Declaration::new("t", EffectClass::Idempotent)],
+            &[Declaration {
+                key: "fields(order_id)".into(),
+                ..Declaration::new("t", EffectClass::Idempotent)
+            }],
+        );
+        assert!(
+            from_default.changes[0]
+                .effect
+                .ends_with("; only `order_id` key it now: calls that differ in any other argument share a key, and the second gets the first's recorded result instead of running"),
+            "{from_default:?}"
+        );
+        assert_eq!(
+            one("key=fields(order_id, amount_cents)", "key=custom(|a| format!(\"refund:{}\", a.order_id))"),
+            "high `t`: key changed from `fields(order_id, amount_cents)` to `custom(|a| format!(\"refund:{}\", a.order_id))`: \
+             calls recorded under the old key will not be replayed: a call retried across the change runs again; \
+             read the new key: calls it maps to one key share one result, and only the first runs"
+        );
+    }
+
+    #[test]
+    fn window_and_principal_changes() {
+        assert_eq!(
+            one("window=thread", "window=run"),
+            "high `t`: window narrowed: thread → run: a call repeated in a later run is no longer replayed: it runs again"
+        );
+        assert_eq!(
+            one("window=thread", "window=cross-run"),
+            "medium `t`: window widened: thread → cross-run: a call with the same key in any run now gets the \
+             recorded result (until the ttl) instead of running"
+        );
+        assert_eq!(
+            one("window=thread", "window=thread principals=shared"),
+            "high `t`: keys now shared by every principal: a call by one principal gets the recorded result of \
+             another principal's call with the same key, and can pre-empt it; confirm the key says whose effect it is"
+        );
+        let shared = BASE.replace("window=thread", "window=cross-run principals=shared");
+        let review = diff_manifests(&manifest_of(&[&shared]), &manifest_of(&[BASE])).unwrap();
+        let said: Vec<String> = review.changes.iter().map(Change::sentence).collect();
+        assert_eq!(
+            said,
+            [
+                "`t`: window narrowed: cross-run → thread: a call repeated in another thread is no longer replayed: it runs again",
+                "`t`: keys now each principal's own: a call recorded for one principal is no longer replayed for another: it runs again",
+            ]
+        );
+    }
+
+    #[test]
+    fn ttl_timeout_and_retry_changes() {
+        assert_eq!(
+            one("ttl=1d", "ttl=1h"),
+            "medium `t`: ttl shortened: 1d → 1h: records may be dropped after 1h: a call repeated after that runs again"
+        );
+        assert_eq!(
+            one("ttl=1d", "ttl=7d"),
+            "low `t`: ttl lengthened: 1d → 7d: records are kept longer: a call repeated within 7d gets the recorded result"
+        );
+        assert_eq!(
+            one("ttl=1d", "ttl=-"),
+            "low `t`: ttl 1d removed: records are kept until removed: a repeated call gets the recorded result however late"
+        );
+        assert_eq!(
+            one("timeout=30s", "timeout=5s"),
+            "medium `t`: timeout shortened: 30s → 5s: a call still running after 5s is stopped and its outcome is \
+             unknown: `recover` is asked whether it landed, then it runs again with the same key"
+        );
+        assert_eq!(
+            one("timeout=30s", "timeout=-"),
+            "medium `t`: timeout 30s removed: a call that hangs is no longer stopped by a timeout of its own"
+        );
+        assert_eq!(
+            one("timeout=30s", "timeout=2m"),
+            "low `t`: timeout lengthened: 30s → 2m: a call may run up to 2m before its outcome counts as unknown"
+        );
+        let irreversible = BASE.replace("class=idempotent", "class=irreversible").replace(" recover=yes", " recover=no");
+        let review = diff_manifests(
+            &manifest_of(&[&irreversible.replace("timeout=30s", "timeout=-")]),
+            &manifest_of(&[&irreversible]),
+        )
+        .unwrap();
+        assert_eq!(
+            review.changes[0].sentence(),
+            "`t`: timeout 30s added: a call still running after 30s is stopped and its outcome is unknown: it waits for a person"
+        );
+        assert_eq!(
+            one("retry=3x100ms..10s", "retry=5x1s..1m"),
+            "medium `t`: retry 3x100ms..10s → 5x1s..1m: up to 5 attempts per call (was 3), 1s..1m apart"
+        );
+        assert_eq!(
+            one("retry=3x100ms..10s", "retry=1x100ms..10s"),
+            "low `t`: retry 3x100ms..10s → 1x100ms..10s: up to 1 attempt per call (was 3), 100ms..10s apart"
+        );
+    }
+
+    #[test]
+    fn approval_changes() {
+        assert_eq!(
+            one("approval=finance", "approval=-"),
+            "high `t`: approval removed: calls now run without waiting for `finance` to approve them"
+        );
+        assert_eq!(
+            one("approval=finance", "approval=finance when(|a| a.amount_cents > 10_000)"),
+            "high `t`: approval now conditional: only a call where `|a| a.amount_cents > 10_000` holds waits for \
+             `finance`: the others run without approval"
+        );
+        assert_eq!(
+            one("approval=finance", "approval=ops"),
+            "medium `t`: approval role changed: `finance` → `ops`: calls now wait for `ops` to approve them; \
+             `finance` can no longer approve them"
+        );
+        let conditional = BASE.replace("approval=finance", "approval=finance when(|a| a.amount_cents > 100)");
+        let review = diff_manifests(
+            &manifest_of(&[&conditional]),
+            &manifest_of(&[&conditional.replace("> 100", "> 10_000")]),
+        )
+        .unwrap();
+        assert_eq!(
+            review.changes[0].sentence(),
+            "`t`: approval condition changed: a call now waits for `finance` only where `|a| a.amount_cents > 10_000` \
+             holds (was `|a| a.amount_cents > 100`): check which calls now run without approval"
+        );
+        assert_eq!(review.changes[0].before.as_deref(), Some("finance when(|a| a.amount_cents > 100)"));
+        let review = diff_manifests(&manifest_of(&[&conditional]), &manifest_of(&[BASE])).unwrap();
+        assert_eq!(
+            review.changes[0].sentence(),
+            "`t`: approval condition removed: every call now waits for `finance` to approve it"
+        );
+        let review = diff_manifests(
+            &manifest_of(&[&BASE.replace("approval=finance", "approval=-")]),
+            &manifest_of(&[BASE]),
+        )
+        .unwrap();
+        assert_eq!(
+            review.changes[0].sentence(),
+            "`t`: approval added: every call now waits for `finance` to approve it before it runs"
+        );
+        assert_eq!(review.changes[0].risk, Risk::Low);
+    }
+
+    #[test]
+    fn hook_sensitive_and_injected_changes() {
+        assert_eq!(
+            one("recover=yes", "recover=no"),
+            "medium `t`: recover hook removed: an unknown outcome runs again with the same key without asking the provider first"
+        );
+        assert_eq!(
+            one("compensate=no", "compensate=yes"),
+            "low `t`: compensate hook added: an abandoned run now undoes it with the hook"
+        );
+        assert_eq!(
+            one("sensitive=card", "sensitive=-"),
+            "high `t`: `card` no longer sensitive: the journal, logs and error texts will now keep the value the \
+             model sends; confirm it may be kept"
+        );
+        assert_eq!(
+            one("sensitive=card", "sensitive=card,cvc"),
+            "low `t`: `cvc` now sensitive: the journal, logs and error texts no longer keep its value"
+        );
+        // With the default key, a sensitive field changes the key too.
+        let default_key = BASE.replace("key=fields(order_id, amount_cents)", "key=default");
+        let review = diff_manifests(
+            &manifest_of(&[&default_key]),
+            &manifest_of(&[&default_key.replace("sensitive=card", "sensitive=-")]),
+        )
+        .unwrap();
+        assert!(
+            review.changes[0]
+                .effect
+                .ends_with("; the default key now includes it, so calls recorded before will not be replayed"),
+            "{review:?}"
+        );
+        assert_eq!(
+            one("injected=-", "injected=SmtpPassword"),
+            "medium `t`: now takes `SmtpPassword` from the run: a run that does not give a `SmtpPassword` \
+             (`RunContext::with_value`) now fails the call with a missing value; confirm every caller gives it"
+        );
+    }
+
+    #[test]
+    fn tools_added_removed_renamed_and_strictness() {
+        let email = "send_email class=irreversible key=default window=run ttl=- timeout=- approval=- recover=no \
+                     compensate=no sensitive=- injected=- retry=3x100ms..10s";
+        let review = diff_manifests(&manifest_of(&[BASE]), &manifest_of(&[BASE, email])).unwrap();
+        assert_eq!(
+            review.to_text(),
+            "medium  `send_email`: tool added (irreversible, no approval): the model can call it now; it is journaled \
+             and runs at most once: an unknown outcome goes to `recover` or waits for a person\n"
+        );
+        assert_eq!(review.changes[0].after.as_deref(), Some(&email["send_email ".len()..]));
+        let review = diff_manifests(&manifest_of(&[BASE, email]), &manifest_of(&[BASE])).unwrap();
+        assert_eq!(
+            review.to_text(),
+            "medium  `send_email`: tool removed (irreversible): the model can no longer call it; its records stay \
+             in the journal for operators\n"
+        );
+        let renamed = email.replace("send_email", "send_mail");
+        let review = diff_manifests(&manifest_of(&[email]), &manifest_of(&[&renamed])).unwrap();
+        assert_eq!(
+            review.to_text(),
+            "high    `send_mail`: renamed from `send_email`: the tool's name is part of its keys: calls recorded \
+             under `send_email` will not be replayed under `send_mail`, so a call retried across the change runs again\n"
+        );
+        let strict_note = "# not strict: t: `card` is optional";
+        let review = diff_manifests(&manifest_of(&[BASE]), &manifest_of(&[BASE, strict_note])).unwrap();
+        assert_eq!(
+            review.to_text(),
+            "medium  `t`: no longer strict: its schema can no longer be sent with OpenAI's `\"strict\": true`: `card` is optional\n"
+        );
+    }
+
+    #[test]
+    fn a_field_this_version_does_not_know_is_reported_as_text() {
+        let review = diff_manifests(
+            &manifest_of(&[&format!("{BASE} output=Refund")]),
+            &manifest_of(&[&format!("{BASE} output=RefundV2")]),
+        )
+        .unwrap();
+        assert_eq!(
+            review.to_text(),
+            "medium  `t`: output Refund → RefundV2: this version of effect-tool cannot say what this field does at \
+             run time: read the declaration\n"
+        );
+        assert_eq!(review.changes[0].field, "output");
+    }
+
+    #[test]
+    fn riskiest_first_then_by_tool_then_by_field() {
+        let a = BASE.replace("t class", "a class");
+        let b = BASE.replace("t class", "b class");
+        let new_a = a.replace("ttl=1d", "ttl=1h").replace("approval=finance", "approval=-");
+        let new_b = b
+            .replace("class=idempotent", "class=irreversible")
+            .replace("timeout=30s", "timeout=5s")
+            .replace("key=fields(order_id, amount_cents)", "key=fields(order_id)");
+        let review = diff_manifests(&manifest_of(&[&a, &b]), &manifest_of(&[&new_a, &new_b])).unwrap();
+        let order: Vec<(&str, &str, Risk)> = review
+            .changes
+            .iter()
+            .map(|c| (c.tool.as_str(), c.field.as_str(), c.risk))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("a", "approval", Risk::High),
+                ("b", "key", Risk::High),
+                ("a", "ttl", Risk::Medium),
+                ("b", "timeout", Risk::Medium),
+                ("b", "class", Risk::Low),
+            ]
+        );
+        assert_eq!(review.counts(), (2, 2, 1));
+        assert!(review.has_risk(Risk::High));
+    }
+
+    #[test]
+    fn the_three_forms() {
+        let review = diff_manifests(
+            &manifest_of(&[BASE]),
+            &manifest_of(&[&BASE
+                .replace("approval=finance", "approval=-")
+                .replace("key=fields(order_id, amount_cents)", "key=custom(|a| a.id.clone())")]),
+        )
+        .unwrap();
+        assert_eq!(
+            review.to_markdown(),
+            "### effect-tool: 2 declaration changes to review (2 high, 0 medium, 0 low)\n\n\
+             | risk | tool | change | at run time |\n\
+             |---|---|---|---|\n\
+             | **high** | `t` | key changed from `fields(order_id, amount_cents)` to `custom(\\|a\\| a.id.clone())` | \
+             calls recorded under the old key will not be replayed: a call retried across the change runs again; \
+             read the new key: calls it maps to one key share one result, and only the first runs |\n\
+             | **high** | `t` | approval removed | calls now run without waiting for `finance` to approve them |\n"
+        );
+        assert_eq!(
+            review.to_json()["changes"][1],
+            json!({
+                "tool": "t",
+                "field": "approval",
+                "risk": "high",
+                "before": "finance",
+                "after": "-",
+                "summary": "approval removed",
+                "effect": "calls now run without waiting for `finance` to approve them",
+            })
+        );
+        assert_eq!(review.to_json()["counts"], json!({ "high": 2, "medium": 0, "low": 0 }));
+        let same = diff_manifests(&manifest_of(&[BASE]), &manifest_of(&[BASE])).unwrap();
+        assert!(same.is_empty());
+        assert_eq!(same.to_text(), "no declaration changed\n");
+        assert_eq!(same.to_markdown(), "### effect-tool: no declaration changed\n");
+        assert_eq!(same.to_json(), json!({ "changes": [], "counts": { "high": 0, "medium": 0, "low": 0 } }));
+    }
+
+    #[test]
+    fn parse_reads_what_render_writes() {
+        use crate::call::tool::{Injected, KeyRule};
+        const INJECTED: &[Injected] = &[Injected {
+            type_name: "ApiKey",
+            present: crate::RunContext::has_value::<String>,
+        }];
+        let meta = ToolMeta {
+            name: "issue_refund",
+            description: "",
+            class: EffectClass::Compensable,
+            key_rule: KeyRule::Custom("|a| format!(\"refund window={} {}\", a.id, a.x)"),
+            window: Window::CrossRun,
+            shared_keys: true,
+            ttl: Some(Duration::from_secs(7 * 86_400)),
+            timeout: Some(Duration::from_millis(1500)),
+            sensitive: &["card", "cvc"],
+            injected: INJECTED,
+            has_recover: true,
+            has_compensate: true,
+            approval: Some("finance"),
+            approval_when: Some("|a| a.amount > 10 && a.note == \"x)\""),
+            open_world: None,
+            retry: RetryPolicy {
+                max_attempts: 5,
+                base_delay: Duration::from_millis(250),
+                max_delay: Duration::from_secs(60),
+            },
+        };
+        let text = manifest::render_with_strict(&[meta.clone()], &[("issue_refund", vec!["a".into(), "b".into()])]);
+        let parsed = parse(&text).unwrap();
+        let expected = Declaration {
+            not_strict: vec!["a".into(), "b".into()],
+            ..Declaration::from(&meta)
+        };
+        assert_eq!(parsed, [expected]);
+        assert!(diff(&parsed, &declarations(&[meta])).changes.iter().all(|c| c.field == "strict"));
+    }
+
+    #[test]
+    fn parse_errors_name_the_line() {
+        let err = |text: &str| parse(text).unwrap_err().to_string();
+        assert_eq!(err(""), "line 1: the manifest is empty");
+        assert_eq!(
+            err("\ntool x\n"),
+            format!("line 2: not an effect-tool manifest: the first line must be `{}`", manifest::HEADER)
+        );
+        assert_eq!(
+            err(&manifest_of(&["t key=default window=run"])),
+            "line 2: `t` has no `class=`: every tool line states its class, key and window"
+        );
+        assert_eq!(
+            err(&manifest_of(&["t class=idempotnt key=default window=run"])),
+            "line 2: `t`: unknown effect class `idempotnt`: expected one of pure, idempotent, compensable, irreversible"
+        );
+        assert_eq!(
+            err(&manifest_of(&["t class=pure key=default window=run ttl=1y"])),
+            "line 2: `t` ttl: `1y` is not a duration such as 500ms, 30s, 5m, 24h or 7d"
+        );
+        assert_eq!(
+            err(&manifest_of(&[BASE, BASE])),
+            "line 3: the tool `t` is declared twice"
+        );
+        assert_eq!(
+            err(&manifest_of(&[BASE, "# not strict: u: why"])),
+            "line 3: `# not strict:` names `u`, which has no line of its own"
+        );
+        // Older manifests without the later fields read with the defaults.
+        let old = parse(&manifest_of(&["t class=pure key=default window=run"])).unwrap();
+        assert_eq!(old, [Declaration::new("t", EffectClass::Pure)]);
+    }
+}
