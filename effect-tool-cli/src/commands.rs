@@ -7,9 +7,9 @@ use effect_tool_core::call::key::{call_key, redact, sha256_hex};
 use effect_tool_core::decide::record::{AuditEntry, EffectRecord, Intent, OpOutcome, RecordState};
 use effect_tool_core::engine::compensation::compensation_key;
 use effect_tool_core::store::{Filter, Listing, collectable};
-use effect_tool_core::{EffectClass, KeyRule, RunContext, Store, StoreExt, Verdict};
 use effect_tool_core::toolkit::{manifest, review};
 use effect_tool_core::value::canonical;
+use effect_tool_core::{EffectClass, KeyRule, RunContext, Store, StoreExt, Verdict};
 use serde_json::{Value, json};
 
 use crate::cli::{AbandonArgs, Cli, Command, KeyArgs, ListArgs, ManifestArgs, ResolveArgs, StateFilter};

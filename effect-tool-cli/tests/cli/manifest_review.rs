@@ -77,7 +77,7 @@ const HIGH_REFUND: &str = "`issue_refund`: irreversible → idempotent: the runt
                            unknown outcome with the same key; confirm the provider honours `Idempotency-Key`";
 const HIGH_EMAIL: &str = "`send_email`: approval removed: calls now run without waiting for `comms` to approve them";
 const MEDIUM_EMAIL: &str = "`send_email`: timeout shortened: 30s → 10s: a call still running after 10s is stopped and \
-                            its outcome is unknown: `recover` is asked whether it landed, else it waits for a person";
+                            its outcome is unknown: `recover` is asked whether it landed; if it did not, it runs again; if `recover` fails, it waits for a person";
 
 #[test]
 fn check_says_what_each_change_does_riskiest_first() {
@@ -99,7 +99,10 @@ fn check_says_what_each_change_does_riskiest_first() {
     // Then the lines themselves, for the reviewer who wants them.
     let lines = &out.stdout[review.len()..];
     assert!(
-        lines.starts_with(&format!("--- {} (committed)\n+++ {}\n-issue_refund class=irreversible ", f.committed, f.printed)),
+        lines.starts_with(&format!(
+            "--- {} (committed)\n+++ {}\n-issue_refund class=irreversible ",
+            f.committed, f.printed
+        )),
         "{lines}"
     );
     assert_eq!(lines.lines().count(), 6, "{lines}");
@@ -108,7 +111,11 @@ fn check_says_what_each_change_does_riskiest_first() {
 #[test]
 fn markdown_is_a_pull_request_comment() {
     let f = files();
-    let out = run(&["manifest", &f.printed, "--check", &f.committed, "--markdown"], None, &[]);
+    let out = run(
+        &["manifest", &f.printed, "--check", &f.committed, "--markdown"],
+        None,
+        &[],
+    );
     out.fails(1);
     let table = format!(
         "### effect-tool: 3 declaration changes to review (2 high, 1 medium, 0 low)\n\n\
@@ -117,14 +124,18 @@ fn markdown_is_a_pull_request_comment() {
          outcome with the same key; confirm the provider honours `Idempotency-Key` |\n\
          | **high** | `send_email` | approval removed | calls now run without waiting for `comms` to approve them |\n\
          | medium | `send_email` | timeout shortened: 30s → 10s | a call still running after 10s is stopped and its \
-         outcome is unknown: `recover` is asked whether it landed, else it waits for a person |\n\n\
+         outcome is unknown: `recover` is asked whether it landed; if it did not, it runs again; if `recover` fails, it waits for a person |\n\n\
          <details><summary>The manifest lines that differ</summary>\n\n```diff\n-issue_refund class=irreversible "
     );
     assert!(out.stdout.starts_with(&table), "{}", out.stdout);
     assert!(out.stdout.ends_with("```\n\n</details>\n"), "{}", out.stdout);
 
     // Nothing changed: exit 0 and a comment that says so.
-    let same = run(&["manifest", &f.committed, "--check", &f.committed, "--markdown"], None, &[]);
+    let same = run(
+        &["manifest", &f.committed, "--check", &f.committed, "--markdown"],
+        None,
+        &[],
+    );
     assert_eq!(same.ok(), "### effect-tool: no declaration changed\n");
 }
 
@@ -158,9 +169,18 @@ fn json_has_stable_field_names() {
         .collect();
     assert_eq!(
         fields,
-        [("issue_refund", "class"), ("send_email", "approval"), ("send_email", "timeout")]
+        [
+            ("issue_refund", "class"),
+            ("send_email", "approval"),
+            ("send_email", "timeout")
+        ]
     );
-    let same = run(&["manifest", &f.committed, "--check", &f.committed, "--json"], None, &[]).json();
+    let same = run(
+        &["manifest", &f.committed, "--check", &f.committed, "--json"],
+        None,
+        &[],
+    )
+    .json();
     assert_eq!(
         same,
         json!({ "matches": true, "diff": [], "changes": [], "counts": { "high": 0, "medium": 0, "low": 0 } })
@@ -177,12 +197,23 @@ fn exit_codes_and_bad_input() {
     // --markdown needs --check, and is not --json: usage, exit 2.
     assert_eq!(run(&["manifest", &f.printed, "--markdown"], None, &[]).code, 2);
     assert!(
-        run(&["manifest", &f.printed, "--check", &f.committed, "--markdown", "--json"], None, &[])
-            .fails(2)
-            .contains("give --json or --markdown, not both")
+        run(
+            &["manifest", &f.printed, "--check", &f.committed, "--markdown", "--json"],
+            None,
+            &[]
+        )
+        .fails(2)
+        .contains("give --json or --markdown, not both")
     );
     // A tool line the review cannot read: usage, exit 2, naming the file and the line.
-    std::fs::write(&f.printed, format!("{}\nsend_email class=irreversibel key=default window=run\n", manifest::HEADER)).unwrap();
+    std::fs::write(
+        &f.printed,
+        format!(
+            "{}\nsend_email class=irreversibel key=default window=run\n",
+            manifest::HEADER
+        ),
+    )
+    .unwrap();
     assert_eq!(
         run(&["manifest", &f.printed, "--check", &f.committed], None, &[]).fails(2),
         format!(
@@ -197,5 +228,9 @@ fn exit_codes_and_bad_input() {
     std::fs::write(&f.printed, format!("{committed}# reviewed by ops\n")).unwrap();
     let out = run(&["manifest", &f.printed, "--check", &f.committed], None, &[]);
     assert!(out.fails(1).contains("(no declaration changed)"), "{out:?}");
-    assert!(out.stdout.starts_with("no declaration changed; the manifest's text differs:\n--- "), "{out:?}");
+    assert!(
+        out.stdout
+            .starts_with("no declaration changed; the manifest's text differs:\n--- "),
+        "{out:?}"
+    );
 }

@@ -172,7 +172,10 @@ pub fn parse(text: &str) -> Result<Vec<Declaration>, ParseError> {
         Some((n, _)) => {
             return Err(ParseError {
                 line: n,
-                message: format!("not an effect-tool manifest: the first line must be `{}`", manifest::HEADER),
+                message: format!(
+                    "not an effect-tool manifest: the first line must be `{}`",
+                    manifest::HEADER
+                ),
             });
         }
         None => {
@@ -227,7 +230,9 @@ fn parse_line(line: &str) -> Result<Declaration, String> {
     };
     let mut take = |field: &str| fields.remove(field);
     let class_text = required(take("class"), name, "class")?;
-    let class = class_text.parse::<EffectClass>().map_err(|e| format!("`{name}`: {e}"))?;
+    let class = class_text
+        .parse::<EffectClass>()
+        .map_err(|e| format!("`{name}`: {e}"))?;
     let mut d = Declaration::new(name, class);
     d.key = required(take("key"), name, "key")?.to_owned();
     d.window = parse_window(required(take("window"), name, "window")?).map_err(|e| format!("`{name}`: {e}"))?;
@@ -271,22 +276,30 @@ fn required<'a>(value: Option<&'a str>, name: &str, field: &str) -> Result<&'a s
     value.ok_or_else(|| format!("`{name}` has no `{field}=`: every tool line states its class, key and window"))
 }
 
+/// A line's `(field, value)` pairs, in order.
+type Fields<'a> = Vec<(&'a str, &'a str)>;
+
 /// The name, then each `field=value`: a field starts at a space followed by `word=`, outside
 /// brackets and string literals (so a key closure or a condition may hold spaces and `=`).
-fn split_fields(line: &str) -> Result<(&str, Vec<(&str, &str)>), String> {
+fn split_fields(line: &str) -> Result<(&str, Fields<'_>), String> {
     let (name, rest) = line.split_once(' ').unwrap_or((line, ""));
     if name.is_empty() || name.contains('=') {
         return Err(format!("`{line}` does not start with a tool name"));
     }
     let bytes = rest.as_bytes();
     let field_at = |i: usize| {
-        let word = bytes[i..].iter().take_while(|b| b.is_ascii_lowercase() || **b == b'_').count();
+        let word = bytes[i..]
+            .iter()
+            .take_while(|b| b.is_ascii_lowercase() || **b == b'_')
+            .count();
         (word > 0 && bytes.get(i + word) == Some(&b'=')).then_some(word)
     };
     let mut starts = Vec::new();
     if !rest.is_empty() {
         if field_at(0).is_none() {
-            return Err(format!("`{name}`: expected `field=value` after the name, found `{rest}`"));
+            return Err(format!(
+                "`{name}`: expected `field=value` after the name, found `{rest}`"
+            ));
         }
         starts.push(0);
     }
@@ -462,8 +475,16 @@ pub struct Review {
 pub fn diff(old: &[Declaration], new: &[Declaration]) -> Review {
     let old_by: BTreeMap<&str, &Declaration> = old.iter().map(|d| (d.name.as_str(), d)).collect();
     let new_by: BTreeMap<&str, &Declaration> = new.iter().map(|d| (d.name.as_str(), d)).collect();
-    let mut removed: Vec<&Declaration> = old_by.iter().filter(|(n, _)| !new_by.contains_key(*n)).map(|(_, d)| *d).collect();
-    let mut added: Vec<&Declaration> = new_by.iter().filter(|(n, _)| !old_by.contains_key(*n)).map(|(_, d)| *d).collect();
+    let mut removed: Vec<&Declaration> = old_by
+        .iter()
+        .filter(|(n, _)| !new_by.contains_key(*n))
+        .map(|(_, d)| *d)
+        .collect();
+    let mut added: Vec<&Declaration> = new_by
+        .iter()
+        .filter(|(n, _)| !old_by.contains_key(*n))
+        .map(|(_, d)| *d)
+        .collect();
     let mut changes = Vec::new();
     for (name, before) in &old_by {
         if let Some(after) = new_by.get(name) {
@@ -680,8 +701,12 @@ fn unknown_outcome(d: &Declaration) -> &'static str {
     match (d.class, d.recover) {
         (EffectClass::Pure, _) => "it is retried",
         (EffectClass::Idempotent, false) => "it runs again with the same key",
-        (EffectClass::Idempotent, true) => "`recover` is asked whether it landed, then it runs again with the same key",
-        (_, true) => "`recover` is asked whether it landed, else it waits for a person",
+        (EffectClass::Idempotent, true) => {
+            "`recover` is asked whether it landed; if it did not, it runs again with the same key"
+        }
+        (_, true) => {
+            "`recover` is asked whether it landed; if it did not, it runs again; if `recover` fails, it waits for a person"
+        }
         (_, false) => "it waits for a person",
     }
 }
@@ -757,7 +782,8 @@ fn ticked(names: &[&str]) -> String {
 }
 
 fn key_change(before: &Declaration, after: &Declaration) -> Said {
-    let mut effect = "calls recorded under the old key will not be replayed: a call retried across the change runs again".to_owned();
+    let mut effect =
+        "calls recorded under the old key will not be replayed: a call retried across the change runs again".to_owned();
     let detail = match (before.key.as_str(), key_fields(&before.key), key_fields(&after.key)) {
         (_, Some(old), Some(new)) => {
             let dropped: Vec<&str> = old.difference(&new).copied().collect();
@@ -967,7 +993,9 @@ fn approval_changes(before: &Declaration, after: &Declaration) -> Vec<Said> {
             "approval added".into(),
             match &after.approval_when {
                 None => format!("every call now waits for `{role}` to approve it before it runs"),
-                Some(when) => format!("a call where `{when}` holds now waits for `{role}` to approve it before it runs"),
+                Some(when) => {
+                    format!("a call where `{when}` holds now waits for `{role}` to approve it before it runs")
+                }
             },
         )],
         (Some(old), Some(new)) => {
@@ -1227,10 +1255,12 @@ fn renames<'a>(
 ) -> Vec<(&'a Declaration, &'a Declaration)> {
     let mut pairs = Vec::new();
     removed.retain(|old| {
-        let same = added.iter().position(|new| Declaration {
-            name: old.name.clone(),
-            ..(*new).clone()
-        } == **old);
+        let same = added.iter().position(|new| {
+            Declaration {
+                name: old.name.clone(),
+                ..(*new).clone()
+            } == **old
+        });
         match same {
             Some(i) => {
                 pairs.push((*old, added.remove(i)));
@@ -1287,7 +1317,9 @@ fn tool_added(d: &Declaration) -> Change {
         EffectClass::Compensable => {
             "it is journaled, retried only after checking whether the first attempt landed, and compensated when a run is abandoned"
         }
-        EffectClass::Irreversible => "it is journaled and runs at most once: an unknown outcome goes to `recover` or waits for a person",
+        EffectClass::Irreversible => {
+            "it is journaled and runs at most once: an unknown outcome goes to `recover` or waits for a person"
+        }
     };
     let approval = match (&d.approval, &d.approval_when) {
         (None, _) => "no approval".to_owned(),
@@ -1348,7 +1380,11 @@ mod tests {
     fn said_of(from: &str, to: &str) -> Vec<String> {
         assert!(BASE.contains(from), "{from}");
         let review = diff_manifests(&manifest_of(&[BASE]), &manifest_of(&[&BASE.replace(from, to)])).unwrap();
-        review.changes.iter().map(|c| format!("{} {}", c.risk.as_str(), c.sentence())).collect()
+        review
+            .changes
+            .iter()
+            .map(|c| format!("{} {}", c.risk.as_str(), c.sentence()))
+            .collect()
     }
 
     fn one(from: &str, to: &str) -> String {
@@ -1388,7 +1424,8 @@ mod tests {
                 let (a, b) = (Declaration::new("t", from), Declaration::new("t", to));
                 let c = &diff(&[a], &[b]).changes[0];
                 assert_eq!(c.summary, format!("{from} → {to}"));
-                let weaker = EffectClass::ALL.iter().position(|c| *c == to) < EffectClass::ALL.iter().position(|c| *c == from);
+                let weaker =
+                    EffectClass::ALL.iter().position(|c| *c == to) < EffectClass::ALL.iter().position(|c| *c == from);
                 assert_eq!(c.risk == Risk::High, weaker, "{from} → {to}");
             }
         }
@@ -1403,7 +1440,10 @@ mod tests {
              in `amount_cents` now share a key: the second gets the first's recorded result instead of running"
         );
         assert_eq!(
-            one("key=fields(order_id, amount_cents)", "key=fields(order_id, amount_cents, currency)"),
+            one(
+                "key=fields(order_id, amount_cents)",
+                "key=fields(order_id, amount_cents, currency)"
+            ),
             "high `t`: key changed from `fields(order_id, amount_cents)` to `fields(order_id, amount_cents, currency)`: \
              calls recorded under the old key will not be replayed: a call retried across the change runs again; \
              calls that differ only in `currency` are now separate effects"
@@ -1428,7 +1468,10 @@ mod tests {
             "{from_default:?}"
         );
         assert_eq!(
-            one("key=fields(order_id, amount_cents)", "key=custom(|a| format!(\"refund:{}\", a.order_id))"),
+            one(
+                "key=fields(order_id, amount_cents)",
+                "key=custom(|a| format!(\"refund:{}\", a.order_id))"
+            ),
             "high `t`: key changed from `fields(order_id, amount_cents)` to `custom(|a| format!(\"refund:{}\", a.order_id))`: \
              calls recorded under the old key will not be replayed: a call retried across the change runs again; \
              read the new key: calls it maps to one key share one result, and only the first runs"
@@ -1480,7 +1523,7 @@ mod tests {
         assert_eq!(
             one("timeout=30s", "timeout=5s"),
             "medium `t`: timeout shortened: 30s → 5s: a call still running after 5s is stopped and its outcome is \
-             unknown: `recover` is asked whether it landed, then it runs again with the same key"
+             unknown: `recover` is asked whether it landed; if it did not, it runs again with the same key"
         );
         assert_eq!(
             one("timeout=30s", "timeout=-"),
@@ -1490,7 +1533,9 @@ mod tests {
             one("timeout=30s", "timeout=2m"),
             "low `t`: timeout lengthened: 30s → 2m: a call may run up to 2m before its outcome counts as unknown"
         );
-        let irreversible = BASE.replace("class=idempotent", "class=irreversible").replace(" recover=yes", " recover=no");
+        let irreversible = BASE
+            .replace("class=idempotent", "class=irreversible")
+            .replace(" recover=yes", " recover=no");
         let review = diff_manifests(
             &manifest_of(&[&irreversible.replace("timeout=30s", "timeout=-")]),
             &manifest_of(&[&irreversible]),
@@ -1537,7 +1582,10 @@ mod tests {
             "`t`: approval condition changed: a call now waits for `finance` only where `|a| a.amount_cents > 10_000` \
              holds (was `|a| a.amount_cents > 100`): check which calls now run without approval"
         );
-        assert_eq!(review.changes[0].before.as_deref(), Some("finance when(|a| a.amount_cents > 100)"));
+        assert_eq!(
+            review.changes[0].before.as_deref(),
+            Some("finance when(|a| a.amount_cents > 100)")
+        );
         let review = diff_manifests(&manifest_of(&[&conditional]), &manifest_of(&[BASE])).unwrap();
         assert_eq!(
             review.changes[0].sentence(),
@@ -1706,7 +1754,10 @@ mod tests {
         assert!(same.is_empty());
         assert_eq!(same.to_text(), "no declaration changed\n");
         assert_eq!(same.to_markdown(), "### effect-tool: no declaration changed\n");
-        assert_eq!(same.to_json(), json!({ "changes": [], "counts": { "high": 0, "medium": 0, "low": 0 } }));
+        assert_eq!(
+            same.to_json(),
+            json!({ "changes": [], "counts": { "high": 0, "medium": 0, "low": 0 } })
+        );
     }
 
     #[test]
@@ -1745,7 +1796,12 @@ mod tests {
             ..Declaration::from(&meta)
         };
         assert_eq!(parsed, [expected]);
-        assert!(diff(&parsed, &declarations(&[meta])).changes.iter().all(|c| c.field == "strict"));
+        assert!(
+            diff(&parsed, &declarations(&[meta]))
+                .changes
+                .iter()
+                .all(|c| c.field == "strict")
+        );
     }
 
     #[test]
@@ -1754,7 +1810,10 @@ mod tests {
         assert_eq!(err(""), "line 1: the manifest is empty");
         assert_eq!(
             err("\ntool x\n"),
-            format!("line 2: not an effect-tool manifest: the first line must be `{}`", manifest::HEADER)
+            format!(
+                "line 2: not an effect-tool manifest: the first line must be `{}`",
+                manifest::HEADER
+            )
         );
         assert_eq!(
             err(&manifest_of(&["t key=default window=run"])),
