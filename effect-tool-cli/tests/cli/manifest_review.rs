@@ -117,17 +117,15 @@ fn markdown_is_a_pull_request_comment() {
         &[],
     );
     out.fails(1);
-    let table = format!(
-        "### effect-tool: 3 declaration changes to review (2 high, 1 medium, 0 low)\n\n\
+    let table = "### effect-tool: 3 declaration changes to review (2 high, 1 medium, 0 low)\n\n\
          | risk | tool | change | at run time |\n|---|---|---|---|\n\
          | **high** | `issue_refund` | irreversible → idempotent | the runtime will now retry it and re-run an unknown \
          outcome with the same key; confirm the provider honours `Idempotency-Key` |\n\
          | **high** | `send_email` | approval removed | calls now run without waiting for `comms` to approve them |\n\
          | medium | `send_email` | timeout shortened: 30s → 10s | a call still running after 10s is stopped and its \
          outcome is unknown: `recover` is asked whether it landed; if it did not, it runs again; if `recover` fails, it waits for a person |\n\n\
-         <details><summary>The manifest lines that differ</summary>\n\n```diff\n-issue_refund class=irreversible "
-    );
-    assert!(out.stdout.starts_with(&table), "{}", out.stdout);
+         <details><summary>The manifest lines that differ</summary>\n\n```diff\n-issue_refund class=irreversible ";
+    assert!(out.stdout.starts_with(table), "{}", out.stdout);
     assert!(out.stdout.ends_with("```\n\n</details>\n"), "{}", out.stdout);
 
     // Nothing changed: exit 0 and a comment that says so.

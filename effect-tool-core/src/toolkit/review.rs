@@ -1789,7 +1789,10 @@ mod tests {
                 max_delay: Duration::from_secs(60),
             },
         };
-        let text = manifest::render_with_strict(&[meta.clone()], &[("issue_refund", vec!["a".into(), "b".into()])]);
+        let text = manifest::render_with_strict(
+            std::slice::from_ref(&meta),
+            &[("issue_refund", vec!["a".into(), "b".into()])],
+        );
         let parsed = parse(&text).unwrap();
         let expected = Declaration {
             not_strict: vec!["a".into(), "b".into()],
