@@ -414,7 +414,8 @@ pub enum Risk {
     Low,
     /// When or how the tool runs changes (timeouts, retries, expiry, roles); read it.
     Medium,
-    /// A call may now run twice, run without a person, or leave its value in the journal.
+    /// A call may now run twice, run without a person, get another call's recorded result, or
+    /// leave a sensitive value in the journal.
     High,
 }
 
@@ -834,25 +835,16 @@ fn window_rank(w: Window) -> u8 {
 }
 
 fn window_change(before: Window, after: Window) -> Said {
-    let (risk, effect) = match (before, after) {
-        (Window::CrossRun, Window::Thread) => (
-            Risk::High,
-            "a call repeated in another thread is no longer replayed: it runs again",
-        ),
-        (_, Window::Run) => (
-            Risk::High,
-            "a call repeated in a later run is no longer replayed: it runs again",
-        ),
-        (_, Window::Thread) => (
-            Risk::Medium,
-            "a call with the same key in a later run of the same thread now gets the recorded result instead of running",
-        ),
-        (_, Window::CrossRun) => (
-            Risk::Medium,
-            "a call with the same key in any run now gets the recorded result (until the ttl) instead of running",
-        ),
+    let effect = match (before, after) {
+        (Window::CrossRun, Window::Thread) => "a call repeated in another thread is no longer replayed: it runs again",
+        (_, Window::Run) => "a call repeated in a later run is no longer replayed: it runs again",
+        (_, Window::Thread) => {
+            "a call with the same key in a later run of the same thread now gets the recorded result instead of running"
+        }
+        (_, Window::CrossRun) => {
+            "a call with the same key in any run now gets the recorded result (until the ttl) instead of running"
+        }
     };
-    debug_assert_ne!(window_rank(before), window_rank(after));
     let verb = if window_rank(after) < window_rank(before) {
         "narrowed"
     } else {
@@ -860,37 +852,39 @@ fn window_change(before: Window, after: Window) -> Said {
     };
     said(
         "window",
-        risk,
+        Risk::High,
         before.to_string(),
         after.to_string(),
         format!("window {verb}: {before} → {after}"),
-        effect.to_owned(),
+        format!("{effect}; {KEYS_MOVE}"),
     )
 }
 
+/// What a change of a key's scope (window, principals) does to the calls already recorded.
+const KEYS_MOVE: &str = "the keys change with it: calls recorded before will not be replayed";
+
 fn principals_change(shared: bool) -> Said {
     let (before, after) = if shared { ("own", "shared") } else { ("shared", "own") };
-    if shared {
-        said(
-            "principals",
-            Risk::High,
-            before.into(),
-            after.into(),
-            "keys now shared by every principal".into(),
+    let (summary, effect) = if shared {
+        (
+            "keys now shared by every principal",
             "a call by one principal gets the recorded result of another principal's call with the same key, \
-             and can pre-empt it; confirm the key says whose effect it is"
-                .into(),
+             and can pre-empt it; confirm the key says whose effect it is",
         )
     } else {
-        said(
-            "principals",
-            Risk::Medium,
-            before.into(),
-            after.into(),
-            "keys now each principal's own".into(),
-            "a call recorded for one principal is no longer replayed for another: it runs again".into(),
+        (
+            "keys now each principal's own",
+            "a call recorded for one principal is no longer replayed for another: it runs again",
         )
-    }
+    };
+    said(
+        "principals",
+        Risk::High,
+        before.into(),
+        after.into(),
+        summary.into(),
+        format!("{effect}; {KEYS_MOVE} (under an authenticated principal, in a cross-run window)"),
+    )
 }
 
 fn text_of(d: Option<Duration>) -> String {
@@ -1482,17 +1476,21 @@ mod tests {
     fn window_and_principal_changes() {
         assert_eq!(
             one("window=thread", "window=run"),
-            "high `t`: window narrowed: thread → run: a call repeated in a later run is no longer replayed: it runs again"
+            "high `t`: window narrowed: thread → run: a call repeated in a later run is no longer replayed: it runs again; \
+             the keys change with it: calls recorded before will not be replayed"
         );
         assert_eq!(
             one("window=thread", "window=cross-run"),
-            "medium `t`: window widened: thread → cross-run: a call with the same key in any run now gets the \
-             recorded result (until the ttl) instead of running"
+            "high `t`: window widened: thread → cross-run: a call with the same key in any run now gets the \
+             recorded result (until the ttl) instead of running; the keys change with it: calls recorded before will \
+             not be replayed"
         );
         assert_eq!(
             one("window=thread", "window=thread principals=shared"),
             "high `t`: keys now shared by every principal: a call by one principal gets the recorded result of \
-             another principal's call with the same key, and can pre-empt it; confirm the key says whose effect it is"
+             another principal's call with the same key, and can pre-empt it; confirm the key says whose effect it is; \
+             the keys change with it: calls recorded before will not be replayed (under an authenticated principal, \
+             in a cross-run window)"
         );
         let shared = BASE.replace("window=thread", "window=cross-run principals=shared");
         let review = diff_manifests(&manifest_of(&[&shared]), &manifest_of(&[BASE])).unwrap();
@@ -1500,8 +1498,11 @@ mod tests {
         assert_eq!(
             said,
             [
-                "`t`: window narrowed: cross-run → thread: a call repeated in another thread is no longer replayed: it runs again",
-                "`t`: keys now each principal's own: a call recorded for one principal is no longer replayed for another: it runs again",
+                "`t`: window narrowed: cross-run → thread: a call repeated in another thread is no longer replayed: it \
+                 runs again; the keys change with it: calls recorded before will not be replayed",
+                "`t`: keys now each principal's own: a call recorded for one principal is no longer replayed for \
+                 another: it runs again; the keys change with it: calls recorded before will not be replayed (under \
+                 an authenticated principal, in a cross-run window)",
             ]
         );
     }
