@@ -1,7 +1,7 @@
 //! The review of a declaration change: what a change of a tool's declaration does at run time,
 //! riskiest first.
 //!
-//! A [`manifest`](crate::toolkit::manifest) diff shows that `class=irreversible` became
+//! A [`manifest`] diff shows that `class=irreversible` became
 //! `class=idempotent`; a reviewer also needs to be told what that means: the runtime will now
 //! retry the tool and run an unknown outcome again. [`diff`] compares two sets of
 //! [`Declaration`]s and says, for every field that changed, what the runtime now does
