@@ -136,6 +136,11 @@ pub enum Command {
     /// The manifest lists every tool's name, class, key rule, window, approval and
     /// recover/compensate hooks.
     ///
+    /// With --check COMMITTED, each changed declaration is listed with what it does at run
+    /// time, riskiest first (high: a call may now run twice, run without a person, or keep a
+    /// sensitive value; medium: when or how it runs changes; low: safer). --markdown prints it
+    /// for a pull-request comment, --json for scripts.
+    ///
     /// effect-tool cannot load your tools (they are code in your binary): print the manifest
     /// there with `effect_tool::toolkit::manifest::render(&toolkit.metas())`, save it, and give the file
     /// here to print it or --check it against the committed one.
@@ -344,10 +349,14 @@ pub struct KeyArgs {
 pub struct ManifestArgs {
     /// A manifest printed by your binary (`effect_tool::toolkit::manifest::render`), or `-` for stdin.
     pub file: String,
-    /// The committed manifest to compare with: exit 1 and print the differing lines if they
-    /// differ.
+    /// The committed manifest to compare with: print each changed declaration with what it
+    /// does at run time, riskiest first, then the differing lines; exit 1 if they differ.
     #[arg(long, value_name = "FILE")]
     pub check: Option<String>,
+    /// With --check: print the review as Markdown for a pull-request comment (a table, riskiest
+    /// first, and the differing lines folded below it).
+    #[arg(long, requires = "check")]
+    pub markdown: bool,
 }
 
 /// A key window, as written on the command line.

@@ -7,8 +7,9 @@ use effect_tool_core::call::key::{call_key, redact, sha256_hex};
 use effect_tool_core::decide::record::{AuditEntry, EffectRecord, Intent, OpOutcome, RecordState};
 use effect_tool_core::engine::compensation::compensation_key;
 use effect_tool_core::store::{Filter, Listing, collectable};
+use effect_tool_core::toolkit::{manifest, review};
+use effect_tool_core::value::canonical;
 use effect_tool_core::{EffectClass, KeyRule, RunContext, Store, StoreExt, Verdict};
-use effect_tool_core::{toolkit::manifest, value::canonical};
 use serde_json::{Value, json};
 
 use crate::cli::{AbandonArgs, Cli, Command, KeyArgs, ListArgs, ManifestArgs, ResolveArgs, StateFilter};
@@ -1161,18 +1162,37 @@ fn manifest(args: ManifestArgs, json: bool, io: &mut Io<'_>) -> Result<(), CliEr
         }
         return write(io.out, &text);
     };
+    if json && args.markdown {
+        return Err(CliError::Usage("give --json or --markdown, not both".into()));
+    }
     let committed = checked_manifest(&read_file(&committed_path, "committed manifest")?, &committed_path)?;
     let diff = line_diff(&committed, &text);
+    let review = review::diff(
+        &declarations(&committed, &committed_path)?,
+        &declarations(&text, &args.file)?,
+    );
+    let (committed_name, printed_name) = (clean(&committed_path), clean(&args.file));
     if json {
-        write_json(io.out, &json!({ "matches": diff.is_empty(), "diff": diff }))?;
+        let mut out = review.to_json();
+        out["matches"] = json!(diff.is_empty());
+        out["diff"] = json!(diff);
+        write_json(io.out, &out)?;
+    } else if args.markdown {
+        write(io.out, &clean_lines(&review_markdown(&review, &diff)))?;
     } else if diff.is_empty() {
-        write(io.out, &format!("manifest matches {}\n", clean(&committed_path)))?;
+        write(io.out, &format!("manifest matches {committed_name}\n"))?;
     } else {
-        let mut out = format!(
-            "--- {} (committed)\n+++ {}\n",
-            clean(&committed_path),
-            clean(&args.file)
-        );
+        let mut out = if review.is_empty() {
+            "no declaration changed; the manifest's text differs:\n".to_owned()
+        } else {
+            format!(
+                "{} declaration change{} to review, riskiest first:\n{}\n",
+                review.changes.len(),
+                plural(review.changes.len()),
+                clean_lines(&review.to_text())
+            )
+        };
+        out.push_str(&format!("--- {committed_name} (committed)\n+++ {printed_name}\n"));
         for line in &diff {
             out.push_str(&clean(line));
             out.push('\n');
@@ -1180,15 +1200,54 @@ fn manifest(args: ManifestArgs, json: bool, io: &mut Io<'_>) -> Result<(), CliEr
         write(io.out, &out)?;
     }
     if diff.is_empty() {
-        Ok(())
-    } else {
-        Err(CliError::Refused(format!(
-            "the manifest differs from {} in {} line{}: a tool's contract changed; review it, then commit the new manifest",
-            clean(&committed_path),
-            diff.len(),
-            plural(diff.len())
-        )))
+        return Ok(());
     }
+    let (high, medium, low) = review.counts();
+    Err(CliError::Refused(format!(
+        "the manifest differs from {committed_name} in {} line{} ({}): review what each change does, then commit the new manifest",
+        diff.len(),
+        plural(diff.len()),
+        if review.is_empty() {
+            "no declaration changed".to_owned()
+        } else {
+            format!(
+                "{} declaration change{}: {high} high, {medium} medium, {low} low risk",
+                review.changes.len(),
+                plural(review.changes.len())
+            )
+        },
+    )))
+}
+
+/// The declarations of a checked manifest; a line the review cannot read is bad input.
+fn declarations(text: &str, name: &str) -> Result<Vec<review::Declaration>, CliError> {
+    review::parse(text).map_err(|e| {
+        CliError::Usage(format!(
+            "cannot read the manifest `{}`: {e} (print it from your binary with `effect_tool::toolkit::manifest::render(&toolkit.metas())`)",
+            clean(name)
+        ))
+    })
+}
+
+/// Each line of `text` [`clean`]ed: a control or format character in a declaration (a key
+/// closure, a role) cannot rewrite what a reviewer sees.
+fn clean_lines(text: &str) -> String {
+    text.lines().map(|l| format!("{}\n", clean(l))).collect()
+}
+
+/// The review as a pull-request comment, with the differing lines folded below it.
+fn review_markdown(review: &review::Review, diff: &[String]) -> String {
+    let mut out = review.to_markdown();
+    if !diff.is_empty() {
+        out.push_str("\n<details><summary>The manifest lines that differ</summary>\n\n```diff\n");
+        for line in diff {
+            // A line cannot close the fence: it starts with `-` or `+`.
+            out.push_str(line);
+            out.push('\n');
+        }
+        out.push_str("```\n\n</details>\n");
+    }
+    out
 }
 
 /// `text` normalized, if it is a manifest (its first line is [`manifest::HEADER`]).

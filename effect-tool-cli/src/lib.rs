@@ -83,8 +83,12 @@
 //! it from your binary with `effect_tool::toolkit::manifest::render(&toolkit.metas())` (a test that
 //! compares it with a committed file does the same job inside `cargo test`). Then
 //! `effect-tool manifest FILE` checks it is a manifest and prints it, and `--check COMMITTED`
-//! compares it with the committed one: exit 1 and the differing tool lines when a tool's
-//! contract changed, e.g. in a CI step after the binary printed its manifest.
+//! compares it with the committed one: exit 1 when a tool's contract changed, e.g. in a CI step
+//! after the binary printed its manifest. The check lists each changed declaration with what it
+//! does at run time, riskiest first (`effect_tool::toolkit::review`), then the differing lines;
+//! `--markdown` prints the same for a pull-request comment, `--json` for scripts (`matches`,
+//! `diff`, `changes` with `tool`, `field`, `risk`, `before`, `after`, `summary`, `effect`, and
+//! `counts`).
 
 #![warn(missing_docs)]
 

@@ -144,3 +144,57 @@ fn a_changed_declaration_is_a_one_line_diff() {
     assert!(changed[0].0.contains("key=fields(to, subject)"));
     assert!(changed[0].1.contains("key=fields(to)"));
 }
+
+/// A team's own review check, as a team writes it: the committed manifest read as declarations
+/// and reviewed against the toolkit the code builds now; the test fails on any high-risk change
+/// (a call that may now run twice, run without a person, or keep a sensitive value) and says
+/// what it does at run time.
+#[test]
+fn a_teams_check_refuses_high_risk_changes() {
+    use effect_tool::toolkit::review::{self, Risk};
+
+    fn high_risk(committed: &str, now: &Toolkit) -> Vec<String> {
+        let review = review::diff_manifests(committed, &now.manifest()).expect("the committed manifest reads");
+        review
+            .changes
+            .iter()
+            .filter(|c| c.risk == Risk::High)
+            .map(|c| c.sentence())
+            .collect()
+    }
+
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/tools.manifest");
+    let committed = std::fs::read_to_string(&path).expect("no committed manifest: run with UPDATE_SNAPSHOTS=1");
+    assert_eq!(high_risk(&committed, &toolkit()), Vec::<String>::new());
+
+    // The same toolkit after a change a reviewer must not miss: `send_email` lost `subject`
+    // from its key and became idempotent.
+    /// Send an email to a customer.
+    #[tool(
+        effect = "idempotent",
+        key(to),
+        timeout = "30s",
+        retry(max_attempts = 2, base_delay = "500ms"),
+        open_world = true
+    )]
+    async fn send_email(to: String, subject: String, #[sensitive] smtp_password: String) -> Result<(), ToolError> {
+        let _ = (to, subject, smtp_password);
+        Ok(())
+    }
+    let changed = Toolkit::new()
+        .with(SendEmail)
+        .with(IssueRefund)
+        .with(LookupOrder)
+        .with(HoldSeat)
+        .with(Arc::new(Payments).charge_tool());
+    assert_eq!(
+        high_risk(&committed, &changed),
+        [
+            "`send_email`: irreversible → idempotent: the runtime will now retry it and re-run an unknown outcome \
+             with the same key; confirm the provider honours `Idempotency-Key`",
+            "`send_email`: key changed from `fields(to, subject)` to `fields(to)`: calls recorded under the old key \
+             will not be replayed: a call retried across the change runs again; calls that differ only in `subject` \
+             now share a key: the second gets the first's recorded result instead of running",
+        ]
+    );
+}

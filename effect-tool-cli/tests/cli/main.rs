@@ -10,6 +10,7 @@ mod common;
 
 mod flows;
 mod libpq_env;
+mod manifest_review;
 mod markers;
 mod offline_commands;
 mod serve;

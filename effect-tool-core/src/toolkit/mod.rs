@@ -30,6 +30,7 @@
 mod dispatch;
 mod export;
 pub mod manifest;
+pub mod review;
 mod validate;
 pub mod wire;
 
