@@ -780,7 +780,11 @@ fn transition_unaudited<'o>(
     op: std::borrow::Cow<'o, Op>,
     now: Millis,
 ) -> Result<Transition, Rejected> {
-    let at = OpAt { key, op: op.name(), now };
+    let at = OpAt {
+        key,
+        op: op.name(),
+        now,
+    };
     match &*op {
         Op::Claim { .. } => claim(at, current, op),
         &Op::Renew { attempt, lease_ms } => renew(at, current, attempt, lease_ms),
@@ -834,8 +838,9 @@ impl OpAt<'_> {
 
     /// The live record, which must exist.
     fn existing<'r>(self, current: &'r Current<'_>) -> Result<&'r EffectRecord, Rejected> {
-        self.live(current)
-            .ok_or_else(|| Rejected::NotFound { key: self.key.to_owned() })
+        self.live(current).ok_or_else(|| Rejected::NotFound {
+            key: self.key.to_owned(),
+        })
     }
 
     /// The live record, which `attempt` must hold (claimed at that attempt): fenced otherwise.
@@ -1149,7 +1154,13 @@ fn resolve<'o>(at: OpAt<'_>, current: Current<'_>, op: std::borrow::Cow<'o, Op>)
 }
 
 /// [`Op::Approve`]: a person approves the parked input they were shown, in the role it needs.
-fn approve(at: OpAt<'_>, current: Current<'_>, by: &str, role: &str, fingerprint: &str) -> Result<Transition, Rejected> {
+fn approve(
+    at: OpAt<'_>,
+    current: Current<'_>,
+    by: &str,
+    role: &str,
+    fingerprint: &str,
+) -> Result<Transition, Rejected> {
     let rec = at.existing(&current)?;
     if rec.state != RecordState::AwaitingApproval {
         return at.invalid(rec, ": only calls awaiting approval can be approved");
