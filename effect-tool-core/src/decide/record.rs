@@ -39,6 +39,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::value::class::EffectClass;
+/// The CLI's commands, written in `value::commands` (the engine's messages quote them too).
+pub(crate) use crate::value::commands::resolve_commands;
 
 /// The version of the record schema this crate reads and writes.
 pub const RECORD_VERSION: u32 = 1;
@@ -1279,15 +1281,6 @@ fn resolve_refused(rec: &EffectRecord, amend: bool, now: Millis) -> String {
     }
 }
 
-/// The commands that resolve (or, with `amend`, amend) `key`, for messages to a person.
-pub(crate) fn resolve_commands(key: &str, amend: bool) -> String {
-    let k = crate::value::shell::quote(key);
-    let flag = if amend { " --amend" } else { "" };
-    format!(
-        "`effect-tool resolve {k} --applied --output '<json>'{flag}` (the output the tool returns) or `effect-tool resolve {k} --not-applied{flag}` (the effect did not happen: the next call applies it)"
-    )
-}
-
 /// `rec` written; the caller learns it ([`OpOutcome::Done`]).
 fn done(rec: EffectRecord) -> Result<Transition, Rejected> {
     let rec = std::sync::Arc::new(rec);
@@ -1832,11 +1825,5 @@ mod tests {
             transition("k", None, fix(), NOW),
             Err(Rejected::NotFound { .. })
         ));
-    }
-
-    #[test]
-    fn commands_quote_keys_for_the_shell() {
-        assert!(resolve_commands("run-1:send:ab12", true).contains("resolve run-1:send:ab12 --applied"));
-        assert!(resolve_commands("it's a key", false).contains(r"resolve 'it'\''s a key' --not-applied`"));
     }
 }
