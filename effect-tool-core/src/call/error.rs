@@ -553,7 +553,10 @@ mod tests {
             key: "k".into(),
             attempt: 1,
         };
-        assert!(lost.to_string().contains("attempt 1 of tool `post` lost its claim on key `k`"));
+        assert!(
+            lost.to_string()
+                .contains("attempt 1 of tool `post` lost its claim on key `k`")
+        );
     }
 
     #[test]

@@ -878,9 +878,12 @@ fn claim<'o>(at: OpAt<'_>, current: Current<'_>, op: std::borrow::Cow<'o, Op>) -
     let floor = current.get().map_or(0, |r| r.attempt);
     let live = at.live(&current);
     same_tool(key, live, intent)?;
-    let (follows, previous) = match follows(live, intent, takeover_in_doubt, at.now) {
-        Ok(found) => found,
-        Err(outcome) => return at.unchanged(outcome),
+    let (follows, previous) = match live {
+        None => (false, None),
+        Some(rec) => match follows(rec, intent, takeover_in_doubt, at.now) {
+            Ok(found) => found,
+            Err(answer) => return at.unchanged(answer(rec.clone())),
+        },
     };
     // An approval is for the exact input it was shown, for a limited time: a call with
     // another input, or after the approval lapsed, never runs on it (it is voided, and
@@ -952,18 +955,20 @@ fn same_tool(key: &str, live: Option<&EffectRecord>, intent: &Intent) -> Result<
     }
 }
 
-/// Whether a claim of `intent` follows the live record (a new record otherwise), and the
-/// unknown outcome it takes over, if any; or, when it cannot claim, what the caller learns.
+/// What a claim that cannot be taken answers, built from the record as it is
+/// ([`OpOutcome::Recorded`], [`OpOutcome::InFlight`], ...).
+type Answer = fn(EffectRecord) -> OpOutcome;
+
+/// Whether a claim of `intent` follows the live record `rec` (else it makes a new record),
+/// and the unknown outcome it takes over, if any; or, when it cannot claim, the answer the
+/// caller gets (built from the record as it is).
 fn follows(
-    live: Option<&EffectRecord>,
+    rec: &EffectRecord,
     intent: &Intent,
     takeover_in_doubt: bool,
     now: Millis,
-) -> Result<(bool, Option<RecordState>), OpOutcome> {
+) -> Result<(bool, Option<RecordState>), Answer> {
     use RecordState as S;
-    let Some(rec) = live else {
-        return Ok((false, None));
-    };
     match rec.state {
         S::Released | S::Approved => Ok((true, None)),
         // A denial, like an approval, is for the input it was shown: another input under the
@@ -973,12 +978,12 @@ fn follows(
         // need to wait out its lease).
         S::Claimed if rec.is_stale(now) || succeeds(intent, rec) => Ok((true, Some(S::Claimed))),
         S::InDoubt if takeover_in_doubt => Ok((true, Some(S::InDoubt))),
-        S::Completed => Err(OpOutcome::Recorded(rec.clone())),
-        S::Claimed => Err(OpOutcome::InFlight(rec.clone())),
-        S::InDoubt => Err(OpOutcome::InDoubt(rec.clone())),
-        S::AwaitingApproval => Err(OpOutcome::AwaitingApproval(rec.clone())),
-        S::Denied => Err(OpOutcome::Denied(rec.clone())),
-        S::Compensated => Err(OpOutcome::Compensated(rec.clone())),
+        S::Completed => Err(OpOutcome::Recorded),
+        S::Claimed => Err(OpOutcome::InFlight),
+        S::InDoubt => Err(OpOutcome::InDoubt),
+        S::AwaitingApproval => Err(OpOutcome::AwaitingApproval),
+        S::Denied => Err(OpOutcome::Denied),
+        S::Compensated => Err(OpOutcome::Compensated),
     }
 }
 
