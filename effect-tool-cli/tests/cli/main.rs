@@ -12,6 +12,7 @@ mod flows;
 mod libpq_env;
 mod markers;
 mod offline_commands;
+mod quoted_commands;
 mod serve;
 mod serve_hosts;
 mod store_commands;
