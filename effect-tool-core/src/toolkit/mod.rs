@@ -1,5 +1,5 @@
 //! The toolkit a model talks to: declared tools, their definitions in each provider's format,
-//! and the dispatch of one model turn's tool calls through the [`Engine`].
+//! and the dispatch of one model turn's tool calls through the [`Engine`](crate::engine::Engine).
 //!
 //! ```
 //! use effect_tool_core::{EffectClass, EffectCtx, Tool, ToolError, toolkit::Toolkit};
@@ -24,8 +24,9 @@
 //! assert!(Toolkit::new().with(LookupOrder).try_add(LookupOrder).is_err());
 //! ```
 //!
-//! Only types implementing [`Tool`] can be added, and [`Tool::CLASS`] has no default: nothing
-//! gets into a toolkit without an effect class.
+//! Only types implementing [`Tool`](crate::call::tool::Tool) can be added, and
+//! [`Tool::CLASS`](crate::call::tool::Tool::CLASS) has no default: nothing gets into a toolkit
+//! without an effect class.
 
 //!
 //! Its rooms: [`registry`](Toolkit) (the tools by name), `export` (definitions in each
