@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::call::error::LeaseLost;
+use crate::call::error::ClaimLost;
 use crate::call::lease::LeaseClock;
 use crate::value::class::EffectClass;
 use crate::value::marker;
@@ -381,11 +381,11 @@ impl EffectCtx {
     /// Outside the engine (a detached context, a pure tool) there is no claim and this always
     /// succeeds. On failure, return an error from the tool: the engine does not record this
     /// attempt, and the call returns [`crate::EffectError::ClaimLost`].
-    pub fn ensure_lease(&self) -> Result<(), LeaseLost> {
+    pub fn ensure_lease(&self) -> Result<(), ClaimLost> {
         match &self.lease {
             Some(lease) if lease.lapsed() => {
                 lease.refuse();
-                Err(LeaseLost {
+                Err(ClaimLost {
                     tool: self.tool.to_owned(),
                     key: self.key.clone().unwrap_or_default(),
                     attempt: self.attempt,

@@ -108,12 +108,14 @@ pub struct ApprovalPending {
 /// A tool's check before its effect failed ([`crate::EffectCtx::ensure_lease`]): this attempt's
 /// lease on the key has lapsed by the engine's clock (the process was paused, or could not renew
 /// it), so another attempt may own the key now. Do not apply the effect: return an error from the
-/// tool; the engine records nothing for this attempt.
+/// tool; the engine records nothing for this attempt, and the call returns
+/// [`EffectError::ClaimLost`] (the same loss, as the caller sees it; audited as `claim-lost`,
+/// counted by `effect_tool_claims_lost_total`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "attempt {attempt} of tool `{tool}` lost its claim on key `{key}`: its lease lapsed (the process was paused or could not renew it) and another attempt may own the key; the effect must not be applied by this attempt"
 )]
-pub struct LeaseLost {
+pub struct ClaimLost {
     /// The tool.
     pub tool: String,
     /// The effect key.
@@ -121,6 +123,10 @@ pub struct LeaseLost {
     /// The attempt that lost its claim.
     pub attempt: u32,
 }
+
+/// The old name of [`ClaimLost`] (one name for an attempt that lost its claim).
+#[deprecated(note = "renamed `ClaimLost` (effect_tool::call::error::ClaimLost)")]
+pub type LeaseLost = ClaimLost;
 
 /// A store backend failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -539,6 +545,20 @@ mod tests {
 
     /// A key or role an application chose (a custom key closure can put anything in it) is
     /// quoted in the commands a message offers, so that the pasted command acts on that key.
+    #[test]
+    #[allow(deprecated)]
+    fn the_old_name_of_claim_lost_still_names_it() {
+        let lost: LeaseLost = ClaimLost {
+            tool: "post".into(),
+            key: "k".into(),
+            attempt: 1,
+        };
+        assert!(
+            lost.to_string()
+                .contains("attempt 1 of tool `post` lost its claim on key `k`")
+        );
+    }
+
     #[test]
     fn commands_in_messages_are_shell_quoted() {
         let key = "run 1:it's:$(rm -rf x)".to_owned();

@@ -39,6 +39,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::value::class::EffectClass;
+/// The CLI's commands, written in `value::commands` (the engine's messages quote them too).
+pub(crate) use crate::value::commands::resolve_commands;
 
 /// The version of the record schema this crate reads and writes.
 pub const RECORD_VERSION: u32 = 1;
@@ -758,380 +760,492 @@ pub fn transition<'a, 'o>(
     let op: std::borrow::Cow<'o, Op> = op.into();
     // A person's operation is audited with what it wrote (only those allocate an entry).
     // An approval's entry names the fingerprint of the input it was for (checked equal to the
-    // record's by `decide`).
+    // record's by `approve`).
     let person = op.audit(key, now);
-    let mut t = decide(key, current.into(), op, now)?;
+    let mut t = transition_unaudited(key, current.into(), op, now)?;
     if let (Some(_), None, Some(entry)) = (&t.write, &t.audit, person) {
         t.audit = Some(entry);
     }
     Ok(t)
 }
 
-/// [`transition`] without the audit of a person's operation.
-fn decide<'o>(
+/// [`transition`] without the audit of a person's operation: one decision per operation.
+///
+/// Each decision reads the record by reference; what a write keeps of the operation is taken
+/// only then (`into_owned`: moved out of an owned operation, copied from a borrowed one), so
+/// refusals and outcomes that write nothing copy nothing. Each checks the record first and
+/// takes it ([`Current::take`]) only to write, once nothing is left that can fail or panic: a
+/// replaced record is never left half taken.
+fn transition_unaudited<'o>(
     key: &str,
     current: Current<'_>,
     op: std::borrow::Cow<'o, Op>,
     now: Millis,
 ) -> Result<Transition, Rejected> {
-    use RecordState as S;
+    let at = OpAt {
+        key,
+        op: op.name(),
+        now,
+    };
+    match &*op {
+        Op::Claim { .. } => claim(at, current, op),
+        &Op::Renew { attempt, lease_ms } => renew(at, current, attempt, lease_ms),
+        Op::Complete { .. } => complete(at, current, op),
+        &Op::Release { attempt, ref reason } => release(at, current, attempt, reason),
+        &Op::MarkInDoubt { attempt, ref reason } => mark_in_doubt(at, current, attempt, reason),
+        Op::Resolve { .. } | Op::Amend { .. } => resolve(at, current, op),
+        Op::Approve { by, role, fingerprint } => approve(at, current, by, role, fingerprint),
+        Op::Deny { by, reason } => deny(at, current, by, reason),
+        Op::Share { call_ids } => share(at, current, call_ids),
+        Op::MarkCompensated { by } => mark_compensated(at, current, by),
+    }
+}
 
-    // Read by reference; what a write keeps of it is taken only then (`into_owned`: moved out
-    // of an owned operation, copied from a borrowed one), so refusals and outcomes that write
-    // nothing copy nothing.
-    let name = op.name();
-    let unchanged = |outcome| {
+/// One operation on one key at one time: what every decision reads besides the record.
+#[derive(Clone, Copy)]
+struct OpAt<'k> {
+    key: &'k str,
+    /// The operation's name ([`Op::name`]), for refusals.
+    op: &'static str,
+    now: Millis,
+}
+
+impl OpAt<'_> {
+    /// Nothing is written; the caller learns `outcome`.
+    fn unchanged(self, outcome: OpOutcome) -> Result<Transition, Rejected> {
         Ok(Transition {
             write: None,
             outcome,
             audit: None,
         })
-    };
-    let invalid = |rec: &EffectRecord, hint: &str| {
+    }
+
+    /// The operation does not apply to `rec`'s state; `hint` says what the person can do.
+    fn invalid(self, rec: &EffectRecord, hint: &str) -> Result<Transition, Rejected> {
         Err(Rejected::InvalidState {
-            key: key.to_owned(),
-            op: name,
+            key: self.key.to_owned(),
+            op: self.op,
             state: rec.state,
             hint: hint.to_owned(),
         })
-    };
-    let fenced = |rec: &EffectRecord, attempt: u32| {
-        Err(Rejected::Fenced {
-            key: key.to_owned(),
-            attempt,
-            current: rec.attempt,
-            state: rec.state,
+    }
+
+    /// The record as decisions see it: an expired record (ttl passed) counts as absent, unless
+    /// a person must look at it or an attempt holds it.
+    fn live<'r>(self, current: &'r Current<'_>) -> Option<&'r EffectRecord> {
+        current
+            .get()
+            .filter(|r| !(r.is_expired(self.now) && !r.state.needs_person() && r.state != RecordState::Claimed))
+    }
+
+    /// The live record, which must exist.
+    fn existing<'r>(self, current: &'r Current<'_>) -> Result<&'r EffectRecord, Rejected> {
+        self.live(current).ok_or_else(|| Rejected::NotFound {
+            key: self.key.to_owned(),
         })
+    }
+
+    /// The live record, which `attempt` must hold (claimed at that attempt): fenced otherwise.
+    fn held_by<'r>(self, current: &'r Current<'_>, attempt: u32) -> Result<&'r EffectRecord, Rejected> {
+        let rec = self.existing(current)?;
+        if rec.state != RecordState::Claimed || rec.attempt != attempt {
+            return Err(Rejected::Fenced {
+                key: self.key.to_owned(),
+                attempt,
+                current: rec.attempt,
+                state: rec.state,
+            });
+        }
+        Ok(rec)
+    }
+}
+
+/// [`Op::Claim`]: claim the key to execute, park the call for approval, or tell the caller
+/// what the key holds (a result to replay, a claim to wait for, a record in doubt, ...).
+fn claim<'o>(at: OpAt<'_>, current: Current<'_>, op: std::borrow::Cow<'o, Op>) -> Result<Transition, Rejected> {
+    use RecordState as S;
+    let &Op::Claim {
+        ref intent,
+        lease_ms,
+        takeover_in_doubt,
+    } = &*op
+    else {
+        unreachable!("called for a claim")
     };
+    let key = at.key;
     // The fencing token never goes back, even when an expired record counts as absent: a
     // stalled writer of an old attempt must not find its number reused by a new claim.
     let floor = current.get().map_or(0, |r| r.attempt);
-    // An expired record (ttl passed) counts as absent for new claims.
-    let live = current
-        .get()
-        .filter(|r| !(r.is_expired(now) && !r.state.needs_person() && r.state != S::Claimed));
+    let live = at.live(&current);
+    same_tool(key, live, intent)?;
+    let (follows, previous) = match live {
+        None => (false, None),
+        Some(rec) => match follows(rec, intent, takeover_in_doubt, at.now) {
+            Ok(found) => found,
+            Err(answer) => return at.unchanged(answer(rec.clone())),
+        },
+    };
+    // An approval is for the exact input it was shown, for a limited time: a call with
+    // another input, or after the approval lapsed, never runs on it (it is voided, and
+    // the call parks for its own approval).
+    let voided = live
+        .filter(|r| r.state == S::Approved)
+        .and_then(|r| approval_voided(r, intent, at.now));
+    // An unknown outcome taken over by a call that needs approval for another input:
+    // its approval (if any) was not for this input, and parking would hide the unknown
+    // outcome, so a person resolves the record first.
+    if let Some(rec) = live
+        && previous.is_some()
+        && intent.approval.is_some()
+        && rec.fingerprint != intent.fingerprint
+    {
+        return at.unchanged(OpOutcome::InDoubt(rec.clone()));
+    }
+    // A call that needs approval is parked, unless a person approved it already (or it
+    // takes over a claim).
+    let park = intent.approval.is_some()
+        && (voided.is_some() || live.is_none_or(|r| matches!(r.state, S::Released | S::Denied)));
+    let prev = live.filter(|_| follows);
+    let audit = match (&voided, prev) {
+        (Some(why), Some(p)) => Some(voided_entry(key, p, &intent.fingerprint, why, at.now)),
+        _ => None,
+    };
+    let Op::Claim { intent, .. } = op.into_owned() else {
+        unreachable!("matched as a claim")
+    };
+    let mut rec = fresh(key, intent, at.now, prev, floor);
+    if park {
+        return Ok(park_for_approval(rec, voided.as_deref().zip(prev), audit));
+    }
+    let attempt = prev.map_or(floor, |p| p.attempt) + 1;
+    rec.state = S::Claimed;
+    rec.attempt = attempt;
+    rec.lease_until = Some(at.now + lease_ms as i64);
+    keep_approver(&mut rec, prev, voided.is_some());
+    let audit = match (prev, previous) {
+        (Some(p), Some(state)) => Some(take_over(at, &mut rec, p, state)),
+        _ => audit,
+    };
+    let before = if follows {
+        Some(Box::new(current.take(key)?))
+    } else {
+        None
+    };
+    Ok(Transition {
+        write: Some(std::sync::Arc::new(rec)),
+        outcome: OpOutcome::Claimed {
+            attempt,
+            previous,
+            before,
+        },
+        audit,
+    })
+}
 
-    // Each arm checks the record first and takes it (`current.take`) only to write, once
-    // nothing is left that can fail or panic: a replaced record is never left half taken.
-    match &*op {
-        &Op::Claim {
-            ref intent,
-            lease_ms,
-            takeover_in_doubt,
-        } => {
-            // A key names one effect of one tool: a record of another tool under it means two
-            // tools' key rules collide, never a result to replay, a claim to join or take over.
-            if let Some(rec) = live
-                && rec.tool != intent.tool
-            {
-                return Err(Rejected::KeyOfAnotherTool {
-                    key: key.to_owned(),
-                    tool: intent.tool.clone(),
-                    recorded_tool: rec.tool.clone(),
-                });
+/// A key names one effect of one tool: a record of another tool under it means two tools' key
+/// rules collide, never a result to replay, a claim to join or take over.
+fn same_tool(key: &str, live: Option<&EffectRecord>, intent: &Intent) -> Result<(), Rejected> {
+    match live {
+        Some(rec) if rec.tool != intent.tool => Err(Rejected::KeyOfAnotherTool {
+            key: key.to_owned(),
+            tool: intent.tool.clone(),
+            recorded_tool: rec.tool.clone(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// What a claim that cannot be taken answers, built from the record as it is
+/// ([`OpOutcome::Recorded`], [`OpOutcome::InFlight`], ...).
+type Answer = fn(EffectRecord) -> OpOutcome;
+
+/// Whether a claim of `intent` follows the live record `rec` (else it makes a new record),
+/// and the unknown outcome it takes over, if any; or, when it cannot claim, the answer the
+/// caller gets (built from the record as it is).
+fn follows(
+    rec: &EffectRecord,
+    intent: &Intent,
+    takeover_in_doubt: bool,
+    now: Millis,
+) -> Result<(bool, Option<RecordState>), Answer> {
+    use RecordState as S;
+    match rec.state {
+        S::Released | S::Approved => Ok((true, None)),
+        // A denial, like an approval, is for the input it was shown: another input under the
+        // same key asks anew.
+        S::Denied if rec.fingerprint != intent.fingerprint => Ok((true, None)),
+        // A stale claim, or one of this worker's previous incarnation (its holder is gone: no
+        // need to wait out its lease).
+        S::Claimed if rec.is_stale(now) || succeeds(intent, rec) => Ok((true, Some(S::Claimed))),
+        S::InDoubt if takeover_in_doubt => Ok((true, Some(S::InDoubt))),
+        S::Completed => Err(OpOutcome::Recorded),
+        S::Claimed => Err(OpOutcome::InFlight),
+        S::InDoubt => Err(OpOutcome::InDoubt),
+        S::AwaitingApproval => Err(OpOutcome::AwaitingApproval),
+        S::Denied => Err(OpOutcome::Denied),
+        S::Compensated => Err(OpOutcome::Compensated),
+    }
+}
+
+/// The new record `rec` parked for a person's approval; `voided`: why an earlier approval (on
+/// the record it follows) no longer holds.
+fn park_for_approval(
+    mut rec: EffectRecord,
+    voided: Option<(&str, &EffectRecord)>,
+    audit: Option<AuditEntry>,
+) -> Transition {
+    rec.state = RecordState::AwaitingApproval;
+    if let Some((why, p)) = voided {
+        let by = p.decided_by.as_deref().unwrap_or("a person");
+        rec.reason = Some(format!(
+            "the approval by {by} was voided: {why}; this call needs its own approval"
+        ));
+    }
+    Transition {
+        outcome: OpOutcome::AwaitingApproval(rec.clone()),
+        write: Some(std::sync::Arc::new(rec)),
+        audit,
+    }
+}
+
+/// The approver stays on the record of the execution they approved (and of its takeover, the
+/// same input): never on another input's, nor after their approval was `voided`.
+fn keep_approver(rec: &mut EffectRecord, prev: Option<&EffectRecord>, voided: bool) {
+    use RecordState as S;
+    if let Some(p) = prev.filter(|p| {
+        p.fingerprint == rec.fingerprint
+            && p.decided_by.is_some()
+            && match p.state {
+                S::Approved => !voided,
+                S::Claimed | S::InDoubt => true,
+                _ => false,
             }
-            // Whether the claim follows the live record (a new record otherwise), and the
-            // unknown outcome it takes over, if any.
-            let (follows, previous) = match live {
-                None => (false, None),
-                Some(rec) => match rec.state {
-                    S::Released | S::Approved => (true, None),
-                    // A denial, like an approval, is for the input it was shown: another input
-                    // under the same key asks anew.
-                    S::Denied if rec.fingerprint != intent.fingerprint => (true, None),
-                    // A stale claim, or one of this worker's previous incarnation (its holder is
-                    // gone: no need to wait out its lease).
-                    S::Claimed if rec.is_stale(now) || succeeds(intent, rec) => (true, Some(S::Claimed)),
-                    S::InDoubt if takeover_in_doubt => (true, Some(S::InDoubt)),
-                    S::Completed => return unchanged(OpOutcome::Recorded(rec.clone())),
-                    S::Claimed => return unchanged(OpOutcome::InFlight(rec.clone())),
-                    S::InDoubt => return unchanged(OpOutcome::InDoubt(rec.clone())),
-                    S::AwaitingApproval => return unchanged(OpOutcome::AwaitingApproval(rec.clone())),
-                    S::Denied => return unchanged(OpOutcome::Denied(rec.clone())),
-                    S::Compensated => return unchanged(OpOutcome::Compensated(rec.clone())),
-                },
-            };
-            // An approval is for the exact input it was shown, for a limited time: a call with
-            // another input, or after the approval lapsed, never runs on it (it is voided, and
-            // the call parks for its own approval).
-            let voided = live
-                .filter(|r| r.state == S::Approved)
-                .and_then(|r| approval_voided(r, intent, now));
-            // An unknown outcome taken over by a call that needs approval for another input:
-            // its approval (if any) was not for this input, and parking would hide the unknown
-            // outcome, so a person resolves the record first.
-            if let Some(rec) = live
-                && previous.is_some()
-                && intent.approval.is_some()
-                && rec.fingerprint != intent.fingerprint
-            {
-                return unchanged(OpOutcome::InDoubt(rec.clone()));
-            }
-            // A call that needs approval is parked, unless a person approved it already (or it
-            // takes over a claim).
-            let park = intent.approval.is_some()
-                && (voided.is_some() || live.is_none_or(|r| matches!(r.state, S::Released | S::Denied)));
-            let prev = live.filter(|_| follows);
-            let audit = match (&voided, prev) {
-                (Some(why), Some(p)) => Some(voided_entry(key, p, &intent.fingerprint, why, now)),
-                _ => None,
-            };
-            let Op::Claim { intent, .. } = op.into_owned() else {
-                unreachable!("matched as a claim")
-            };
-            let mut rec = fresh(key, intent, now, prev, floor);
-            if park {
-                rec.state = S::AwaitingApproval;
-                if let (Some(why), Some(p)) = (&voided, prev) {
-                    let by = p.decided_by.as_deref().unwrap_or("a person");
-                    rec.reason = Some(format!(
-                        "the approval by {by} was voided: {why}; this call needs its own approval"
-                    ));
-                }
-                return Ok(Transition {
-                    outcome: OpOutcome::AwaitingApproval(rec.clone()),
-                    write: Some(std::sync::Arc::new(rec)),
-                    audit,
-                });
-            }
-            let attempt = prev.map_or(floor, |p| p.attempt) + 1;
-            rec.state = S::Claimed;
-            rec.attempt = attempt;
-            rec.lease_until = Some(now + lease_ms as i64);
-            // The approver stays on the record of the execution they approved (and of its
-            // takeover, the same input): never on another input's.
-            if let Some(p) = prev.filter(|p| {
-                p.fingerprint == rec.fingerprint
-                    && p.decided_by.is_some()
-                    && match p.state {
-                        S::Approved => voided.is_none(),
-                        S::Claimed | S::InDoubt => true,
-                        _ => false,
-                    }
-            }) {
-                rec.approval_role = p.approval_role.clone();
-                rec.decided_by = p.decided_by.clone();
-            }
-            // A takeover keeps the tool calls of the attempts it took over: one of them may
-            // have applied the effect this claim reconciles, and replays it afterwards. It is
-            // audited with both attempts, and the claim says what it took over until it ends.
-            let mut audit = audit;
-            if let (Some(p), Some(state)) = (prev, previous) {
-                rec.call_ids = kept_call_ids(p, rec.call_id.as_deref());
-                rec.reason = Some(format!("{TAKEOVER_PREFIX}{} ({state})", p.attempt));
-                audit = Some(engine_entry(
-                    key,
-                    "takeover",
-                    now,
-                    serde_json::json!({
-                        "attempt": attempt,
-                        "took_over_attempt": p.attempt,
-                        "took_over_state": state,
-                        "took_over_run_id": p.run_id,
-                        "took_over_call_id": p.call_id,
-                        "took_over_since": p.updated_at,
-                        "took_over_lease_until": p.lease_until,
-                        "took_over_reason": p.reason,
-                        "took_over_holder": p.holder,
-                        "run_id": rec.run_id,
-                        "call_id": rec.call_id,
-                    }),
-                ));
-            }
-            let before = if follows {
-                Some(Box::new(current.take(key)?))
-            } else {
-                None
-            };
-            Ok(Transition {
-                write: Some(std::sync::Arc::new(rec)),
-                outcome: OpOutcome::Claimed {
-                    attempt,
-                    previous,
-                    before,
-                },
-                audit,
-            })
-        }
-        &Op::Renew { attempt, lease_ms } => {
-            let rec = existing(key, live)?;
-            if rec.state != S::Claimed || rec.attempt != attempt {
-                return fenced(rec, attempt);
-            }
-            let lease_until = Some(now + lease_ms as i64);
-            let mut next = current.take(key)?;
-            next.lease_until = lease_until;
-            next.updated_at = now;
-            done(next)
-        }
-        &Op::Complete { attempt, .. } => {
-            let rec = existing(key, live)?;
-            if rec.state != S::Claimed || rec.attempt != attempt {
-                return fenced(rec, attempt);
-            }
-            // An attempt that took over an unknown outcome recorded a result: the outcome is
-            // reconciled (by `recover`, or by running again as the class allows).
-            let reconciled = rec.reason.as_deref().is_some_and(|r| r.starts_with(TAKEOVER_PREFIX));
-            let audit = reconciled.then(|| {
-                engine_entry(
-                    key,
-                    "reconciled",
-                    now,
-                    serde_json::json!({ "attempt": attempt, "took_over": rec.reason }),
-                )
-            });
-            let Op::Complete { output, .. } = op.into_owned() else {
-                unreachable!("matched as a completion")
-            };
-            let mut next = current.take(key)?;
-            next.state = S::Completed;
-            next.output = Some(output);
-            next.lease_until = None;
-            next.reason = None;
-            next.updated_at = now;
-            with_audit(done(next), audit)
-        }
-        &Op::Release { attempt, ref reason } => {
-            let rec = existing(key, live)?;
-            if rec.state != S::Claimed || rec.attempt != attempt {
-                return fenced(rec, attempt);
-            }
-            let mut next = current.take(key)?;
-            next.state = S::Released;
-            next.lease_until = None;
-            next.reason = reason.clone();
-            next.updated_at = now;
-            done(next)
-        }
-        &Op::MarkInDoubt { attempt, ref reason } => {
-            let rec = existing(key, live)?;
-            if rec.state != S::Claimed || rec.attempt != attempt {
-                return fenced(rec, attempt);
-            }
-            // The cause, with the attempt it ended.
-            let audit = engine_entry(
-                key,
-                "in-doubt",
-                now,
-                serde_json::json!({
-                    "attempt": attempt,
-                    "reason": reason,
-                    "run_id": rec.run_id,
-                    "call_id": rec.call_id,
-                    "took_over": rec.reason,
-                }),
-            );
-            let mut next = current.take(key)?;
-            next.state = S::InDoubt;
-            next.lease_until = None;
-            next.reason = Some(reason.clone());
-            next.updated_at = now;
-            with_audit(done(next), Some(audit))
-        }
-        Op::Resolve { .. } | Op::Amend { .. } => {
-            let rec = existing(key, live)?;
-            let amend = matches!(*op, Op::Amend { .. });
-            let resolvable = if amend {
-                rec.resolved_by().is_some()
-            } else {
-                rec.state == S::InDoubt || rec.is_stale(now)
-            };
-            if !resolvable {
-                return invalid(rec, &resolve_refused(rec, amend, now));
-            }
-            let (Op::Resolve { by, verdict } | Op::Amend { by, verdict }) = op.into_owned() else {
-                unreachable!("matched as a resolution")
-            };
-            let applied = matches!(verdict, Verdict::Applied { .. });
-            let (state, output) = match verdict {
-                Verdict::Applied { output } => (S::Completed, Some(output)),
-                Verdict::NotApplied => (S::Released, None),
-            };
-            let reason = format!("{}{by}", resolution_prefix(applied));
-            let mut next = current.take(key)?;
-            next.state = state;
-            next.output = output;
-            next.reason = Some(reason);
-            next.lease_until = None;
-            next.updated_at = now;
-            next.decided_by = Some(by);
-            done(next)
-        }
-        Op::Approve { by, role, fingerprint } => {
-            let rec = existing(key, live)?;
-            if rec.state != S::AwaitingApproval {
-                return invalid(rec, ": only calls awaiting approval can be approved");
-            }
-            // An approval is for the input the person was shown: another input parked under the
-            // key since (the model called again with other arguments) is not approved by it.
-            if *fingerprint != rec.fingerprint {
-                return Err(Rejected::InputChanged {
-                    key: key.to_owned(),
-                    shown: fingerprint.clone(),
-                    fingerprint: rec.fingerprint.clone(),
-                    input: Box::new(rec.input.clone()),
-                });
-            }
-            let needed = rec.approval_role.as_deref().unwrap_or_default();
-            if !needed.is_empty() && needed != role {
-                return Err(Rejected::WrongRole {
-                    key: key.to_owned(),
-                    given: role.clone(),
-                    needed: needed.to_owned(),
-                });
-            }
-            let mut next = current.take(key)?;
-            next.state = S::Approved;
-            next.decided_by = Some(by.clone());
-            // A voided earlier approval's reason no longer applies.
-            next.reason = None;
-            next.updated_at = now;
-            done(next)
-        }
-        Op::Deny { by, reason } => {
-            let rec = existing(key, live)?;
-            if rec.state != S::AwaitingApproval {
-                return invalid(rec, ": only calls awaiting approval can be denied");
-            }
-            let mut next = current.take(key)?;
-            next.state = S::Denied;
-            next.decided_by = Some(by.clone());
-            next.reason = reason.clone();
-            next.updated_at = now;
-            done(next)
-        }
-        Op::Share { call_ids } => {
-            let rec = existing(key, live)?;
-            if rec.state != S::Completed {
-                return invalid(rec, ": only a recorded result can be shared with more tool calls");
-            }
-            let new: Vec<&String> = call_ids.iter().filter(|c| !rec.received_by(c)).collect();
-            if new.is_empty() {
-                return unchanged(OpOutcome::Done(std::sync::Arc::new(rec.clone())));
-            }
-            let mut added: Vec<String> = Vec::with_capacity(new.len());
-            for c in new {
-                if !added.contains(c) {
-                    added.push(c.clone());
-                }
-            }
-            let mut next = current.take(key)?;
-            next.call_ids.extend(added);
-            next.updated_at = now;
-            done(next)
-        }
-        Op::MarkCompensated { by } => {
-            let rec = existing(key, live)?;
-            if rec.state != S::Completed {
-                return invalid(rec, ": only completed effects can be compensated");
-            }
-            let mut next = current.take(key)?;
-            next.state = S::Compensated;
-            next.decided_by = Some(by.clone());
-            next.updated_at = now;
-            done(next)
+    }) {
+        rec.approval_role = p.approval_role.clone();
+        rec.decided_by = p.decided_by.clone();
+    }
+}
+
+/// A takeover of `p`'s unknown outcome (`state`) by the claim `rec`: it keeps the tool calls of
+/// the attempts it took over (one of them may have applied the effect this claim reconciles,
+/// and replays it afterwards), says what it took over until it ends, and is audited with both
+/// attempts (the entry returned).
+fn take_over(at: OpAt<'_>, rec: &mut EffectRecord, p: &EffectRecord, state: RecordState) -> AuditEntry {
+    rec.call_ids = kept_call_ids(p, rec.call_id.as_deref());
+    rec.reason = Some(format!("{TAKEOVER_PREFIX}{} ({state})", p.attempt));
+    engine_entry(
+        at.key,
+        "takeover",
+        at.now,
+        serde_json::json!({
+            "attempt": rec.attempt,
+            "took_over_attempt": p.attempt,
+            "took_over_state": state,
+            "took_over_run_id": p.run_id,
+            "took_over_call_id": p.call_id,
+            "took_over_since": p.updated_at,
+            "took_over_lease_until": p.lease_until,
+            "took_over_reason": p.reason,
+            "took_over_holder": p.holder,
+            "run_id": rec.run_id,
+            "call_id": rec.call_id,
+        }),
+    )
+}
+
+/// [`Op::Renew`]: the holder extends its lease.
+fn renew(at: OpAt<'_>, current: Current<'_>, attempt: u32, lease_ms: u64) -> Result<Transition, Rejected> {
+    at.held_by(&current, attempt)?;
+    let lease_until = Some(at.now + lease_ms as i64);
+    let mut next = current.take(at.key)?;
+    next.lease_until = lease_until;
+    next.updated_at = at.now;
+    done(next)
+}
+
+/// [`Op::Complete`]: the holder records its output; a takeover's result reconciles the unknown
+/// outcome it took over (audited).
+fn complete<'o>(at: OpAt<'_>, current: Current<'_>, op: std::borrow::Cow<'o, Op>) -> Result<Transition, Rejected> {
+    let &Op::Complete { attempt, .. } = &*op else {
+        unreachable!("called for a completion")
+    };
+    let rec = at.held_by(&current, attempt)?;
+    // An attempt that took over an unknown outcome recorded a result: the outcome is
+    // reconciled (by `recover`, or by running again as the class allows).
+    let reconciled = rec.reason.as_deref().is_some_and(|r| r.starts_with(TAKEOVER_PREFIX));
+    let audit = reconciled.then(|| {
+        engine_entry(
+            at.key,
+            "reconciled",
+            at.now,
+            serde_json::json!({ "attempt": attempt, "took_over": rec.reason }),
+        )
+    });
+    let Op::Complete { output, .. } = op.into_owned() else {
+        unreachable!("matched as a completion")
+    };
+    let mut next = current.take(at.key)?;
+    next.state = RecordState::Completed;
+    next.output = Some(output);
+    next.lease_until = None;
+    next.reason = None;
+    next.updated_at = at.now;
+    with_audit(done(next), audit)
+}
+
+/// [`Op::Release`]: the holder gives the claim back; nothing happened.
+fn release(at: OpAt<'_>, current: Current<'_>, attempt: u32, reason: &Option<String>) -> Result<Transition, Rejected> {
+    at.held_by(&current, attempt)?;
+    let mut next = current.take(at.key)?;
+    next.state = RecordState::Released;
+    next.lease_until = None;
+    next.reason = reason.clone();
+    next.updated_at = at.now;
+    done(next)
+}
+
+/// [`Op::MarkInDoubt`]: the holder's outcome is unknown; audited with its cause and attempt.
+fn mark_in_doubt(at: OpAt<'_>, current: Current<'_>, attempt: u32, reason: &str) -> Result<Transition, Rejected> {
+    let rec = at.held_by(&current, attempt)?;
+    let audit = engine_entry(
+        at.key,
+        "in-doubt",
+        at.now,
+        serde_json::json!({
+            "attempt": attempt,
+            "reason": reason,
+            "run_id": rec.run_id,
+            "call_id": rec.call_id,
+            "took_over": rec.reason,
+        }),
+    );
+    let mut next = current.take(at.key)?;
+    next.state = RecordState::InDoubt;
+    next.lease_until = None;
+    next.reason = Some(reason.to_owned());
+    next.updated_at = at.now;
+    with_audit(done(next), Some(audit))
+}
+
+/// [`Op::Resolve`] and [`Op::Amend`]: a person's verdict on a record in doubt or a stale claim,
+/// or their correction of a resolution that still stands.
+fn resolve<'o>(at: OpAt<'_>, current: Current<'_>, op: std::borrow::Cow<'o, Op>) -> Result<Transition, Rejected> {
+    use RecordState as S;
+    let rec = at.existing(&current)?;
+    let amend = matches!(*op, Op::Amend { .. });
+    let resolvable = if amend {
+        rec.resolved_by().is_some()
+    } else {
+        rec.state == S::InDoubt || rec.is_stale(at.now)
+    };
+    if !resolvable {
+        return at.invalid(rec, &resolve_refused(rec, amend, at.now));
+    }
+    let (Op::Resolve { by, verdict } | Op::Amend { by, verdict }) = op.into_owned() else {
+        unreachable!("matched as a resolution")
+    };
+    let applied = matches!(verdict, Verdict::Applied { .. });
+    let (state, output) = match verdict {
+        Verdict::Applied { output } => (S::Completed, Some(output)),
+        Verdict::NotApplied => (S::Released, None),
+    };
+    let reason = format!("{}{by}", resolution_prefix(applied));
+    let mut next = current.take(at.key)?;
+    next.state = state;
+    next.output = output;
+    next.reason = Some(reason);
+    next.lease_until = None;
+    next.updated_at = at.now;
+    next.decided_by = Some(by);
+    done(next)
+}
+
+/// [`Op::Approve`]: a person approves the parked input they were shown, in the role it needs.
+fn approve(
+    at: OpAt<'_>,
+    current: Current<'_>,
+    by: &str,
+    role: &str,
+    fingerprint: &str,
+) -> Result<Transition, Rejected> {
+    let rec = at.existing(&current)?;
+    if rec.state != RecordState::AwaitingApproval {
+        return at.invalid(rec, ": only calls awaiting approval can be approved");
+    }
+    // An approval is for the input the person was shown: another input parked under the key
+    // since (the model called again with other arguments) is not approved by it.
+    if fingerprint != rec.fingerprint {
+        return Err(Rejected::InputChanged {
+            key: at.key.to_owned(),
+            shown: fingerprint.to_owned(),
+            fingerprint: rec.fingerprint.clone(),
+            input: Box::new(rec.input.clone()),
+        });
+    }
+    let needed = rec.approval_role.as_deref().unwrap_or_default();
+    if !needed.is_empty() && needed != role {
+        return Err(Rejected::WrongRole {
+            key: at.key.to_owned(),
+            given: role.to_owned(),
+            needed: needed.to_owned(),
+        });
+    }
+    let mut next = current.take(at.key)?;
+    next.state = RecordState::Approved;
+    next.decided_by = Some(by.to_owned());
+    // A voided earlier approval's reason no longer applies.
+    next.reason = None;
+    next.updated_at = at.now;
+    done(next)
+}
+
+/// [`Op::Deny`]: a person denies a parked call.
+fn deny(at: OpAt<'_>, current: Current<'_>, by: &str, reason: &Option<String>) -> Result<Transition, Rejected> {
+    let rec = at.existing(&current)?;
+    if rec.state != RecordState::AwaitingApproval {
+        return at.invalid(rec, ": only calls awaiting approval can be denied");
+    }
+    let mut next = current.take(at.key)?;
+    next.state = RecordState::Denied;
+    next.decided_by = Some(by.to_owned());
+    next.reason = reason.clone();
+    next.updated_at = at.now;
+    done(next)
+}
+
+/// [`Op::Share`]: more tool calls received a recorded result (each id kept once).
+fn share(at: OpAt<'_>, current: Current<'_>, call_ids: &[String]) -> Result<Transition, Rejected> {
+    let rec = at.existing(&current)?;
+    if rec.state != RecordState::Completed {
+        return at.invalid(rec, ": only a recorded result can be shared with more tool calls");
+    }
+    let new: Vec<&String> = call_ids.iter().filter(|c| !rec.received_by(c)).collect();
+    if new.is_empty() {
+        return at.unchanged(OpOutcome::Done(std::sync::Arc::new(rec.clone())));
+    }
+    let mut added: Vec<String> = Vec::with_capacity(new.len());
+    for c in new {
+        if !added.contains(c) {
+            added.push(c.clone());
         }
     }
+    let mut next = current.take(at.key)?;
+    next.call_ids.extend(added);
+    next.updated_at = at.now;
+    done(next)
+}
+
+/// [`Op::MarkCompensated`]: a completed effect was undone.
+fn mark_compensated(at: OpAt<'_>, current: Current<'_>, by: &str) -> Result<Transition, Rejected> {
+    let rec = at.existing(&current)?;
+    if rec.state != RecordState::Completed {
+        return at.invalid(rec, ": only completed effects can be compensated");
+    }
+    let mut next = current.take(at.key)?;
+    next.state = RecordState::Compensated;
+    next.decided_by = Some(by.to_owned());
+    next.updated_at = at.now;
+    done(next)
 }
 
 /// The start of the reason a person's resolution writes; the resolver's name follows.
@@ -1172,19 +1286,7 @@ fn resolve_refused(rec: &EffectRecord, amend: bool, now: Millis) -> String {
     }
 }
 
-/// The commands that resolve (or, with `amend`, amend) `key`, for messages to a person.
-pub(crate) fn resolve_commands(key: &str, amend: bool) -> String {
-    let k = crate::value::shell::quote(key);
-    let flag = if amend { " --amend" } else { "" };
-    format!(
-        "`effect-tool resolve {k} --applied --output '<json>'{flag}` (the output the tool returns) or `effect-tool resolve {k} --not-applied{flag}` (the effect did not happen: the next call applies it)"
-    )
-}
-
-fn existing<'a>(key: &str, current: Option<&'a EffectRecord>) -> Result<&'a EffectRecord, Rejected> {
-    current.ok_or_else(|| Rejected::NotFound { key: key.to_owned() })
-}
-
+/// `rec` written; the caller learns it ([`OpOutcome::Done`]).
 fn done(rec: EffectRecord) -> Result<Transition, Rejected> {
     let rec = std::sync::Arc::new(rec);
     Ok(Transition {
@@ -1728,11 +1830,5 @@ mod tests {
             transition("k", None, fix(), NOW),
             Err(Rejected::NotFound { .. })
         ));
-    }
-
-    #[test]
-    fn commands_quote_keys_for_the_shell() {
-        assert!(resolve_commands("run-1:send:ab12", true).contains("resolve run-1:send:ab12 --applied"));
-        assert!(resolve_commands("it's a key", false).contains(r"resolve 'it'\''s a key' --not-applied`"));
     }
 }

@@ -2,6 +2,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::Toolkit;
 use crate::call::tool::ToolMeta;
 use crate::value::class::EffectClass;
 use crate::value::schema::{self, Compiled, Dialect};
@@ -212,6 +213,101 @@ pub(crate) fn mcp_meta(meta: &ToolMeta) -> Value {
         m.insert("effect-tool/approval".into(), json!(role));
     }
     Value::Object(m)
+}
+
+/// What a toolkit writes for providers and reviewers: each tool's definition in a provider's
+/// shape, what that shape changed, and the manifest.
+impl Toolkit {
+    fn definitions(&self) -> impl Iterator<Item = Definition<'_>> {
+        self.entries.iter().map(|e| Definition {
+            meta: &e.meta,
+            schema: e.schema.schema(),
+        })
+    }
+
+    /// OpenAI Chat Completions `tools`: `{"type": "function", "function": {name, description,
+    /// parameters, strict}}`, strict where the schema can be (no maps, no untyped values, no
+    /// tuples of mixed types: [`crate::value::schema::strict_report`]), else non-strict;
+    /// [`Toolkit::export_report`] and [`Toolkit::manifest`] say why.
+    pub fn openai_tools(&self) -> Vec<Value> {
+        self.definitions().map(|d| d.openai_chat()).collect()
+    }
+
+    /// OpenAI Responses API `tools`: `{"type": "function", name, description, parameters,
+    /// strict}`.
+    pub fn openai_responses_tools(&self) -> Vec<Value> {
+        self.definitions().map(|d| d.openai_responses()).collect()
+    }
+
+    /// Gemini `functionDeclarations`: `{name, description, parameters}`, the parameters in
+    /// Gemini's OpenAPI 3.0 subset ([`Dialect::GeminiParameters`](crate::value::schema::Dialect)):
+    /// `nullable` instead of type arrays, no `additionalProperties`, maps as lists of
+    /// `{"key", "value"}` entries (the dispatcher turns them back into objects), tuples as
+    /// `items`, recursive types unrolled [`UNROLL_DEPTH`](crate::value::schema::UNROLL_DEPTH) levels.
+    /// Send them as `{"tools": [{"functionDeclarations": [...]}]}`.
+    /// [`Toolkit::export_report`] says what each tool lost; a tool that lost something can use
+    /// [`Toolkit::gemini_json_schema_tools`] instead.
+    pub fn gemini_tools(&self) -> Vec<Value> {
+        self.definitions().map(|d| d.gemini()).collect()
+    }
+
+    /// Gemini `functionDeclarations` with `parametersJsonSchema` (JSON Schema: maps, tuples and
+    /// recursive types as they are).
+    pub fn gemini_json_schema_tools(&self) -> Vec<Value> {
+        self.definitions().map(|d| d.gemini_json_schema()).collect()
+    }
+
+    /// What exporting each tool for `dialect` changed: whether it is strict and why not (OpenAI),
+    /// and what the dialect cannot express. For [`Dialect::OpenAi`](crate::value::schema::Dialect::OpenAi) and
+    /// [`Dialect::OpenAiStrict`](crate::value::schema::Dialect::OpenAiStrict) alike the report is of what [`Toolkit::openai_tools`] sends.
+    pub fn export_report(&self, dialect: crate::value::schema::Dialect) -> Vec<ExportReport> {
+        self.definitions().map(|d| d.report(dialect)).collect()
+    }
+
+    /// Fail, naming every tool that cannot be sent with OpenAI's `"strict": true` and why. Call
+    /// it at start-up or in a test when every tool is meant to be strict.
+    pub fn check_strict(&self) -> Result<(), Vec<crate::value::schema::NotStrict>> {
+        let failed: Vec<crate::value::schema::NotStrict> = self
+            .export_report(crate::value::schema::Dialect::OpenAiStrict)
+            .into_iter()
+            .filter(|r| !r.strict)
+            .map(|r| crate::value::schema::NotStrict {
+                type_name: r.tool.to_owned(),
+                reasons: r.not_strict,
+            })
+            .collect();
+        if failed.is_empty() { Ok(()) } else { Err(failed) }
+    }
+
+    /// Anthropic Messages API `tools`: `{name, description, input_schema}`.
+    pub fn anthropic_tools(&self) -> Vec<Value> {
+        self.definitions().map(|d| d.anthropic()).collect()
+    }
+
+    /// MCP `tools/list` entries: `{name, description, inputSchema, annotations, _meta}`, the
+    /// annotations derived from the class ([`mcp_annotations`]) and `_meta` carrying the
+    /// declaration (`effect-tool/class`, `effect-tool/key`, `effect-tool/window`,
+    /// `effect-tool/approval`).
+    pub fn mcp_tools(&self) -> Vec<Value> {
+        self.definitions().map(|d| d.mcp()).collect()
+    }
+
+    /// The manifest: every tool's name, class, key rule, window, approval and hooks as stable
+    /// text, one line per tool sorted by name (see [`crate::toolkit::manifest`]). Commit it beside the
+    /// code and compare it in a test, so a changed effect declaration is a one-line diff in
+    /// review.
+    ///
+    /// A tool that cannot be sent with OpenAI's `"strict": true` gets a comment line after the
+    /// tools saying why (`# not strict: <tool>: <reason>`; see [`crate::toolkit::manifest::render_with_strict`]).
+    pub fn manifest(&self) -> String {
+        let not_strict: Vec<(&str, Vec<String>)> = self
+            .export_report(crate::value::schema::Dialect::OpenAiStrict)
+            .into_iter()
+            .filter(|r| !r.strict)
+            .map(|r| (r.tool, r.not_strict))
+            .collect();
+        crate::toolkit::manifest::render_with_strict(&self.metas(), &not_strict)
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 
 pub mod canonical;
 pub mod class;
+pub(crate) mod commands;
 pub mod digest;
 pub mod marker;
 pub mod outcome;

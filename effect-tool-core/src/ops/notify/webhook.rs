@@ -185,7 +185,7 @@ impl Webhook {
     pub fn start(self) -> WebhookSender {
         let (done_tx, done_rx) = tokio::sync::watch::channel(0u64);
         let queue = Queue {
-            shared: Arc::new(Shared {
+            state: Arc::new(QueueState {
                 waiting: Mutex::new(VecDeque::new()),
                 ready: Notify::new(),
                 limit: self.queue_limit,
@@ -193,7 +193,7 @@ impl Webhook {
             }),
             queued: Arc::new(std::sync::atomic::AtomicU64::new(0)),
         };
-        let task = tokio::spawn(deliver_all(self, queue.shared.clone()));
+        let task = tokio::spawn(deliver_all(self, queue.state.clone()));
         WebhookSender {
             queue,
             done: done_rx,
@@ -215,13 +215,13 @@ pub struct WebhookSender {
 /// The delivery task's queue, and how many notifications were ever put in it.
 #[derive(Debug, Clone)]
 struct Queue {
-    shared: Arc<Shared>,
+    state: Arc<QueueState>,
     queued: Arc<std::sync::atomic::AtomicU64>,
 }
 
-/// What the senders and the delivery task share.
+/// The queue's state, which the senders and the delivery task share.
 #[derive(Debug)]
-struct Shared {
+struct QueueState {
     /// The notifications waiting for a delivery slot, oldest first (at most `limit`).
     waiting: Mutex<VecDeque<NeedsPerson>>,
     /// Signalled when a notification is queued.
@@ -235,8 +235,8 @@ impl Queue {
     fn push(&self, n: NeedsPerson) {
         self.queued.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let dropped = {
-            let mut waiting = self.shared.waiting.lock().unwrap_or_else(|e| e.into_inner());
-            let dropped = if waiting.len() >= self.shared.limit {
+            let mut waiting = self.state.waiting.lock().unwrap_or_else(|e| e.into_inner());
+            let dropped = if waiting.len() >= self.state.limit {
                 waiting.pop_front()
             } else {
                 None
@@ -249,12 +249,12 @@ impl Queue {
             tracing::warn!(
                 id = %old.id,
                 key = %old.key,
-                limit = self.shared.limit,
+                limit = self.state.limit,
                 "the webhook's queue is full: dropped its oldest notification (the receiver is down or too slow; the record still waits in the journal)"
             );
-            self.shared.done.send_modify(|count| *count += 1);
+            self.state.done.send_modify(|count| *count += 1);
         }
-        self.shared.ready.notify_one();
+        self.state.ready.notify_one();
     }
 }
 
@@ -351,7 +351,7 @@ fn client() -> Result<HttpsClient, WebhookError> {
 
 /// The delivery task: the oldest waiting notification whenever a delivery slot is free, each
 /// retried in its own task until delivered or out of attempts. Its tasks end with it.
-async fn deliver_all(hook: Webhook, shared: Arc<Shared>) {
+async fn deliver_all(hook: Webhook, state: Arc<QueueState>) {
     let client = match client() {
         Ok(c) => Some(c),
         Err(e) => {
@@ -367,15 +367,15 @@ async fn deliver_all(hook: Webhook, shared: Arc<Shared>) {
             return;
         };
         let n = loop {
-            let next = shared.waiting.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+            let next = state.waiting.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
             match next {
                 Some(n) => break n,
-                None => shared.ready.notified().await,
+                None => state.ready.notified().await,
             }
         };
         // Reap the finished deliveries (their results were counted by themselves).
         while running.try_join_next().is_some() {}
-        let (hook, client, shared) = (hook.clone(), client.clone(), shared.clone());
+        let (hook, client, state) = (hook.clone(), client.clone(), state.clone());
         running.spawn(async move {
             let delivered = match &client {
                 Some(client) => deliver(&hook, client, &n).await,
@@ -385,7 +385,7 @@ async fn deliver_all(hook: Webhook, shared: Arc<Shared>) {
                 metrics::counter!("effect_tool_webhook_failures_total").increment(1);
                 tracing::error!(id = %n.id, key = %n.key, url = %redacted(&hook.url), "gave up delivering a needs-person notification");
             }
-            shared.done.send_modify(|count| *count += 1);
+            state.done.send_modify(|count| *count += 1);
             drop(slot);
         });
     }

@@ -467,42 +467,76 @@ impl Compiler<'_> {
 
     /// One node; `None` when the dialect cannot write it at all (a recursive type unrolled to
     /// its limit): the caller leaves it out.
+    ///
+    /// The stages run in this order, each on the node's keywords `s`; what a dialect cannot
+    /// say as a keyword is collected in `notes` and ends up in the description.
     fn node(&mut self, schema: &Value, path: &str, depth: usize) -> Option<Value> {
-        let rules = self.rules;
         let mut s: Map<String, Value> = match schema {
             Value::Object(m) => m.clone(),
             Value::Bool(true) => Map::new(),
             Value::Bool(false) => return Some(Value::Bool(false)),
             _ => return Some(schema.clone()),
         };
-        if let Some(Value::String(r)) = s.get("$ref").cloned()
-            && !rules.refs
-        {
-            if self.unrolling.iter().filter(|u| **u == r).count() >= UNROLL_DEPTH {
-                self.moved_at(
-                    path,
-                    &format!("a recursive type nested deeper than {UNROLL_DEPTH} levels is left out"),
-                );
-                return None;
-            }
-            let target = r.strip_prefix('#').and_then(|p| self.root.pointer(p)).cloned()?;
-            s.remove("$ref");
-            let mut merged = match target {
-                Value::Object(m) => m,
-                _ => Map::new(),
-            };
-            if let Some(d) = s.remove("description") {
-                merged.insert("description".into(), d);
-            }
-            merged.extend(s);
-            self.unrolling.push(r);
-            let out = self.node(&Value::Object(merged), path, depth);
-            self.unrolling.pop();
-            return out;
+        if let Some(r) = self.reference_to_unroll(&s) {
+            return self.unroll(s, r, path, depth);
         }
         let mut notes: Vec<String> = Vec::new();
+        self.any_value(&mut s, &mut notes, path);
+        self.one_of_and_all_of(&mut s, path);
+        if !self.rules.type_arrays && nullable_without_type_arrays(&mut s) == Nullable::OneBranchLeft {
+            return self.node(&Value::Object(s), path, depth);
+        }
+        self.enums(&mut s, &mut notes, path);
+        self.string_format(&mut s, &mut notes, path);
+        self.arrays(&mut s, &mut notes, path, depth)?;
+        self.properties(&mut s, path, depth);
+        self.extra_properties(&mut s, &mut notes, path, depth)?;
+        self.unions(&mut s, path, depth)?;
+        self.keywords_not_taken(&mut s, &mut notes, path);
+        describe_notes(&mut s, &notes);
+        if self.rules.upper_case_types {
+            upper_case_types(&mut s);
+        }
+        Some(Value::Object(s))
+    }
 
-        // Any value.
+    /// The `$ref` of `s`, when the dialect takes no references (it is written out in place).
+    fn reference_to_unroll(&self, s: &Map<String, Value>) -> Option<String> {
+        match s.get("$ref") {
+            Some(Value::String(r)) if !self.rules.refs => Some(r.clone()),
+            _ => None,
+        }
+    }
+
+    /// References (dialects without `$ref`): the target written out in place, its description
+    /// and sibling keywords overridden by the referring node's; left out past [`UNROLL_DEPTH`]
+    /// levels of one recursive type.
+    fn unroll(&mut self, mut s: Map<String, Value>, r: String, path: &str, depth: usize) -> Option<Value> {
+        if self.unrolling.iter().filter(|u| **u == r).count() >= UNROLL_DEPTH {
+            self.moved_at(
+                path,
+                &format!("a recursive type nested deeper than {UNROLL_DEPTH} levels is left out"),
+            );
+            return None;
+        }
+        let target = r.strip_prefix('#').and_then(|p| self.root.pointer(p)).cloned()?;
+        s.remove("$ref");
+        let mut merged = match target {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        if let Some(d) = s.remove("description") {
+            merged.insert("description".into(), d);
+        }
+        merged.extend(s);
+        self.unrolling.push(r);
+        let out = self.node(&Value::Object(merged), path, depth);
+        self.unrolling.pop();
+        out
+    }
+
+    /// Any value (no type at all): kept, refused by strict mode, or a union of scalars.
+    fn any_value(&mut self, s: &mut Map<String, Value>, notes: &mut Vec<String>, path: &str) {
         let typed = [
             "type",
             "anyOf",
@@ -516,93 +550,51 @@ impl Compiler<'_> {
         ]
         .iter()
         .any(|k| s.contains_key(*k));
-        if !typed {
-            match rules.untyped {
-                UntypedRule::Keep => {}
-                UntypedRule::NotStrict => self.not_strict_at(
+        if typed {
+            return;
+        }
+        match self.rules.untyped {
+            UntypedRule::Keep => {}
+            UntypedRule::NotStrict => self.not_strict_at(
+                path,
+                "accepts any JSON value (`serde_json::Value`): strict mode needs a type; give the field a concrete type",
+            ),
+            UntypedRule::Scalars => {
+                s.insert(
+                    "anyOf".into(),
+                    json!([{"type": "string"}, {"type": "number"}, {"type": "boolean"}]),
+                );
+                notes.push("any JSON value".into());
+                self.moved_at(
                     path,
-                    "accepts any JSON value (`serde_json::Value`): strict mode needs a type; give the field a concrete type",
-                ),
-                UntypedRule::Scalars => {
-                    s.insert(
-                        "anyOf".into(),
-                        json!([{"type": "string"}, {"type": "number"}, {"type": "boolean"}]),
-                    );
-                    notes.push("any JSON value".into());
-                    self.moved_at(
-                        path,
-                        "accepts any JSON value; Gemini's `parameters` can only say string, number or boolean (use `parametersJsonSchema` for lists and objects)",
-                    );
-                }
+                    "accepts any JSON value; Gemini's `parameters` can only say string, number or boolean (use `parametersJsonSchema` for lists and objects)",
+                );
             }
         }
+    }
 
-        // `oneOf` is `anyOf` for serde's disjoint branches (the export already rewrote it).
+    /// `oneOf` is `anyOf` for serde's disjoint branches (the export already rewrote it);
+    /// `allOf` is refused by strict mode.
+    fn one_of_and_all_of(&mut self, s: &mut Map<String, Value>, path: &str) {
         if let Some(o) = s.remove("oneOf") {
             s.entry("anyOf").or_insert(o);
         }
-        if s.contains_key("allOf") && rules.strict {
+        if s.contains_key("allOf") && self.rules.strict {
             self.not_strict_at(
                 path,
                 "uses `allOf` (e.g. `#[serde(flatten)]` of an enum), which strict mode does not take",
             );
         }
+    }
 
-        // Nullability without type arrays (OpenAPI 3.0 `nullable`).
-        if !rules.type_arrays {
-            if let Some(Value::Array(types)) = s.get("type").cloned() {
-                let non_null: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
-                if non_null.len() < types.len() {
-                    s.insert("nullable".into(), Value::Bool(true));
-                }
-                match non_null.len() {
-                    0 => {
-                        s.remove("type");
-                    }
-                    1 => {
-                        s.insert("type".into(), non_null[0].clone());
-                    }
-                    _ => {
-                        s.remove("type");
-                        let options: Vec<Value> = non_null.into_iter().map(|t| json!({"type": t})).collect();
-                        s.insert("anyOf".into(), Value::Array(options));
-                    }
-                }
-            }
-            if let Some(Value::Array(options)) = s.get("anyOf").cloned() {
-                let is_null = |o: &Value| o.get("type").and_then(Value::as_str) == Some("null");
-                if options.iter().any(is_null) {
-                    let rest: Vec<Value> = options.into_iter().filter(|o| !is_null(o)).collect();
-                    s.insert("nullable".into(), Value::Bool(true));
-                    if rest.len() == 1 {
-                        s.remove("anyOf");
-                        if let Value::Object(branch) = &rest[0] {
-                            for (k, v) in branch {
-                                if k == "description" && s.contains_key("description") {
-                                    continue;
-                                }
-                                s.insert(k.clone(), v.clone());
-                            }
-                        }
-                        return self.node(&Value::Object(s), path, depth);
-                    }
-                    s.insert("anyOf".into(), Value::Array(rest));
-                }
-            }
-            if let Some(Value::Array(values)) = s.get_mut("enum")
-                && values.iter().any(Value::is_null)
-            {
-                values.retain(|v| !v.is_null());
-                s.insert("nullable".into(), Value::Bool(true));
-            }
-        }
+    /// Enums: a `const` is an enum of one; Gemini's enums are strings (others are described).
+    fn enums(&mut self, s: &mut Map<String, Value>, notes: &mut Vec<String>, path: &str) {
         if let Some(c) = s.remove("const") {
             s.entry("enum").or_insert_with(|| Value::Array(vec![c]));
         }
-        if rules.upper_case_types
+        if self.rules.upper_case_types
             && let Some(Value::Array(values)) = s.get("enum").cloned()
         {
-            // Gemini's enums are strings.
             if values.iter().all(Value::is_string) {
                 s.entry("type").or_insert_with(|| json!("string"));
                 s.insert("format".into(), json!("enum"));
@@ -613,9 +605,12 @@ impl Compiler<'_> {
                 self.moved_at(path, "an enum of non-strings, moved into the description");
             }
         }
+    }
 
-        // String formats.
+    /// String formats: one the dialect does not take is moved into the description.
+    fn string_format(&mut self, s: &mut Map<String, Value>, notes: &mut Vec<String>, path: &str) {
         if let Some(Value::String(format)) = s.get("format").cloned() {
+            let rules = self.rules;
             let keep = format == "enum" && rules.upper_case_types || rules.string_formats.contains(&format.as_str());
             if !keep {
                 s.remove("format");
@@ -623,134 +618,128 @@ impl Compiler<'_> {
                 self.moved_at(path, &format!("`format: {format}` moved into the description"));
             }
         }
+    }
 
-        // Tuples.
+    /// Arrays: a tuple's positions (as the dialect writes tuples), or a list's items. `None`
+    /// when a position or the items cannot be written.
+    fn arrays(&mut self, s: &mut Map<String, Value>, notes: &mut Vec<String>, path: &str, depth: usize) -> Option<()> {
         if let Some(Value::Array(positions)) = s.get("prefixItems").cloned() {
-            let mut compiled = Vec::new();
-            for (i, p) in positions.iter().enumerate() {
-                match self.node(p, &format!("{path}[{i}]"), depth) {
-                    Some(c) => compiled.push(c),
-                    None => return None,
-                }
-            }
-            let mut union: Vec<Value> = Vec::new();
-            for c in &compiled {
-                if !union.contains(c) {
-                    union.push(c.clone());
-                }
-            }
-            let items = if union.len() == 1 {
-                union.pop().unwrap_or_default()
-            } else {
-                json!({"anyOf": union})
-            };
-            let n = compiled.len();
-            s.entry("minItems").or_insert_with(|| json!(n));
-            s.entry("maxItems").or_insert_with(|| json!(n));
-            match rules.tuples {
-                TupleRule::PrefixItems => {
-                    s.insert("prefixItems".into(), Value::Array(compiled));
-                }
-                TupleRule::PrefixItemsAndItems => {
-                    s.insert("prefixItems".into(), Value::Array(compiled));
-                    s.insert("items".into(), items);
-                }
-                TupleRule::Items => {
-                    s.remove("prefixItems");
-                    let exact = items.get("anyOf").is_none();
-                    s.insert("items".into(), items);
-                    if !exact {
-                        let kinds: Vec<String> = positions.iter().map(short_type).collect();
-                        notes.push(format!("exactly {n} items, in this order: {}", kinds.join(", ")));
-                        self.moved_at(
-                            path,
-                            "a tuple of different types: its positions are described, not typed",
-                        );
-                        if rules.strict {
-                            self.not_strict_at(
-                                path,
-                                "a tuple whose positions have different types: strict mode has no `prefixItems`; use a struct",
-                            );
-                        }
-                    }
-                }
-            }
-        } else if let Some(items) = s.get("items").cloned() {
-            match self.node(&items, &format!("{path}[]"), depth) {
-                Some(c) => {
-                    s.insert("items".into(), c);
-                }
-                None => return None,
-            }
+            return self.tuple(s, notes, &positions, path, depth);
         }
+        if let Some(items) = s.get("items").cloned() {
+            let c = self.node(&items, &format!("{path}[]"), depth)?;
+            s.insert("items".into(), c);
+        }
+        Some(())
+    }
 
-        // Objects: properties, maps, closedness.
-        if let Some(Value::Object(props)) = s.get("properties").cloned() {
-            if let Some(limit) = rules.max_object_depth
-                && depth + 1 > limit
-                && rules.strict
-            {
-                self.not_strict_at(
-                    path,
-                    &format!("objects nested deeper than {limit} levels, strict mode's limit"),
-                );
-            }
-            let mut out = Map::new();
-            let mut dropped = Vec::new();
-            for (name, p) in &props {
-                match self.node(p, &child_path(path, name), depth + 1) {
-                    Some(c) => {
-                        out.insert(name.clone(), c);
-                    }
-                    None => dropped.push(name.clone()),
-                }
-            }
-            if !dropped.is_empty()
-                && let Some(Value::Array(required)) = s.get_mut("required")
-            {
-                required.retain(|r| !dropped.iter().any(|d| d == r));
-            }
-            s.insert("properties".into(), Value::Object(out));
+    /// A tuple (`prefixItems`), as the dialect's [`TupleRule`] writes it.
+    fn tuple(
+        &mut self,
+        s: &mut Map<String, Value>,
+        notes: &mut Vec<String>,
+        positions: &[Value],
+        path: &str,
+        depth: usize,
+    ) -> Option<()> {
+        let rules = self.rules;
+        let mut compiled = Vec::new();
+        for (i, p) in positions.iter().enumerate() {
+            compiled.push(self.node(p, &format!("{path}[{i}]"), depth)?);
         }
-        match s.get("additionalProperties").cloned() {
-            Some(Value::Object(_)) | Some(Value::Bool(true)) if !s.contains_key("properties") => {
-                let value_schema = s.get("additionalProperties").cloned().unwrap_or(Value::Bool(true));
-                match rules.maps {
-                    MapRule::Keep => {
-                        let v = self.node(&value_schema, &format!("{path}{{}}"), depth + 1)?;
-                        s.insert("additionalProperties".into(), v);
-                    }
-                    MapRule::NotStrict => {
+        let mut union: Vec<Value> = Vec::new();
+        for c in &compiled {
+            if !union.contains(c) {
+                union.push(c.clone());
+            }
+        }
+        let items = if union.len() == 1 {
+            union.pop().unwrap_or_default()
+        } else {
+            json!({"anyOf": union})
+        };
+        let n = compiled.len();
+        s.entry("minItems").or_insert_with(|| json!(n));
+        s.entry("maxItems").or_insert_with(|| json!(n));
+        match rules.tuples {
+            TupleRule::PrefixItems => {
+                s.insert("prefixItems".into(), Value::Array(compiled));
+            }
+            TupleRule::PrefixItemsAndItems => {
+                s.insert("prefixItems".into(), Value::Array(compiled));
+                s.insert("items".into(), items);
+            }
+            TupleRule::Items => {
+                s.remove("prefixItems");
+                let exact = items.get("anyOf").is_none();
+                s.insert("items".into(), items);
+                if !exact {
+                    let kinds: Vec<String> = positions.iter().map(short_type).collect();
+                    notes.push(format!("exactly {n} items, in this order: {}", kinds.join(", ")));
+                    self.moved_at(
+                        path,
+                        "a tuple of different types: its positions are described, not typed",
+                    );
+                    if rules.strict {
                         self.not_strict_at(
                             path,
-                            "a map (`HashMap`/`BTreeMap`): strict mode needs every property named; use a `Vec` of entries or a struct",
+                            "a tuple whose positions have different types: strict mode has no `prefixItems`; use a struct",
                         );
-                        let v = self.node(&value_schema, &format!("{path}{{}}"), depth + 1)?;
-                        s.insert("additionalProperties".into(), v);
-                    }
-                    MapRule::Entries => {
-                        let v = self.node(&value_schema, &format!("{path}{{}}"), depth + 1)?;
-                        let t = |name: &str| {
-                            if rules.upper_case_types {
-                                name.to_uppercase()
-                            } else {
-                                name.to_owned()
-                            }
-                        };
-                        s.remove("additionalProperties");
-                        s.insert("type".into(), json!("array"));
-                        s.insert(
-                            "items".into(),
-                            json!({
-                                "type": t("object"),
-                                "properties": {"key": {"type": t("string")}, "value": v},
-                                "required": ["key", "value"]
-                            }),
-                        );
-                        notes.push("a list of {\"key\", \"value\"} entries, keys unique".into());
-                        self.moved_at(path, "a map, written as a list of key/value entries");
                     }
                 }
+            }
+        }
+        Some(())
+    }
+
+    /// Objects' named properties, one level deeper; a property the dialect cannot write is left
+    /// out (and no longer required).
+    fn properties(&mut self, s: &mut Map<String, Value>, path: &str, depth: usize) {
+        let Some(Value::Object(props)) = s.get("properties").cloned() else {
+            return;
+        };
+        let rules = self.rules;
+        if let Some(limit) = rules.max_object_depth
+            && depth + 1 > limit
+            && rules.strict
+        {
+            self.not_strict_at(
+                path,
+                &format!("objects nested deeper than {limit} levels, strict mode's limit"),
+            );
+        }
+        let mut out = Map::new();
+        let mut dropped = Vec::new();
+        for (name, p) in &props {
+            match self.node(p, &child_path(path, name), depth + 1) {
+                Some(c) => {
+                    out.insert(name.clone(), c);
+                }
+                None => dropped.push(name.clone()),
+            }
+        }
+        if !dropped.is_empty()
+            && let Some(Value::Array(required)) = s.get_mut("required")
+        {
+            required.retain(|r| !dropped.iter().any(|d| d == r));
+        }
+        s.insert("properties".into(), Value::Object(out));
+    }
+
+    /// `additionalProperties`: maps (as the dialect's [`MapRule`] writes them), extra
+    /// properties of a schema beside named ones, and closedness (dropped where the dialect does
+    /// not take it). `None` when the values' schema cannot be written.
+    fn extra_properties(
+        &mut self,
+        s: &mut Map<String, Value>,
+        notes: &mut Vec<String>,
+        path: &str,
+        depth: usize,
+    ) -> Option<()> {
+        let rules = self.rules;
+        match s.get("additionalProperties").cloned() {
+            Some(Value::Object(_)) | Some(Value::Bool(true)) if !s.contains_key("properties") => {
+                self.map(s, notes, path, depth)?;
             }
             Some(Value::Object(extra)) => {
                 // Properties and a schema for the others (rare in argument types).
@@ -768,8 +757,55 @@ impl Compiler<'_> {
         if !rules.closed_objects {
             s.remove("additionalProperties");
         }
+        Some(())
+    }
 
-        // Unions.
+    /// A map (`HashMap`/`BTreeMap`: no named properties, a schema for the values).
+    fn map(&mut self, s: &mut Map<String, Value>, notes: &mut Vec<String>, path: &str, depth: usize) -> Option<()> {
+        let rules = self.rules;
+        let value_schema = s.get("additionalProperties").cloned().unwrap_or(Value::Bool(true));
+        match rules.maps {
+            MapRule::Keep => {
+                let v = self.node(&value_schema, &format!("{path}{{}}"), depth + 1)?;
+                s.insert("additionalProperties".into(), v);
+            }
+            MapRule::NotStrict => {
+                self.not_strict_at(
+                    path,
+                    "a map (`HashMap`/`BTreeMap`): strict mode needs every property named; use a `Vec` of entries or a struct",
+                );
+                let v = self.node(&value_schema, &format!("{path}{{}}"), depth + 1)?;
+                s.insert("additionalProperties".into(), v);
+            }
+            MapRule::Entries => {
+                let v = self.node(&value_schema, &format!("{path}{{}}"), depth + 1)?;
+                let t = |name: &str| {
+                    if rules.upper_case_types {
+                        name.to_uppercase()
+                    } else {
+                        name.to_owned()
+                    }
+                };
+                s.remove("additionalProperties");
+                s.insert("type".into(), json!("array"));
+                s.insert(
+                    "items".into(),
+                    json!({
+                        "type": t("object"),
+                        "properties": {"key": {"type": t("string")}, "value": v},
+                        "required": ["key", "value"]
+                    }),
+                );
+                notes.push("a list of {\"key\", \"value\"} entries, keys unique".into());
+                self.moved_at(path, "a map, written as a list of key/value entries");
+            }
+        }
+        Some(())
+    }
+
+    /// Unions (`anyOf`, `allOf`): each branch compiled; `None` when no `anyOf` branch can be
+    /// written.
+    fn unions(&mut self, s: &mut Map<String, Value>, path: &str, depth: usize) -> Option<()> {
         if let Some(Value::Array(options)) = s.get("anyOf").cloned() {
             let compiled: Vec<Value> = options.iter().filter_map(|o| self.node(o, path, depth)).collect();
             if compiled.is_empty() {
@@ -781,35 +817,15 @@ impl Compiler<'_> {
             let compiled: Vec<Value> = options.iter().filter_map(|o| self.node(o, path, depth)).collect();
             s.insert("allOf".into(), Value::Array(compiled));
         }
+        Some(())
+    }
 
-        // Keywords the dialect does not take.
+    /// Keywords the dialect does not take: constraints moved into the description, structure
+    /// and annotations left out; strict mode takes no `default`.
+    fn keywords_not_taken(&mut self, s: &mut Map<String, Value>, notes: &mut Vec<String>, path: &str) {
+        let rules = self.rules;
         if let Some(allowed) = rules.keywords {
-            // A string's length bounds, as one phrase.
-            let min = (!allowed.contains(&"minLength"))
-                .then(|| s.get("minLength").and_then(Value::as_u64))
-                .flatten();
-            let max = (!allowed.contains(&"maxLength"))
-                .then(|| s.get("maxLength").and_then(Value::as_u64))
-                .flatten();
-            if min.is_some() || max.is_some() {
-                s.remove("minLength");
-                s.remove("maxLength");
-                let chars = |n: u64| {
-                    if n == 1 {
-                        "1 character".to_owned()
-                    } else {
-                        format!("{n} characters")
-                    }
-                };
-                notes.push(match (min, max) {
-                    (Some(a), Some(b)) if a == b => format!("exactly {}", chars(a)),
-                    (Some(a), Some(b)) => format!("{a} to {}", chars(b)),
-                    (Some(a), None) => format!("at least {}", chars(a)),
-                    (None, Some(b)) => format!("at most {}", chars(b)),
-                    (None, None) => String::new(),
-                });
-                self.moved_at(path, "`minLength`/`maxLength` moved into the description");
-            }
+            self.length_bounds(s, notes, allowed, path);
             let keys: Vec<String> = s.keys().cloned().collect();
             for k in keys {
                 if allowed.contains(&k.as_str()) {
@@ -827,35 +843,128 @@ impl Compiler<'_> {
                     self.moved_at(path, &format!("`{k}` moved into the description"));
                 }
             }
-        } else if rules.strict {
-            s.remove("default");
         }
         if rules.strict {
             s.remove("default");
         }
+    }
 
-        if !notes.is_empty() {
-            let text = sentence(&notes.join("; "));
-            let description = match s.get("description").and_then(Value::as_str) {
-                Some(d) if !d.is_empty() => format!("{d} ({})", notes.join("; ")),
-                _ => text,
-            };
-            s.insert("description".into(), Value::String(description));
+    /// A string's length bounds the dialect does not take, as one phrase.
+    fn length_bounds(&mut self, s: &mut Map<String, Value>, notes: &mut Vec<String>, allowed: &[&str], path: &str) {
+        let min = (!allowed.contains(&"minLength"))
+            .then(|| s.get("minLength").and_then(Value::as_u64))
+            .flatten();
+        let max = (!allowed.contains(&"maxLength"))
+            .then(|| s.get("maxLength").and_then(Value::as_u64))
+            .flatten();
+        if min.is_none() && max.is_none() {
+            return;
         }
-        if rules.upper_case_types {
-            match s.get_mut("type") {
-                Some(Value::String(t)) => *t = t.to_uppercase(),
-                Some(Value::Array(ts)) => {
-                    for t in ts.iter_mut() {
-                        if let Value::String(t) = t {
-                            *t = t.to_uppercase();
-                        }
-                    }
-                }
-                _ => {}
+        s.remove("minLength");
+        s.remove("maxLength");
+        let chars = |n: u64| {
+            if n == 1 {
+                "1 character".to_owned()
+            } else {
+                format!("{n} characters")
+            }
+        };
+        notes.push(match (min, max) {
+            (Some(a), Some(b)) if a == b => format!("exactly {}", chars(a)),
+            (Some(a), Some(b)) => format!("{a} to {}", chars(b)),
+            (Some(a), None) => format!("at least {}", chars(a)),
+            (None, Some(b)) => format!("at most {}", chars(b)),
+            (None, None) => String::new(),
+        });
+        self.moved_at(path, "`minLength`/`maxLength` moved into the description");
+    }
+}
+
+/// What [`nullable_without_type_arrays`] left of a node.
+#[derive(Debug, PartialEq, Eq)]
+enum Nullable {
+    /// The node, compiled on.
+    Rewritten,
+    /// A union of `null` and one branch became that branch (nullable): compile it anew.
+    OneBranchLeft,
+}
+
+/// Nullability without type arrays (OpenAPI 3.0 `nullable`): `"type": [T, "null"]`, a union
+/// with a `null` branch and an enum with `null` become `"nullable": true`.
+fn nullable_without_type_arrays(s: &mut Map<String, Value>) -> Nullable {
+    if let Some(Value::Array(types)) = s.get("type").cloned() {
+        let non_null: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+        if non_null.len() < types.len() {
+            s.insert("nullable".into(), Value::Bool(true));
+        }
+        match non_null.len() {
+            0 => {
+                s.remove("type");
+            }
+            1 => {
+                s.insert("type".into(), non_null[0].clone());
+            }
+            _ => {
+                s.remove("type");
+                let options: Vec<Value> = non_null.into_iter().map(|t| json!({"type": t})).collect();
+                s.insert("anyOf".into(), Value::Array(options));
             }
         }
-        Some(Value::Object(s))
+    }
+    if let Some(Value::Array(options)) = s.get("anyOf").cloned() {
+        let is_null = |o: &Value| o.get("type").and_then(Value::as_str) == Some("null");
+        if options.iter().any(is_null) {
+            let rest: Vec<Value> = options.into_iter().filter(|o| !is_null(o)).collect();
+            s.insert("nullable".into(), Value::Bool(true));
+            if rest.len() == 1 {
+                s.remove("anyOf");
+                if let Value::Object(branch) = &rest[0] {
+                    for (k, v) in branch {
+                        if k == "description" && s.contains_key("description") {
+                            continue;
+                        }
+                        s.insert(k.clone(), v.clone());
+                    }
+                }
+                return Nullable::OneBranchLeft;
+            }
+            s.insert("anyOf".into(), Value::Array(rest));
+        }
+    }
+    if let Some(Value::Array(values)) = s.get_mut("enum")
+        && values.iter().any(Value::is_null)
+    {
+        values.retain(|v| !v.is_null());
+        s.insert("nullable".into(), Value::Bool(true));
+    }
+    Nullable::Rewritten
+}
+
+/// What the dialect could not say as keywords, appended to the description.
+fn describe_notes(s: &mut Map<String, Value>, notes: &[String]) {
+    if notes.is_empty() {
+        return;
+    }
+    let text = sentence(&notes.join("; "));
+    let description = match s.get("description").and_then(Value::as_str) {
+        Some(d) if !d.is_empty() => format!("{d} ({})", notes.join("; ")),
+        _ => text,
+    };
+    s.insert("description".into(), Value::String(description));
+}
+
+/// Types in upper case (`STRING`, `OBJECT`), as Gemini's `parameters` write them.
+fn upper_case_types(s: &mut Map<String, Value>) {
+    match s.get_mut("type") {
+        Some(Value::String(t)) => *t = t.to_uppercase(),
+        Some(Value::Array(ts)) => {
+            for t in ts.iter_mut() {
+                if let Value::String(t) = t {
+                    *t = t.to_uppercase();
+                }
+            }
+        }
+        _ => {}
     }
 }
 
