@@ -267,9 +267,12 @@ impl ToolAttrs {
         let Some(lit) = self.string_of(cx, meta, name)? else {
             return Ok(());
         };
-        if let Some(ms) = duration(cx, &lit, name) {
-            let slot = if name == TTL { &mut self.ttl } else { &mut self.timeout };
-            set(cx, slot, key, lit.span(), ms, name);
+        match duration(cx, &lit, name) {
+            Some(ms) => {
+                let slot = if name == TTL { &mut self.ttl } else { &mut self.timeout };
+                set(cx, slot, key, lit.span(), ms, name);
+            }
+            None => self.rejected.push(name),
         }
         Ok(())
     }

@@ -28,7 +28,7 @@ enum Aspect {
 struct Pin {
     tool: Path,
     class: &'static str,
-    aspects: Vec<(Span, Aspect)>,
+    aspects: Vec<Aspect>,
     /// The pin as written, for the message.
     text: String,
 }
@@ -157,7 +157,7 @@ impl RawPin {
             };
             cx.error(self.class.span(), format!("unknown effect class `{class_text}`"), help);
         }
-        let mut aspects: Vec<(Span, Aspect)> = Vec::new();
+        let mut aspects: Vec<Aspect> = Vec::new();
         let mut seen: Vec<String> = Vec::new();
         for item in self.items {
             let name = item.name.to_string();
@@ -170,9 +170,8 @@ impl RawPin {
                 continue;
             }
             seen.push(name.clone());
-            let span = item.name.span();
             if let Some(aspect) = item.aspect(cx) {
-                aspects.push((span, aspect));
+                aspects.push(aspect);
             }
         }
         let class = class?;
@@ -180,7 +179,7 @@ impl RawPin {
             return None;
         }
         let mut text = class.to_owned();
-        for (_, aspect) in &aspects {
+        for aspect in &aspects {
             text.push_str(", ");
             text.push_str(&aspect.text());
         }
@@ -279,7 +278,7 @@ impl Pin {
         let class = self.class;
         let mut holds = vec![quote!(#p::pin::class_is(#t::CLASS, #class))];
         let mut now = vec![quote!(.push(#t::CLASS.as_str()))];
-        for (_, aspect) in &self.aspects {
+        for aspect in &self.aspects {
             now.push(quote!(.push(", ")));
             match aspect {
                 Aspect::Approval(role) => {
@@ -318,9 +317,7 @@ impl Pin {
             const _: () = {
                 const #holds_ident: bool = #holds;
                 const #text_ident: #p::pin::Text = #p::pin::Text::EMPTY.push(#head) #(#now)* .push(#tail);
-                if !#holds_ident {
-                    ::core::panic!("{}", #text_ident.as_str());
-                }
+                ::core::assert!(#holds_ident, "{}", #text_ident.as_str());
             };
         }
     }

@@ -18,7 +18,11 @@ pub async fn send_email(message_id: String) -> Result<String, effect_tool::ToolE
 
 /// The probe crate's manifest, with `rules` as its `[package.metadata.effect-tool...]` part.
 fn manifest(rules: &str) -> String {
-    let facade = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().display().to_string();
+    let facade = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
     format!(
         r#"[package]
 name = "rules-manifest-probe"
@@ -96,7 +100,11 @@ fn rules_in_the_manifest_are_checked_and_followed_when_they_change() {
     assert!(ok, "a rule turned off\n{out}");
 
     // After a passing build, the variable naming a rules file (relative to the crate).
-    std::fs::write(probe.dir.join("strict.toml"), "irreversible-needs-approval-or-recover = true\n").unwrap();
+    std::fs::write(
+        probe.dir.join("strict.toml"),
+        "irreversible-needs-approval-or-recover = true\n",
+    )
+    .unwrap();
     let (ok, out) = probe.check(Some("strict.toml"));
     assert!(!ok, "EFFECT_TOOL_RULES set: its rules are checked\n{out}");
     assert!(

@@ -133,14 +133,22 @@ fn parse(table: &toml::Table, source: Source) -> Result<Rules, Invalid> {
     Ok(rules)
 }
 
+/// What a TOML value is, for messages: `a string`, `an integer`, ...
+fn kind(value: &toml::Value) -> String {
+    let t = value.type_str();
+    let article = if t.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    format!("{article} {t}")
+}
+
 /// A rule that is on or off.
 fn flag(key: &str, value: &toml::Value, source: &Source) -> Result<bool, Invalid> {
     value.as_bool().ok_or_else(|| {
         invalid(
-            format!(
-                "rule `{key}` in {source} is a {}, not `true` or `false`",
-                value.type_str()
-            ),
+            format!("rule `{key}` in {source} is {}, not `true` or `false`", kind(value)),
             format!("write `{key} = true` (or `false`)"),
         )
     })
@@ -152,10 +160,7 @@ fn roles(value: &toml::Value, source: &Source) -> Result<Vec<String>, Invalid> {
     let help = format!("list the roles a tool may name in `approval = \"...\"`: `{key} = [\"finance\", \"support\"]`");
     let Some(items) = value.as_array() else {
         return Err(invalid(
-            format!(
-                "rule `{key}` in {source} is a {}, not a list of roles",
-                value.type_str()
-            ),
+            format!("rule `{key}` in {source} is {}, not a list of roles", kind(value)),
             help,
         ));
     };
@@ -165,9 +170,9 @@ fn roles(value: &toml::Value, source: &Source) -> Result<Vec<String>, Invalid> {
             Some(role) if !role.trim().is_empty() => roles.push(role.to_owned()),
             Some(_) => return Err(invalid(format!("rule `{key}` in {source} lists an empty role"), help)),
             None => {
-                let what = item.type_str();
+                let what = kind(item);
                 return Err(invalid(
-                    format!("rule `{key}` in {source} lists a {what}, not a role"),
+                    format!("rule `{key}` in {source} lists {what}, not a role"),
                     help,
                 ));
             }
@@ -180,4 +185,44 @@ fn roles(value: &toml::Value, source: &Source) -> Result<Vec<String>, Invalid> {
         ));
     }
     Ok(roles)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Source, parse};
+
+    fn rules(text: &str) -> Result<super::Rules, String> {
+        let table: toml::Table = text.parse().unwrap();
+        parse(&table, Source::Manifest).map_err(|e| format!("{} / {}", e.msg, e.help))
+    }
+
+    #[test]
+    fn every_rule_is_read() {
+        let r = rules(
+            "irreversible-needs-approval-or-recover = true\nidempotent-needs-key = true\n\
+             cross-run-needs-custom-key = true\nnon-pure-needs-timeout = false\n\
+             approval-roles = [\"finance\", \"support\"]",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(r.irreversible_needs_approval_or_recover && r.idempotent_needs_key && r.cross_run_needs_custom_key);
+        assert!(!r.non_pure_needs_timeout);
+        assert_eq!(
+            r.approval_roles.as_deref(),
+            Some(&["finance".to_owned(), "support".to_owned()][..])
+        );
+        let none = rules("").unwrap_or_else(|e| panic!("{e}"));
+        assert!(!none.irreversible_needs_approval_or_recover && none.approval_roles.is_none());
+    }
+
+    #[test]
+    fn mistakes_are_errors() {
+        let err = |text: &str| rules(text).err().unwrap_or_else(|| panic!("accepted: {text}"));
+        assert!(err("idempotent-needs-keys = true").contains("did you mean `idempotent-needs-key`?"));
+        assert!(err("IDEMPOTENT-NEEDS-KEY = true").contains("unknown rule"));
+        assert!(err("non-pure-needs-timeout = 1").contains("is an integer, not `true` or `false`"));
+        assert!(err("approval-roles = \"finance\"").contains("not a list of roles"));
+        assert!(err("approval-roles = []").contains("lists no role"));
+        assert!(err("approval-roles = [\"\"]").contains("an empty role"));
+        assert!(err("approval-roles = [1]").contains("lists an integer"));
+    }
 }
