@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use effect_tool::{EffectCtx, Tool, ToolError, tool, tools, unique_tool_names};
+use effect_tool::{EffectCtx, Tool, ToolError, assert_declared, tool, tools, unique_tool_names};
 
 /// A refund.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -132,6 +132,16 @@ impl Ledger {
 }
 
 unique_tool_names!(LookupOrder, IssueRefund, HoldSeat, SendEmail, LedgerPost, LedgerPeek);
+
+// Pins, in every form: their constants must be as clean as the declarations.
+assert_declared! {
+    LookupOrder: pure;
+    IssueRefund: idempotent, approval = "support-lead", recover, window = "cross-run",
+        key = |a| format!("refund:{}:{}", a.order_id, a.amount_cents);
+    HoldSeat: compensable, compensate, key(flight, seat), window = "thread";
+    SendEmail: irreversible, key(to);
+    LedgerPost: compensable, recover, compensate, key(account);
+}
 
 #[test]
 fn the_declarations_compile_cleanly() {

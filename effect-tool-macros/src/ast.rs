@@ -8,6 +8,7 @@ use syn::{Attribute, FnArg, Ident, Pat, ReturnType, Signature, Type, Visibility}
 
 use crate::ctxt::Ctxt;
 use crate::symbol::{EFFECT_CTX, SECRET, SENSITIVE};
+use crate::unraw::unraw;
 
 /// Where the function lives.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -386,7 +387,7 @@ impl ToolFn {
                 .filter(|a| a.path().is_ident("serde") || a.path().is_ident("schemars"))
                 .cloned()
                 .collect();
-            let serde = SerdeArg::read(&pass, &crate::valid::unraw(&ident));
+            let serde = SerdeArg::read(&pass, &unraw(&ident));
             pat_ty.attrs.retain(|a| !is_macro_attr(a));
             params.push(Param::Arg(args.len()));
             args.push(Arg {

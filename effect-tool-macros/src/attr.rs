@@ -101,6 +101,8 @@ impl ToolAttrs {
         attrs
     }
 
+    /// One `key = value` (or `key(...)`, or a flag) of the attribute: the key's own parser, or
+    /// an error naming the nearest key.
     fn parse_one(&mut self, cx: &Ctxt, meta: ParseNestedMeta) -> syn::Result<()> {
         let Some(ident) = meta.path.get_ident().cloned() else {
             cx.error_spanned(
@@ -110,347 +112,398 @@ impl ToolAttrs {
             );
             return skip_value(&meta);
         };
-        let key = ident.to_string();
-        let key_span = ident.span();
-        match key.as_str() {
-            EFFECT => {
-                let Some(lit) = string_value(cx, meta.value()?, EFFECT)? else {
-                    self.rejected.push(EFFECT);
-                    return Ok(());
-                };
-                let value = lit.value();
-                let class = match value.as_str() {
-                    "pure" => Some(Class::Pure),
-                    "idempotent" => Some(Class::Idempotent),
-                    "compensable" => Some(Class::Compensable),
-                    "irreversible" => Some(Class::Irreversible),
-                    _ => None,
-                };
-                match class {
-                    Some(class) => set(cx, &mut self.effect, key_span, lit.span(), class, EFFECT),
-                    None => {
-                        self.rejected.push(EFFECT);
-                        let help = match symbol::nearest(&value, CLASSES) {
-                            Some(near) => format!("did you mean `effect = \"{near}\"`? The classes are {}", classes()),
-                            None => format!("the classes are {}", classes()),
-                        };
-                        cx.error(lit.span(), format!("unknown effect class `{value}`"), help);
-                    }
-                }
-            }
-            KEY => {
-                if meta.input.peek(syn::token::Paren) {
-                    let mut fields = Vec::new();
-                    meta.parse_nested_meta(|field| {
-                        match field.path.get_ident() {
-                            Some(ident) if field.input.is_empty() || field.input.peek(Token![,]) => {
-                                fields.push(ident.clone())
-                            }
-                            _ => cx.error_spanned(
-                                &field.path,
-                                "`key(...)` lists argument names",
-                                "write the names of the arguments the key is made of: `key(order_id, amount_cents)`",
-                            ),
-                        }
-                        skip_value(&field)
-                    })?;
-                    if fields.is_empty() {
-                        cx.error(
-                            key_span,
-                            "`key()` lists no argument",
-                            "name the arguments the key is made of, `key(order_id)`, or remove `key` for the default key (a hash of every argument)",
-                        );
-                    }
-                    let span = meta.input.span();
-                    set(cx, &mut self.key, key_span, span, KeySpec::Fields(fields), KEY);
-                } else {
-                    let expr: Expr = meta.value()?.parse()?;
-                    match expr {
-                        Expr::Closure(closure) => {
-                            let span = closure.span();
-                            set(cx, &mut self.key, key_span, span, KeySpec::Closure(Box::new(closure)), KEY)
-                        }
-                        other => cx.error_spanned(
-                            &other,
-                            "`key` takes a closure over the arguments",
-                            "write `key = |a| format!(\"refund:{}\", a.order_id)` or list fields: `key(order_id, amount_cents)`",
-                        ),
-                    }
-                }
-            }
-            WINDOW => {
-                let Some(lit) = string_value(cx, meta.value()?, WINDOW)? else {
-                    self.rejected.push(WINDOW);
-                    return Ok(());
-                };
-                let value = lit.value();
-                match WINDOWS.iter().find(|w| **w == value) {
-                    Some(w) => set(cx, &mut self.window, key_span, lit.span(), *w, WINDOW),
-                    None => {
-                        let help = match symbol::nearest(&value, WINDOWS) {
-                            Some(near) => format!("did you mean `window = \"{near}\"`? The windows are {}", windows()),
-                            None => format!("the windows are {}", windows()),
-                        };
-                        cx.error(lit.span(), format!("unknown key window `{value}`"), help);
-                    }
-                }
-            }
-            TTL => {
-                let Some(lit) = string_value(cx, meta.value()?, TTL)? else {
-                    self.rejected.push(TTL);
-                    return Ok(());
-                };
-                if let Some(ms) = duration(cx, &lit, TTL) {
-                    set(cx, &mut self.ttl, key_span, lit.span(), ms, TTL);
-                }
-            }
-            TIMEOUT => {
-                let Some(lit) = string_value(cx, meta.value()?, TIMEOUT)? else {
-                    self.rejected.push(TIMEOUT);
-                    return Ok(());
-                };
-                if let Some(ms) = duration(cx, &lit, TIMEOUT) {
-                    set(cx, &mut self.timeout, key_span, lit.span(), ms, TIMEOUT);
-                }
-            }
-            RECOVER | COMPENSATE => {
-                let value = meta.value()?;
-                let path = if value.peek(LitStr) {
-                    // Accept `recover = "path"` too, as serde does for its paths.
-                    let lit: LitStr = value.parse()?;
-                    lit.parse::<Path>()?
-                } else {
-                    match parse_path_value(value, &key)? {
-                        Ok(path) => path,
-                        Err(err) => {
-                            cx.syn_error(err);
-                            self.rejected.push(if key == RECOVER { RECOVER } else { COMPENSATE });
-                            return Ok(());
-                        }
-                    }
-                };
-                let span = path.span();
-                let slot = if key == RECOVER {
-                    &mut self.recover
-                } else {
-                    &mut self.compensate
-                };
-                set(
-                    cx,
-                    slot,
-                    key_span,
-                    span,
-                    path,
-                    if key == RECOVER { RECOVER } else { COMPENSATE },
-                );
-            }
-            APPROVAL => {
-                let Some(lit) = string_value(cx, meta.value()?, APPROVAL)? else {
-                    self.rejected.push(APPROVAL);
-                    return Ok(());
-                };
-                if lit.value().trim().is_empty() {
-                    cx.error(
-                        lit.span(),
-                        "`approval` names no role",
-                        "name who approves, e.g. `approval = \"finance\"`",
-                    );
-                } else {
-                    set(cx, &mut self.approval, key_span, lit.span(), lit.value(), APPROVAL);
-                }
-            }
-            WHEN => {
-                let expr: Expr = meta.value()?.parse()?;
-                match expr {
-                    Expr::Closure(closure) => {
-                        let span = closure.span();
-                        set(cx, &mut self.when, key_span, span, Box::new(closure), WHEN)
-                    }
-                    other => cx.error_spanned(
-                        &other,
-                        "`when` takes a closure over the arguments that returns a bool",
-                        "write `when = |a| a.amount_cents > 10_000`",
-                    ),
-                }
-            }
-            RETRY => {
-                if !meta.input.peek(syn::token::Paren) {
-                    cx.error(
-                        key_span,
-                        "`retry` takes a list of limits",
-                        "write `retry(max_attempts = 5, base_delay = \"200ms\", max_delay = \"30s\")`",
-                    );
-                    return skip_value(&meta);
-                }
-                let span = meta.input.span();
-                let mut retry = Retry::default();
-                let mut seen: Vec<String> = Vec::new();
-                meta.parse_nested_meta(|inner| {
-                    let name = inner.path.get_ident().map(ToString::to_string).unwrap_or_default();
-                    if seen.contains(&name) {
-                        cx.error_spanned(
-                            &inner.path,
-                            format!("duplicate `{name}` in `retry(...)`"),
-                            "give each limit once",
-                        );
-                        return skip_value(&inner);
-                    }
-                    seen.push(name.clone());
-                    match name.as_str() {
-                        MAX_ATTEMPTS => {
-                            let lit: LitInt = inner.value()?.parse()?;
-                            match lit.base10_parse::<u32>() {
-                                Ok(0) | Err(_) => cx.error(
-                                    lit.span(),
-                                    "`max_attempts` must be a whole number of at least 1 (the first execution counts)",
-                                    "write `max_attempts = 1` to never retry, `max_attempts = 5` for four retries",
-                                ),
-                                Ok(n) => retry.max_attempts = Some(n),
-                            }
-                        }
-                        BASE_DELAY | MAX_DELAY => {
-                            let key = if name == BASE_DELAY { BASE_DELAY } else { MAX_DELAY };
-                            let Some(lit) = string_value(cx, inner.value()?, key)? else {
-                                return Ok(());
-                            };
-                            if let Some(ms) = duration(cx, &lit, &name) {
-                                if name == BASE_DELAY {
-                                    retry.base_delay_span = Some(lit.span());
-                                    retry.base_delay = Some(ms);
-                                } else {
-                                    retry.max_delay = Some(ms);
-                                }
-                            }
-                        }
-                        _ => {
-                            let help = match symbol::nearest(&name, RETRY_KEYS) {
-                                Some(near) => {
-                                    format!("did you mean `{near}`? `retry(...)` takes {}", symbol::list(RETRY_KEYS))
-                                }
-                                None => format!("`retry(...)` takes {}", symbol::list(RETRY_KEYS)),
-                            };
-                            cx.error_spanned(&inner.path, format!("unknown retry limit `{name}`"), help);
-                            return skip_value(&inner);
-                        }
-                    }
-                    Ok(())
-                })?;
-                set(cx, &mut self.retry, key_span, span, retry, RETRY);
-            }
-            NAME => {
-                let Some(lit) = string_value(cx, meta.value()?, NAME)? else {
-                    self.rejected.push(NAME);
-                    return Ok(());
-                };
-                let value = lit.value();
-                let valid = !value.is_empty()
-                    && value.len() <= 64
-                    && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-                if valid {
-                    set(cx, &mut self.name, key_span, lit.span(), value, NAME);
-                } else {
-                    cx.error(
-                        lit.span(),
-                        format!(
-                            "`{value}` cannot be a tool name: providers accept 1 to 64 of a-z, A-Z, 0-9, `_` and `-`"
-                        ),
-                        "write a name such as `name = \"issue_refund\"`",
-                    );
-                }
-            }
-            DESCRIPTION => {
-                let Some(lit) = string_value(cx, meta.value()?, DESCRIPTION)? else {
-                    self.rejected.push(DESCRIPTION);
-                    return Ok(());
-                };
-                if lit.value().trim().is_empty() {
-                    self.rejected.push(DESCRIPTION);
-                    cx.error(
-                        lit.span(),
-                        "`description` is empty: the model reads it to decide when to call the tool",
-                        "say what the tool does, e.g. `description = \"Refund part of an order.\"`",
-                    );
-                } else {
-                    set(
-                        cx,
-                        &mut self.description,
-                        key_span,
-                        lit.span(),
-                        lit.value().trim().to_owned(),
-                        DESCRIPTION,
-                    );
-                }
-            }
-            STRICT_INPUT => {
-                if !meta.input.is_empty() && !meta.input.peek(Token![,]) {
-                    cx.error(
-                        key_span,
-                        "`strict_input` is a flag and takes no value",
-                        "write `strict_input` to fail a call whose key is recorded under different arguments",
-                    );
-                    return skip_value(&meta);
-                }
-                set(cx, &mut self.strict_input, key_span, key_span, (), STRICT_INPUT);
-            }
-            STRICT => {
-                if !meta.input.is_empty() && !meta.input.peek(Token![,]) {
-                    cx.error(
-                        key_span,
-                        "`strict` is a flag and takes no value",
-                        "write `strict` to make a schema that cannot be sent with OpenAI's `\"strict\": true` fail `cargo test`",
-                    );
-                    return skip_value(&meta);
-                }
-                set(cx, &mut self.strict, key_span, key_span, (), STRICT);
-            }
-            SHARED_KEYS => {
-                if !meta.input.is_empty() && !meta.input.peek(Token![,]) {
-                    cx.error(
-                        key_span,
-                        "`shared_keys` is a flag and takes no value",
-                        "write `shared_keys` to share the tool's keys across the principals calling it (over authenticated MCP, each principal's keys are its own otherwise)",
-                    );
-                    return skip_value(&meta);
-                }
-                set(cx, &mut self.shared_keys, key_span, key_span, (), SHARED_KEYS);
-            }
+        let key = ident.span();
+        match ident.to_string().as_str() {
+            EFFECT => self.parse_effect(cx, &meta, key),
+            KEY => self.parse_key(cx, &meta, key),
+            WINDOW => self.parse_window(cx, &meta, key),
+            TTL => self.parse_duration_key(cx, &meta, key, TTL),
+            TIMEOUT => self.parse_duration_key(cx, &meta, key, TIMEOUT),
+            RECOVER => self.parse_hook(cx, &meta, key, RECOVER),
+            COMPENSATE => self.parse_hook(cx, &meta, key, COMPENSATE),
+            APPROVAL => self.parse_approval(cx, &meta, key),
+            WHEN => self.parse_when(cx, &meta, key),
+            RETRY => self.parse_retry(cx, &meta, key),
+            NAME => self.parse_name(cx, &meta, key),
+            DESCRIPTION => self.parse_description(cx, &meta, key),
+            STRICT_INPUT => parse_flag(
+                cx,
+                &meta,
+                &mut self.strict_input,
+                key,
+                STRICT_INPUT,
+                "write `strict_input` to fail a call whose key is recorded under different arguments",
+            ),
+            STRICT => parse_flag(
+                cx,
+                &meta,
+                &mut self.strict,
+                key,
+                STRICT,
+                "write `strict` to make a schema that cannot be sent with OpenAI's `\"strict\": true` fail `cargo test`",
+            ),
+            SHARED_KEYS => parse_flag(
+                cx,
+                &meta,
+                &mut self.shared_keys,
+                key,
+                SHARED_KEYS,
+                "write `shared_keys` to share the tool's keys across the principals calling it (over authenticated MCP, each principal's keys are its own otherwise)",
+            ),
             OPEN_WORLD => {
                 let lit: LitBool = meta.value()?.parse()?;
-                set(cx, &mut self.open_world, key_span, lit.span(), lit.value, OPEN_WORLD);
+                set(cx, &mut self.open_world, key, lit.span(), lit.value, OPEN_WORLD);
+                Ok(())
             }
-            CRATE => {
-                let Some(lit) = string_value(cx, meta.value()?, CRATE)? else {
-                    self.rejected.push(CRATE);
-                    return Ok(());
-                };
-                match lit.parse::<Path>() {
-                    Ok(path) => set(cx, &mut self.krate, key_span, lit.span(), path, CRATE),
-                    Err(_) => cx.error(
-                        lit.span(),
-                        format!("`{}` is not a path", lit.value()),
-                        "name the crate that re-exports effect-tool, e.g. `crate = \"::my_sdk::effect_tool\"`",
-                    ),
-                }
-            }
+            CRATE => self.parse_crate(cx, &meta, key),
             SECRET => {
                 cx.error(
-                    key_span,
+                    key,
                     "`secret` marks an argument, not the tool",
                     "put `#[secret]` on the argument: `async fn login(#[secret] password: String)`",
                 );
-                return skip_value(&meta);
+                skip_value(&meta)
             }
             other => {
                 let help = match symbol::nearest(other, KEYS) {
                     Some(near) => format!("did you mean `{near}`? The keys are {}", symbol::list(KEYS)),
                     None => format!("the keys are {}", symbol::list(KEYS)),
                 };
-                cx.error(key_span, format!("unknown key `{other}` in `#[tool(...)]`"), help);
-                return skip_value(&meta);
+                cx.error(key, format!("unknown key `{other}` in `#[tool(...)]`"), help);
+                skip_value(&meta)
+            }
+        }
+    }
+
+    /// The string literal of `name = "..."`, or `None` (reported, and `name` marked rejected so
+    /// rules about a missing key stay quiet).
+    fn string_of(&mut self, cx: &Ctxt, meta: &ParseNestedMeta, name: &'static str) -> syn::Result<Option<LitStr>> {
+        let lit = string_value(cx, meta.value()?, name)?;
+        if lit.is_none() {
+            self.rejected.push(name);
+        }
+        Ok(lit)
+    }
+
+    /// `effect = "pure" | "idempotent" | "compensable" | "irreversible"`.
+    fn parse_effect(&mut self, cx: &Ctxt, meta: &ParseNestedMeta, key: Span) -> syn::Result<()> {
+        let Some(lit) = self.string_of(cx, meta, EFFECT)? else {
+            return Ok(());
+        };
+        let value = lit.value();
+        let class = match value.as_str() {
+            "pure" => Some(Class::Pure),
+            "idempotent" => Some(Class::Idempotent),
+            "compensable" => Some(Class::Compensable),
+            "irreversible" => Some(Class::Irreversible),
+            _ => None,
+        };
+        match class {
+            Some(class) => set(cx, &mut self.effect, key, lit.span(), class, EFFECT),
+            None => {
+                self.rejected.push(EFFECT);
+                let help = match symbol::nearest(&value, CLASSES) {
+                    Some(near) => format!("did you mean `effect = \"{near}\"`? The classes are {}", classes()),
+                    None => format!("the classes are {}", classes()),
+                };
+                cx.error(lit.span(), format!("unknown effect class `{value}`"), help);
             }
         }
         Ok(())
     }
+
+    /// `key(field, ...)` or `key = |a| expr`.
+    fn parse_key(&mut self, cx: &Ctxt, meta: &ParseNestedMeta, key: Span) -> syn::Result<()> {
+        if meta.input.peek(syn::token::Paren) {
+            let fields = key_fields(cx, meta, key)?;
+            let span = meta.input.span();
+            set(cx, &mut self.key, key, span, KeySpec::Fields(fields), KEY);
+            return Ok(());
+        }
+        match meta.value()?.parse::<Expr>()? {
+            Expr::Closure(closure) => {
+                let span = closure.span();
+                set(cx, &mut self.key, key, span, KeySpec::Closure(Box::new(closure)), KEY)
+            }
+            other => {
+                self.rejected.push(KEY);
+                cx.error_spanned(
+                    &other,
+                    "`key` takes a closure over the arguments",
+                    "write `key = |a| format!(\"refund:{}\", a.order_id)` or list fields: `key(order_id, amount_cents)`",
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// `window = "run" | "thread" | "cross-run"`.
+    fn parse_window(&mut self, cx: &Ctxt, meta: &ParseNestedMeta, key: Span) -> syn::Result<()> {
+        let Some(lit) = self.string_of(cx, meta, WINDOW)? else {
+            return Ok(());
+        };
+        let value = lit.value();
+        match WINDOWS.iter().find(|w| **w == value) {
+            Some(w) => set(cx, &mut self.window, key, lit.span(), *w, WINDOW),
+            None => {
+                let help = match symbol::nearest(&value, WINDOWS) {
+                    Some(near) => format!("did you mean `window = \"{near}\"`? The windows are {}", windows()),
+                    None => format!("the windows are {}", windows()),
+                };
+                cx.error(lit.span(), format!("unknown key window `{value}`"), help);
+            }
+        }
+        Ok(())
+    }
+
+    /// `ttl = "24h"` or `timeout = "30s"`.
+    fn parse_duration_key(
+        &mut self,
+        cx: &Ctxt,
+        meta: &ParseNestedMeta,
+        key: Span,
+        name: &'static str,
+    ) -> syn::Result<()> {
+        let Some(lit) = self.string_of(cx, meta, name)? else {
+            return Ok(());
+        };
+        match duration(cx, &lit, name) {
+            Some(ms) => {
+                let slot = if name == TTL { &mut self.ttl } else { &mut self.timeout };
+                set(cx, slot, key, lit.span(), ms, name);
+            }
+            None => self.rejected.push(name),
+        }
+        Ok(())
+    }
+
+    /// `recover = path` or `compensate = path` (a string literal holding the path is accepted
+    /// too, as serde does for its paths).
+    fn parse_hook(&mut self, cx: &Ctxt, meta: &ParseNestedMeta, key: Span, name: &'static str) -> syn::Result<()> {
+        let value = meta.value()?;
+        let path = if value.peek(LitStr) {
+            let lit: LitStr = value.parse()?;
+            lit.parse::<Path>()?
+        } else {
+            match parse_path_value(value, name)? {
+                Ok(path) => path,
+                Err(err) => {
+                    cx.syn_error(err);
+                    self.rejected.push(name);
+                    return Ok(());
+                }
+            }
+        };
+        let span = path.span();
+        let slot = if name == RECOVER {
+            &mut self.recover
+        } else {
+            &mut self.compensate
+        };
+        set(cx, slot, key, span, path, name);
+        Ok(())
+    }
+
+    /// `approval = "role"`.
+    fn parse_approval(&mut self, cx: &Ctxt, meta: &ParseNestedMeta, key: Span) -> syn::Result<()> {
+        let Some(lit) = self.string_of(cx, meta, APPROVAL)? else {
+            return Ok(());
+        };
+        if lit.value().trim().is_empty() {
+            self.rejected.push(APPROVAL);
+            cx.error(
+                lit.span(),
+                "`approval` names no role",
+                "name who approves, e.g. `approval = \"finance\"`",
+            );
+        } else {
+            set(cx, &mut self.approval, key, lit.span(), lit.value(), APPROVAL);
+        }
+        Ok(())
+    }
+
+    /// `when = |a| bool`.
+    fn parse_when(&mut self, cx: &Ctxt, meta: &ParseNestedMeta, key: Span) -> syn::Result<()> {
+        match meta.value()?.parse::<Expr>()? {
+            Expr::Closure(closure) => {
+                let span = closure.span();
+                set(cx, &mut self.when, key, span, Box::new(closure), WHEN)
+            }
+            other => cx.error_spanned(
+                &other,
+                "`when` takes a closure over the arguments that returns a bool",
+                "write `when = |a| a.amount_cents > 10_000`",
+            ),
+        }
+        Ok(())
+    }
+
+    /// `retry(max_attempts = 5, base_delay = "100ms", max_delay = "10s")`.
+    fn parse_retry(&mut self, cx: &Ctxt, meta: &ParseNestedMeta, key: Span) -> syn::Result<()> {
+        if !meta.input.peek(syn::token::Paren) {
+            cx.error(
+                key,
+                "`retry` takes a list of limits",
+                "write `retry(max_attempts = 5, base_delay = \"200ms\", max_delay = \"30s\")`",
+            );
+            return skip_value(meta);
+        }
+        let span = meta.input.span();
+        let mut retry = Retry::default();
+        let mut seen: Vec<String> = Vec::new();
+        meta.parse_nested_meta(|inner| retry.parse_limit(cx, inner, &mut seen))?;
+        set(cx, &mut self.retry, key, span, retry, RETRY);
+        Ok(())
+    }
+
+    /// `name = "..."`: what providers accept as a tool name.
+    fn parse_name(&mut self, cx: &Ctxt, meta: &ParseNestedMeta, key: Span) -> syn::Result<()> {
+        let Some(lit) = self.string_of(cx, meta, NAME)? else {
+            return Ok(());
+        };
+        let value = lit.value();
+        let valid = !value.is_empty()
+            && value.len() <= 64
+            && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if valid {
+            set(cx, &mut self.name, key, lit.span(), value, NAME);
+        } else {
+            cx.error(
+                lit.span(),
+                format!("`{value}` cannot be a tool name: providers accept 1 to 64 of a-z, A-Z, 0-9, `_` and `-`"),
+                "write a name such as `name = \"issue_refund\"`",
+            );
+        }
+        Ok(())
+    }
+
+    /// `description = "..."`: not empty.
+    fn parse_description(&mut self, cx: &Ctxt, meta: &ParseNestedMeta, key: Span) -> syn::Result<()> {
+        let Some(lit) = self.string_of(cx, meta, DESCRIPTION)? else {
+            return Ok(());
+        };
+        if lit.value().trim().is_empty() {
+            self.rejected.push(DESCRIPTION);
+            cx.error(
+                lit.span(),
+                "`description` is empty: the model reads it to decide when to call the tool",
+                "say what the tool does, e.g. `description = \"Refund part of an order.\"`",
+            );
+        } else {
+            let text = lit.value().trim().to_owned();
+            set(cx, &mut self.description, key, lit.span(), text, DESCRIPTION);
+        }
+        Ok(())
+    }
+
+    /// `crate = "path"`.
+    fn parse_crate(&mut self, cx: &Ctxt, meta: &ParseNestedMeta, key: Span) -> syn::Result<()> {
+        let Some(lit) = self.string_of(cx, meta, CRATE)? else {
+            return Ok(());
+        };
+        match lit.parse::<Path>() {
+            Ok(path) => set(cx, &mut self.krate, key, lit.span(), path, CRATE),
+            Err(_) => cx.error(
+                lit.span(),
+                format!("`{}` is not a path", lit.value()),
+                "name the crate that re-exports effect-tool, e.g. `crate = \"::my_sdk::effect_tool\"`",
+            ),
+        }
+        Ok(())
+    }
+}
+
+impl Retry {
+    /// One limit of `retry(...)`, reported when given twice or unknown.
+    fn parse_limit(&mut self, cx: &Ctxt, inner: ParseNestedMeta, seen: &mut Vec<String>) -> syn::Result<()> {
+        let name = inner.path.get_ident().map(ToString::to_string).unwrap_or_default();
+        if seen.contains(&name) {
+            cx.error_spanned(
+                &inner.path,
+                format!("duplicate `{name}` in `retry(...)`"),
+                "give each limit once",
+            );
+            return skip_value(&inner);
+        }
+        seen.push(name.clone());
+        match name.as_str() {
+            MAX_ATTEMPTS => {
+                let lit: LitInt = inner.value()?.parse()?;
+                match lit.base10_parse::<u32>() {
+                    Ok(0) | Err(_) => cx.error(
+                        lit.span(),
+                        "`max_attempts` must be a whole number of at least 1 (the first execution counts)",
+                        "write `max_attempts = 1` to never retry, `max_attempts = 5` for four retries",
+                    ),
+                    Ok(n) => self.max_attempts = Some(n),
+                }
+            }
+            BASE_DELAY | MAX_DELAY => {
+                let key = if name == BASE_DELAY { BASE_DELAY } else { MAX_DELAY };
+                let Some(lit) = string_value(cx, inner.value()?, key)? else {
+                    return Ok(());
+                };
+                if let Some(ms) = duration(cx, &lit, &name) {
+                    if name == BASE_DELAY {
+                        self.base_delay_span = Some(lit.span());
+                        self.base_delay = Some(ms);
+                    } else {
+                        self.max_delay = Some(ms);
+                    }
+                }
+            }
+            _ => {
+                let help = match symbol::nearest(&name, RETRY_KEYS) {
+                    Some(near) => format!("did you mean `{near}`? `retry(...)` takes {}", symbol::list(RETRY_KEYS)),
+                    None => format!("`retry(...)` takes {}", symbol::list(RETRY_KEYS)),
+                };
+                cx.error_spanned(&inner.path, format!("unknown retry limit `{name}`"), help);
+                return skip_value(&inner);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The argument names of `key(field, ...)`.
+fn key_fields(cx: &Ctxt, meta: &ParseNestedMeta, key: Span) -> syn::Result<Vec<Ident>> {
+    let mut fields = Vec::new();
+    meta.parse_nested_meta(|field| {
+        match field.path.get_ident() {
+            Some(ident) if field.input.is_empty() || field.input.peek(Token![,]) => fields.push(ident.clone()),
+            _ => cx.error_spanned(
+                &field.path,
+                "`key(...)` lists argument names",
+                "write the names of the arguments the key is made of: `key(order_id, amount_cents)`",
+            ),
+        }
+        skip_value(&field)
+    })?;
+    if fields.is_empty() {
+        cx.error(
+            key,
+            "`key()` lists no argument",
+            "name the arguments the key is made of, `key(order_id)`, or remove `key` for the default key (a hash of every argument)",
+        );
+    }
+    Ok(fields)
+}
+
+/// A flag (`strict_input`, `strict`, `shared_keys`): no value.
+fn parse_flag(
+    cx: &Ctxt,
+    meta: &ParseNestedMeta,
+    slot: &mut Option<Set<()>>,
+    key: Span,
+    name: &'static str,
+    help: &str,
+) -> syn::Result<()> {
+    if !meta.input.is_empty() && !meta.input.peek(Token![,]) {
+        cx.error(key, format!("`{name}` is a flag and takes no value"), help);
+        return skip_value(meta);
+    }
+    set(cx, slot, key, key, (), name);
+    Ok(())
 }
 
 /// The string literal after `key =`. Anything else (`timeout = 30`, `effect = idempotent`) is

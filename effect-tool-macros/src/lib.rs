@@ -22,7 +22,8 @@
 //! the rules between them, `expand.rs` generates code, `fallback.rs` is what is emitted when
 //! there are errors, `ctxt.rs` collects every error of one declaration, `symbol.rs` names the
 //! keys, `print.rs` prints key closures for the manifest, `tools.rs` handles `#[tools]` impl
-//! blocks.
+//! blocks, `rules/` reads a team's rules from the crate's manifest and checks every declaration
+//! against them, `unraw.rs` compares names as the model sees them.
 
 #![warn(missing_docs)]
 
@@ -32,9 +33,12 @@ mod ctxt;
 mod duration;
 mod expand;
 mod fallback;
+mod pin;
 mod print;
+mod rules;
 mod symbol;
 mod tools;
+mod unraw;
 mod valid;
 
 use proc_macro::TokenStream;
@@ -159,6 +163,32 @@ use syn::spanned::Spanned;
 /// serde/schemars impls, a non-async function, a bad duration, `#[secret]` on the context or a
 /// context not taken by reference does not compile; every error of one declaration is reported
 /// in one build.
+///
+/// # Team rules
+///
+/// A crate states its own rules once, in its `Cargo.toml`, and every `#[tool]` and `#[tools]`
+/// method of the crate is checked against them when it compiles:
+///
+/// ```toml
+/// [package.metadata.effect-tool.rules]
+/// irreversible-needs-approval-or-recover = true  # an irreversible tool names `approval` or `recover`
+/// idempotent-needs-key = true                    # an idempotent tool says which arguments make its key
+/// cross-run-needs-custom-key = true              # `window = "cross-run"` only with `key = |a| ...`
+/// non-pure-needs-timeout = true                  # every tool with an effect has a `timeout`
+/// approval-roles = ["finance", "support"]        # the roles `approval = "..."` may name
+/// ```
+///
+/// A rule not stated is off. A declaration that breaks one does not compile; the error points
+/// at the declaration and its `help:` says what to write, which rule asks for it and where the
+/// rule is stated. A misspelt rule, a value of the wrong type or an empty list of roles is an
+/// error at every declaration, never ignored. The rules of a crate apply to that crate only,
+/// never to its dependencies.
+///
+/// `EFFECT_TOOL_RULES=path/to/rules.toml` (the same keys, at the file's top level; a relative
+/// path is read from the crate's directory) replaces the manifest's table for the crates cargo
+/// was asked to build, not their dependencies: for a crate's trybuild tests of its rules (see
+/// [`assert_declared!`]) or to try stricter rules in CI. Cargo compiles the declarations again
+/// when the manifest, the rules file or the variable changes.
 #[proc_macro_attribute]
 pub fn tool(args: TokenStream, input: TokenStream) -> TokenStream {
     let input2 = proc_macro2::TokenStream::from(input);
@@ -178,10 +208,13 @@ pub fn tool(args: TokenStream, input: TokenStream) -> TokenStream {
     let attrs = attr::ToolAttrs::parse(&cx, args.into());
     let mut func = ast::ToolFn::parse(&cx, item.attrs.clone(), item.vis.clone(), &item.sig, ast::Mode::Free);
     valid::check(&cx, &attrs, &func);
+    let team = rules::Team::load();
+    rules::check(&cx, &team, &attrs, &func);
     expand::allow_key_only(&mut func, &attrs);
     let block = item.body;
     let original = expand::original(&func, &block);
-    let out = match cx.check() {
+    let sound = func.sound;
+    let mut out = match cx.check() {
         Ok(()) => {
             let mut out = original;
             out.extend(expand::tool(&func, &attrs, &expand::Target::Free));
@@ -189,6 +222,11 @@ pub fn tool(args: TokenStream, input: TokenStream) -> TokenStream {
         }
         Err(errors) => fallback::emit(errors, original, &func, attrs, &expand::Target::Free),
     };
+    // Items at the module's level: only where the tool's items are emitted too (a `#[tool]`
+    // on a method outside `#[tools]` expands inside an impl block; it does not compile anyway).
+    if sound {
+        out.extend(team.tracking());
+    }
     out.into()
 }
 
@@ -245,6 +283,82 @@ pub fn tool(args: TokenStream, input: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn tools(args: TokenStream, input: TokenStream) -> TokenStream {
     tools::expand(args.into(), input.into()).into()
+}
+
+/// Pin reviewed declarations: the build fails when a tool's declaration no longer matches
+/// what was pinned.
+///
+/// ```
+/// use effect_tool::{ToolError, assert_declared, tool};
+///
+/// /// Charge a card.
+/// #[tool(effect = "irreversible", key(invoice_id), approval = "finance")]
+/// async fn send_payment(invoice_id: String, amount_cents: u64) -> Result<String, ToolError> {
+///     Ok(format!("paid {invoice_id}: {amount_cents}"))
+/// }
+///
+/// /// Refund part of an order.
+/// #[tool(effect = "idempotent", key = |a| format!("refund:{}", a.order_id), window = "cross-run")]
+/// async fn issue_refund(order_id: String) -> Result<String, ToolError> {
+///     Ok(order_id)
+/// }
+///
+/// assert_declared! {
+///     SendPayment: irreversible, approval = "finance", key(invoice_id);
+///     IssueRefund: idempotent, key = |a| format!("refund:{}", a.order_id), window = "cross-run";
+/// }
+/// ```
+///
+/// A pin is the tool type, `:`, the class, then any of: `approval = "role"`, `recover`,
+/// `compensate` (the hook is declared), `key(field, ...)` (the fields, by serialized name, in
+/// order), `key = |a| ...` (the key closure, as the manifest prints it), `window = "..."`.
+/// What a pin does not name is not checked. Pins are separated by `;`.
+///
+/// When `send_payment` becomes `effect = "idempotent"`, or loses its approval, the build fails
+/// at the pin, with the pin and the declaration as it is now:
+///
+/// ```text
+/// error[E0080]: evaluation panicked: `SendPayment` no longer matches its pin: pinned
+///     `irreversible, approval = "finance"`, declared `idempotent, no approval` now. If the
+///     change was reviewed, update the pin; if not, restore the declaration
+/// ```
+///
+/// Keep the pins in a file of their own (`tests/pins.rs`, or a module under `#[cfg(test)]`)
+/// so that changing one is a line a reviewer sees. The comparison is done in constants: a pin
+/// costs nothing at run time.
+///
+/// # Your own compile-fail tests
+///
+/// A team's rules (see [`macro@tool`], "Team rules") and pins are compile errors, so test
+/// them as this project tests its own: with [trybuild](https://docs.rs/trybuild), a
+/// `tests/ui/*.rs` file per declaration that must not compile, and the `.stderr` it must print
+/// beside it.
+///
+/// ```toml
+/// [dev-dependencies]
+/// trybuild = "1"
+/// ```
+///
+/// ```ignore
+/// // tests/rules.rs
+/// #[test]
+/// fn declarations_our_rules_refuse() {
+///     // trybuild builds the cases in a crate of its own, whose Cargo.toml it writes: name the
+///     // rules for it (the same keys as `[package.metadata.effect-tool.rules]`, at the top level).
+///     let rules = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/ui/rules.toml");
+///     // SAFETY: the only test of this binary; trybuild's cargo inherits the variable.
+///     unsafe { std::env::set_var("EFFECT_TOOL_RULES", rules) };
+///     let t = trybuild::TestCases::new();
+///     t.compile_fail("tests/ui/*.rs"); // e.g. an irreversible tool with no approval
+///     t.pass("tests/ui/pass/*.rs"); // the declarations the rules accept, and the pins
+/// }
+/// ```
+///
+/// Run it once with `TRYBUILD=overwrite` to write the `.stderr` files, read each, and commit
+/// them.
+#[proc_macro]
+pub fn assert_declared(input: TokenStream) -> TokenStream {
+    pin::expand(input.into()).into()
 }
 
 /// Fail the build when two of the listed tool types have the same name.
@@ -344,7 +458,7 @@ pub fn toolkit(input: TokenStream) -> TokenStream {
     };
     let types: Vec<&syn::Type> = entries.iter().map(|e| &e.ty).collect();
     let check = unique_names_check(&types);
-    let p = quote!(::effect_tool::__private);
+    let p = expand::private_root();
     let adds = entries.iter().map(|e| {
         let ty = &e.ty;
         match &e.value {
@@ -363,7 +477,7 @@ pub fn toolkit(input: TokenStream) -> TokenStream {
 
 /// A constant that fails when two of `types` have the same `Tool::NAME`.
 fn unique_names_check(types: &[&syn::Type]) -> proc_macro2::TokenStream {
-    let p = quote!(::effect_tool::__private);
+    let p = expand::private_root();
     let mut checks = Vec::new();
     for (i, a) in types.iter().enumerate() {
         for b in &types[i + 1..] {

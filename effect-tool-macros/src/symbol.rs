@@ -46,6 +46,24 @@ pub const MAX_DELAY: &str = "max_delay";
 /// Every key of `retry(...)`.
 pub const RETRY_KEYS: &[&str] = &[MAX_ATTEMPTS, BASE_DELAY, MAX_DELAY];
 
+/// The table of a team's rules: `[package.metadata.effect-tool.rules]`.
+pub const RULES: &str = "rules";
+
+pub const IRREVERSIBLE_NEEDS_APPROVAL_OR_RECOVER: &str = "irreversible-needs-approval-or-recover";
+pub const IDEMPOTENT_NEEDS_KEY: &str = "idempotent-needs-key";
+pub const CROSS_RUN_NEEDS_CUSTOM_KEY: &str = "cross-run-needs-custom-key";
+pub const NON_PURE_NEEDS_TIMEOUT: &str = "non-pure-needs-timeout";
+pub const APPROVAL_ROLES: &str = "approval-roles";
+
+/// Every rule a team can state, in the order the docs list them.
+pub const RULE_NAMES: &[&str] = &[
+    IRREVERSIBLE_NEEDS_APPROVAL_OR_RECOVER,
+    IDEMPOTENT_NEEDS_KEY,
+    CROSS_RUN_NEEDS_CUSTOM_KEY,
+    NON_PURE_NEEDS_TIMEOUT,
+    APPROVAL_ROLES,
+];
+
 /// The effect classes, as written in `effect = "..."`.
 pub const CLASSES: &[&str] = &["pure", "idempotent", "compensable", "irreversible"];
 
@@ -59,6 +77,20 @@ pub const SECRET: &str = "secret";
 /// The argument attribute of a value the model supplies that is never kept (journal, logs, keys,
 /// error texts).
 pub const SENSITIVE: &str = "sensitive";
+
+/// The facade's doc-hidden module that generated code names (`::effect_tool::__private_0_1_0`),
+/// named after this crate's version as thiserror names its `__private17`: a facade and a macro
+/// crate of different versions fail to compile (rustc: could not find `__private_0_1_1` in
+/// `effect_tool`) instead of generating code against items that changed. The facade's module
+/// has the same name; `ui-tests/tests/private_path.rs` keeps the two in step.
+pub const PRIVATE: &str = concat!(
+    "__private_",
+    env!("CARGO_PKG_VERSION_MAJOR"),
+    "_",
+    env!("CARGO_PKG_VERSION_MINOR"),
+    "_",
+    env!("CARGO_PKG_VERSION_PATCH")
+);
 
 /// The context type injected into tools.
 pub const EFFECT_CTX: &str = "EffectCtx";

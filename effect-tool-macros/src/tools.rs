@@ -9,7 +9,7 @@ use crate::ast::{Mode, ToolFn};
 use crate::attr::ToolAttrs;
 use crate::ctxt::Ctxt;
 use crate::expand::{self, Target};
-use crate::{fallback, valid};
+use crate::{fallback, rules, valid};
 
 pub fn expand(args: TokenStream, input: TokenStream) -> TokenStream {
     let mut item: ItemImpl = match syn::parse2(input.clone()) {
@@ -73,7 +73,8 @@ pub fn expand(args: TokenStream, input: TokenStream) -> TokenStream {
         })
         .collect();
 
-    let mut generated = TokenStream::new();
+    let team = rules::Team::load();
+    let mut generated = team.tracking();
     let mut errors: Vec<syn::Error> = Vec::new();
     let mut found = false;
     for it in item.items.iter_mut() {
@@ -116,6 +117,7 @@ pub fn expand(args: TokenStream, input: TokenStream) -> TokenStream {
         );
         func.sound &= receiver_ok;
         valid::check(&mcx, &attrs, &func);
+        rules::check(&mcx, &team, &attrs, &func);
         expand::allow_key_only(&mut func, &attrs);
         method.sig = func.sig.clone();
         if generic {

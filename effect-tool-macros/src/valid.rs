@@ -9,6 +9,7 @@ use crate::ast::ToolFn;
 use crate::attr::{Class, KeySpec, ToolAttrs};
 use crate::ctxt::Ctxt;
 use crate::symbol;
+use crate::unraw::unraw;
 
 pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
     let class = match &attrs.effect {
@@ -369,9 +370,4 @@ fn closure_arity(cx: &Ctxt, closure: &syn::ExprClosure, key: &str, example: &str
 /// Whether a type is written `Option<..>` (serde decodes a missing field as `None`).
 fn is_option(ty: &syn::Type) -> bool {
     matches!(ty, syn::Type::Path(p) if p.qself.is_none() && p.path.segments.last().is_some_and(|s| s.ident == "Option"))
-}
-
-pub fn unraw(ident: &syn::Ident) -> String {
-    let s = ident.to_string();
-    s.strip_prefix("r#").map(str::to_owned).unwrap_or(s)
 }
