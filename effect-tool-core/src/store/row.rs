@@ -7,6 +7,10 @@ use crate::call::error::StoreError;
 use crate::decide::record::{EffectRecord, RECORD_VERSION, RecordState};
 use crate::value::class::EffectClass;
 
+/// The prefix of the meta rows (SQLite's `effect_tool_meta`, PostgreSQL's `settings`) that keep
+/// each tool's output schema ([`Store::put_output_schema`](super::Store::put_output_schema)), followed by the tool's name.
+pub(crate) const OUTPUT_SCHEMA_ROW: &str = "output_schema:";
+
 /// One stored row, before it is checked and decoded.
 pub(crate) struct StoredRow {
     pub key: String,
