@@ -291,7 +291,7 @@ impl SqliteStore {
         };
         match writer::submit(&self.shared, work).await {
             writer::Answer::Apply(answer) => answer,
-            writer::Answer::Gc(_) => unreachable!("an operation is answered as one"),
+            writer::Answer::Gc(_) | writer::Answer::PutMeta(_) => unreachable!("an operation is answered as one"),
         }
     }
 
@@ -446,7 +446,7 @@ impl Store for SqliteStore {
             let started = std::time::Instant::now();
             let chunk = match writer::submit(&self.shared, writer::Work::Gc { now, limit }).await {
                 writer::Answer::Gc(answer) => answer?,
-                writer::Answer::Apply(_) => unreachable!("a gc is answered as one"),
+                writer::Answer::Apply(_) | writer::Answer::PutMeta(_) => unreachable!("a gc is answered as one"),
             };
             dropped += chunk;
             if chunk < limit {
@@ -468,20 +468,18 @@ impl Store for SqliteStore {
     }
 
     /// The row `output_schema:<tool>` of `effect_tool_meta` (JSON text), replaced when the
-    /// schema changed; one autocommitted statement on a pooled connection.
+    /// schema changed; written through the writer, in its next batch (never on a read
+    /// connection, which would contend with the writer for SQLite's write lock).
     async fn put_output_schema(&self, tool: &str, schema: &serde_json::Value) -> Result<(), StoreError> {
-        let name = format!("{OUTPUT_SCHEMA_ROW}{tool}");
-        let value = schema.to_string();
-        self.read(move |conn| {
-            conn.execute(
-                "INSERT INTO effect_tool_meta (name, value) VALUES (?1, ?2)
-                 ON CONFLICT (name) DO UPDATE SET value = excluded.value WHERE value <> excluded.value",
-                params![name, value],
-            )
-            .map(drop)
-            .map_err(backend)
-        })
-        .await
+        let work = writer::Work::PutMeta {
+            name: format!("{OUTPUT_SCHEMA_ROW}{tool}"),
+            value: schema.to_string(),
+            replace: true,
+        };
+        match writer::submit(&self.shared, work).await {
+            writer::Answer::PutMeta(answer) => answer,
+            writer::Answer::Apply(_) | writer::Answer::Gc(_) => unreachable!("a meta row is answered as one"),
+        }
     }
 
     async fn output_schema(&self, tool: &str) -> Result<Option<serde_json::Value>, StoreError> {
@@ -1306,6 +1304,18 @@ fn apply_in_tx(
 /// µs to ~150 µs (its pages in three B-trees, read and written; BENCHMARKS.md, "Growth"), so a
 /// fixed size would hold the lock for a millisecond on one journal and a second on another.
 const GC_PACE: super::GcPace = super::GcPace::new(256, 16, 10_000, Duration::from_millis(25));
+
+/// Write the row `name` of `effect_tool_meta`: replace its value when `replace` (and only if it
+/// changed), else only create it (the first writer wins).
+fn put_meta_in_tx(conn: &Connection, name: &str, value: &str, replace: bool) -> rusqlite::Result<()> {
+    let sql = if replace {
+        "INSERT INTO effect_tool_meta (name, value) VALUES (?1, ?2)
+         ON CONFLICT (name) DO UPDATE SET value = excluded.value WHERE value <> excluded.value"
+    } else {
+        "INSERT INTO effect_tool_meta (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING"
+    };
+    conn.execute(sql, params![name, value]).map(drop)
+}
 
 /// Delete up to `limit` collectable records; how many were deleted.
 fn gc_in_tx(conn: &Connection, now: Millis, limit: u64) -> rusqlite::Result<u64> {
