@@ -44,14 +44,46 @@ impl GcPace {
 /// and it is not a claim. A stale claim is kept too: it is the only evidence of a crash between
 /// an effect and its record, and dropping it would let the next call of an irreversible tool run
 /// again silently (and reuse the dead holder's fencing token) instead of reconciling.
+///
+/// The SQL backends delete with the same rule, written from this one ([`KEPT`],
+/// [`collectable_sql`]).
 pub fn collectable(rec: &EffectRecord, now: Millis) -> bool {
-    rec.is_expired(now) && !rec.state.needs_person() && rec.state != RecordState::Claimed
+    rec.is_expired(now) && !KEPT.contains(&rec.state)
+}
+
+/// The states garbage collection keeps whatever their ttl: those a person still needs
+/// ([`RecordState::needs_person`]) and claims, live or stale.
+pub(crate) const KEPT: [RecordState; 3] = [RecordState::InDoubt, RecordState::AwaitingApproval, RecordState::Claimed];
+
+/// [`collectable`] as an SQL condition on a record row (columns `expires_at` and `state`), the
+/// time given as the SQL expression `now` (a parameter, `?1` or `$1`).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn collectable_sql(now: &str) -> String {
+    let kept: Vec<String> = KEPT.iter().map(|s| format!("'{}'", s.as_str())).collect();
+    format!(
+        "expires_at IS NOT NULL AND expires_at <= {now} AND state NOT IN ({})",
+        kept.join(", ")
+    )
 }
 
 #[cfg(all(test, any(feature = "sqlite", feature = "postgres")))]
 mod tests {
-    use super::GcPace;
+    use super::{GcPace, KEPT, collectable_sql};
+    use crate::decide::record::RecordState;
     use std::time::Duration;
+
+    #[test]
+    fn gc_keeps_what_a_person_needs_and_every_claim_and_says_so_in_sql() {
+        for state in RecordState::ALL {
+            let kept = state.needs_person() || state == RecordState::Claimed;
+            assert_eq!(KEPT.contains(&state), kept, "{state}");
+            assert_eq!(collectable_sql("?1").contains(&format!("'{}'", state.as_str())), kept, "{state}");
+        }
+        assert_eq!(
+            collectable_sql("$1"),
+            "expires_at IS NOT NULL AND expires_at <= $1 AND state NOT IN ('in-doubt', 'awaiting-approval', 'claimed')"
+        );
+    }
 
     #[test]
     fn a_gc_chunk_over_its_target_halves_the_next_and_one_well_under_doubles_it_within_bounds() {

@@ -38,7 +38,7 @@ pub use backend::Store;
 pub(crate) use backend::StoreClock;
 pub use gc::collectable;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(crate) use gc::GcPace;
+pub(crate) use gc::{GcPace, collectable_sql};
 pub(crate) use layer::{Access, BoxFuture, Brief, Layered, Operation, StoreLayer};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use listing::skipped;

@@ -595,14 +595,13 @@ impl Sql {
                     "WITH gone AS (
                    DELETE FROM {s}.records WHERE key IN (
                      SELECT key FROM {s}.records
-                     WHERE version = $2 AND expires_at IS NOT NULL AND expires_at <= $1 AND expires_at >= $4
-                       AND state NOT IN ('in-doubt', 'awaiting-approval', 'claimed')
+                     WHERE version = $2 AND {collectable} AND expires_at >= $4
                      ORDER BY expires_at
                      LIMIT $3)
-                     AND version = $2 AND expires_at IS NOT NULL AND expires_at <= $1
-                     AND state NOT IN ('in-doubt', 'awaiting-approval', 'claimed')
+                     AND version = $2 AND {collectable}
                    RETURNING expires_at)
-                 SELECT count(*), max(expires_at) FROM gone"
+                 SELECT count(*), max(expires_at) FROM gone",
+                    collectable = super::collectable_sql("$1"),
                 ),
                 &[Type::INT8, Type::INT4, Type::INT8, Type::INT8],
             ),

@@ -1321,14 +1321,17 @@ fn put_meta_in_tx(conn: &Connection, name: &str, value: &str, replace: bool) -> 
 fn gc_in_tx(conn: &Connection, now: Millis, limit: u64) -> rusqlite::Result<u64> {
     // The SQL form of `store::collectable`; records of another version are left alone. The
     // candidates come from the `expires_at` index, oldest first.
-    let n = conn
-        .prepare_cached(
+    static GC: LazyLock<String> = LazyLock::new(|| {
+        format!(
             "DELETE FROM effect_records WHERE key IN (
                 SELECT key FROM effect_records
-                WHERE version = ?2 AND expires_at IS NOT NULL AND expires_at <= ?1
-                  AND state NOT IN ('in-doubt', 'awaiting-approval', 'claimed')
+                WHERE version = ?2 AND {}
                 ORDER BY expires_at LIMIT ?3)",
-        )?
+            super::collectable_sql("?1")
+        )
+    });
+    let n = conn
+        .prepare_cached(&GC)?
         .execute(params![now, RECORD_VERSION, i64::try_from(limit).unwrap_or(i64::MAX)])?;
     Ok(n as u64)
 }
