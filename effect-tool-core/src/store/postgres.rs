@@ -509,6 +509,12 @@ struct Sql {
 /// waiting for its WAL flush, which covers the claim's commit record before it.
 const UNFLUSHED: &str = "set_config('synchronous_commit', 'off', true)";
 
+/// Take the schema's advisory lock (`$1`: the schema's name) until the transaction ends.
+const LOCK_SCHEMA: &str = "SELECT pg_advisory_xact_lock(hashtext('effect-tool:' || $1::text))::text";
+
+/// Whether the schema (`$1`: its name) has its `settings` table (made on first use).
+const HAS_SETTINGS: &str = "SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'settings'";
+
 const CLOCK: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 const COLS: &str = "key, version, tool, class, run_id, thread_id, call_id, fingerprint, input, state, attempt, \
      lease_until, output, reason, approval_role, decided_by, created_at, updated_at, expires_at, call_ids, holder";
@@ -849,12 +855,7 @@ impl PostgresStore {
             return Ok(());
         }
         let tx = client.transaction().await.map_err(pg)?;
-        tx.query_typed(
-            "SELECT pg_advisory_xact_lock(hashtext('effect-tool:' || $1::text))::text",
-            &[(&name, Type::TEXT)],
-        )
-        .await
-        .map_err(pg)?;
+        lock_schema(&tx, name).await?;
         let exists = tx
             .query_typed_opt("SELECT 1 FROM pg_namespace WHERE nspname = $1", &[(&name, Type::TEXT)])
             .await
@@ -1059,16 +1060,8 @@ impl PostgresStore {
     ) -> Result<Option<String>, StoreError> {
         let select = format!("SELECT value FROM {s}.settings WHERE name = 'marker_secret'");
         // Read-only first: once it exists, no DDL or write privileges are needed.
-        let has_table = client
-            .query_typed_opt(
-                "SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'settings'",
-                &[(&name, Type::TEXT)],
-            )
-            .await
-            .map_err(pg)?
-            .is_some();
         let mut stored: Option<String> = None;
-        if has_table {
+        if self.has_settings(client, name).await? {
             stored = client
                 .query_typed_opt(&select, &[])
                 .await
@@ -1079,17 +1072,7 @@ impl PostgresStore {
             let fresh = crate::value::marker::MarkerSecret::random()
                 .map_err(|e| StoreError::Backend(format!("cannot create the journal's marker secret: {e}")))?;
             let tx = client.transaction().await.map_err(pg)?;
-            tx.query_typed(
-                "SELECT pg_advisory_xact_lock(hashtext('effect-tool:' || $1::text))::text",
-                &[(&name, Type::TEXT)],
-            )
-            .await
-            .map_err(pg)?;
-            tx.batch_execute(&format!(
-                "CREATE TABLE IF NOT EXISTS {s}.settings (name text PRIMARY KEY, value text NOT NULL)"
-            ))
-            .await
-            .map_err(pg)?;
+            create_settings(&tx, name, s).await?;
             tx.query_typed(
                 &format!(
                     "INSERT INTO {s}.settings (name, value) VALUES ('marker_secret', $1) ON CONFLICT (name) DO NOTHING"
@@ -1107,10 +1090,7 @@ impl PostgresStore {
     /// Whether the schema's `settings` table exists (it is made on first use).
     async fn has_settings(&self, client: &deadpool_postgres::Object, name: &str) -> Result<bool, StoreError> {
         Ok(client
-            .query_typed_opt(
-                "SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'settings'",
-                &[(&name, Type::TEXT)],
-            )
+            .query_typed_opt(HAS_SETTINGS, &[(&name, Type::TEXT)])
             .await
             .map_err(pg)?
             .is_some())
@@ -1137,17 +1117,7 @@ impl PostgresStore {
             return Ok(());
         }
         let tx = client.transaction().await.map_err(pg)?;
-        tx.query_typed(
-            "SELECT pg_advisory_xact_lock(hashtext('effect-tool:' || $1::text))::text",
-            &[(&name, Type::TEXT)],
-        )
-        .await
-        .map_err(pg)?;
-        tx.batch_execute(&format!(
-            "CREATE TABLE IF NOT EXISTS {s}.settings (name text PRIMARY KEY, value text NOT NULL)"
-        ))
-        .await
-        .map_err(pg)?;
+        create_settings(&tx, name, s).await?;
         tx.query_typed(&upsert, &[(&row, Type::TEXT), (&value, Type::TEXT)])
             .await
             .map_err(pg)?;
@@ -1463,6 +1433,25 @@ impl Store for PostgresStore {
                 ))
             })
     }
+}
+
+/// Take the schema's lock (`name`, unquoted) until `tx` ends: migrations and the first
+/// `settings` write of concurrent processes take their turns.
+async fn lock_schema(tx: &deadpool_postgres::Transaction<'_>, name: &str) -> Result<(), StoreError> {
+    tx.query_typed(LOCK_SCHEMA, &[(&name, Type::TEXT)]).await.map_err(pg)?;
+    Ok(())
+}
+
+/// Make the schema's `settings` table (`s`, the quoted schema `name`) inside `tx`, under the
+/// schema's lock, unless it exists: it is made on first use (the marker secret, an output
+/// schema), not by a migration, so that a journal migrated by a DBA needs no new DDL for it.
+async fn create_settings(tx: &deadpool_postgres::Transaction<'_>, name: &str, s: &str) -> Result<(), StoreError> {
+    lock_schema(tx, name).await?;
+    tx.batch_execute(&format!(
+        "CREATE TABLE IF NOT EXISTS {s}.settings (name text PRIMARY KEY, value text NOT NULL)"
+    ))
+    .await
+    .map_err(pg)
 }
 
 fn migrations_table(s: &str) -> String {
