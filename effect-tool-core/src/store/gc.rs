@@ -53,7 +53,11 @@ pub fn collectable(rec: &EffectRecord, now: Millis) -> bool {
 
 /// The states garbage collection keeps whatever their ttl: those a person still needs
 /// ([`RecordState::needs_person`]) and claims, live or stale.
-pub(crate) const KEPT: [RecordState; 3] = [RecordState::InDoubt, RecordState::AwaitingApproval, RecordState::Claimed];
+pub(crate) const KEPT: [RecordState; 3] = [
+    RecordState::InDoubt,
+    RecordState::AwaitingApproval,
+    RecordState::Claimed,
+];
 
 /// [`collectable`] as an SQL condition on a record row (columns `expires_at` and `state`), the
 /// time given as the SQL expression `now` (a parameter, `?1` or `$1`).
@@ -77,7 +81,11 @@ mod tests {
         for state in RecordState::ALL {
             let kept = state.needs_person() || state == RecordState::Claimed;
             assert_eq!(KEPT.contains(&state), kept, "{state}");
-            assert_eq!(collectable_sql("?1").contains(&format!("'{}'", state.as_str())), kept, "{state}");
+            assert_eq!(
+                collectable_sql("?1").contains(&format!("'{}'", state.as_str())),
+                kept,
+                "{state}"
+            );
         }
         assert_eq!(
             collectable_sql("$1"),
@@ -107,4 +115,3 @@ mod tests {
         assert_eq!(pace.size(), 16, "never under the least");
     }
 }
-

@@ -319,7 +319,13 @@ mod tests {
         }
         async fn lookup_recorded(&self, _: &str) -> Result<Option<Recorded>, StoreError> {
             self.saw("lookup_recorded");
-            Ok(Some(Recorded::new(RecordState::Completed, String::new(), None, None, None)))
+            Ok(Some(Recorded::new(
+                RecordState::Completed,
+                String::new(),
+                None,
+                None,
+                None,
+            )))
         }
         fn claim_answers_replays(&self) -> bool {
             self.saw("claim_answers_replays");

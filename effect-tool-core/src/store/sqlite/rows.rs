@@ -386,8 +386,10 @@ pub(super) fn put_meta_in_tx(conn: &Connection, name: &str, value: &str, replace
 
 /// Delete up to `limit` collectable records; how many were deleted.
 pub(super) fn gc_in_tx(conn: &Connection, now: Millis, limit: u64) -> rusqlite::Result<u64> {
-    let n = conn
-        .prepare_cached(&GC_RECORDS)?
-        .execute(params![now, RECORD_VERSION, i64::try_from(limit).unwrap_or(i64::MAX)])?;
+    let n = conn.prepare_cached(&GC_RECORDS)?.execute(params![
+        now,
+        RECORD_VERSION,
+        i64::try_from(limit).unwrap_or(i64::MAX)
+    ])?;
     Ok(n as u64)
 }
