@@ -16,7 +16,8 @@ use crate::decide::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome};
 /// journal: read the record, run [`crate::decide::record::transition`], write the result, append the
 /// op's audit entry, as one unit.
 ///
-/// Durability, per class (see [the module docs](crate::store#durability-follows-the-class)): every
+/// Durability, per class (see [the module docs](crate::store#durability-follows-the-class), and
+/// [the journal's format](https://github.com/effect-tool/effect-tool/blob/main/docs/journal-format.md#what-each-store-promises-per-class)): every
 /// operation is committed before it is answered; one for which [`Op::needs_flush`] is `true`
 /// (a compensable or irreversible claim, every record, release, in-doubt mark and person's
 /// decision) must also be on disk, surviving a power loss. The claim of an idempotent tool may

@@ -1,22 +1,40 @@
 //! The journal: one async store trait, the operations built on it, and its backends.
 //!
-//! A backend implements five methods; the state machine ([`crate::decide::record::transition`]) is the
-//! same for all of them, run inside the backend's atomic section by [`Store::apply`]. The
-//! conformance suite (`effect_tool_core::testing::conformance`, feature `testing`) checks every backend
-//! against the same lifecycle.
+//! The journal's format (every table and column of both backends, the JSON inside, the version
+//! counters) and what each store promises per effect class are written down once, in
+//! [`docs/journal-format.md`](https://github.com/effect-tool/effect-tool/blob/main/docs/journal-format.md).
+//!
+//! # Rooms
+//!
+//! - [`Store`] (`backend.rs`): the trait a backend implements. Five operations are required
+//!   (`get`, `apply`, `list`, `gc`, `audit`); the others are provided, and a backend overrides
+//!   them for a fast path (`lookup`, `lookup_recorded`, `claim_unseen`, `list_report`,
+//!   `claim_answers_replays`) or a capability of its own (`append_audit`, `marker_secret`,
+//!   `put_output_schema`, `output_schema`, `changed`, `now`, `backend_name`).
+//! - [`StoreExt`] (`operations.rs`): the named operations (claim, complete, approve, ...), each
+//!   one [`Store::apply`] of an [`Op`](crate::decide::record::Op), for every store at once.
+//! - `layer.rs`: wrapping a store, written once, so that the crate's wrappers (the engine's
+//!   instrumentation, the simulation's faulty journal) forward every method of [`Store`].
+//! - [`Filter`], [`Listing`] (`listing.rs`), [`Recorded`] (`recorded.rs`): what lists take and
+//!   give, and what a replay reads.
+//! - [`collectable`] (`gc.rs`): what garbage collection may delete, for every backend.
+//! - The backends: [`memory`], `sqlite` and `postgres` (features of the same names), each in
+//!   rooms of its own (schema and migrations, statements, the trait impl); `row.rs`, the one
+//!   decoding of a stored row for both SQL backends.
+//! - [`markers`], [`approval`]: finding a record from a marker; waiting for a person.
 //!
 //! # Durability follows the class
 //!
 //! Every operation is committed (visible to every process sharing the journal) before its
-//! caller is answered. What must also be *flushed* (on disk, surviving a power loss) before
-//! the answer is said by [`Op::needs_flush`]: everything but the claim of an idempotent tool
-//! ([`crate::EffectClass::claim_needs_flush`]). Such a claim may reach the disk with the
-//! holder's record, whose flush covers it in a backend whose log is written in commit order
-//! (SQLite's WAL, PostgreSQL's WAL); a claim lost in a power failure only means the call runs
-//! again with the same key, which the class allows. Compensable and irreversible claims are
-//! flushed before the tool runs: they are the evidence that makes a later attempt reconcile
-//! instead of acting twice. A backend may always flush more. The SQLite and PostgreSQL
-//! modules say how each does it.
+//! caller is answered; what must also be flushed (surviving a power loss) is said by
+//! [`Op::needs_flush`](crate::decide::record::Op::needs_flush): everything but the claim of an
+//! idempotent tool. Why that is safe, and what each backend does, is the section "What each
+//! store promises, per class" of the journal's format.
+//!
+//! The state machine ([`crate::decide::record::transition`]) is the same for every backend, run
+//! inside the backend's atomic section by [`Store::apply`]. The conformance suite
+//! (`effect_tool_core::testing::conformance`, feature `testing`) checks every backend against the
+//! same lifecycle.
 
 pub mod approval;
 mod backend;

@@ -10,6 +10,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! The schema's tables and columns, its migrations, and what the store promises per effect
+//! class are written down in
+//! [`docs/journal-format.md`](https://github.com/effect-tool/effect-tool/blob/main/docs/journal-format.md#postgresql).
+//!
 //! # Guarantees
 //!
 //! - **Its own schema** (`effect_tool` by default, [`PgOptions::schema`]) in an existing

@@ -1,5 +1,6 @@
 //! A record as the SQL backends store it: plain columns and JSON text, checked and decoded in
-//! one place so that every backend reads the versioned schema the same way.
+//! one place so that every backend reads the versioned schema the same way. The columns and the
+//! JSON inside them: [`docs/journal-format.md`](https://github.com/effect-tool/effect-tool/blob/main/docs/journal-format.md#a-record).
 
 use std::str::FromStr;
 

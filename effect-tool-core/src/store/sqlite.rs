@@ -102,6 +102,10 @@
 //!
 //! # Schema (version 4)
 //!
+//! Every table, column and meta row, and how the version moves, is written down in
+//! [`docs/journal-format.md`](https://github.com/effect-tool/effect-tool/blob/main/docs/journal-format.md#sqlite).
+//! In short:
+//!
 //! Created and upgraded by versioned migrations that the store applies itself at open, in one
 //! transaction (version 2 replaced the index on every record's state by indexes on the states a
 //! person acts on; version 3 added `call_ids`, the other tool calls that received a result; version 4 added
