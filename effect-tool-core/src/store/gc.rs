@@ -45,8 +45,8 @@ impl GcPace {
 /// an effect and its record, and dropping it would let the next call of an irreversible tool run
 /// again silently (and reuse the dead holder's fencing token) instead of reconciling.
 ///
-/// The SQL backends delete with the same rule, written from this one ([`KEPT`],
-/// [`collectable_sql`]).
+/// The SQL backends delete with the same rule, their `DELETE`'s condition written from the
+/// same list of states kept.
 pub fn collectable(rec: &EffectRecord, now: Millis) -> bool {
     rec.is_expired(now) && !KEPT.contains(&rec.state)
 }

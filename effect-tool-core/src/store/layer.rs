@@ -43,12 +43,14 @@ pub(crate) struct Operation<'a> {
     /// The key it is about, if one.
     pub key: Option<&'a str>,
     /// What it does to the journal.
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub access: Access,
 }
 
 /// A short description of an operation's answer, for a layer's log.
 pub(crate) trait Brief {
     /// The description (`found`, `3 records`, `claimed attempt 2`, ...).
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     fn brief(&self) -> String;
 }
 

@@ -1,7 +1,6 @@
 //! Listing the journal: which records ([`Filter`], paged with a [`Cursor`]), and what a list
 //! found ([`Listing`]), the rows it could not read included ([`Skipped`]).
 
-use crate::call::error::StoreError;
 use crate::decide::record::{EffectRecord, Millis, RecordState};
 
 /// Which records to list.
@@ -122,7 +121,7 @@ impl Listing {
 
 /// A skipped row for `error`, under `key` when the error does not name one.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(crate) fn skipped(error: &StoreError, key: Option<&str>) -> Skipped {
+pub(crate) fn skipped(error: &crate::call::error::StoreError, key: Option<&str>) -> Skipped {
     let key = error.key().or(key).unwrap_or_default().to_owned();
     tracing::warn!(key = %key, error = %error, "list skipped a record it cannot read");
     Skipped {

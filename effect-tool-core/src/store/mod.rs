@@ -57,7 +57,9 @@ pub(crate) use backend::StoreClock;
 pub use gc::collectable;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use gc::{GcPace, collectable_sql};
-pub(crate) use layer::{Access, BoxFuture, Brief, Layered, Operation, StoreLayer};
+#[cfg(feature = "testing")]
+pub(crate) use layer::Access;
+pub(crate) use layer::{BoxFuture, Brief, Layered, Operation, StoreLayer};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use listing::skipped;
 pub use listing::{Cursor, Filter, Listing, Skipped};
