@@ -548,6 +548,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_output_schema_is_written_through_the_writer_whose_error_names_the_lock_it_waited_for() {
+        let (dir, path) = scratch("schema-writer");
+        let options = SqliteOptions {
+            busy_timeout: Duration::from_millis(50),
+            ..Default::default()
+        };
+        let store = SqliteStore::open_with(&path, options).unwrap();
+        let schema = serde_json::json!({ "type": "string" });
+        // Another process's write transaction holds SQLite's write lock.
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let err = store.put_output_schema("t", &schema).await.unwrap_err().to_string();
+        assert!(
+            err.contains("stayed locked by another process") && err.contains("nothing was written"),
+            "the writer's answer, not a read connection's: {err}"
+        );
+        other.execute_batch("ROLLBACK").unwrap();
+        store.put_output_schema("t", &schema).await.unwrap();
+        assert_eq!(store.output_schema("t").await.unwrap(), Some(schema));
+        drop((store, other));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
     async fn a_version_1_journal_is_migrated_with_its_records() {
         use crate::decide::record::{Intent, RecordState};
         use crate::store::StoreExt;
