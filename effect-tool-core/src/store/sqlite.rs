@@ -572,6 +572,34 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_marker_secret_is_created_through_the_writer_and_read_the_same_after() {
+        let (dir, path) = scratch("secret-writer");
+        let options = SqliteOptions {
+            busy_timeout: Duration::from_millis(50),
+            ..Default::default()
+        };
+        let store = SqliteStore::open_with(&path, options).unwrap();
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let err = store.marker_secret().await.unwrap_err().to_string();
+        assert!(
+            err.contains("stayed locked by another process") && err.contains("nothing was written"),
+            "the writer's answer, not a read connection's: {err}"
+        );
+        other.execute_batch("ROLLBACK").unwrap();
+        let made = store.marker_secret().await.unwrap().unwrap();
+        let again = SqliteStore::open(&path)
+            .unwrap()
+            .marker_secret()
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(made.to_hex(), again.to_hex());
+        drop((store, other));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
     async fn a_version_1_journal_is_migrated_with_its_records() {
         use crate::decide::record::{Intent, RecordState};
         use crate::store::StoreExt;

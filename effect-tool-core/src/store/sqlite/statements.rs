@@ -117,6 +117,9 @@ pub(super) fn list_sql(filter: &Filter) -> (String, Vec<rusqlite::types::Value>)
     (sql, args)
 }
 
+/// Read a meta row (`?1` its name).
+pub(super) const SELECT_META: &str = "SELECT value FROM effect_tool_meta WHERE name = ?1";
+
 /// Write a meta row (`?1` its name, `?2` its value), replacing a different value.
 pub(super) const REPLACE_META: &str = "INSERT INTO effect_tool_meta (name, value) VALUES (?1, ?2)
      ON CONFLICT (name) DO UPDATE SET value = excluded.value WHERE value <> excluded.value";

@@ -112,7 +112,7 @@ impl Store for SqliteStore {
         let path = self.shared.path.clone();
         self.read(move |conn| {
             let stored: Option<String> = conn
-                .query_row("SELECT value FROM effect_tool_meta WHERE name = ?1", [&name], |r| r.get(0))
+                .query_row(SELECT_META, [&name], |r| r.get(0))
                 .optional()
                 .map_err(backend)?;
             stored
@@ -129,36 +129,41 @@ impl Store for SqliteStore {
         .await
     }
 
-    /// The `marker_secret` row of `effect_tool_meta`, created on first use (the first writer
-    /// wins; every process then reads the same one).
+    /// The `marker_secret` row of `effect_tool_meta`, read on a pooled connection, and created
+    /// on first use through the writer (the first writer wins; every process then reads the
+    /// same one).
     async fn marker_secret(&self) -> Result<Option<crate::value::marker::MarkerSecret>, StoreError> {
-        let path = self.shared.path.clone();
-        self.read(move |conn| {
-            let read = |conn: &Connection| -> Result<Option<String>, StoreError> {
-                conn.query_row("SELECT value FROM effect_tool_meta WHERE name = 'marker_secret'", [], |r| r.get(0))
+        let read = || {
+            self.read(|conn| {
+                conn.query_row(SELECT_META, ["marker_secret"], |r| r.get::<_, String>(0))
                     .optional()
                     .map_err(backend)
-            };
-            let stored = match read(conn)? {
-                Some(stored) => stored,
-                None => {
-                    let fresh = crate::value::marker::MarkerSecret::random()
-                        .map_err(|e| StoreError::Backend(format!("cannot create the journal's marker secret: {e}")))?;
-                    conn.execute(
-                        "INSERT INTO effect_tool_meta (name, value) VALUES ('marker_secret', ?1) ON CONFLICT (name) DO NOTHING",
-                        [fresh.to_hex()],
-                    )
-                    .map_err(backend)?;
-                    read(conn)?.unwrap_or_default()
-                }
-            };
-            crate::value::marker::MarkerSecret::from_hex(&stored).map(Some).ok_or_else(|| {
-                StoreError::Backend(format!(
-                    "SQLite journal {}: its marker secret (row `marker_secret` of `effect_tool_meta`) is not 64 hex digits: it was not written by effect-tool; delete the row to make a new one (markers already posted will then no longer verify)",
-                    path.display()
-                ))
             })
+        };
+        let stored = match read().await? {
+            Some(stored) => stored,
+            None => {
+                let fresh = crate::value::marker::MarkerSecret::random()
+                    .map_err(|e| StoreError::Backend(format!("cannot create the journal's marker secret: {e}")))?;
+                let work = writer::Work::PutMeta {
+                    name: "marker_secret".to_owned(),
+                    value: fresh.to_hex(),
+                    replace: false,
+                };
+                match writer::submit(&self.shared, work).await {
+                    writer::Answer::PutMeta(answer) => answer?,
+                    writer::Answer::Apply(_) | writer::Answer::Gc(_) => {
+                        unreachable!("a meta row is answered as one")
+                    }
+                }
+                read().await?.unwrap_or_default()
+            }
+        };
+        crate::value::marker::MarkerSecret::from_hex(&stored).map(Some).ok_or_else(|| {
+            StoreError::Backend(format!(
+                "SQLite journal {}: its marker secret (row `marker_secret` of `effect_tool_meta`) is not 64 hex digits: it was not written by effect-tool; delete the row to make a new one (markers already posted will then no longer verify)",
+                self.shared.path.display()
+            ))
         })
-        .await
     }
 }
