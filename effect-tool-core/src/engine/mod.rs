@@ -408,7 +408,7 @@ impl Engine {
     pub fn with_config(store: impl Store, config: EngineConfig) -> Self {
         Engine {
             inner: Arc::new(Inner {
-                store: Arc::new(instrumented::InstrumentedStore::new(Arc::new(store))),
+                store: Arc::new(instrumented::instrumented(Arc::new(store))),
                 config,
                 inflight: Mutex::new(HashMap::default()),
                 draining: CancellationToken::new(),

@@ -1,11 +1,16 @@
 //! A record as the SQL backends store it: plain columns and JSON text, checked and decoded in
-//! one place so that every backend reads the versioned schema the same way.
+//! one place so that every backend reads the versioned schema the same way. The columns and the
+//! JSON inside them: [`docs/journal-format.md`](https://github.com/effect-tool/effect-tool/blob/main/docs/journal-format.md#a-record).
 
 use std::str::FromStr;
 
 use crate::call::error::StoreError;
 use crate::decide::record::{EffectRecord, RECORD_VERSION, RecordState};
 use crate::value::class::EffectClass;
+
+/// The prefix of the meta rows (SQLite's `effect_tool_meta`, PostgreSQL's `settings`) that keep
+/// each tool's output schema ([`Store::put_output_schema`](super::Store::put_output_schema)), followed by the tool's name.
+pub(crate) const OUTPUT_SCHEMA_ROW: &str = "output_schema:";
 
 /// One stored row, before it is checked and decoded.
 pub(crate) struct StoredRow {

@@ -39,16 +39,15 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::call::context::{EffectCtx, RunContext};
 use crate::call::error::{EffectError, StoreError};
 use crate::call::tool::Tool;
-use crate::decide::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome, RecordState, Verdict};
+use crate::decide::record::{EffectRecord, Millis, Op, OpOutcome, RecordState, Verdict};
 use crate::engine::{CallOptions, Disposition, Engine, EngineConfig, EngineEvent};
-use crate::store::{Filter, Listing, MemoryStore, Recorded, Store, StoreExt};
+use crate::store::{Access, BoxFuture, Brief, Filter, Layered, MemoryStore, Operation, Store, StoreExt, StoreLayer};
 use crate::value::class::EffectClass;
 use crate::value::outcome::ToolError;
 
@@ -536,10 +535,13 @@ impl World {
 
     /// Start (or restart, with nothing remembered) engine `e`.
     fn start_engine(self: &Arc<Self>, e: usize, incarnation: u32, why: &str) {
-        let store = SimStore {
-            world: self.clone(),
-            engine: e,
-        };
+        let store = Layered::new(
+            self.inner.clone(),
+            SimLayer {
+                world: self.clone(),
+                engine: e,
+            },
+        );
         let engine = Engine::with_config(
             store,
             EngineConfig {
@@ -989,13 +991,14 @@ enum StoreFault {
     LoseAnswer,
 }
 
-/// Engine `engine`'s view of the journal: every operation goes through the faults.
-struct SimStore {
+/// Engine `engine`'s view of the journal: every operation goes through the faults. A layer
+/// ([`StoreLayer`]): every method of the journal reaches it, the capabilities included.
+struct SimLayer {
     world: Arc<World>,
     engine: usize,
 }
 
-impl SimStore {
+impl SimLayer {
     fn draw(&self, write: bool) -> StoreFault {
         let w = &self.world;
         if !w.config.op_faults || w.healed() {
@@ -1010,7 +1013,7 @@ impl SimStore {
     }
 
     /// Run `op` (named `what`, on `key`) through the faults, one journal operation at a time.
-    async fn around<T>(
+    async fn faulty<T>(
         &self,
         what: &str,
         key: Option<&str>,
@@ -1056,13 +1059,48 @@ impl SimStore {
         w.gate(e).await;
         result
     }
+}
 
-    async fn apply_op(&self, key: &str, op: Op, unseen: bool) -> Result<OpOutcome, StoreError> {
-        let what = op.name();
+impl StoreLayer for SimLayer {
+    fn around<'a, T: Brief + Send + 'a>(
+        &'a self,
+        op: Operation<'a>,
+        fut: BoxFuture<'a, Result<T, StoreError>>,
+    ) -> BoxFuture<'a, Result<T, StoreError>> {
+        match op.access {
+            // The marker secret and output schemas: read and written once, without faults.
+            Access::Setup => Box::pin(self.world.sync(fut)),
+            access => Box::pin(self.faulty(op.name, op.key, access == Access::Write, fut, T::brief)),
+        }
+    }
+
+    fn around_apply<'a>(
+        &'a self,
+        op: Operation<'a>,
+        fut: BoxFuture<'a, Result<OpOutcome, StoreError>>,
+    ) -> BoxFuture<'a, Result<OpOutcome, StoreError>> {
+        let claim = op.name == "claim";
         let broken = self.world.config.broken;
-        let claim = matches!(op, Op::Claim { .. });
+        let fut = async move {
+            match fut.await {
+                // Broken: a live holder is ignored.
+                Ok(OpOutcome::InFlight(rec)) if claim && broken == Some(Broken::IgnoreLiveClaims) => {
+                    Ok(OpOutcome::Claimed {
+                        attempt: rec.attempt,
+                        previous: None,
+                        before: None,
+                    })
+                }
+                answer => answer,
+            }
+        };
+        Box::pin(self.faulty(op.name, op.key, true, fut, OpOutcome::brief))
+    }
+
+    fn rewrite(&self, op: Op) -> Op {
+        let broken = self.world.config.broken;
         // Broken: the journal keeps a claim a quarter of the lease the engine asked for.
-        let op = match op {
+        match op {
             Op::Claim {
                 intent,
                 lease_ms,
@@ -1094,114 +1132,12 @@ impl SimStore {
                 output: Value::String("corrupted".to_owned()),
             },
             op => op,
-        };
-        let inner = self.world.inner.clone();
-        let op = async move {
-            let answer = if unseen {
-                inner.claim_unseen(key, op).await
-            } else {
-                inner.apply(key, op).await
-            };
-            match answer {
-                // Broken: a live holder is ignored.
-                Ok(OpOutcome::InFlight(rec)) if claim && broken == Some(Broken::IgnoreLiveClaims) => {
-                    Ok(OpOutcome::Claimed {
-                        attempt: rec.attempt,
-                        previous: None,
-                        before: None,
-                    })
-                }
-                answer => answer,
-            }
-        };
-        self.around(what, Some(key), true, op, outcome_word).await
-    }
-}
-
-fn outcome_word(o: &OpOutcome) -> String {
-    match o {
-        OpOutcome::Claimed { attempt, previous, .. } => match previous {
-            Some(p) => format!("claimed attempt {attempt}, taking over {p:?}"),
-            None => format!("claimed attempt {attempt}"),
-        },
-        OpOutcome::Recorded(r) => format!("recorded {:?}", r.output),
-        OpOutcome::InFlight(r) => format!("held live by attempt {}", r.attempt),
-        OpOutcome::Done(r) => format!("now {:?} (attempt {})", r.state, r.attempt),
-        other => {
-            let text = format!("{other:?}");
-            text.split('(').next().unwrap_or_default().to_owned()
         }
     }
-}
 
-fn found_word<T>(found: &Option<T>) -> String {
-    if found.is_some() {
-        "found".to_owned()
-    } else {
-        "none".to_owned()
-    }
-}
-
-#[async_trait]
-impl Store for SimStore {
-    async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
-        let say = |r: &Option<EffectRecord>| {
-            r.as_ref()
-                .map_or("none".to_owned(), |r| format!("{:?} attempt {}", r.state, r.attempt))
-        };
-        self.around("get", Some(key), false, self.world.inner.get(key), say)
-            .await
-    }
-    async fn lookup(&self, key: &str) -> Result<Option<Arc<EffectRecord>>, StoreError> {
-        self.around("lookup", Some(key), false, self.world.inner.lookup(key), found_word)
-            .await
-    }
-    async fn lookup_recorded(&self, key: &str) -> Result<Option<Recorded>, StoreError> {
-        let say = |r: &Option<Recorded>| r.as_ref().map_or("none".to_owned(), |r| format!("{:?}", r.state()));
-        self.around("lookup", Some(key), false, self.world.inner.lookup_recorded(key), say)
-            .await
-    }
-    async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
-        self.apply_op(key, op, false).await
-    }
-    async fn claim_unseen(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
-        self.apply_op(key, op, true).await
-    }
-    async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
-        let say = |l: &Vec<EffectRecord>| format!("{} records", l.len());
-        self.around("list", None, false, self.world.inner.list(filter), say)
-            .await
-    }
-    async fn list_report(&self, filter: &Filter) -> Result<Listing, StoreError> {
-        let say = |l: &Listing| format!("{} records", l.records.len());
-        self.around("list", None, false, self.world.inner.list_report(filter), say)
-            .await
-    }
-    async fn gc(&self, now: Millis) -> Result<u64, StoreError> {
-        self.around("gc", None, true, self.world.inner.gc(now), |n| format!("{n} dropped"))
-            .await
-    }
-    async fn audit(&self, key: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
-        let say = |a: &Vec<AuditEntry>| format!("{} entries", a.len());
-        self.around("audit", key, false, self.world.inner.audit(key), say).await
-    }
-    async fn append_audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
-        let what = format!("append-audit {}", entry.action);
-        let key = entry.key.clone();
-        self.around(&what, Some(&key), true, self.world.inner.append_audit(entry), |_| {
-            "done".to_owned()
-        })
-        .await
-    }
-    fn now(&self) -> Millis {
+    fn now(&self, inner: Millis) -> Millis {
         let skew = lock(&self.world.faults).skew.get(self.engine).copied().unwrap_or(0);
-        self.world.inner.now() + skew
-    }
-    fn claim_answers_replays(&self) -> bool {
-        self.world.inner.claim_answers_replays()
-    }
-    async fn marker_secret(&self) -> Result<Option<crate::value::marker::MarkerSecret>, StoreError> {
-        self.world.sync(self.world.inner.marker_secret()).await
+        inner + skew
     }
 }
 
@@ -1354,7 +1290,7 @@ sim_tool!(Idempotent, "sim_idempotent", EffectClass::Idempotent, false);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decide::record::Intent;
+    use crate::decide::record::{AuditEntry, Intent};
 
     fn intent(key_of: &CallInfo) -> Intent {
         Intent {

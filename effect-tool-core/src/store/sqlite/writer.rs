@@ -30,7 +30,7 @@ use std::sync::Arc;
 use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::oneshot;
 
-use super::{Held, Shared, Synchronous, apply_in_tx, fault_advice, gc_in_tx, is_busy};
+use super::{Held, Shared, Synchronous, apply_in_tx, fault_advice, gc_in_tx, is_busy, put_meta_in_tx};
 use crate::call::error::StoreError;
 use crate::decide::record::{Millis, Op, OpOutcome};
 
@@ -85,6 +85,21 @@ pub(super) enum Work {
         now: Millis,
         limit: u64,
     },
+    /// Write the row `name` of `effect_tool_meta` (an output schema, the marker secret):
+    /// replace its value when `replace`, else only create it.
+    PutMeta {
+        name: String,
+        value: String,
+        replace: bool,
+    },
+}
+
+/// What kind of work: how it is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Apply,
+    Gc,
+    PutMeta,
 }
 
 // Answers live briefly; their size does not matter beside a commit.
@@ -92,18 +107,27 @@ pub(super) enum Work {
 pub(super) enum Answer {
     Apply(Result<OpOutcome, StoreError>),
     Gc(Result<u64, StoreError>),
+    PutMeta(Result<(), StoreError>),
 }
 
 impl Work {
+    fn kind(&self) -> Kind {
+        match self {
+            Work::Apply { .. } => Kind::Apply,
+            Work::Gc { .. } => Kind::Gc,
+            Work::PutMeta { .. } => Kind::PutMeta,
+        }
+    }
+
     fn is_gc(&self) -> bool {
-        matches!(self, Work::Gc { .. })
+        self.kind() == Kind::Gc
     }
 
     /// Whether its commit must be flushed before it is answered (see [`Op::needs_flush`]).
     fn needs_flush(&self) -> bool {
         match self {
             Work::Apply { op, .. } => op.needs_flush(),
-            Work::Gc { .. } => true,
+            Work::Gc { .. } | Work::PutMeta { .. } => true,
         }
     }
 
@@ -119,24 +143,27 @@ impl Work {
         } else {
             StoreError::Backend(format!("SQLite journal {path}: {e}; nothing was written"))
         };
-        match self {
-            Work::Apply { .. } => Answer::Apply(Err(err)),
-            Work::Gc { .. } => Answer::Gc(Err(err)),
-        }
+        self.kind().answer(err)
     }
 }
 
 /// The answer to a caller whose work was taken but never answered.
-fn lost(gc: bool) -> Answer {
-    let err = StoreError::Backend(
+fn lost(kind: Kind) -> Answer {
+    kind.answer(StoreError::Backend(
         "the SQLite writer stopped before answering (a panic, or the runtime shutting down); \
          the operation may or may not have been applied: look the key up before retrying"
             .to_owned(),
-    );
-    if gc {
-        Answer::Gc(Err(err))
-    } else {
-        Answer::Apply(Err(err))
+    ))
+}
+
+impl Kind {
+    /// The failure `err` as an answer to work of this kind.
+    fn answer(self, err: StoreError) -> Answer {
+        match self {
+            Kind::Apply => Answer::Apply(Err(err)),
+            Kind::Gc => Answer::Gc(Err(err)),
+            Kind::PutMeta => Answer::PutMeta(Err(err)),
+        }
     }
 }
 
@@ -166,7 +193,7 @@ enum Reply {
 
 /// Apply `work` through the writer: lead, or wait for the leader.
 pub(super) async fn submit(shared: &Arc<Shared>, work: Work) -> Answer {
-    let is_gc = work.is_gc();
+    let kind = work.kind();
     let waiting = {
         let mut w = shared.lock_writer();
         if w.leading {
@@ -189,7 +216,7 @@ pub(super) async fn submit(shared: &Arc<Shared>, work: Work) -> Answer {
                 Ok(Wake::Answer(answer)) => return answer,
                 Ok(Wake::Lead(work)) => work,
                 // The leader dropped this work unanswered (it panicked).
-                Err(_) => return lost(is_gc),
+                Err(_) => return lost(kind),
             }
         }
     };
@@ -207,7 +234,7 @@ pub(super) async fn submit(shared: &Arc<Shared>, work: Work) -> Answer {
     match tokio::task::spawn_blocking(move || lead.run(true)).await {
         Ok(Some(answer)) => answer,
         // Cancelled by a runtime shutdown or a panic: `Leadership`'s drop answered the others.
-        _ => lost(is_gc),
+        _ => lost(kind),
     }
 }
 
@@ -418,7 +445,7 @@ impl Drop for Leadership {
         let Some(conn) = self.conn.take() else { return };
         for (work, reply) in self.batch.drain(..) {
             if let Reply::Waiter(tx) = reply {
-                let _ = tx.send(Wake::Answer(lost(work.is_gc())));
+                let _ = tx.send(Wake::Answer(lost(work.kind())));
             }
         }
         let mut w = self.shared.lock_writer();
@@ -520,6 +547,10 @@ fn run_batch(
         answers.push(match work {
             Work::Apply { key, op } => Answer::Apply(apply_in_tx(&tx, key, op, &mut conn.held, now)?),
             Work::Gc { now, limit } => Answer::Gc(Ok(gc_in_tx(&tx, *now, *limit)?)),
+            Work::PutMeta { name, value, replace } => {
+                put_meta_in_tx(&tx, name, value, *replace)?;
+                Answer::PutMeta(Ok(()))
+            }
         });
     }
     tx.commit()?;

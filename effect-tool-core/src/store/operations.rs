@@ -1,0 +1,190 @@
+//! The named operations of the journal ([`StoreExt`]: claim, complete, approve, ...), each one
+//! [`Store::apply`] of an [`Op`], and the check of an output recorded by hand against the
+//! tool's output schema ([`check_output`]).
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::Store;
+use crate::call::error::StoreError;
+use crate::decide::record::{EffectRecord, Intent, Op, OpOutcome, Verdict};
+
+/// The named operations of the journal, built on [`Store::apply`].
+#[async_trait]
+pub trait StoreExt: Store {
+    /// Claim `key` for `intent` with a lease.
+    async fn claim(
+        &self,
+        key: &str,
+        intent: Intent,
+        lease_ms: u64,
+        takeover_in_doubt: bool,
+    ) -> Result<OpOutcome, StoreError> {
+        self.apply(
+            key,
+            Op::Claim {
+                intent,
+                lease_ms,
+                takeover_in_doubt,
+            },
+        )
+        .await
+    }
+    /// Extend the lease held by `attempt`.
+    async fn renew(&self, key: &str, attempt: u32, lease_ms: u64) -> Result<EffectRecord, StoreError> {
+        done(self.apply(key, Op::Renew { attempt, lease_ms }).await?)
+    }
+    /// Record the output of the claim held by `attempt` (fenced).
+    async fn complete(&self, key: &str, attempt: u32, output: Value) -> Result<EffectRecord, StoreError> {
+        done(self.apply(key, Op::Complete { attempt, output }).await?)
+    }
+    /// Release the claim held by `attempt`: nothing happened.
+    async fn release(&self, key: &str, attempt: u32, reason: Option<String>) -> Result<EffectRecord, StoreError> {
+        done(self.apply(key, Op::Release { attempt, reason }).await?)
+    }
+    /// Mark the claim held by `attempt` in doubt.
+    async fn mark_in_doubt(&self, key: &str, attempt: u32, reason: String) -> Result<EffectRecord, StoreError> {
+        done(self.apply(key, Op::MarkInDoubt { attempt, reason }).await?)
+    }
+    /// A person's verdict on a record in doubt.
+    ///
+    /// An output given as applied is checked first against the tool's output schema in the
+    /// journal ([`Store::output_schema`]): one that does not match is refused with
+    /// [`Rejected::OutputMismatch`](crate::decide::record::Rejected::OutputMismatch), which shows the
+    /// schema, and nothing is recorded.
+    async fn resolve(&self, key: &str, by: &str, verdict: Verdict) -> Result<EffectRecord, StoreError> {
+        check_verdict(self, key, &verdict).await?;
+        done(
+            self.apply(
+                key,
+                Op::Resolve {
+                    by: by.to_owned(),
+                    verdict,
+                },
+            )
+            .await?,
+        )
+    }
+    /// A person corrects their resolution of `key` (see [`Op::Amend`]): refused unless the
+    /// record's current state was set by a person's resolution. An output is checked as
+    /// [`StoreExt::resolve`] checks it.
+    async fn amend(&self, key: &str, by: &str, verdict: Verdict) -> Result<EffectRecord, StoreError> {
+        check_verdict(self, key, &verdict).await?;
+        done(
+            self.apply(
+                key,
+                Op::Amend {
+                    by: by.to_owned(),
+                    verdict,
+                },
+            )
+            .await?,
+        )
+    }
+    /// A person approves a call awaiting approval, as `role`: the input they were shown, named
+    /// by its `fingerprint` ([`EffectRecord::fingerprint`] of the record they looked at).
+    ///
+    /// Refused with [`Rejected::InputChanged`](crate::decide::record::Rejected::InputChanged) when the
+    /// input parked under `key` now is another one (the model called again with other
+    /// arguments after the person looked): nothing is approved, and the error shows the new
+    /// input. There is deliberately no way to approve "whatever is parked": code that approves
+    /// reads the record it decides on (`get`) and passes that record's fingerprint.
+    async fn approve(&self, key: &str, by: &str, role: &str, fingerprint: &str) -> Result<EffectRecord, StoreError> {
+        done(
+            self.apply(
+                key,
+                Op::Approve {
+                    by: by.to_owned(),
+                    role: role.to_owned(),
+                    fingerprint: fingerprint.to_owned(),
+                },
+            )
+            .await?,
+        )
+    }
+    /// A person denies a call awaiting approval.
+    async fn deny(&self, key: &str, by: &str, reason: Option<String>) -> Result<EffectRecord, StoreError> {
+        done(
+            self.apply(
+                key,
+                Op::Deny {
+                    by: by.to_owned(),
+                    reason,
+                },
+            )
+            .await?,
+        )
+    }
+    /// Mark a completed compensable effect as undone.
+    async fn mark_compensated(&self, key: &str, by: &str) -> Result<EffectRecord, StoreError> {
+        done(self.apply(key, Op::MarkCompensated { by: by.to_owned() }).await?)
+    }
+}
+
+impl<S: Store + ?Sized> StoreExt for S {}
+
+/// Refuse a [`Verdict::Applied`] whose output does not match the output schema the journal
+/// keeps for the record's tool. A verdict on a key with no record is left to the store to
+/// refuse (`NotFound`).
+async fn check_verdict<S: Store + ?Sized>(store: &S, key: &str, verdict: &Verdict) -> Result<(), StoreError> {
+    let Verdict::Applied { output } = verdict else {
+        return Ok(());
+    };
+    let Some(rec) = store.get(key).await? else {
+        return Ok(());
+    };
+    match store.output_schema(&rec.tool).await? {
+        Some(schema) => check_output(key, &rec.tool, &schema, output).map_err(StoreError::from),
+        None => Ok(()),
+    }
+}
+
+/// The most problems an [`Rejected::OutputMismatch`](crate::decide::record::Rejected::OutputMismatch)
+/// lists.
+const MAX_OUTPUT_PROBLEMS: usize = 5;
+
+/// Whether `output` has the shape `schema` (the JSON Schema of `tool`'s output) describes:
+/// `Err` lists what does not match, with the schema. A schema the validator cannot compile
+/// (not written by effect-tool) checks nothing, and is logged.
+pub fn check_output(
+    key: &str,
+    tool: &str,
+    schema: &Value,
+    output: &Value,
+) -> Result<(), crate::decide::record::Rejected> {
+    let validator = match jsonschema::validator_for(schema) {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!(tool, error = %e, "the journal's output schema of this tool does not compile; the output recorded by hand is not checked");
+            return Ok(());
+        }
+    };
+    let problems: Vec<String> = validator
+        .iter_errors(output)
+        .take(MAX_OUTPUT_PROBLEMS)
+        .map(|e| {
+            let at = e.instance_path().as_str();
+            let at = if at.is_empty() { "the output" } else { at };
+            format!("`{at}`: {e}")
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(crate::decide::record::Rejected::OutputMismatch(Box::new(
+            crate::decide::record::OutputMismatch {
+                key: key.to_owned(),
+                tool: tool.to_owned(),
+                problems,
+                schema: schema.clone(),
+            },
+        )))
+    }
+}
+
+fn done(outcome: OpOutcome) -> Result<EffectRecord, StoreError> {
+    match outcome {
+        OpOutcome::Done(rec) => Ok(std::sync::Arc::unwrap_or_clone(rec)),
+        other => Err(StoreError::Backend(format!("unexpected outcome {other:?}"))),
+    }
+}
