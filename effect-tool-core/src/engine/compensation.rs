@@ -15,6 +15,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::complete::Completion;
 use super::execute::panic_message;
 use super::lease::{Held, LeaseClock, Leased};
 use super::lifecycle::Engine;
@@ -22,7 +23,7 @@ use crate::call::context::{EffectCtx, RunContext};
 use crate::call::error::{EffectError, StoreError};
 use crate::decide::policy::{Decision, PolicyInput, decide};
 use crate::decide::record::RecordState;
-use crate::decide::record::{EffectRecord, Holder, Intent, Op, OpOutcome, Rejected};
+use crate::decide::record::{EffectRecord, Holder, Intent, OpOutcome, Rejected};
 use crate::engine::dyn_tool::DynTool;
 use crate::store::{Filter, Store, StoreExt};
 use crate::value::class::EffectClass;
@@ -415,14 +416,21 @@ impl Undo<'_> {
         }
     }
 
-    /// Stage 4f: record the compensation under its claim (fenced as a call's record is).
+    /// Stage 4f: record the compensation under its claim, as a call's output is recorded
+    /// ([`Engine::complete_under_claim`]: retried for [`Engine::with_store_retry`] while the
+    /// lease is renewed, fenced). A record that fails is logged and reported; the effect is
+    /// marked compensated all the same (the compensation ran).
     async fn record(&self, held: &Held) {
-        let complete = Op::Complete {
-            attempt: held.attempt,
-            output: Value::Null,
-        };
-        if let Err(e) = self.engine.store().apply(&self.key, complete).await {
-            tracing::warn!(error = %e, key = self.key, "compensation ran but its record failed");
+        let tool = self.tool.meta().name;
+        let written = self
+            .engine
+            .complete_under_claim(tool, &self.key, held, Value::Null, || Some(Value::Null))
+            .await;
+        if let Completion::Fenced = written {
+            tracing::warn!(
+                key = self.key,
+                "compensation ran but the journal refused its record: another attempt owns its claim"
+            );
         }
     }
 

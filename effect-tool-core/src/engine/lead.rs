@@ -1,6 +1,7 @@
-//! The leading call of a key in this process: claim, take over, start, execute, settle a
-//! failure, record. Each stage is one method of [`Lead`]; [`Engine::lead`] runs them in a loop
-//! (a retry, a wait for another process, a recover that found nothing claim again).
+//! Stage 4, the leading call of a key in this process (numbered as in the [layer's
+//! docs](super)): 4a claim, 4b take over, 4c start, 4d execute, 4e settle a failure, 4f record.
+//! Each stage is one method of [`Lead`]; [`Engine::lead`] runs them in a loop (a retry, a wait
+//! for another process, a recover that found nothing claim again).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,9 +9,10 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use super::complete::Completion;
 use super::errors::{cancelled, shutting_down, store_error, tool_error};
 use super::execute::{Exec, Lost, classify, execute, panic_message, policy_input};
-use super::lease::{Held, LeaseClock, Leased, renew_forever};
+use super::lease::{Held, LeaseClock, Leased};
 use super::lifecycle::Engine;
 use super::observe;
 use super::ongoing::Call;
@@ -168,7 +170,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         }
     }
 
-    /// Stage 1: claim the key (a write-ahead intent with a lease), or end with what the journal
+    /// Stage 4a, claim: claim the key (a write-ahead intent with a lease), or end with what the journal
     /// holds (a recorded result, an approval to wait for, a record in doubt), or wait for
     /// another process's live claim and claim again.
     async fn claim(&mut self) -> Step<Held, T::Output, T::Error> {
@@ -405,7 +407,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         }
     }
 
-    /// Stage 2: the claim took over an unknown outcome (a stale claim, a record in doubt):
+    /// Stage 4b, take over: the claim took over an unknown outcome (a stale claim, a record in doubt):
     /// reconcile it with `recover` before anything else, or stop for a person.
     async fn take_over(&mut self, held: &Held) -> Step<(), T::Output, T::Error> {
         let Some(previous) = held.previous else {
@@ -473,7 +475,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         }
     }
 
-    /// Stage 3: the last look before the tool starts. A cancelled run, a shutting-down engine
+    /// Stage 4c, start: the last look before the tool starts. A cancelled run, a shutting-down engine
     /// or a lapsed lease stop it here: the claim is released (nothing happened), or, if it took
     /// over an unknown outcome nothing checked, marked in doubt.
     async fn start(&mut self, held: &Held) -> Step<(), T::Output, T::Error> {
@@ -543,7 +545,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         Step::Again
     }
 
-    /// Stage 4: run the tool under the claim, then record its output or settle its failure.
+    /// Stage 4d, execute: run the tool under the claim, then record its output or settle its failure.
     async fn execute(&mut self, held: &Held) -> Step<std::convert::Infallible, T::Output, T::Error> {
         self.exec += 1;
         let engine = self.engine;
@@ -595,7 +597,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         self.settle_failure(held, outcome, failure).await
     }
 
-    /// Stage 5: the tool failed; the policy says what that leads to (retry, reconcile, block,
+    /// Stage 4e, settle a failure: the tool failed; the policy says what that leads to (retry, reconcile, block,
     /// fail), and the claim is released or marked in doubt accordingly.
     async fn settle_failure(
         &mut self,
@@ -674,11 +676,11 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         }
     }
 
-    /// Stage 6: record the output under the claim. A write the journal fails is retried with
-    /// backoff, the lease renewed meanwhile, for at most [`Engine::with_store_retry`]
-    /// (then the call still succeeds: the effect happened, and the claim left behind makes the
-    /// next attempt reconcile). A write the journal refuses because another attempt owns the
-    /// key ends the call with [`EffectError::ClaimLost`].
+    /// Stage 4f, record: the output under the claim ([`Engine::complete_under_claim`]: a write
+    /// the journal fails is retried with backoff, the lease renewed meanwhile, for at most
+    /// [`Engine::with_store_retry`]; then the call still succeeds: the effect happened, and the
+    /// claim left behind makes the next attempt reconcile). A write the journal refuses because
+    /// another attempt owns the key ends the call with [`EffectError::ClaimLost`].
     async fn record(&self, held: &Held, out: T::Output, disposition: Disposition) -> Settled<T::Output, T::Error> {
         let (key, attempt) = (self.key(), held.attempt);
         let output = match serde_json::to_value(&out) {
@@ -690,86 +692,14 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 return (Ok(out), disposition);
             }
         };
-        // `apply`, not `complete`: the written record is not needed back (no copy of it).
-        let first = self.store().apply(key, Op::Complete { attempt, output }).await;
-        match first {
-            Ok(_) => (Ok(out), disposition),
-            Err(e) => self.retry_record(held, out, disposition, e).await,
-        }
-    }
-
-    /// The record write failed with `error`: retry a backend failure with backoff (20 ms,
-    /// doubling to 1 s) while renewing the lease, until it is written, refused, or
-    /// [`Engine::with_store_retry`] has passed (or the shutdown deadline).
-    async fn retry_record(
-        &self,
-        held: &Held,
-        out: T::Output,
-        disposition: Disposition,
-        error: StoreError,
-    ) -> Settled<T::Output, T::Error> {
-        let (key, attempt) = (self.key(), held.attempt);
-        let retried = async {
-            let window = self.engine.inner.store_retry();
-            let started = Instant::now();
-            let mut backoff = Duration::from_millis(20);
-            let mut error = error;
-            loop {
-                match error {
-                    StoreError::Rejected(Rejected::Fenced { .. }) => {
-                        return self.fenced_completion(held, out, disposition).await;
-                    }
-                    StoreError::Backend(_)
-                        if started.elapsed() + backoff < window && !self.engine.inner.abort.is_cancelled() =>
-                    {
-                        observe::record_retried(T::NAME);
-                        if backoff == Duration::from_millis(20) {
-                            tracing::warn!(%error, "could not record the effect's result; retrying");
-                        } else {
-                            tracing::debug!(%error, "could not record the effect's result; retrying");
-                        }
-                        tokio::select! {
-                            biased;
-                            _ = tokio::time::sleep(backoff) => {}
-                            _ = self.engine.inner.abort.cancelled() => {}
-                        }
-                        backoff = (backoff * 2).min(Duration::from_secs(1));
-                    }
-                    e => {
-                        // The effect happened: the call succeeds. The claim left behind makes the
-                        // next attempt reconcile.
-                        tracing::warn!(error = %e, key, "effect applied but its record failed; the next attempt will reconcile");
-                        observe::record_failed(&self.engine.inner.events, T::NAME, key, &e);
-                        return (Ok(out), disposition);
-                    }
-                }
-                let output = match serde_json::to_value(&out) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        tracing::warn!(error = %e, key, "effect applied but its output no longer serializes; the next attempt will reconcile");
-                        return (Ok(out), disposition);
-                    }
-                };
-                match self.store().apply(key, Op::Complete { attempt, output }).await {
-                    Ok(_) => {
-                        tracing::info!("recorded the effect's result after retrying");
-                        return (Ok(out), disposition);
-                    }
-                    Err(e) => error = e,
-                }
-            }
-        };
-        let renew = renew_forever(
-            self.store().clone(),
-            key.to_owned(),
-            attempt,
-            self.engine.inner.config.lease,
-            held.lease.clone(),
-        );
-        tokio::select! {
-            biased;
-            settled = retried => settled,
-            _ = renew => unreachable!("lease renewal loops until the record is written"),
+        let again = || serde_json::to_value(&out).ok();
+        match self
+            .engine
+            .complete_under_claim(T::NAME, key, held, output, again)
+            .await
+        {
+            Completion::Written | Completion::Failed => (Ok(out), disposition),
+            Completion::Fenced => self.fenced_completion(held, out, disposition).await,
         }
     }
 

@@ -35,11 +35,12 @@
 //! Rooms: `lifecycle.rs` ([`Engine`], its configuration, [`Engine::shutdown`]), `report.rs`
 //! (the public report types), `entry.rs` (the entry points and the journaled path), `ongoing.rs`
 //! (the call on its way), `replay.rs`, `join.rs`, `lead.rs`, `execute.rs`, `lease.rs`,
-//! `errors.rs` (the errors the engine makes), `run_handle.rs` ([`RunHandle`]), `compensation.rs`,
+//! `complete.rs` (stage 4f's write), `errors.rs` (the errors the engine makes), `run_handle.rs` ([`RunHandle`]), `compensation.rs`,
 //! `observe.rs` (events and metrics), `instrumented.rs` (the store as the engine sees it),
 //! `dyn_tool.rs` (tools behind a trait object).
 
 pub mod compensation;
+mod complete;
 pub mod dyn_tool;
 mod entry;
 mod errors;
