@@ -304,6 +304,58 @@ async fn a_compensation_runs_under_its_claims_lease_renewed_as_a_calls() {
     assert!(kept, "renewed while it ran, the claim is still its own");
 }
 
+/// Fails the first records of compensations (their output is `null`) with a backend error.
+struct FailCompensationRecords(std::sync::atomic::AtomicUsize);
+
+impl common::journal::Fault for FailCompensationRecords {
+    fn on(&self, op: &effect_tool::decide::record::Op) -> common::journal::Then {
+        use std::sync::atomic::Ordering;
+        let compensation_record =
+            matches!(op, effect_tool::decide::record::Op::Complete { output, .. } if output.is_null());
+        if compensation_record && self.0.load(Ordering::SeqCst) > 0 {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+            return common::journal::Then::Fail("journal unreachable");
+        }
+        common::journal::Then::Forward
+    }
+}
+
+/// A compensation's record is written as a call's is (stage 4f): a journal failing the write
+/// for a moment is retried, so the compensation ends recorded, not as a claim left behind. Before,
+/// one failed write left `compensate:<key>` claimed.
+#[tokio::test]
+async fn a_compensation_record_the_journal_fails_for_a_moment_is_retried() {
+    let journal = common::journal::Faulty::new(
+        Arc::new(MemoryStore::new()),
+        FailCompensationRecords(std::sync::atomic::AtomicUsize::new(2)),
+    );
+    let hotel = Arc::new(Hotel::default());
+    let tool = Arc::new(Reserve { hotel: hotel.clone() });
+    let engine = Engine::new(journal.clone());
+    let run = RunContext::new("trip-record");
+    let key = engine
+        .call_with_report(&*tool, &run, CallOptions::default(), "301".into())
+        .await
+        .key
+        .unwrap();
+    let tools: Vec<Arc<dyn DynTool>> = vec![tool.clone()];
+    let report = engine.abandon_run(&run, &tools).await.unwrap();
+    assert_eq!(report.compensated, vec![key.clone()], "{report:?}");
+    assert_eq!(*hotel.cancelled.lock().unwrap(), vec!["301"], "undone once");
+    assert_eq!(
+        journal.0.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "both failures met"
+    );
+    let compensation = effect_tool::engine::compensation::compensation_key(&key);
+    let rec = engine.store().get(&compensation).await.unwrap().unwrap();
+    assert_eq!(rec.state, RecordState::Completed, "{rec:?}");
+    assert_eq!(
+        engine.store().get(&key).await.unwrap().unwrap().state,
+        RecordState::Compensated
+    );
+}
+
 /// Abandoning a run undoes only effects that happened: a booking that failed definitively
 /// (released), one parked for approval, one approved but not yet run, and one denied are left
 /// alone, never compensated and never reported; the completed booking beside them is undone.

@@ -225,7 +225,7 @@ impl Engine {
 
     /// Every decision of this engine (and its clones) from now on: each call's end, takeovers,
     /// lost claims, effects whose record failed. The integration point for notifications,
-    /// consoles and alerting; see [`EngineEvent`]. A receiver more than [`EVENT_BUFFER`] events
+    /// consoles and alerting; see [`EngineEvent`]. A receiver more than [`EVENT_BUFFER`](super::EVENT_BUFFER) events
     /// behind misses the oldest (`RecvError::Lagged`); with no receiver, no event is built.
     pub fn events(&self) -> tokio::sync::broadcast::Receiver<EngineEvent> {
         self.inner.events.subscribe()
@@ -237,7 +237,7 @@ impl Engine {
         &self.inner.holder
     }
 
-    /// Sign markers ([`EffectCtx::marker`]) with `secret` instead of the journal's own
+    /// Sign markers ([`EffectCtx::marker`](crate::call::context::EffectCtx::marker)) with `secret` instead of the journal's own
     /// ([`Store::marker_secret`]): for applications that keep their own secret, or a store
     /// that keeps none. Every process that checks these markers needs the same secret.
     ///
@@ -255,11 +255,6 @@ impl Engine {
         }
         self
     }
-
-    /// Write `T`'s output schema ([`Tool::output_schema`]) to the journal, once per tool and
-    /// engine, so that a person recording an output by hand is checked against it. A failed
-    /// write is logged and tried again on the next call: the call itself goes on (its claim
-    /// meets the same journal, and says so if it is down).
 
     /// The secret markers are signed with: the one given to [`Engine::with_marker_secret`],
     /// else the journal's ([`Store::marker_secret`], loaded once), `None` if it keeps none.
@@ -284,7 +279,7 @@ impl Engine {
     }
 
     /// Drain the engine for a shutdown (a SIGTERM, a rollout): new calls are refused with
-    /// [`EffectError::ShuttingDown`]; calls whose tool has not started stop and release their
+    /// [`EffectError::ShuttingDown`](crate::call::error::EffectError::ShuttingDown); calls whose tool has not started stop and release their
     /// claims; calls whose tool is running get until `deadline` to finish and record. A tool
     /// still running then is cancelled, as a cancelled run is (its record is in doubt until the
     /// next call reconciles it or a person resolves it).

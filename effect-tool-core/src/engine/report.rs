@@ -2,7 +2,7 @@
 
 use crate::call::error::EffectError;
 
-/// How [`Engine::shutdown`] ended.
+/// How [`Engine::shutdown`](super::Engine::shutdown) ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShutdownReport {
     /// Whether every call in flight finished before the deadline. `false`: the tools still
@@ -24,7 +24,7 @@ pub enum Disposition {
     Shared,
     /// The outcome of an earlier attempt was unknown; `recover` found the effect.
     Reconciled,
-    /// The call was stopped with [`SideEffectRetryBlocked`].
+    /// The call was stopped with [`SideEffectRetryBlocked`](crate::call::error::SideEffectRetryBlocked).
     Blocked,
     /// The call waits for approval.
     AwaitingApproval,

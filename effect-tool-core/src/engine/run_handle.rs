@@ -42,7 +42,7 @@ impl RunHandle {
     /// reason. Reads the journal with backoff (20 ms, doubling, at most 1 s), and at once when a
     /// decision goes through the same [`MemoryStore`](crate::MemoryStore), or through any
     /// PostgreSQL store on the journal, in any process (`NOTIFY`; not behind a pooler in
-    /// transaction mode) ([`Store::changed`]). Cancel it by dropping the future (e.g. in a `tokio::select!`).
+    /// transaction mode) ([`Store::changed`](crate::store::Store::changed)). Cancel it by dropping the future (e.g. in a `tokio::select!`).
     pub async fn wait_for_approval(
         &self,
         key: &str,
