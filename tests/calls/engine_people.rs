@@ -250,8 +250,11 @@ async fn a_compensation_failing_transiently_is_tried_max_attempts_times() {
 struct HoldSeat {
     /// Per compensation: the lease it saw at its start, and whether its claim was still its
     /// own after it had worked three leases long.
-    seen: Arc<Mutex<Vec<(Option<std::time::Duration>, bool)>>>,
+    seen: Arc<Mutex<Vec<LeaseSeen>>>,
 }
+
+/// The lease a compensation saw at its start, and whether its claim was still its own later.
+type LeaseSeen = (Option<std::time::Duration>, bool);
 
 impl Tool for HoldSeat {
     type Args = String;
