@@ -4,12 +4,14 @@ use std::io::{Read, Write};
 use std::sync::Arc;
 
 use effect_tool_core::call::key::{call_key, redact, sha256_hex};
-use effect_tool_core::decide::record::{AuditEntry, EffectRecord, Intent, OpOutcome, RecordState};
-use effect_tool_core::engine::compensation::compensation_key;
+use effect_tool_core::decide::record::{AuditEntry, EffectRecord, RecordState};
+use effect_tool_core::engine::compensation::{
+    ByHandRefused, compensation_key, record_compensated_by_hand, to_compensate,
+};
 use effect_tool_core::store::{Filter, Listing, collectable};
 use effect_tool_core::toolkit::{manifest, review};
 use effect_tool_core::value::canonical;
-use effect_tool_core::{EffectClass, KeyRule, RunContext, Store, StoreExt, Verdict};
+use effect_tool_core::{KeyRule, RunContext, Store, StoreExt, Verdict};
 use serde_json::{Value, json};
 
 use crate::cli::{AbandonArgs, Cli, Command, KeyArgs, ListArgs, ManifestArgs, ResolveArgs, StateFilter};
@@ -27,9 +29,6 @@ pub struct Io<'a> {
     /// Whether standard input is a terminal (`approve` without `--fingerprint` asks only then).
     pub stdin_terminal: bool,
 }
-
-/// The lease of a manual compensation's claim (it is completed right away).
-const LEASE_MS: u64 = 60_000;
 
 /// Run a parsed command line, opening the store it names when the command needs one.
 pub async fn run(cli: Cli, io: &mut Io<'_>) -> Result<(), CliError> {
@@ -864,56 +863,82 @@ async fn deny(
 // abandon
 
 async fn abandon(store: &dyn Store, args: AbandonArgs, json: bool, io: &mut Io<'_>) -> Result<(), CliError> {
+    let records = run_records(store, &args.run).await?;
+    let plan = AbandonPlan::of(store, &records).await?;
+    let marked = if args.mark_compensated && !plan.pending.is_empty() {
+        let by = who(args.by)?;
+        mark_by_hand(store, &plan.pending, &by).await
+    } else {
+        Marked::default()
+    };
+    if json {
+        write_json(io.out, &plan.json(&args.run, &marked))?;
+    } else {
+        plan.write_text(&args.run, args.mark_compensated, &marked, io)?;
+    }
+    if marked.refused.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::Refused(format!(
+            "{} of {} effects could not be marked compensated (see above)",
+            marked.refused.len(),
+            plan.pending.len()
+        )))
+    }
+}
+
+/// The records of `run` (a row that cannot be read is named on standard error, never a reason
+/// to stop); none at all is an error that says what to check.
+async fn run_records(store: &dyn Store, run: &str) -> Result<Vec<EffectRecord>, CliError> {
     let listing = store
         .list_report(&Filter {
-            run_id: Some(args.run.clone()),
+            run_id: Some(run.to_owned()),
             ..Filter::default()
         })
         .await?;
-    // A row that cannot be read is named, never a reason to stop.
     if let Some(note) = skipped_note(&listing) {
         eprint!("{note}");
     }
-    let run_records = listing.records;
-    if run_records.is_empty() && listing.skipped.is_empty() {
+    if listing.records.is_empty() && listing.skipped.is_empty() {
         return Err(CliError::NotFound(format!(
             "no records for run `{}`: check the run id (see `effect-tool list`) and the store",
-            clean(&args.run)
+            clean(run)
         )));
     }
-    // The completed compensable effects, newest first: undone in reverse order of doing (the
-    // order `Engine::abandon_run` uses).
-    let mut pending: Vec<EffectRecord> = run_records
-        .iter()
-        .filter(|r| r.state == RecordState::Completed && r.class == EffectClass::Compensable)
-        .cloned()
-        .collect();
-    pending.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(b.created_at.cmp(&a.created_at)));
-    let already: Vec<&EffectRecord> = run_records
-        .iter()
-        .filter(|r| r.state == RecordState::Compensated)
-        .collect();
-    let mut compensation_state = Vec::with_capacity(pending.len());
-    for rec in &pending {
-        compensation_state.push(store.get(&compensation_key(&rec.key)).await?);
-    }
+    Ok(listing.records)
+}
 
-    let mut marked = Vec::new();
-    let mut refused = Vec::new();
-    if args.mark_compensated && !pending.is_empty() {
-        let by = who(args.by)?;
+/// What abandoning a run has to undo, as the journal says.
+struct AbandonPlan<'a> {
+    /// The completed compensable effects, newest first (the order `Engine::abandon_run` undoes
+    /// them in, `compensation::to_compensate`).
+    pending: Vec<EffectRecord>,
+    /// The effects compensated already.
+    already: Vec<&'a EffectRecord>,
+    /// The compensation record of each pending effect, if one was started.
+    compensations: Vec<Option<EffectRecord>>,
+}
+
+impl<'a> AbandonPlan<'a> {
+    async fn of(store: &dyn Store, records: &'a [EffectRecord]) -> Result<Self, CliError> {
+        let pending = to_compensate(records);
+        let already = records.iter().filter(|r| r.state == RecordState::Compensated).collect();
+        let mut compensations = Vec::with_capacity(pending.len());
         for rec in &pending {
-            match mark_compensated_by_hand(store, rec, &by).await {
-                Ok(()) => marked.push(rec.key.clone()),
-                Err(e) => refused.push((rec.key.clone(), e.to_string())),
-            }
+            compensations.push(store.get(&compensation_key(&rec.key)).await?);
         }
+        Ok(AbandonPlan {
+            pending,
+            already,
+            compensations,
+        })
     }
 
-    if json {
-        let pending_json: Vec<Value> = pending
+    fn json(&self, run: &str, marked: &Marked) -> Value {
+        let pending: Vec<Value> = self
+            .pending
             .iter()
-            .zip(&compensation_state)
+            .zip(&self.compensations)
             .map(|(r, c)| {
                 json!({
                     "key": r.key,
@@ -923,124 +948,96 @@ async fn abandon(store: &dyn Store, args: AbandonArgs, json: bool, io: &mut Io<'
                 })
             })
             .collect();
-        write_json(
-            io.out,
-            &json!({
-                "run": args.run,
-                "to_compensate": pending_json,
-                "already_compensated": already.iter().map(|r| &r.key).collect::<Vec<_>>(),
-                "marked_compensated": marked,
-                "refused": refused.iter().map(|(k, e)| json!({"key": k, "error": e})).collect::<Vec<_>>(),
-            }),
-        )?;
-    } else {
-        let run = clean(&args.run);
-        let mut text = String::new();
-        if pending.is_empty() {
-            text.push_str(&format!(
-                "run {run}: nothing to compensate (no completed compensable effects; {} already compensated)\n",
-                already.len()
-            ));
-        } else if args.mark_compensated {
-            for k in &marked {
+        json!({
+            "run": run,
+            "to_compensate": pending,
+            "already_compensated": self.already.iter().map(|r| &r.key).collect::<Vec<_>>(),
+            "marked_compensated": marked.marked,
+            "refused": marked.refused.iter().map(|(k, e)| json!({"key": k, "error": e})).collect::<Vec<_>>(),
+        })
+    }
+
+    fn write_text(&self, run: &str, mark_compensated: bool, marked: &Marked, io: &mut Io<'_>) -> Result<(), CliError> {
+        if self.pending.is_empty() {
+            return write(
+                io.out,
+                &format!(
+                    "run {}: nothing to compensate (no completed compensable effects; {} already compensated)\n",
+                    clean(run),
+                    self.already.len()
+                ),
+            );
+        }
+        if mark_compensated {
+            let mut text = String::new();
+            for k in &marked.marked {
                 text.push_str(&format!("marked compensated (undone by hand): {}\n", clean(k)));
             }
-            for (k, e) in &refused {
+            for (k, e) in &marked.refused {
                 text.push_str(&format!("not marked: {}: {}\n", clean(k), e));
             }
-        } else {
-            let n = pending.len();
-            text.push_str(&format!(
-                "run {run}: {n} completed compensable effect{} to undo, newest first:\n",
+            return write(io.out, &text);
+        }
+        self.write_table(run, io)
+    }
+
+    /// The effects to undo, their compensations' states, and the two ways to undo them.
+    fn write_table(&self, run: &str, io: &mut Io<'_>) -> Result<(), CliError> {
+        let n = self.pending.len();
+        write(
+            io.out,
+            &format!(
+                "run {}: {n} completed compensable effect{} to undo, newest first:\n",
+                clean(run),
                 if n == 1 { "" } else { "s" }
-            ));
-            write(io.out, &text)?;
-            text.clear();
-            let mut table = Table::new(vec!["TOOL", "UPDATED", "COMPENSATION", "KEY"]);
-            for (r, c) in pending.iter().zip(&compensation_state) {
-                let comp = match c {
-                    None => "not started".to_owned(),
-                    Some(c) if c.state == RecordState::Released => {
-                        format!("failed: {}", c.reason.as_deref().unwrap_or("no reason recorded"))
-                    }
-                    Some(c) => c.state.to_string(),
-                };
-                table.row(vec![r.tool.clone(), time(r.updated_at), comp, r.key.clone()]);
-            }
-            table.write(io.out).map_err(io_error)?;
-            let q = shell_quote(&args.run);
-            text.push_str(&format!(
+            ),
+        )?;
+        let mut table = Table::new(vec!["TOOL", "UPDATED", "COMPENSATION", "KEY"]);
+        for (r, c) in self.pending.iter().zip(&self.compensations) {
+            let comp = match c {
+                None => "not started".to_owned(),
+                Some(c) if c.state == RecordState::Released => {
+                    format!("failed: {}", c.reason.as_deref().unwrap_or("no reason recorded"))
+                }
+                Some(c) => c.state.to_string(),
+            };
+            table.row(vec![r.tool.clone(), time(r.updated_at), comp, r.key.clone()]);
+        }
+        table.write(io.out).map_err(io_error)?;
+        let q = shell_quote(run);
+        write(
+            io.out,
+            &format!(
                 "effect-tool has no tool code, so it cannot run compensations. Either:\n  \
                  - abandon the run from your application, which runs each compensation once, journaled:\n    \
-                 engine.abandon_run(&RunContext::new({:?}), &tools).await\n  \
-                 - or undo them by hand, then record it: effect-tool abandon {q} --mark-compensated\n",
-                args.run
-            ));
-        }
-        write(io.out, &text)?;
-    }
-    if refused.is_empty() {
-        Ok(())
-    } else {
-        Err(CliError::Refused(format!(
-            "{} of {} effects could not be marked compensated (see above)",
-            refused.len(),
-            pending.len()
-        )))
+                 engine.abandon_run(&RunContext::new({run:?}), &tools).await\n  \
+                 - or undo them by hand, then record it: effect-tool abandon {q} --mark-compensated\n"
+            ),
+        )
     }
 }
 
-/// Journal the compensation of `rec` as done by a person (under the key the engine uses, so
-/// `Engine::abandon_run` never runs it again), then mark `rec` compensated.
-async fn mark_compensated_by_hand(store: &dyn Store, rec: &EffectRecord, by: &str) -> Result<(), CliError> {
-    let key = compensation_key(&rec.key);
-    let intent = Intent {
-        tool: format!("{}.compensate", rec.tool),
-        class: EffectClass::Idempotent,
-        run_id: rec.run_id.clone(),
-        thread_id: rec.thread_id.clone(),
-        call_id: None,
-        fingerprint: rec.fingerprint.clone(),
-        input: rec.input.clone(),
-        ttl_ms: None,
-        approval: None,
-        approval_ttl_ms: None,
-        holder: None,
-    };
-    match store.claim(&key, intent, LEASE_MS, false).await? {
-        OpOutcome::Claimed { attempt, .. } => {
-            store
-                .complete(&key, attempt, json!({ "compensated_by_hand": by }))
-                .await?;
-        }
-        OpOutcome::Recorded(_) => {}
-        OpOutcome::InFlight(_) => {
-            return Err(CliError::Refused(
-                "its compensation is running right now in an application; wait for it".into(),
-            ));
-        }
-        other => {
-            return Err(CliError::Refused(format!(
-                "its compensation record is in an unexpected state ({})",
-                outcome_name(&other)
-            )));
-        }
-    }
-    store.mark_compensated(&rec.key, by).await?;
-    Ok(())
+/// What `--mark-compensated` recorded.
+#[derive(Default)]
+struct Marked {
+    marked: Vec<String>,
+    /// The keys not marked, with why.
+    refused: Vec<(String, String)>,
 }
 
-fn outcome_name(o: &OpOutcome) -> &'static str {
-    match o {
-        OpOutcome::Claimed { .. } => "claimed",
-        OpOutcome::Recorded(_) => "completed",
-        OpOutcome::InFlight(_) => "claimed",
-        OpOutcome::InDoubt(_) => "in-doubt",
-        OpOutcome::AwaitingApproval(_) => "awaiting-approval",
-        OpOutcome::Denied(_) => "denied",
-        OpOutcome::Compensated(_) => "compensated",
-        OpOutcome::Done(_) => "done",
+/// Record each of `pending` as compensated by hand by `by` (the core's
+/// `record_compensated_by_hand`: its compensation journaled under the key the engine uses, so
+/// `Engine::abandon_run` never runs it again).
+async fn mark_by_hand(store: &dyn Store, pending: &[EffectRecord], by: &str) -> Marked {
+    let mut marked = Marked::default();
+    for rec in pending {
+        match record_compensated_by_hand(store, rec, by).await {
+            Ok(()) => marked.marked.push(rec.key.clone()),
+            Err(ByHandRefused::Store(e)) => marked.refused.push((rec.key.clone(), CliError::from(e).to_string())),
+            Err(e) => marked.refused.push((rec.key.clone(), e.to_string())),
+        }
     }
+    marked
 }
 
 // ---------------------------------------------------------------------------------------------

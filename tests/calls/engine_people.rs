@@ -246,6 +246,119 @@ async fn a_compensation_failing_transiently_is_tried_max_attempts_times() {
     assert_eq!(*hotel.cancelled.lock().unwrap(), vec!["101"]);
 }
 
+/// Holds a seat; its compensation says what it saw of its claim's lease.
+struct HoldSeat {
+    /// Per compensation: the lease it saw at its start, and whether its claim was still its
+    /// own after it had worked three leases long.
+    seen: Arc<Mutex<Vec<LeaseSeen>>>,
+}
+
+/// The lease a compensation saw at its start, and whether its claim was still its own later.
+type LeaseSeen = (Option<std::time::Duration>, bool);
+
+impl Tool for HoldSeat {
+    type Args = String;
+    type Output = String;
+    type Error = ToolError;
+    const NAME: &'static str = "hold_seat";
+    const CLASS: EffectClass = EffectClass::Compensable;
+    const HAS_COMPENSATE: bool = true;
+
+    async fn call(&self, _ctx: &EffectCtx, seat: String) -> Result<String, ToolError> {
+        Ok(format!("hold-{seat}"))
+    }
+
+    async fn compensate(&self, ctx: &EffectCtx, _seat: &String, _hold: &String) -> Result<(), ToolError> {
+        let at_start = ctx.lease_remaining();
+        tokio::time::sleep(std::time::Duration::from_millis(900)).await;
+        self.seen.lock().unwrap().push((at_start, ctx.ensure_lease().is_ok()));
+        Ok(())
+    }
+}
+
+/// A compensation runs under its claim's lease as a call does (the same stages, the same
+/// renewal): its context knows the lease, and a compensation working three leases long keeps
+/// its claim because the renewal extends the engine's own clock (on tokio's paused clock: no
+/// real time passes). Before, a compensation's context had no lease at all.
+#[tokio::test(start_paused = true)]
+async fn a_compensation_runs_under_its_claims_lease_renewed_as_a_calls() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let tool = Arc::new(HoldSeat { seen: seen.clone() });
+    let config = effect_tool::EngineConfig {
+        lease: std::time::Duration::from_millis(300),
+        ..Default::default()
+    };
+    let engine = Engine::with_config(MemoryStore::new(), config);
+    let run = RunContext::new("trip-lease");
+    engine
+        .call(&*tool, &run, CallOptions::default(), "12A".into())
+        .await
+        .unwrap();
+    let tools: Vec<Arc<dyn DynTool>> = vec![tool.clone()];
+    let report = engine.abandon_run(&run, &tools).await.unwrap();
+    assert_eq!(report.compensated.len(), 1, "{report:?}");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "compensated once: {seen:?}");
+    let (at_start, kept) = seen[0];
+    assert!(
+        at_start.is_some_and(|d| d <= std::time::Duration::from_millis(300)),
+        "the compensation sees its claim's lease: {at_start:?}"
+    );
+    assert!(kept, "renewed while it ran, the claim is still its own");
+}
+
+/// Fails the first records of compensations (their output is `null`) with a backend error.
+struct FailCompensationRecords(std::sync::atomic::AtomicUsize);
+
+impl common::journal::Fault for FailCompensationRecords {
+    fn on(&self, op: &effect_tool::decide::record::Op) -> common::journal::Then {
+        use std::sync::atomic::Ordering;
+        let compensation_record =
+            matches!(op, effect_tool::decide::record::Op::Complete { output, .. } if output.is_null());
+        if compensation_record && self.0.load(Ordering::SeqCst) > 0 {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+            return common::journal::Then::Fail("journal unreachable");
+        }
+        common::journal::Then::Forward
+    }
+}
+
+/// A compensation's record is written as a call's is (stage 4f): a journal failing the write
+/// for a moment is retried, so the compensation ends recorded, not as a claim left behind. Before,
+/// one failed write left `compensate:<key>` claimed.
+#[tokio::test]
+async fn a_compensation_record_the_journal_fails_for_a_moment_is_retried() {
+    let journal = common::journal::Faulty::new(
+        Arc::new(MemoryStore::new()),
+        FailCompensationRecords(std::sync::atomic::AtomicUsize::new(2)),
+    );
+    let hotel = Arc::new(Hotel::default());
+    let tool = Arc::new(Reserve { hotel: hotel.clone() });
+    let engine = Engine::new(journal.clone());
+    let run = RunContext::new("trip-record");
+    let key = engine
+        .call_with_report(&*tool, &run, CallOptions::default(), "301".into())
+        .await
+        .key
+        .unwrap();
+    let tools: Vec<Arc<dyn DynTool>> = vec![tool.clone()];
+    let report = engine.abandon_run(&run, &tools).await.unwrap();
+    assert_eq!(report.compensated, vec![key.clone()], "{report:?}");
+    assert_eq!(*hotel.cancelled.lock().unwrap(), vec!["301"], "undone once");
+    assert_eq!(
+        journal.0.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "both failures met"
+    );
+    let compensation = effect_tool::engine::compensation::compensation_key(&key);
+    let rec = engine.store().get(&compensation).await.unwrap().unwrap();
+    assert_eq!(rec.state, RecordState::Completed, "{rec:?}");
+    assert_eq!(
+        engine.store().get(&key).await.unwrap().unwrap().state,
+        RecordState::Compensated
+    );
+}
+
 /// Abandoning a run undoes only effects that happened: a booking that failed definitively
 /// (released), one parked for approval, one approved but not yet run, and one denied are left
 /// alone, never compensated and never reported; the completed booking beside them is undone.

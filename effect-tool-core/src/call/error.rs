@@ -422,64 +422,98 @@ fn next_step(failure: &Failure) -> &'static str {
     }
 }
 
-impl<E> EffectError<E> {
-    /// Convert the tool's error type (e.g. to a string for a model).
-    pub fn map_tool_error<F>(self, f: impl FnOnce(E) -> F) -> EffectError<F> {
+/// One match over every variant of [`EffectError`], written once for [`EffectError::map_tool_error`]
+/// (`$own` is `identity`: fields move) and [`EffectError::map_tool_error_ref`] (`$own` is
+/// `Clone::clone`: fields are copied): only the tool's error is converted, by `$f`.
+macro_rules! map_each_variant {
+    ($error:expr, $own:path, $f:expr) => {{
         use EffectError::*;
-        match self {
+        match $error {
             Tool {
                 tool,
                 key,
                 failure,
                 error,
             } => Tool {
-                tool,
-                key,
-                failure,
-                error: f(error),
+                tool: $own(tool),
+                key: $own(key),
+                failure: $own(failure),
+                error: $f(error),
             },
-            Blocked(b) => Blocked(b),
-            ApprovalPending(a) => ApprovalPending(a),
-            Denied { tool, key, by, reason } => Denied { tool, key, by, reason },
-            InvalidArguments { tool, message } => InvalidArguments { tool, message },
+            Blocked(b) => Blocked($own(b)),
+            ApprovalPending(a) => ApprovalPending($own(a)),
+            Denied { tool, key, by, reason } => Denied {
+                tool: $own(tool),
+                key: $own(key),
+                by: $own(by),
+                reason: $own(reason),
+            },
+            InvalidArguments { tool, message } => InvalidArguments {
+                tool: $own(tool),
+                message: $own(message),
+            },
             InputMismatch {
                 tool,
                 key,
                 recorded,
                 given,
             } => InputMismatch {
-                tool,
-                key,
-                recorded,
-                given,
+                tool: $own(tool),
+                key: $own(key),
+                recorded: $own(recorded),
+                given: $own(given),
             },
-            Compensated { tool, key } => Compensated { tool, key },
+            Compensated { tool, key } => Compensated {
+                tool: $own(tool),
+                key: $own(key),
+            },
             KeyOfAnotherTool {
                 tool,
                 key,
                 recorded_tool,
             } => KeyOfAnotherTool {
-                tool,
-                key,
-                recorded_tool,
+                tool: $own(tool),
+                key: $own(key),
+                recorded_tool: $own(recorded_tool),
             },
-            Cancelled { tool, key } => Cancelled { tool, key },
-            TimedOut { tool, key, after } => TimedOut { tool, key, after },
-            Panicked { tool, key, message } => Panicked { tool, key, message },
-            Interrupted { tool, key } => Interrupted { tool, key },
+            Cancelled { tool, key } => Cancelled {
+                tool: $own(tool),
+                key: $own(key),
+            },
+            TimedOut { tool, key, after } => TimedOut {
+                tool: $own(tool),
+                key: $own(key),
+                after: $own(after),
+            },
+            Panicked { tool, key, message } => Panicked {
+                tool: $own(tool),
+                key: $own(key),
+                message: $own(message),
+            },
+            Interrupted { tool, key } => Interrupted {
+                tool: $own(tool),
+                key: $own(key),
+            },
             SharedFailure {
                 tool,
                 key,
                 failure,
                 message,
             } => SharedFailure {
-                tool,
-                key,
-                failure,
-                message,
+                tool: $own(tool),
+                key: $own(key),
+                failure: $own(failure),
+                message: $own(message),
             },
-            Store { tool, source } => Store { tool, source },
-            Codec { tool, key, message } => Codec { tool, key, message },
+            Store { tool, source } => Store {
+                tool: $own(tool),
+                source: $own(source),
+            },
+            Codec { tool, key, message } => Codec {
+                tool: $own(tool),
+                key: $own(key),
+                message: $own(message),
+            },
             ClaimLost {
                 tool,
                 key,
@@ -488,16 +522,35 @@ impl<E> EffectError<E> {
                 current,
                 recorded,
             } => ClaimLost {
-                tool,
-                key,
-                attempt,
-                finished,
-                current,
-                recorded,
+                tool: $own(tool),
+                key: $own(key),
+                attempt: $own(attempt),
+                finished: $own(finished),
+                current: $own(current),
+                recorded: $own(recorded),
             },
-            ShuttingDown { tool, key } => ShuttingDown { tool, key },
-            MissingValue { tool, type_name } => MissingValue { tool, type_name },
+            ShuttingDown { tool, key } => ShuttingDown {
+                tool: $own(tool),
+                key: $own(key),
+            },
+            MissingValue { tool, type_name } => MissingValue {
+                tool: $own(tool),
+                type_name: $own(type_name),
+            },
         }
+    }};
+}
+
+impl<E> EffectError<E> {
+    /// Convert the tool's error type (e.g. to a string for a model).
+    pub fn map_tool_error<F>(self, f: impl FnOnce(E) -> F) -> EffectError<F> {
+        map_each_variant!(self, std::convert::identity, f)
+    }
+
+    /// [`EffectError::map_tool_error`] of a borrowed error: every other field is cloned (the
+    /// tool's own error type need not be). The engine shares a leading call's error this way.
+    pub(crate) fn map_tool_error_ref<F>(&self, f: impl FnOnce(&E) -> F) -> EffectError<F> {
+        map_each_variant!(self, Clone::clone, f)
     }
 
     /// The blocked error, if this is one.

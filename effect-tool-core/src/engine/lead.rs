@@ -1,6 +1,7 @@
-//! The leading call of a key in this process: claim, take over, start, execute, settle a
-//! failure, record. Each stage is one method of [`Lead`]; [`Engine::lead`] runs them in a loop
-//! (a retry, a wait for another process, a recover that found nothing claim again).
+//! Stage 4, the leading call of a key in this process (numbered as in the [layer's
+//! docs](super)): 4a claim, 4b take over, 4c start, 4d execute, 4e settle a failure, 4f record.
+//! Each stage is one method of [`Lead`]; [`Engine::lead`] runs them in a loop (a retry, a wait
+//! for another process, a recover that found nothing claim again).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,10 +9,14 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::lease::{LeaseClock, Leased, guarded, renew_forever};
-use super::{
-    Call, Engine, Exec, Lost, Settled, blocked, classify, execute, panic_message, policy_input, store_error, tool_error,
-};
+use super::complete::Completion;
+use super::errors::{cancelled, shutting_down, store_error, tool_error};
+use super::execute::{Exec, Lost, classify, execute, panic_message, policy_input};
+use super::lease::{Held, LeaseClock, Leased};
+use super::lifecycle::Engine;
+use super::observe;
+use super::ongoing::Call;
+use super::report::{Disposition, Settled};
 use crate::call::context::EffectCtx;
 use crate::call::error::{ApprovalPending, BlockReason, EffectError, StoreError};
 use crate::call::key;
@@ -21,15 +26,6 @@ use crate::decide::record::{Intent, Op, OpOutcome, RecordState, Rejected};
 use crate::store::{Recorded, StoreExt};
 use crate::value::class::EffectClass;
 use crate::value::outcome::{Failure, Outcome};
-
-/// A claim this call holds: its fencing token, the unknown outcome it took over (if any), its
-/// lease on the engine's clock, and the context the tool receives under it.
-struct Held {
-    attempt: u32,
-    previous: Option<RecordState>,
-    lease: Arc<LeaseClock>,
-    ctx: EffectCtx,
-}
 
 /// What a stage leads to.
 enum Step<G, O, E> {
@@ -122,41 +118,6 @@ impl Engine {
         }
     }
 
-    /// Drive `work` under `held`'s claim: its lease renewed meanwhile, and `work` stopped
-    /// (dropped) once the shutdown deadline passes or, if `guard`, the lease lapses. A lapsed
-    /// lease also stops it before it starts.
-    async fn under_claim<F: std::future::Future>(&self, held: &Held, guard: bool, work: F) -> Leased<F::Output> {
-        let mut work = std::pin::pin!(work);
-        if held.lease.lapsed() {
-            return Leased::Lapsed;
-        }
-        // Most work that finishes at once needs no lease renewal (nor its timer).
-        if let std::task::Poll::Ready(r) = futures::poll!(work.as_mut()) {
-            return Leased::Done(r);
-        }
-        let renew = renew_forever(
-            self.inner.store.clone(),
-            held.ctx.key.clone().unwrap_or_default(),
-            held.attempt,
-            self.inner.config.lease,
-            held.lease.clone(),
-        );
-        let abort = &self.inner.abort;
-        if !guard {
-            return tokio::select! {
-                biased;
-                r = work => Leased::Done(r),
-                _ = abort.cancelled() => Leased::Aborted,
-                _ = renew => unreachable!("lease renewal loops until the work ends"),
-            };
-        }
-        tokio::select! {
-            biased;
-            r = guarded(&held.lease, abort, work) => r,
-            _ = renew => unreachable!("lease renewal loops until the work ends"),
-        }
-    }
-
     /// Ask the tool's `recover` hook under the claim, within the tool's timeout; a panic is an
     /// answer nobody can trust. Not asked once the lease has lapsed; once asked, it is let
     /// finish (it only reads), and what comes after checks the claim again (a renewal before
@@ -209,7 +170,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         }
     }
 
-    /// Stage 1: claim the key (a write-ahead intent with a lease), or end with what the journal
+    /// Stage 4a, claim: claim the key (a write-ahead intent with a lease), or end with what the journal
     /// holds (a recorded result, an approval to wait for, a record in doubt), or wait for
     /// another process's live claim and claim again.
     async fn claim(&mut self) -> Step<Held, T::Output, T::Error> {
@@ -245,7 +206,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                     key: self.key().to_owned(),
                     recorded_tool,
                 };
-                return Step::Done((Err(err), super::Disposition::Failed));
+                return Step::Done((Err(err), Disposition::Failed));
             }
             Err(e) => return Step::Done(self.claim_failed(e, sent_at).await),
             Ok(OpOutcome::Claimed {
@@ -316,7 +277,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                     tool: T::NAME.to_owned(),
                     message: format!("arguments do not serialize: {e}"),
                 };
-                Err((Err(err), super::Disposition::Failed))
+                Err((Err(err), Disposition::Failed))
             }
         }
     }
@@ -344,7 +305,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         let (call, key) = (self.call, self.key().to_owned());
         let err = match outcome {
             OpOutcome::Recorded(rec) => return self.engine.replay(call, &Recorded::from(rec)),
-            OpOutcome::InDoubt(_) => return blocked(call, BlockReason::AwaitingResolution),
+            OpOutcome::InDoubt(_) => return call.blocked(BlockReason::AwaitingResolution),
             OpOutcome::AwaitingApproval(rec) => {
                 let pending = ApprovalPending {
                     key,
@@ -354,7 +315,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 };
                 return (
                     Err(EffectError::ApprovalPending(pending)),
-                    super::Disposition::AwaitingApproval,
+                    Disposition::AwaitingApproval,
                 );
             }
             OpOutcome::Denied(rec) => EffectError::Denied {
@@ -372,7 +333,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 store_error::<T>(e)
             }
         };
-        (Err(err), super::Disposition::Failed)
+        (Err(err), Disposition::Failed)
     }
 
     /// The claim's store call failed: nothing ran. A backend failure may hide a commit (the
@@ -387,11 +348,11 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         if matches!(error, StoreError::Backend(_)) {
             self.release_hidden_claim(&error, sent_at).await;
         }
-        (Err(store_error::<T>(error)), super::Disposition::Failed)
+        (Err(store_error::<T>(error)), Disposition::Failed)
     }
 
     /// Look for a claim this call wrote though its answer was lost, with backoff, for at most
-    /// [`super::Engine::with_store_retry`]; release it if found. A claim counts as this
+    /// [`Engine::with_store_retry`]; release it if found. A claim counts as this
     /// call's when it is live, was made by this engine instance (its holder), under the same
     /// run, tool-call id and input, and was written after this call's claim was sent (on the
     /// journal's clock). The holder matters: the same call sent to another process at the same
@@ -446,7 +407,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         }
     }
 
-    /// Stage 2: the claim took over an unknown outcome (a stale claim, a record in doubt):
+    /// Stage 4b, take over: the claim took over an unknown outcome (a stale claim, a record in doubt):
     /// reconcile it with `recover` before anything else, or stop for a person.
     async fn take_over(&mut self, held: &Held) -> Step<(), T::Output, T::Error> {
         let Some(previous) = held.previous else {
@@ -454,7 +415,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         };
         let (key, attempt) = (self.key(), held.attempt);
         tracing::info!(?previous, "taking over a claim whose outcome is unknown");
-        super::observe::taken_over(&self.engine.inner.events, T::NAME, key, attempt);
+        observe::taken_over(&self.engine.inner.events, T::NAME, key, attempt);
         if T::HAS_RECOVER && !self.reconfirm(held).await {
             tracing::warn!("the claim's lease lapsed before reconciling; not asking recover");
             return self.lapsed(held).await;
@@ -465,12 +426,10 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             }
             let reason = BlockReason::InDoubtAfterCrash;
             let _ = self.store().mark_in_doubt(key, attempt, reason.to_string()).await;
-            return Step::Done(blocked(self.call, reason));
+            return Step::Done(self.call.blocked(reason));
         }
         match self.engine.recover_held(self.call.tool, held, &self.args).await {
-            Recovered::Answer(Ok(Some(out))) => {
-                Step::Done(self.record(held, out, super::Disposition::Reconciled).await)
-            }
+            Recovered::Answer(Ok(Some(out))) => Step::Done(self.record(held, out, Disposition::Reconciled).await),
             Recovered::Answer(Ok(None)) => {
                 // Recover ran under the lease, but a lease can still be lost (a paused process,
                 // a store that could not renew): only run while the claim is ours, else look
@@ -487,7 +446,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                         if matches!(e, StoreError::Rejected(_)) {
                             return Step::Again;
                         }
-                        Step::Done((Err(store_error::<T>(e)), super::Disposition::Failed))
+                        Step::Done((Err(store_error::<T>(e)), Disposition::Failed))
                     }
                 }
             }
@@ -498,13 +457,13 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 tracing::warn!(error = %e, "recover failed on a record in doubt; it stays in doubt");
                 let reason = format!("recover failed: {e}");
                 let _ = self.store().mark_in_doubt(key, attempt, reason).await;
-                Step::Done(blocked(self.call, BlockReason::RecoverFailed))
+                Step::Done(self.call.blocked(BlockReason::RecoverFailed))
             }
             Recovered::Lost(lost) => {
                 tracing::warn!(reason = %lost.reason(), "recover failed on a record in doubt; it stays in doubt");
                 let reason = format!("recover {}", lost.reason());
                 let _ = self.store().mark_in_doubt(key, attempt, reason).await;
-                Step::Done(blocked(self.call, BlockReason::RecoverFailed))
+                Step::Done(self.call.blocked(BlockReason::RecoverFailed))
             }
             // Not asked: the claim stays as it is, and the attempt that owns the key (or the
             // next one) reconciles the unknown outcome. Look again at what that attempt did.
@@ -516,7 +475,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         }
     }
 
-    /// Stage 3: the last look before the tool starts. A cancelled run, a shutting-down engine
+    /// Stage 4c, start: the last look before the tool starts. A cancelled run, a shutting-down engine
     /// or a lapsed lease stop it here: the claim is released (nothing happened), or, if it took
     /// over an unknown outcome nothing checked, marked in doubt.
     async fn start(&mut self, held: &Held) -> Step<(), T::Output, T::Error> {
@@ -586,7 +545,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         Step::Again
     }
 
-    /// Stage 4: run the tool under the claim, then record its output or settle its failure.
+    /// Stage 4d, execute: run the tool under the claim, then record its output or settle its failure.
     async fn execute(&mut self, held: &Held) -> Step<std::convert::Infallible, T::Output, T::Error> {
         self.exec += 1;
         let engine = self.engine;
@@ -598,7 +557,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         };
         let (key, attempt) = (self.key(), held.attempt);
         let (outcome, failure) = match result {
-            Exec::Done(Ok(out)) => return Step::Done(self.record(held, out, super::Disposition::Executed).await),
+            Exec::Done(Ok(out)) => return Step::Done(self.record(held, out, Disposition::Executed).await),
             Exec::Done(Err(e)) if held.lease.refused() => {
                 // It stopped at `EffectCtx::ensure_lease`: release the claim only if the tool
                 // says nothing happened (the journal fences it if the key was taken over); else
@@ -632,13 +591,13 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                     tool: T::NAME.to_owned(),
                     key: key.to_owned(),
                 };
-                return Step::Done((Err(err), super::Disposition::Failed));
+                return Step::Done((Err(err), Disposition::Failed));
             }
         };
         self.settle_failure(held, outcome, failure).await
     }
 
-    /// Stage 5: the tool failed; the policy says what that leads to (retry, reconcile, block,
+    /// Stage 4e, settle a failure: the tool failed; the policy says what that leads to (retry, reconcile, block,
     /// fail), and the claim is released or marked in doubt accordingly.
     async fn settle_failure(
         &mut self,
@@ -655,12 +614,12 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             Err(e) => tool_error::<T>(Some(key), outcome, e),
             Ok(lost) => lost.into_error(T::NAME, Some(key)),
         };
-        let failed = |failure| Step::Done((Err(as_error(failure)), super::Disposition::Failed));
+        let failed = |failure| Step::Done((Err(as_error(failure)), Disposition::Failed));
         let decision = decide(policy_input::<T>(outcome, self.exec));
         tracing::debug!(?decision, %reason, "tool failed");
         match decision {
             Decision::Retry { after } => {
-                super::observe::tool_retried(T::NAME);
+                observe::tool_retried(T::NAME);
                 if let Err(e) = self.store().release(key, attempt, Some(reason)).await {
                     tracing::warn!(error = %e, "could not release the claim before retrying");
                 }
@@ -677,7 +636,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             Decision::Reconcile => {
                 match self.engine.recover_held(self.call.tool, held, &self.args).await {
                     Recovered::Answer(Ok(Some(out))) => {
-                        return Step::Done(self.record(held, out, super::Disposition::Reconciled).await);
+                        return Step::Done(self.record(held, out, Disposition::Reconciled).await);
                     }
                     Recovered::Answer(Ok(None)) => {
                         // The effect did not land: safe to try again (or to fail as nothing).
@@ -700,11 +659,11 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                     // Stopped: the unknown outcome stays on the claim for the next attempt.
                     Recovered::Lapsed | Recovered::Aborted => return failed(failure),
                 }
-                Step::Done(blocked(self.call, BlockReason::RecoverFailed))
+                Step::Done(self.call.blocked(BlockReason::RecoverFailed))
             }
             Decision::Block => {
                 let _ = self.store().mark_in_doubt(key, attempt, reason).await;
-                Step::Done(blocked(self.call, BlockReason::UnknownOutcome))
+                Step::Done(self.call.blocked(BlockReason::UnknownOutcome))
             }
             Decision::FailInDoubt => {
                 let _ = self.store().mark_in_doubt(key, attempt, reason).await;
@@ -717,17 +676,12 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         }
     }
 
-    /// Stage 6: record the output under the claim. A write the journal fails is retried with
-    /// backoff, the lease renewed meanwhile, for at most [`super::Engine::with_store_retry`]
-    /// (then the call still succeeds: the effect happened, and the claim left behind makes the
-    /// next attempt reconcile). A write the journal refuses because another attempt owns the
-    /// key ends the call with [`EffectError::ClaimLost`].
-    async fn record(
-        &self,
-        held: &Held,
-        out: T::Output,
-        disposition: super::Disposition,
-    ) -> Settled<T::Output, T::Error> {
+    /// Stage 4f, record: the output under the claim ([`Engine::complete_under_claim`]: a write
+    /// the journal fails is retried with backoff, the lease renewed meanwhile, for at most
+    /// [`Engine::with_store_retry`]; then the call still succeeds: the effect happened, and the
+    /// claim left behind makes the next attempt reconcile). A write the journal refuses because
+    /// another attempt owns the key ends the call with [`EffectError::ClaimLost`].
+    async fn record(&self, held: &Held, out: T::Output, disposition: Disposition) -> Settled<T::Output, T::Error> {
         let (key, attempt) = (self.key(), held.attempt);
         let output = match serde_json::to_value(&out) {
             Ok(value) => value,
@@ -738,86 +692,14 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 return (Ok(out), disposition);
             }
         };
-        // `apply`, not `complete`: the written record is not needed back (no copy of it).
-        let first = self.store().apply(key, Op::Complete { attempt, output }).await;
-        match first {
-            Ok(_) => (Ok(out), disposition),
-            Err(e) => self.retry_record(held, out, disposition, e).await,
-        }
-    }
-
-    /// The record write failed with `error`: retry a backend failure with backoff (20 ms,
-    /// doubling to 1 s) while renewing the lease, until it is written, refused, or
-    /// [`super::Engine::with_store_retry`] has passed (or the shutdown deadline).
-    async fn retry_record(
-        &self,
-        held: &Held,
-        out: T::Output,
-        disposition: super::Disposition,
-        error: StoreError,
-    ) -> Settled<T::Output, T::Error> {
-        let (key, attempt) = (self.key(), held.attempt);
-        let retried = async {
-            let window = self.engine.inner.store_retry();
-            let started = Instant::now();
-            let mut backoff = Duration::from_millis(20);
-            let mut error = error;
-            loop {
-                match error {
-                    StoreError::Rejected(Rejected::Fenced { .. }) => {
-                        return self.fenced_completion(held, out, disposition).await;
-                    }
-                    StoreError::Backend(_)
-                        if started.elapsed() + backoff < window && !self.engine.inner.abort.is_cancelled() =>
-                    {
-                        super::observe::record_retried(T::NAME);
-                        if backoff == Duration::from_millis(20) {
-                            tracing::warn!(%error, "could not record the effect's result; retrying");
-                        } else {
-                            tracing::debug!(%error, "could not record the effect's result; retrying");
-                        }
-                        tokio::select! {
-                            biased;
-                            _ = tokio::time::sleep(backoff) => {}
-                            _ = self.engine.inner.abort.cancelled() => {}
-                        }
-                        backoff = (backoff * 2).min(Duration::from_secs(1));
-                    }
-                    e => {
-                        // The effect happened: the call succeeds. The claim left behind makes the
-                        // next attempt reconcile.
-                        tracing::warn!(error = %e, key, "effect applied but its record failed; the next attempt will reconcile");
-                        super::observe::record_failed(&self.engine.inner.events, T::NAME, key, &e);
-                        return (Ok(out), disposition);
-                    }
-                }
-                let output = match serde_json::to_value(&out) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        tracing::warn!(error = %e, key, "effect applied but its output no longer serializes; the next attempt will reconcile");
-                        return (Ok(out), disposition);
-                    }
-                };
-                match self.store().apply(key, Op::Complete { attempt, output }).await {
-                    Ok(_) => {
-                        tracing::info!("recorded the effect's result after retrying");
-                        return (Ok(out), disposition);
-                    }
-                    Err(e) => error = e,
-                }
-            }
-        };
-        let renew = renew_forever(
-            self.store().clone(),
-            key.to_owned(),
-            attempt,
-            self.engine.inner.config.lease,
-            held.lease.clone(),
-        );
-        tokio::select! {
-            biased;
-            settled = retried => settled,
-            _ = renew => unreachable!("lease renewal loops until the record is written"),
+        let again = || serde_json::to_value(&out).ok();
+        match self
+            .engine
+            .complete_under_claim(T::NAME, key, held, output, again)
+            .await
+        {
+            Completion::Written | Completion::Failed => (Ok(out), disposition),
+            Completion::Fenced => self.fenced_completion(held, out, disposition).await,
         }
     }
 
@@ -827,7 +709,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         &self,
         held: &Held,
         out: T::Output,
-        disposition: super::Disposition,
+        disposition: Disposition,
     ) -> Settled<T::Output, T::Error> {
         if let Ok(Some(rec)) = self.store().get(self.key()).await
             && rec.state == RecordState::Completed
@@ -857,7 +739,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             recorded = recorded.is_some(),
             "this attempt lost its claim: another attempt owns the key"
         );
-        super::observe::claim_lost(
+        observe::claim_lost(
             &self.engine.inner.events,
             T::NAME,
             self.key(),
@@ -878,22 +760,6 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             current,
             recorded,
         };
-        (Err(err), super::Disposition::Failed)
+        (Err(err), Disposition::Failed)
     }
-}
-
-fn cancelled<T: Tool>(key: &str) -> Settled<T::Output, T::Error> {
-    let err = EffectError::Cancelled {
-        tool: T::NAME.to_owned(),
-        key: Some(key.to_owned()),
-    };
-    (Err(err), super::Disposition::Failed)
-}
-
-fn shutting_down<T: Tool>(key: &str) -> Settled<T::Output, T::Error> {
-    let err = EffectError::ShuttingDown {
-        tool: T::NAME.to_owned(),
-        key: Some(key.to_owned()),
-    };
-    (Err(err), super::Disposition::Failed)
 }

@@ -16,9 +16,60 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::lifecycle::Engine;
+use crate::call::context::EffectCtx;
+use crate::decide::record::RecordState;
 use crate::store::{Store, StoreExt};
 
 pub(crate) use crate::call::lease::LeaseClock;
+
+/// A claim this attempt holds (a call's, stage 4a, or a compensation's): its fencing token, the
+/// unknown outcome it took over (if any), its lease on the engine's clock, and the context the
+/// tool receives under it.
+pub(super) struct Held {
+    pub(super) attempt: u32,
+    pub(super) previous: Option<RecordState>,
+    pub(super) lease: Arc<LeaseClock>,
+    pub(super) ctx: EffectCtx,
+}
+
+impl Engine {
+    /// Drive `work` under `held`'s claim: its lease renewed meanwhile ([`renew_forever`], the
+    /// one renewal every claim of the engine gets), and `work` stopped (dropped) once the
+    /// shutdown deadline passes or, if `guard`, the lease lapses ([`guarded`]). A lapsed lease
+    /// also stops it before it starts.
+    pub(super) async fn under_claim<F: Future>(&self, held: &Held, guard: bool, work: F) -> Leased<F::Output> {
+        let mut work = std::pin::pin!(work);
+        if held.lease.lapsed() {
+            return Leased::Lapsed;
+        }
+        // Most work that finishes at once needs no lease renewal (nor its timer).
+        if let Poll::Ready(r) = futures::poll!(work.as_mut()) {
+            return Leased::Done(r);
+        }
+        let renew = renew_forever(
+            self.inner.store.clone(),
+            held.ctx.key.clone().unwrap_or_default(),
+            held.attempt,
+            self.inner.config.lease,
+            held.lease.clone(),
+        );
+        let abort = &self.inner.abort;
+        if !guard {
+            return tokio::select! {
+                biased;
+                r = work => Leased::Done(r),
+                _ = abort.cancelled() => Leased::Aborted,
+                _ = renew => unreachable!("lease renewal loops until the work ends"),
+            };
+        }
+        tokio::select! {
+            biased;
+            r = guarded(&held.lease, abort, work) => r,
+            _ = renew => unreachable!("lease renewal loops until the work ends"),
+        }
+    }
+}
 
 /// How leased work ended.
 pub(crate) enum Leased<T> {

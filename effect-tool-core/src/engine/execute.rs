@@ -1,0 +1,112 @@
+//! Running the tool's code (stage 4d): under its timeout, the run's cancellation and the
+//! engine's shutdown deadline, a panic caught as an unknown outcome; and how a failure is put
+//! to the policy.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::call::context::EffectCtx;
+use crate::call::error::EffectError;
+use crate::call::tool::Tool;
+use crate::decide::policy::PolicyInput;
+use crate::value::outcome::{ClassifyError, Outcome};
+
+/// How the tool's code ended.
+pub(super) enum Exec<O, E> {
+    Done(Result<O, E>),
+    /// Ended without an answer: timed out or panicked. The outcome is unknown.
+    Lost(Lost),
+    /// The run was cancelled, or the engine's shutdown deadline passed.
+    Cancelled,
+    /// The claim's lease lapsed: the tool was stopped (dropped) at an await point.
+    Lapsed,
+}
+
+/// How an execution ended without an answer.
+pub(super) enum Lost {
+    TimedOut(Duration),
+    Panicked(String),
+}
+
+impl Lost {
+    /// What happened, for a record's reason.
+    pub(super) fn reason(&self) -> String {
+        match self {
+            Lost::TimedOut(after) => format!("timed out after {after:?}"),
+            Lost::Panicked(message) => format!("panicked: {message}"),
+        }
+    }
+
+    /// The call's error for it.
+    pub(super) fn into_error<E>(self, tool: &str, key: Option<&str>) -> EffectError<E> {
+        let (tool, key) = (tool.to_owned(), key.map(str::to_owned));
+        match self {
+            Lost::TimedOut(after) => EffectError::TimedOut { tool, key, after },
+            Lost::Panicked(message) => EffectError::Panicked { tool, key, message },
+        }
+    }
+}
+
+/// Stage 4d: run the tool's code once.
+pub(super) async fn execute<T: Tool>(
+    tool: &T,
+    ctx: &EffectCtx,
+    args: T::Args,
+    abort: &CancellationToken,
+) -> Exec<T::Output, T::Error> {
+    use futures::FutureExt;
+    // A panicking tool is an execution that ended without an answer: its effect may have
+    // happened, so the policy treats it as an unknown outcome and the claim is never left
+    // behind for others to wait on.
+    let run = std::panic::AssertUnwindSafe(tool.call(ctx, args)).catch_unwind();
+    let timed = async {
+        let result = match T::TIMEOUT {
+            Some(limit) => match tokio::time::timeout(limit, run).await {
+                Ok(r) => r,
+                Err(_) => return Exec::Lost(Lost::TimedOut(limit)),
+            },
+            None => run.await,
+        };
+        match result {
+            Ok(r) => Exec::Done(r),
+            Err(panic) => Exec::Lost(Lost::Panicked(panic_message(panic.as_ref()))),
+        }
+    };
+    tokio::select! {
+        biased;
+        r = timed => r,
+        _ = ctx.cancellation().cancelled() => Exec::Cancelled,
+        _ = abort.cancelled() => Exec::Cancelled,
+    }
+}
+
+/// The message of a caught panic.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(s), _) => (*s).to_owned(),
+        (_, Some(s)) => s.clone(),
+        _ => "a non-string panic payload".to_owned(),
+    }
+}
+
+/// The outcome the policy sees in the tool's error.
+pub(super) fn classify<E: ClassifyError>(e: &E) -> Outcome {
+    match e.failure() {
+        Some(f) => Outcome::Failed(f),
+        None => Outcome::Unclassified,
+    }
+}
+
+/// What the policy decides on after execution `exec` of `T` ended with `outcome`.
+pub(super) fn policy_input<T: Tool>(outcome: Outcome, exec: u32) -> PolicyInput {
+    PolicyInput {
+        class: T::CLASS,
+        outcome,
+        attempt: exec,
+        retry: T::RETRY,
+        has_recover: T::HAS_RECOVER,
+        abandoned: false,
+        jitter: fastrand::f64(),
+    }
+}

@@ -1,0 +1,35 @@
+//! One journaled call on its way through the engine: its tool, run, key and fingerprint.
+
+use super::report::{Disposition, Settled};
+use crate::call::context::RunContext;
+use crate::call::error::{BlockReason, EffectError, SideEffectRetryBlocked};
+use crate::call::tool::Tool;
+
+/// A journaled call of `T`, from its identity (stage 1) to its end.
+pub(super) struct Call<'a, T> {
+    pub(super) tool: &'a T,
+    pub(super) run: &'a RunContext,
+    pub(super) call_id: Option<String>,
+    pub(super) key: &'a str,
+    pub(super) fingerprint: &'a str,
+    /// Whether the tool declares its own key (an unkeyed irreversible call is refused under a
+    /// new tool-call id).
+    pub(super) keyed: bool,
+    /// Set when the call gets a result made for another input
+    /// ([`CallReport::input_differs`](super::CallReport::input_differs)).
+    pub(super) input_differs: std::sync::OnceLock<Vec<String>>,
+}
+
+impl<T: Tool> Call<'_, T> {
+    /// The call stops with [`SideEffectRetryBlocked`] for `reason`.
+    pub(super) fn blocked<O>(&self, reason: BlockReason) -> Settled<O, T::Error> {
+        let err = SideEffectRetryBlocked {
+            key: self.key.to_owned(),
+            tool: T::NAME.to_owned(),
+            run_id: self.run.run_id().to_owned(),
+            reason,
+        };
+        tracing::warn!(%err, "blocked");
+        (Err(EffectError::Blocked(err)), Disposition::Blocked)
+    }
+}
