@@ -9,7 +9,7 @@
 //!
 //! A binary of its own: the log test installs a subscriber, and tracing caches which events are
 //! wanted process-wide, so other tests' subscribers (or none) running beside it in a shared
-//! binary can make rmcp's DEBUG lines vanish from its capture (seen in the `declarations`
+//! binary can make rmcp's DEBUG lines vanish from its capture (seen in the former `declarations`
 //! binary under load).
 
 #![cfg(feature = "mcp")]

@@ -9,7 +9,7 @@
 //!   answer) is released once the journal answers, so the next call runs the tool instead of
 //!   blocking on a stale claim.
 //!
-//! Run: `cargo test -p effect-tool --features postgres --test calls engine_faults_store::`
+//! Run: `cargo test -p effect-tool --features postgres --test engine engine_faults_store::`
 //! (PostgreSQL server binaries are needed; `.ci/postgres.sh` installs them if missing).
 
 use crate::common;

@@ -1,6 +1,6 @@
 //! The journal conformance suite on the in-memory store.
 //!
-//! Run: `cargo test --test journals store_memory::`
+//! Run: `cargo test --test store store_memory::`
 
 use effect_tool_core::testing::conformance::MemoryHarness;
 

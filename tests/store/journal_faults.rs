@@ -11,7 +11,7 @@
 //! `CAP_SYS_ADMIN`); it is unmounted when the test ends, failed or not. Where mounting is not
 //! permitted the test says loudly that it was skipped.
 //!
-//! Run: `cargo test -p effect-tool --test journals journal_faults::`
+//! Run: `cargo test -p effect-tool --test store journal_faults::`
 
 #![cfg(target_os = "linux")]
 

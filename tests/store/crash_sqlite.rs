@@ -3,7 +3,7 @@
 //! re-runs an idempotent tool with the same idempotency key (the ledger dedupes), or stops an
 //! irreversible one with `SideEffectRetryBlocked`. Never a silent second effect.
 //!
-//! Run: `cargo test --test journals crash_sqlite::`
+//! Run: `cargo test --test store crash_sqlite::`
 
 use effect_tool_core::testing::conformance::SqliteHarness;
 

@@ -2,7 +2,7 @@
 //! keys on one database.
 //!
 //! Needs a server: `eval "$(.ci/postgres.sh start)"` exports `EFFECT_TOOL_PG_URL`; then
-//! `cargo test --features postgres --test journals store_postgres::`. Without a URL the cases print a loud
+//! `cargo test --features postgres --test store store_postgres::`. Without a URL the cases print a loud
 //! SKIPPED line and pass, unless `EFFECT_TOOL_REQUIRE_PG=1` (CI), where they fail.
 
 use crate::common;

@@ -25,7 +25,7 @@
 //! Before the engine kept its own lease clock, A resumed, posted a second comment, and its
 //! fenced completion still returned Ok.
 //!
-//! Run: `cargo test -p effect-tool --test calls engine_faults_pause::`
+//! Run: `cargo test -p effect-tool --test engine engine_faults_pause::`
 
 use crate::common;
 

@@ -6,7 +6,7 @@
 //! partition that sends no resets. The server's own `statement_timeout` cannot fire then, so
 //! only the client's bound ends the wait.
 //!
-//! Run: `cargo test -p effect-tool --features postgres --test calls engine_faults_hang::`
+//! Run: `cargo test -p effect-tool --features postgres --test engine engine_faults_hang::`
 //! (PostgreSQL server binaries are needed; `.ci/postgres.sh` installs them if missing).
 
 use crate::common;

@@ -2,7 +2,7 @@
 //! each checked against the meta-schema of the draft schemars declares for it, and against real
 //! arguments serialized by serde (an exported schema must accept what the tool accepts).
 //!
-//! Re-bless after an intended change: `UPDATE_SNAPSHOTS=1 cargo test --test declarations schema_snapshots::`,
+//! Re-bless after an intended change: `UPDATE_SNAPSHOTS=1 cargo test --test toolkit schema_snapshots::`,
 //! then read the diff.
 
 use std::collections::{BTreeMap, HashMap};

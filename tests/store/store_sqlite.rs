@@ -1,7 +1,7 @@
 //! The journal conformance suite on SQLite, including several processes racing the same keys
 //! on one file.
 //!
-//! Run: `cargo test --test journals store_sqlite::`
+//! Run: `cargo test --test store store_sqlite::`
 
 use crate::common;
 

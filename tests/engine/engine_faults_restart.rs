@@ -13,7 +13,7 @@
 //! The time from the kill to the restarted worker's result is printed (run with
 //! `--nocapture`); it must be well under the lease (a functional bound: the lease is 30 s).
 //!
-//! Run: `cargo test -p effect-tool --test calls engine_faults_restart:: -- --nocapture`
+//! Run: `cargo test -p effect-tool --test engine engine_faults_restart:: -- --nocapture`
 
 use crate::common;
 

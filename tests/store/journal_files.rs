@@ -1,7 +1,7 @@
 //! The SQLite journal's files hold every call's input and output: they are created readable
 //! by their owner only, whatever the process's umask lets others read.
 //!
-//! Run: `cargo test --test journals journal_files::`
+//! Run: `cargo test --test store journal_files::`
 
 #![cfg(unix)]
 

@@ -1,18 +1,15 @@
-//! The engine's behaviour: calls, replays, races, faults (real processes and signals), people in
-//! the loop, approvals, the testing kit.
+//! The engine (`effect_tool::engine`) and what it decides with: calls, replays, races, faults
+//! (real processes and signals), people in the loop and approvals as the journal sees them,
+//! keys and markers (`call::key`, `value::marker`) as calls use them, what code is told at the
+//! edges, and the testing kit (`testing`) that drives the engine twice and across a crash.
 //!
 //! One test binary for all of them (each binary links the whole crate): a test is named
-//! `<file>::<test>`, e.g. `cargo test --all-features --test calls engine_core::`.
+//! `<file>::<test>`, e.g. `cargo test --all-features --test engine engine_core::`.
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod approvals_bind;
-mod approvals_stale;
-mod console_api;
-mod console_browser;
-mod console_hosts;
-mod console_roles;
 mod engine_cancellation;
 mod engine_core;
 mod engine_faults_hang;
@@ -26,8 +23,5 @@ mod engine_races;
 mod keys_big_integers;
 mod markers_forged;
 mod markers_opaque;
-mod outputs_resolved;
-mod people_notify;
 mod testing_kit;
 mod truth_edges;
-mod webhook_hardening;

@@ -5,7 +5,7 @@
 //! One case runs in a worker process that gets a real SIGTERM (as a Kubernetes rollout sends
 //! it) and shuts down as the README shows.
 //!
-//! Run: `cargo test -p effect-tool --test calls engine_faults_shutdown::`
+//! Run: `cargo test -p effect-tool --test engine engine_faults_shutdown::`
 
 use crate::common;
 

@@ -1,9 +1,10 @@
 //! The manifest of a toolkit as a committed snapshot: the test to copy into your own crate.
 //!
 //! Every tool's name, class, key rule (as written), window, ttl, timeout, approval, hooks,
-//! sensitive fields, values taken from the run (`#[secret]`) and retry limits, one line per tool, sorted. Change a declaration and this test fails
-//! with the one line that changed; re-bless with `UPDATE_SNAPSHOTS=1 cargo test --test
-//! macro_manifest` and the diff of `tests/snapshots/tools.manifest` shows the reviewer exactly
+//! sensitive fields, values taken from the run (`#[secret]`) and retry limits, one line per
+//! tool, sorted. Change a declaration and this test fails with the one line that changed;
+//! re-bless with `UPDATE_SNAPSHOTS=1 cargo test --all-features --test toolkit macro_manifest::`
+//! and the diff of `tests/snapshots/tools.manifest` shows the reviewer exactly
 //! what running that tool twice now does. (`effect-tool manifest FILE --check COMMITTED` does the
 //! same comparison from the command line.)
 

@@ -3,7 +3,7 @@
 //! provider's documentation, not from the compiler's rule table), and snapshot-tested
 //! (`tests/snapshots/dialects/<case>.<dialect>.json`).
 //!
-//! Re-bless after an intended change: `UPDATE_SNAPSHOTS=1 cargo test --test declarations schema_dialects::`,
+//! Re-bless after an intended change: `UPDATE_SNAPSHOTS=1 cargo test --test toolkit schema_dialects::`,
 //! then read the diff.
 
 use std::collections::{BTreeMap, HashMap};
