@@ -10,7 +10,7 @@
 
 use crate::common;
 
-use common::python::{client_passed, client_script, python, require_sdk};
+use common::python::{client_passed, python, require_http_client, run_client};
 use effect_tool::adapters::mcp::{BearerTokens, McpHttpConfig, McpLimits, McpServer};
 use effect_tool::{Engine, MemoryStore, ToolError, Toolkit, tools};
 use tokio::sync::watch;
@@ -77,11 +77,7 @@ const BOB: &str = "bob-token-0123456789abcdef";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_principals_slow_calls_do_not_hold_up_another_principals_instant_call() {
     let python = python();
-    require_sdk(
-        &python,
-        "from mcp.client.streamable_http import streamable_http_client",
-        "the Python MCP SDK (with its Streamable HTTP client)",
-    );
+    require_http_client(&python);
     let (limit, queue) = (2, 1);
     let toolkit = bench_toolkit();
     // In all, room for more than one principal's share: the principal's limit is what binds.
@@ -101,19 +97,18 @@ async fn one_principals_slow_calls_do_not_hold_up_another_principals_instant_cal
         .await
         .unwrap();
 
-    let out = tokio::process::Command::new(&python)
-        .arg(client_script("fairness.py"))
-        .args([
+    let out = run_client(
+        &python,
+        "fairness.py",
+        [
             handle.url(),
             ALICE.into(),
             BOB.into(),
             limit.to_string(),
             queue.to_string(),
-        ])
-        .kill_on_drop(true)
-        .output()
-        .await
-        .expect("python3 runs");
+        ],
+    )
+    .await;
     handle.shutdown().await.unwrap();
     let stdout = client_passed(&out);
     assert!(stdout.contains("is answered busy at once"), "{stdout}");
@@ -134,11 +129,7 @@ const CAROL: &str = "carol-token-0123456789abcdef";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_principals_slow_calls_leave_a_place_for_a_third_principals_instant_call() {
     let python = python();
-    require_sdk(
-        &python,
-        "from mcp.client.streamable_http import streamable_http_client",
-        "the Python MCP SDK (with its Streamable HTTP client)",
-    );
+    require_http_client(&python);
     let limits = McpLimits::default();
     assert_eq!((limits.total, limits.per_principal, limits.reserve()), (8, 4, 2));
     let auth = BearerTokens::new()
@@ -153,9 +144,10 @@ async fn two_principals_slow_calls_leave_a_place_for_a_third_principals_instant_
         .await
         .unwrap();
     let (slow_each, held) = (6, 4 + 2);
-    let out = tokio::process::Command::new(&python)
-        .arg(client_script("fairness.py"))
-        .args([
+    let out = run_client(
+        &python,
+        "fairness.py",
+        [
             "three".to_owned(),
             handle.url(),
             ALICE.into(),
@@ -163,11 +155,9 @@ async fn two_principals_slow_calls_leave_a_place_for_a_third_principals_instant_
             CAROL.into(),
             slow_each.to_string(),
             held.to_string(),
-        ])
-        .kill_on_drop(true)
-        .output()
-        .await
-        .expect("python3 runs");
+        ],
+    )
+    .await;
     handle.shutdown().await.unwrap();
     let stdout = client_passed(&out);
     assert!(

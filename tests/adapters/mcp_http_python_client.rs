@@ -16,14 +16,15 @@ use crate::common;
 use std::net::SocketAddr;
 use std::path::Path;
 
-use common::python::{client_passed, client_script, python, require_sdk};
+use common::http::Answer;
+use common::mcp;
+use common::python::{client_passed, client_script, python, require_http_client};
 use effect_tool::adapters::mcp::jsonwebtoken::{
     Algorithm, DecodingKey, EncodingKey, Header, encode, get_current_timestamp,
 };
 use effect_tool::adapters::mcp::{JwtAuthenticator, McpHttpConfig, McpHttpHandle, McpLimits, McpServeError, McpServer};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{Engine, MemoryStore, Toolkit};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The example's support desk (its `main` is not used here).
 #[allow(dead_code)]
@@ -33,11 +34,7 @@ mod example;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_python_http_client_retries_a_call_from_a_new_session_with_one_effect() {
     let python = python();
-    require_sdk(
-        &python,
-        "from mcp.client.streamable_http import streamable_http_client",
-        "the Python MCP SDK (with its Streamable HTTP client)",
-    );
+    require_http_client(&python);
 
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger.txt");
@@ -179,11 +176,7 @@ async fn desk_with_jwt(dir: &Path) -> (McpHttpHandle, String) {
 
 async fn run_client(script: &str, args: &[&str], ledger: &Path) -> String {
     let python = python();
-    require_sdk(
-        &python,
-        "from mcp.client.streamable_http import streamable_http_client",
-        "the Python MCP SDK (with its Streamable HTTP client)",
-    );
+    require_http_client(&python);
     let out = tokio::process::Command::new(&python)
         .arg(client_script(script))
         .args(args)
@@ -230,35 +223,9 @@ async fn a_principal_can_neither_replay_nor_pre_empt_another_principals_call_and
     );
 }
 
-/// One HTTP/1.1 request (`Connection: close`); the status, the headers (lower-case names) and
-/// the body.
-async fn http(addr: SocketAddr, request: &str) -> (u16, Vec<(String, String)>, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.unwrap();
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let mut lines = head.lines();
-    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    (status, headers, body.to_owned())
-}
-
-fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
-}
-
-/// An MCP `initialize` request.
-fn post(addr: SocketAddr, extra_headers: &str) -> String {
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw-http","version":"0"}}}"#;
-    format!(
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\nContent-Length: {}\r\nConnection: close\r\n{extra_headers}\r\n{body}",
-        body.len()
-    )
+/// An MCP `initialize` request with `headers` (`Name: value` lines).
+async fn initialize(addr: SocketAddr, headers: &[&str]) -> Answer {
+    mcp::post(addr, "POST", headers, mcp::INITIALIZE).await
 }
 
 #[tokio::test]
@@ -271,9 +238,9 @@ async fn requests_without_a_valid_token_get_401_pointing_at_the_metadata_and_a_f
         addr.port()
     );
 
-    let (status, headers, body) = http(addr, &post(addr, "")).await;
-    assert_eq!(status, 401, "{body}");
-    let challenge = header(&headers, "www-authenticate").expect("a WWW-Authenticate header");
+    let answer = initialize(addr, &[]).await;
+    assert_eq!(answer.status, 401, "{}", answer.body);
+    let challenge = answer.header("www-authenticate").expect("a WWW-Authenticate header");
     assert_eq!(challenge, format!("Bearer resource_metadata=\"{metadata_url}\""));
 
     let forged = {
@@ -287,52 +254,45 @@ async fn requests_without_a_valid_token_get_401_pointing_at_the_metadata_and_a_f
         )
         .unwrap()
     };
-    let (status, headers, body) = http(addr, &post(addr, &format!("Authorization: Bearer {forged}\r\n"))).await;
-    assert_eq!(status, 401, "{body}");
-    let challenge = header(&headers, "www-authenticate").unwrap();
+    let answer = initialize(addr, &[&format!("Authorization: Bearer {forged}")]).await;
+    assert_eq!(answer.status, 401, "{}", answer.body);
+    let challenge = answer.header("www-authenticate").unwrap();
     assert!(challenge.contains("error=\"invalid_token\""), "{challenge}");
     assert!(
-        !challenge.contains(&forged) && !body.contains(&forged),
-        "the token is echoed: {challenge} {body}"
+        !challenge.contains(&forged) && !answer.body.contains(&forged),
+        "the token is echoed: {challenge} {}",
+        answer.body
     );
 
     let other_audience = access_token("alice", "http://127.0.0.1:1/mcp");
-    let (status, _, body) = http(
-        addr,
-        &post(addr, &format!("Authorization: Bearer {other_audience}\r\n")),
-    )
-    .await;
-    assert_eq!(status, 401, "a token for another server: {body}");
+    let answer = initialize(addr, &[&format!("Authorization: Bearer {other_audience}")]).await;
+    assert_eq!(answer.status, 401, "a token for another server: {}", answer.body);
 
     // RFC 9728 metadata, at both paths, naming the issuer as the authorization server.
     for path in [
         "/.well-known/oauth-protected-resource/mcp",
         "/.well-known/oauth-protected-resource",
     ] {
-        let (status, headers, body) = http(
-            addr,
-            &format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"),
-        )
-        .await;
-        assert_eq!(status, 200, "{path}: {body}");
-        assert_eq!(header(&headers, "content-type"), Some("application/json"));
-        let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let answer = common::http::get(addr, path).await.unwrap();
+        assert_eq!(answer.status, 200, "{path}: {}", answer.body);
+        assert_eq!(answer.header("content-type"), Some("application/json"));
+        let doc: serde_json::Value = serde_json::from_str(&answer.body).unwrap();
         assert_eq!(doc["resource"], audience.as_str(), "{doc}");
         assert_eq!(doc["authorization_servers"], serde_json::json!([ISSUER]), "{doc}");
         assert_eq!(doc["scopes_supported"], serde_json::json!(["mcp"]), "{doc}");
     }
 
     let token = access_token("alice", &audience);
-    let auth = format!("Authorization: Bearer {token}\r\n");
-    let (status, _, body) = http(addr, &post(addr, &format!("{auth}Origin: https://evil.example\r\n"))).await;
-    assert_eq!(status, 403, "a foreign Origin: {body}");
+    let auth = format!("Authorization: Bearer {token}");
+    let answer = initialize(addr, &[&auth, "Origin: https://evil.example"]).await;
+    assert_eq!(answer.status, 403, "a foreign Origin: {}", answer.body);
     // The same request from an allowed (loopback) origin, and from a client without one, runs.
-    let local_origin = format!("Origin: http://localhost:{}\r\n", addr.port());
-    let (status, _, body) = http(addr, &post(addr, &format!("{auth}{local_origin}"))).await;
-    assert_eq!(status, 200, "{body}");
-    assert!(body.contains("serverInfo"), "{body}");
-    let (status, _, body) = http(addr, &post(addr, &auth)).await;
-    assert_eq!(status, 200, "{body}");
+    let local_origin = format!("Origin: http://localhost:{}", addr.port());
+    let answer = initialize(addr, &[&auth, &local_origin]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(answer.body.contains("serverInfo"), "{}", answer.body);
+    let answer = initialize(addr, &[&auth]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
     handle.shutdown().await.unwrap();
 }
 
@@ -341,10 +301,10 @@ async fn a_foreign_origin_gets_403_without_an_authenticator_too() {
     let dir = tempfile::tempdir().unwrap();
     let handle = desk(dir.path(), McpHttpConfig::default()).await;
     let addr = handle.local_addr();
-    let (status, _, body) = http(addr, &post(addr, "Origin: http://attacker.example\r\n")).await;
-    assert_eq!(status, 403, "{body}");
-    let (status, _, body) = http(addr, &post(addr, "")).await;
-    assert_eq!(status, 200, "{body}");
+    let answer = initialize(addr, &["Origin: http://attacker.example"]).await;
+    assert_eq!(answer.status, 403, "{}", answer.body);
+    let answer = initialize(addr, &[]).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
     handle.shutdown().await.unwrap();
 }
 
@@ -384,12 +344,16 @@ async fn a_session_beyond_a_callers_cap_gets_429_not_a_server_error() {
     let addr = handle.local_addr();
     // Each `initialize` of the 2025-06-18 protocol opens a session (an Mcp-Session-Id).
     for n in 0..2 {
-        let (status, headers, body) = http(addr, &post(addr, "")).await;
-        assert_eq!(status, 200, "session {n}: {body}");
-        assert!(header(&headers, "mcp-session-id").is_some(), "session {n}: {headers:?}");
+        let answer = initialize(addr, &[]).await;
+        assert_eq!(answer.status, 200, "session {n}: {}", answer.body);
+        assert!(
+            answer.header("mcp-session-id").is_some(),
+            "session {n}: {:?}",
+            answer.headers
+        );
     }
-    let (status, _, body) = http(addr, &post(addr, "")).await;
-    assert_eq!(status, 429, "{body}");
-    assert!(body.contains("the limit per caller"), "{body}");
+    let answer = initialize(addr, &[]).await;
+    assert_eq!(answer.status, 429, "{}", answer.body);
+    assert!(answer.body.contains("the limit per caller"), "{}", answer.body);
     handle.shutdown().await.unwrap();
 }

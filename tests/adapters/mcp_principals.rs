@@ -16,10 +16,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::python::{client_passed, client_script, python, require_sdk};
+use common::http::Answer;
+use common::mcp::{self, INITIALIZE, INITIALIZED, LIST};
+use common::python::{client_passed, python, require_http_client, run_client};
 use effect_tool::adapters::mcp::{BearerTokens, McpHttpConfig, McpHttpHandle, McpServer};
 use effect_tool::{EffectCtx, Engine, MemoryStore, ToolError, Toolkit, tools};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Counts the effects, the outside world of these tools.
 #[derive(Default)]
@@ -85,20 +86,10 @@ async fn shop_server(shop: &Arc<Shop>) -> McpHttpHandle {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_principal_neither_reads_nor_pre_empts_anothers_cross_run_key_unless_the_tool_shares_keys() {
     let python = python();
-    require_sdk(
-        &python,
-        "from mcp.client.streamable_http import streamable_http_client",
-        "the Python MCP SDK (with its Streamable HTTP client)",
-    );
+    require_http_client(&python);
     let shop = Arc::new(Shop::default());
     let handle = shop_server(&shop).await;
-    let out = tokio::process::Command::new(&python)
-        .arg(client_script("principal_keys.py"))
-        .args([handle.url(), ALICE.into(), BOB.into()])
-        .kill_on_drop(true)
-        .output()
-        .await
-        .expect("python3 runs");
+    let out = run_client(&python, "principal_keys.py", [handle.url(), ALICE.into(), BOB.into()]).await;
     handle.shutdown().await.unwrap();
     let stdout = client_passed(&out);
     assert!(stdout.contains("ran under B's own key"), "{stdout}");
@@ -114,36 +105,14 @@ async fn a_principal_neither_reads_nor_pre_empts_anothers_cross_run_key_unless_t
     );
 }
 
-/// One HTTP/1.1 request (`Connection: close`): the status, the headers (lower-case names) and
-/// the body.
-async fn http(addr: SocketAddr, request: String) -> (u16, Vec<(String, String)>, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.unwrap();
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let mut lines = head.lines();
-    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    (status, headers, body.to_owned())
+/// `method /mcp` as `token`, in `session` if given.
+async fn as_principal(addr: SocketAddr, method: &str, token: &str, session: Option<&str>, body: &str) -> Answer {
+    let auth = format!("Authorization: Bearer {token}");
+    let session = session.map(|s| format!("Mcp-Session-Id: {s}"));
+    let mut headers = vec![auth.as_str()];
+    headers.extend(session.as_deref());
+    mcp::post(addr, method, &headers, body).await
 }
-
-/// A request to `/mcp` as `token`, in `session` if given.
-fn request(addr: SocketAddr, method: &str, token: &str, session: Option<&str>, body: &str) -> String {
-    let session = session.map(|s| format!("Mcp-Session-Id: {s}\r\n")).unwrap_or_default();
-    format!(
-        "{method} /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n{session}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-}
-
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw-http","version":"0"}}}"#;
-const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-const LIST: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
 
 #[tokio::test]
 async fn another_principal_can_neither_post_into_nor_delete_a_session() {
@@ -151,27 +120,28 @@ async fn another_principal_can_neither_post_into_nor_delete_a_session() {
     let handle = shop_server(&shop).await;
     let addr = handle.local_addr();
 
-    let (status, headers, body) = http(addr, request(addr, "POST", ALICE, None, INITIALIZE)).await;
-    assert_eq!(status, 200, "{body}");
-    let session = headers
-        .iter()
-        .find(|(k, _)| k == "mcp-session-id")
-        .map(|(_, v)| v.clone())
-        .expect("a session id");
-    let (status, _, body) = http(addr, request(addr, "POST", ALICE, Some(&session), INITIALIZED)).await;
-    assert_eq!(status, 202, "{body}");
+    let opened = as_principal(addr, "POST", ALICE, None, INITIALIZE).await;
+    assert_eq!(opened.status, 200, "{}", opened.body);
+    let session = opened.header("mcp-session-id").expect("a session id").to_owned();
+    let initialized = as_principal(addr, "POST", ALICE, Some(&session), INITIALIZED).await;
+    assert_eq!(initialized.status, 202, "{}", initialized.body);
 
     // Bob, who knows the session id, is told there is no such session, whatever he sends.
     for (method, body) in [("POST", LIST), ("POST", INITIALIZED), ("GET", ""), ("DELETE", "")] {
-        let (status, _, answer) = http(addr, request(addr, method, BOB, Some(&session), body)).await;
-        assert_eq!(status, 404, "Bob's {method} {body}: {answer}");
-        assert!(!answer.contains("reserve_stock"), "{answer}");
+        let answer = as_principal(addr, method, BOB, Some(&session), body).await;
+        assert_eq!(answer.status, 404, "Bob's {method} {body}: {}", answer.body);
+        assert!(!answer.body.contains("reserve_stock"), "{}", answer.body);
     }
     // Alice's session is still there, and still hers.
-    let (status, _, body) = http(addr, request(addr, "POST", ALICE, Some(&session), LIST)).await;
-    assert_eq!(status, 200, "{body}");
-    assert!(body.contains("reserve_stock"), "{body}");
-    let (status, _, body) = http(addr, request(addr, "DELETE", ALICE, Some(&session), "")).await;
-    assert!(status == 200 || status == 202 || status == 204, "{status} {body}");
+    let listed = as_principal(addr, "POST", ALICE, Some(&session), LIST).await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert!(listed.body.contains("reserve_stock"), "{}", listed.body);
+    let closed = as_principal(addr, "DELETE", ALICE, Some(&session), "").await;
+    assert!(
+        closed.status == 200 || closed.status == 202 || closed.status == 204,
+        "{} {}",
+        closed.status,
+        closed.body
+    );
     handle.shutdown().await.unwrap();
 }

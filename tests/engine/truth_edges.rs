@@ -8,73 +8,16 @@
 use crate::common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use common::ledger::Downstream;
+use common::mail::{SendEmail, email};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{
     BlockReason, CallOptions, Disposition, EffectClass, EffectCtx, EffectError, Engine, MemoryStore, RecordState,
     RunContext, Store, Tool, ToolError,
 };
 use serde::{Deserialize, Serialize};
-
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
-struct EmailArgs {
-    ticket: String,
-    to: String,
-    amount_eur: u32,
-}
-
-fn email(ticket: &str, amount_eur: u32) -> EmailArgs {
-    EmailArgs {
-        ticket: ticket.into(),
-        to: "ann@example.com".into(),
-        amount_eur,
-    }
-}
-
-/// An irreversible email keyed by its ticket. `recover` asks the mail log, which can be down
-/// (a transient error) or crash (a panic).
-#[derive(Default)]
-struct SendEmail {
-    ledger: Arc<Downstream>,
-    /// The send times out after the mail went out (the outcome is unknown).
-    time_out: AtomicBool,
-    log_down: AtomicBool,
-    log_panics: AtomicBool,
-}
-
-impl Tool for SendEmail {
-    type Args = EmailArgs;
-    type Output = String;
-    type Error = ToolError;
-    const NAME: &'static str = "send_email";
-    const CLASS: EffectClass = EffectClass::Irreversible;
-    const HAS_RECOVER: bool = true;
-
-    fn key(&self, a: &EmailArgs) -> Option<String> {
-        Some(format!("email:{}", a.ticket))
-    }
-
-    async fn call(&self, _ctx: &EffectCtx, a: EmailArgs) -> Result<String, ToolError> {
-        self.ledger.apply(&format!("email:{}", a.ticket));
-        if self.time_out.load(Ordering::SeqCst) {
-            return Err(ToolError::unknown("timed out after sending"));
-        }
-        Ok(format!("sent {} EUR to {}", a.amount_eur, a.to))
-    }
-
-    async fn recover(&self, _ctx: &EffectCtx, a: &EmailArgs) -> Result<Option<String>, ToolError> {
-        if self.log_panics.load(Ordering::SeqCst) {
-            panic!("the mail log client crashed");
-        }
-        if self.log_down.load(Ordering::SeqCst) {
-            return Err(ToolError::transient("the mail log is down"));
-        }
-        let found = self.ledger.has(&format!("email:{}", a.ticket));
-        Ok(found.then(|| format!("found the email to {}", a.to)))
-    }
-}
 
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 struct OrderArgs {

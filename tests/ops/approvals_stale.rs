@@ -10,11 +10,9 @@
 
 use crate::common;
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use common::desk::serve_console as serve;
-use common::http::{Answer, encode, request};
+use common::console::{post, record, serve};
 use effect_tool::ops::console::{Console, Identity, StaticTokens};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{CallOptions, Engine, RecordState, RunContext, Store, StoreExt, ToolError, Toolkit, tools};
@@ -44,28 +42,6 @@ impl Bank {
         self.transfers.lock().unwrap().push((iban, amount));
         Ok(format!("transferred {amount} for {invoice_id}"))
     }
-}
-
-async fn post(addr: SocketAddr, token: &str, path: &str, body: serde_json::Value) -> Answer {
-    let auth = format!("Authorization: Bearer {token}");
-    request(
-        addr,
-        "POST",
-        path,
-        &[&auth, "Content-Type: application/json"],
-        &body.to_string(),
-    )
-    .await
-    .unwrap()
-}
-
-/// The record page's data, as the page reads it.
-async fn record(addr: SocketAddr, token: &str, key: &str) -> serde_json::Value {
-    let auth = format!("Authorization: Bearer {token}");
-    request(addr, "GET", &format!("/api/record?key={}", encode(key)), &[&auth], "")
-        .await
-        .unwrap()
-        .json()
 }
 
 #[tokio::test]

@@ -10,8 +10,9 @@ use crate::common;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use common::desk::{ApprovedRefund as Refund, SendEmail, serve_console as serve};
-use common::http::{Answer, encode, request};
+use common::console::{get, post, serve};
+use common::desk::{ApprovedRefund as Refund, SendEmail};
+use common::http::{encode, request};
 use common::ledger::Downstream;
 use effect_tool::ops::console::{Console, Identity, StaticTokens};
 use effect_tool::store::sqlite::SqliteStore;
@@ -20,24 +21,6 @@ use effect_tool::{CallOptions, Engine, RunContext, Store, Toolkit};
 const MARIA: &str = "tok-maria-manager-0001"; // manager, operator
 const OLAF: &str = "tok-olaf-operator-0002"; // operator
 const IVY: &str = "tok-ivy-intern-000003"; // viewer: reads, acts on nothing
-
-async fn post(addr: SocketAddr, token: &str, path: &str, body: serde_json::Value) -> Answer {
-    let auth = format!("Authorization: Bearer {token}");
-    request(
-        addr,
-        "POST",
-        path,
-        &[&auth, "Content-Type: application/json"],
-        &body.to_string(),
-    )
-    .await
-    .unwrap()
-}
-
-async fn get(addr: SocketAddr, token: &str, path: &str) -> Answer {
-    let auth = format!("Authorization: Bearer {token}");
-    request(addr, "GET", path, &[&auth], "").await.unwrap()
-}
 
 /// The (action, actor) pairs of a record's audit trail, as the record page shows them.
 async fn audit(addr: SocketAddr, key: &str) -> Vec<(String, String)> {

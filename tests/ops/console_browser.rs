@@ -16,7 +16,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::desk::{ApprovedRefund as Refund, SendEmail, serve_console as serve};
+use common::console::serve;
+use common::desk::{ApprovedRefund as Refund, SendEmail};
 use common::ledger::Downstream;
 use effect_tool::ops::console::{Console, Identity, StaticTokens};
 use effect_tool::store::sqlite::SqliteStore;

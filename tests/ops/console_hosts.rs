@@ -11,30 +11,22 @@ use crate::common;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use common::desk::{ApprovedRefund as Refund, serve_console as serve};
-use common::ledger::Downstream;
+use common::console::parked_refund;
+use common::http::exchange;
+use effect_tool::Store;
 use effect_tool::ops::console::{Console, Identity, StaticTokens, TrustedHeader};
-use effect_tool::store::sqlite::SqliteStore;
-use effect_tool::{CallOptions, Engine, RunContext, Store};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// `method path` with exactly these header lines (no `Host` unless given), over a fresh
 /// connection: the status and the body as JSON (`null` when it is not JSON).
 async fn raw(addr: SocketAddr, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, serde_json::Value) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let mut text = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
     for h in headers {
         text.push_str(h);
         text.push_str("\r\n");
     }
     text.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
-    stream.write_all(text.as_bytes()).await.unwrap();
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).await.unwrap();
-    let answer = String::from_utf8_lossy(&answer);
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
-    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    (status, serde_json::from_str(body).unwrap_or_default())
+    let answer = exchange(addr, &text).await.unwrap();
+    (answer.status, answer.json())
 }
 
 /// A refund of 100 parked for a manager's approval, in a fresh journal; the console over it
@@ -42,20 +34,8 @@ async fn raw(addr: SocketAddr, method: &str, path: &str, headers: &[&str], body:
 async fn parked(
     console: impl FnOnce(Arc<dyn Store>) -> Console,
 ) -> (SocketAddr, Arc<dyn Store>, String, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("journal.db")).unwrap());
-    let engine = Engine::new(store.clone());
-    let refund = Refund(Arc::new(Downstream::default()));
-    let key = engine
-        .call(&refund, &RunContext::new("desk"), CallOptions::default(), 100)
-        .await
-        .unwrap_err()
-        .as_approval_pending()
-        .unwrap()
-        .key
-        .clone();
-    let addr = serve(console(store.clone())).await;
-    (addr, store, key, dir)
+    let parked = parked_refund("desk", console).await;
+    (parked.addr, parked.store, parked.key, parked.dir)
 }
 
 async fn state(store: &Arc<dyn Store>, key: &str) -> String {

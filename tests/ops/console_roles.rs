@@ -5,14 +5,10 @@
 use crate::common;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
-use common::desk::{ApprovedRefund as Refund, serve_console as serve};
-use common::http::{Answer, encode, request};
-use common::ledger::Downstream;
+use common::console::{call, parked_refund};
+use common::http::encode;
 use effect_tool::ops::console::{Console, StaticTokens};
-use effect_tool::store::sqlite::SqliteStore;
-use effect_tool::{CallOptions, Engine, RunContext, Store};
 
 const MARIA: &str = "tok-maria-manager-0001";
 const OLAF: &str = "tok-olaf-operator-0002";
@@ -28,33 +24,11 @@ tok-vera-viewer-000004 vera viewer
 tok-nobody-norole-0005 nobody
 ";
 
-async fn call(addr: SocketAddr, token: &str, method: &str, path: &str, body: &str) -> Answer {
-    let auth = format!("Authorization: Bearer {token}");
-    request(addr, method, path, &[&auth, "Content-Type: application/json"], body)
-        .await
-        .unwrap()
-}
-
 /// A journal with a refund parked in `run`, and a console over it made by `configure`.
 async fn parked(run: &str, configure: impl FnOnce(Console) -> Console) -> (SocketAddr, String, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("journal.db")).unwrap());
-    let key = Engine::new(store.clone())
-        .call(
-            &Refund(Arc::new(Downstream::default())),
-            &RunContext::new(run),
-            CallOptions::default(),
-            100,
-        )
-        .await
-        .unwrap_err()
-        .as_approval_pending()
-        .unwrap()
-        .key
-        .clone();
     let tokens = StaticTokens::parse(TOKENS).unwrap();
-    let addr = serve(configure(Console::new(store, tokens))).await;
-    (addr, key, dir)
+    let parked = parked_refund(run, |store| configure(Console::new(store, tokens))).await;
+    (parked.addr, parked.key, parked.dir)
 }
 
 #[tokio::test]

@@ -177,8 +177,8 @@ mod console {
     /// journal) checks the output against the journal's schema and gives it to the record page.
     #[tokio::test]
     async fn the_console_checks_an_output_against_the_journal_and_shows_the_shape() {
-        use crate::common::desk::serve_console;
-        use crate::common::http::{encode, request};
+        use crate::common::console::{get, post, serve};
+        use crate::common::http::encode;
         use effect_tool::ops::console::{Console, Identity, StaticTokens};
         use effect_tool::store::sqlite::SqliteStore;
 
@@ -195,31 +195,21 @@ mod console {
         let journal: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("journal.db")).unwrap());
         let token = "tok-olaf-operator-0002";
         let tokens = StaticTokens::new().with(token, Identity::new("olaf", ["operator"]));
-        let addr = serve_console(Console::new(journal, tokens)).await;
-        let auth = format!("Authorization: Bearer {token}");
+        let addr = serve(Console::new(journal, tokens)).await;
 
-        let page = request(addr, "GET", &format!("/api/record?key={}", encode(&key)), &[&auth], "")
-            .await
-            .unwrap();
+        let page = get(addr, token, &format!("/api/record?key={}", encode(&key))).await;
         assert_eq!(page.status, 200, "{}", page.body);
         assert_eq!(page.json()["output_schema"]["required"], json!(["id"]), "{}", page.body);
 
-        let post = |output: serde_json::Value| {
-            let body = json!({"key": key, "verdict": "applied", "output": output}).to_string();
-            let auth = auth.clone();
-            async move {
-                request(
-                    addr,
-                    "POST",
-                    "/api/resolve",
-                    &[&auth, "Content-Type: application/json"],
-                    &body,
-                )
-                .await
-                .unwrap()
-            }
+        let resolve = |output: serde_json::Value| {
+            post(
+                addr,
+                token,
+                "/api/resolve",
+                json!({"key": key, "verdict": "applied", "output": output}),
+            )
         };
-        let wrong = post(json!("msg-1")).await;
+        let wrong = resolve(json!("msg-1")).await;
         assert_eq!(wrong.status, 422, "{}", wrong.body);
         let error = wrong.json()["error"].as_str().unwrap().to_owned();
         assert!(
@@ -228,7 +218,7 @@ mod console {
             "{error}"
         );
         assert_eq!(store.get(&key).await.unwrap().unwrap().state, RecordState::InDoubt);
-        let right = post(json!({"id": "msg-1"})).await;
+        let right = resolve(json!({"id": "msg-1"})).await;
         assert_eq!(right.status, 200, "{}", right.body);
         assert_eq!(
             engine

@@ -9,60 +9,15 @@
 use crate::common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use common::ledger::Downstream;
+use common::mail::{EmailArgs, SendEmail};
 use effect_tool::{
     BlockReason, Disposition, EffectClass, EffectCtx, Engine, MemoryStore, RunContext, Tool, ToolCall, ToolError,
     ToolResult, Toolkit,
 };
 use serde::{Deserialize, Serialize};
-
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
-struct EmailArgs {
-    ticket: String,
-    to: String,
-    amount_eur: u32,
-}
-
-/// An irreversible email keyed by its ticket; `recover` asks a mail log that may be down.
-#[derive(Default)]
-struct SendEmail {
-    ledger: Arc<Downstream>,
-    time_out: AtomicBool,
-    log_down: AtomicBool,
-}
-
-impl Tool for SendEmail {
-    type Args = EmailArgs;
-    type Output = String;
-    type Error = ToolError;
-    const NAME: &'static str = "send_email";
-    const CLASS: EffectClass = EffectClass::Irreversible;
-    const HAS_RECOVER: bool = true;
-
-    fn key(&self, a: &EmailArgs) -> Option<String> {
-        Some(format!("email:{}", a.ticket))
-    }
-
-    async fn call(&self, _ctx: &EffectCtx, a: EmailArgs) -> Result<String, ToolError> {
-        self.ledger.apply(&format!("email:{}", a.ticket));
-        if self.time_out.load(Ordering::SeqCst) {
-            return Err(ToolError::unknown("timed out after sending"));
-        }
-        Ok(format!("sent {} EUR to {}", a.amount_eur, a.to))
-    }
-
-    async fn recover(&self, _ctx: &EffectCtx, a: &EmailArgs) -> Result<Option<String>, ToolError> {
-        if self.log_down.load(Ordering::SeqCst) {
-            return Err(ToolError::transient("the mail log is down"));
-        }
-        Ok(self
-            .ledger
-            .has(&format!("email:{}", a.ticket))
-            .then(|| "found it".to_owned()))
-    }
-}
 
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 struct NoteArgs {
