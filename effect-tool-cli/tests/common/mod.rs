@@ -288,3 +288,31 @@ pub async fn pg_journal(test: &str) -> Option<Journal> {
         _dir: None,
     })
 }
+
+/// Tests `sqlite::<name>` and `postgres::<name>` running the scenario `<name>(&Journal)` of the
+/// calling module on a SQLite journal and on the test PostgreSQL (which skips, or fails where
+/// PostgreSQL is required, without a server). The calling module imports `crate::common`.
+macro_rules! on_every_backend {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let j = super::common::Journal::sqlite(stringify!($name));
+                    super::$name(&j).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    if let Some(j) = super::common::pg_journal(stringify!($name)).await {
+                        super::$name(&j).await;
+                    }
+                }
+            )*
+        }
+    };
+}
+pub(crate) use on_every_backend;
