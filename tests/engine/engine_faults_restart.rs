@@ -106,16 +106,10 @@ struct Job {
 #[test]
 #[ignore = "entry point of the worker processes of the restart tests"]
 fn worker() {
-    let Ok(job) = std::env::var(WORKER_JOB) else {
+    let Some(job) = common::worker::job::<Job>(WORKER_JOB) else {
         return;
     };
-    let job: Job = serde_json::from_str(&job).expect("the worker's job");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    rt.block_on(async move {
+    common::worker::block_on(async move {
         let store = SqliteStore::open(&job.journal).expect("the journal");
         let config = EngineConfig {
             lease: LEASE,
