@@ -2,7 +2,7 @@
 //! engine cannot see it, scripted tools, journals that fail on purpose, worker processes, HTTP
 //! as the console and MCP clients send it, log capture, and the Python MCP client. Each test
 //! binary includes it once (`#[path = "../common/mod.rs"] mod common;` in its `main.rs`, or
-//! `#[path = "common/mod.rs"]` in a binary of one file); its files reach it as `crate::common`.
+//! `mod common;` in a binary of one file); its files reach it as `crate::common`.
 
 // Every test binary compiles this whole module but uses only part of it.
 #![allow(dead_code, unused_macros, unused_imports)]
