@@ -20,6 +20,7 @@ pub mod mcp;
 pub mod own_postgres;
 pub mod python;
 pub mod script;
+pub mod snapshot;
 pub mod worker;
 
 use std::time::Duration;

@@ -6,8 +6,9 @@
 //! Re-bless after an intended change: `UPDATE_SNAPSHOTS=1 cargo test --test toolkit schema_dialects::`,
 //! then read the diff.
 
+use crate::common;
+
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 
 use effect_tool::value::schema::{self, Dialect, MAX_SAFE_INTEGER, compile, input_schema};
 use effect_tool::{Tool, ToolError, tool};
@@ -521,22 +522,7 @@ fn checker(d: Dialect) -> fn(&str, &Value) {
 }
 
 fn snapshot(name: &str, value: &Value) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/snapshots/dialects")
-        .join(format!("{name}.json"));
-    let pretty = serde_json::to_string_pretty(&sorted(value)).unwrap() + "\n";
-    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, pretty).unwrap();
-        return;
-    }
-    let stored = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("no snapshot {}: run with UPDATE_SNAPSHOTS=1", path.display()));
-    let stored: Value = serde_json::from_str(&stored).unwrap();
-    assert_eq!(
-        &stored, value,
-        "{name} changed; if intended, re-bless with UPDATE_SNAPSHOTS=1 and review the diff.\nnow:\n{pretty}"
-    );
+    common::snapshot::assert_json("dialects", name, name, value);
 }
 
 #[test]
@@ -738,19 +724,5 @@ mod toolkit {
         assert_eq!(gemini[1]["name"], "lookup");
         assert!(kit.gemini_json_schema_tools()[0]["parametersJsonSchema"].is_object());
         assert_eq!(CountThings::NAME, "count_things");
-    }
-}
-
-/// `value` with every object's keys in sorted order, so a snapshot's text does not depend on
-/// serde_json's map order (`preserve_order`, turned on by some dependency).
-fn sorted(value: &Value) -> Value {
-    match value {
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            Value::Object(keys.into_iter().map(|k| (k.clone(), sorted(&m[k]))).collect())
-        }
-        Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
-        other => other.clone(),
     }
 }

@@ -5,8 +5,9 @@
 //! Re-bless after an intended change: `UPDATE_SNAPSHOTS=1 cargo test --test toolkit schema_snapshots::`,
 //! then read the diff.
 
+use crate::common;
+
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 
 use effect_tool::value::schema::{strict_schema, strict_schema_exact};
 use effect_tool::{Tool, ToolError, tool};
@@ -148,28 +149,10 @@ async fn recursive(tree: Category) -> Result<(), ToolError> {
     Ok(())
 }
 
-fn snapshot_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/snapshots/schema")
-        .join(format!("{name}.json"))
-}
-
 /// Compare with the stored snapshot (as JSON values: key order does not matter), or write it
 /// when `UPDATE_SNAPSHOTS` is set.
 fn assert_snapshot(name: &str, value: &Value) {
-    let path = snapshot_path(name);
-    let pretty = serde_json::to_string_pretty(&sorted(value)).unwrap() + "\n";
-    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
-        std::fs::write(&path, pretty).unwrap();
-        return;
-    }
-    let stored = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("no snapshot {}: run with UPDATE_SNAPSHOTS=1", path.display()));
-    let stored: Value = serde_json::from_str(&stored).unwrap();
-    assert_eq!(
-        &stored, value,
-        "schema {name} changed; if intended, re-bless with UPDATE_SNAPSHOTS=1 and review the diff.\nnow:\n{pretty}"
-    );
+    common::snapshot::assert_json("schema", name, &format!("schema {name}"), value);
 }
 
 /// The draft schemars declares for `T` (its `$schema`, removed on export).
@@ -355,18 +338,4 @@ fn unknown_fields_are_rejected_by_the_args_and_the_schema() {
     assert!(serde_json::from_value::<FlagsArgs>(bad.clone()).is_err());
     let validator = jsonschema::draft202012::new(&Flags::input_schema()).unwrap();
     assert!(validator.validate(&bad).is_err());
-}
-
-/// `value` with every object's keys in sorted order, so a snapshot's text does not depend on
-/// serde_json's map order (`preserve_order`, turned on by some dependency).
-fn sorted(value: &Value) -> Value {
-    match value {
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            Value::Object(keys.into_iter().map(|k| (k.clone(), sorted(&m[k]))).collect())
-        }
-        Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
-        other => other.clone(),
-    }
 }
