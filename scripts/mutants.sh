@@ -9,14 +9,14 @@
 #                                        (much faster: one crate to build per mutant)
 #   scripts/mutants.sh --in-diff [BASE]  only mutants on lines changed since BASE (default
 #                                        HEAD, i.e. uncommitted changes): the before-commit routine
-#   scripts/mutants.sh --file decide/policy.rs  one file (repeatable; a name under effect-tool-core/src)
+#   scripts/mutants.sh --file decide/policy.rs  one file (repeatable; a path under effect-tool-core/src)
 #   scripts/mutants.sh ... -- ARGS       extra arguments for cargo-mutants (e.g. --list)
 #
 # Environment: JOBS (parallel mutants, default 1 on a shared machine; with more, each job builds
 # in a target directory of its own), MUTANTS_TARGET_DIR (a build directory kept between runs,
 # default target/mutants, so dependencies build once; with JOBS=1 only),
 # MUTANTS_OUT (where results go, default target/mutants-out), ROOT_TESTS (the root crate's test
-# binaries to run, space-separated: `calls journals declarations`), ROOT_SKIP (test-name substrings skipped in
+# binaries to run, space-separated: `engine store toolkit macros ops`), ROOT_SKIP (test-name substrings skipped in
 # them: by default the PostgreSQL, crash and HTTP tests and the fault tests that run worker
 # processes or a frozen server, which skip here or take minutes per mutant; the in-process
 # shutdown, pause and store-fault tests stay in).
@@ -25,13 +25,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-core=(decide/policy.rs decide/record.rs call/key.rs value/canonical.rs value/marker.rs value/outcome.rs engine/mod.rs engine/lead.rs engine/compensation.rs)
+core=(decide/policy.rs decide/record.rs call/key.rs value/canonical.rs value/marker.rs value/outcome.rs engine/entry.rs engine/replay.rs engine/join.rs engine/execute.rs engine/lead.rs engine/complete.rs engine/compensation.rs)
 files=()
 # The decision core's tests: effect-tool-core's library (unit tests) and integration tests, and
 # the root crate's tests of the engine's decisions and of the journals (the conformance suite).
 # Each test binary holds many files' tests, named `<file>::<test>`: ROOT_SKIP leaves out files.
 core_tests=(decisions)
-read -r -a root_tests <<< "${ROOT_TESTS:-calls journals declarations}"
+read -r -a root_tests <<< "${ROOT_TESTS:-engine store toolkit macros ops}"
 read -r -a root_skip <<< "${ROOT_SKIP:-engine_faults_hang:: engine_faults_pause::a_paused_worker engine_faults_restart:: engine_faults_shutdown::sigterm keys_big_integers:: testing_kit:: people_notify:: console_api:: store_postgres:: crash_sqlite:: crash_postgres:: journal_faults:: journal_files::}"
 tests=(--test-package effect-tool-core,effect-tool --cargo-test-arg=--lib)
 # The same selection as plain `cargo test` arguments, for the script's own baseline (below).

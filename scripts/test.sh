@@ -21,7 +21,7 @@ fi
 export EFFECT_TOOL_REQUIRE_PROMETHEUS=1
 
 # Headless Chromium and chromedriver for the web console's browser test
-# (tests/calls/console_browser.rs): Debian's packages, driven through WebDriver.
+# (tests/ops/console_browser.rs): Debian's packages, driven through WebDriver.
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then
     (export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null 2>&1 ||

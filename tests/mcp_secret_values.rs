@@ -9,17 +9,19 @@
 //!
 //! A binary of its own: the log test installs a subscriber, and tracing caches which events are
 //! wanted process-wide, so other tests' subscribers (or none) running beside it in a shared
-//! binary can make rmcp's DEBUG lines vanish from its capture (seen in the `declarations`
+//! binary can make rmcp's DEBUG lines vanish from its capture (seen in the former `declarations`
 //! binary under load).
 
 #![cfg(feature = "mcp")]
 
-use std::io::Write;
+mod common;
+
 use std::sync::{Arc, Mutex};
 
+use common::capture::Capture;
+use common::mcp::{INITIALIZE, INITIALIZED, exchange, serve_pipe as serve};
 use effect_tool::adapters::mcp::{McpServeError, McpServer};
 use effect_tool::{Engine, MemoryStore, ToolError, Toolkit, tools};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// The payment gateway's API key, which the application holds.
 #[derive(Clone)]
@@ -51,51 +53,8 @@ impl Gateway {
     }
 }
 
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Capture {
-    type Writer = Capture;
-    fn make_writer(&'a self) -> Capture {
-        self.clone()
-    }
-}
-
 const CARD: &str = "4111-2222-3333-9876";
 const API_KEY: &str = "gw-live-key-0123456789";
-
-type ToServer = tokio::io::WriteHalf<tokio::io::DuplexStream>;
-type FromServer = BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>;
-
-/// One JSON-RPC line out, and (for a request) its answer.
-async fn exchange(to: &mut ToServer, from: &mut FromServer, message: serde_json::Value) -> Option<serde_json::Value> {
-    let is_request = message.get("id").is_some();
-    to.write_all(format!("{message}\n").as_bytes()).await.unwrap();
-    if !is_request {
-        return None;
-    }
-    let mut line = String::new();
-    from.read_line(&mut line).await.unwrap();
-    Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}")))
-}
-
-/// `server` on one end of a pipe; the client's ends of it.
-fn serve(server: McpServer) -> (ToServer, FromServer, tokio::task::JoinHandle<Result<(), McpServeError>>) {
-    let (client_side, server_side) = tokio::io::duplex(1 << 16);
-    let serving = tokio::spawn(server.serve_transport(tokio::io::split(server_side)));
-    let (read, write) = tokio::io::split(client_side);
-    (write, BufReader::new(read), serving)
-}
 
 fn gateway_toolkit(gateway: &Arc<Gateway>) -> Toolkit {
     Toolkit::new().with(gateway.charge_tool())
@@ -105,30 +64,18 @@ fn gateway_toolkit(gateway: &Arc<Gateway>) -> Toolkit {
 #[tokio::test]
 async fn a_sensitive_argument_reaches_no_log_at_trace_and_a_secret_comes_from_the_servers_run_values() {
     let capture = Capture::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(capture.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = tracing::subscriber::set_default(capture.subscriber());
 
     let gateway = Arc::new(Gateway::default());
     let server = McpServer::new(gateway_toolkit(&gateway), Engine::new(MemoryStore::new()))
         .with_run_values(|_principal, run| run.with_value(GatewayKey(API_KEY.to_owned())));
     let (mut to, mut from, serving) = serve(server);
-    let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}});
-    let answer = exchange(&mut to, &mut from, init).await.unwrap();
+    let answer = exchange(&mut to, &mut from, INITIALIZE).await.unwrap();
     assert!(answer["result"]["serverInfo"].is_object(), "{answer}");
-    exchange(
-        &mut to,
-        &mut from,
-        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    )
-    .await;
+    exchange(&mut to, &mut from, INITIALIZED).await;
     let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
         "name": "charge", "arguments": {"order_id": "A-7", "card": CARD, "amount_cents": 500}}});
-    let answer = exchange(&mut to, &mut from, call).await.unwrap();
+    let answer = exchange(&mut to, &mut from, &call.to_string()).await.unwrap();
     assert_eq!(answer["result"]["isError"], serde_json::json!(false), "{answer}");
     assert_eq!(
         answer["result"]["content"][0]["text"], "charged 500 for A-7",
@@ -142,7 +89,7 @@ async fn a_sensitive_argument_reaches_no_log_at_trace_and_a_secret_comes_from_th
         *gateway.charges.lock().unwrap(),
         vec![(CARD.to_owned(), 500, API_KEY.to_owned())]
     );
-    let log = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    let log = capture.text();
     // rmcp logged the request at DEBUG ...
     assert!(
         log.lines().any(|l| l.contains("received request") && l.contains("A-7")),

@@ -3,32 +3,11 @@
 //! type (and one that decodes wrong), and the capture, the model-facing texts and the results'
 //! debug output are searched for the sensitive values.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+mod common;
 
+use common::capture::Capture;
 use effect_tool::toolkit::ToolCall;
 use effect_tool::{Engine, MemoryStore, RunContext, ToolError, tool};
-
-/// Everything the subscriber writes.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Capture {
-    type Writer = Capture;
-    fn make_writer(&'a self) -> Capture {
-        self.clone()
-    }
-}
 
 /// Log in to the billing system.
 #[tool(effect = "idempotent", key(user))]
@@ -42,12 +21,7 @@ const SECRETS: &[&str] = &["s3cr3t-pin-value", "77331199", "tok-5ecret-abc"];
 #[tokio::test]
 async fn wrong_typed_secrets_are_named_but_never_printed() {
     let capture = Capture::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(capture.clone())
-        .with_ansi(false)
-        .finish();
-    tracing::subscriber::set_global_default(subscriber).unwrap();
+    tracing::subscriber::set_global_default(capture.subscriber()).unwrap();
 
     let dispatcher = effect_tool::toolkit![Login].dispatcher(Engine::new(MemoryStore::new()));
     let run = RunContext::new("secrets");
@@ -68,7 +42,7 @@ async fn wrong_typed_secrets_are_named_but_never_printed() {
         ToolCall::new("c3", "login", r#"{"user": 5, "pin": 1, "token": "tok-5ecret-abc"}"#),
     ];
     let results = dispatcher.dispatch(&run, &calls).await;
-    let mut seen = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
+    let mut seen = capture.text();
     for r in &results {
         assert!(r.is_rejected(), "{}", r.content());
         seen.push_str(&r.content());

@@ -1,5 +1,5 @@
-//! Tools of a support desk that the tests of people and observability share, and the operator
-//! console serving them.
+//! Tools of a support desk that the tests of people and observability share (the console that
+//! serves them is [`super::console`]).
 
 use std::sync::Arc;
 
@@ -59,16 +59,4 @@ impl Tool for ApprovedRefund {
         self.0.apply(&ctx.idempotency_key());
         Ok(cents + 1)
     }
-}
-
-/// Serve `console` on a free loopback port (with the peer's address, as `TrustedHeader` needs).
-#[cfg(feature = "console")]
-pub async fn serve_console(console: effect_tool::ops::console::Console) -> std::net::SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = console
-        .router()
-        .into_make_service_with_connect_info::<std::net::SocketAddr>();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    addr
 }

@@ -1,5 +1,6 @@
 //! One HTTP/1.1 request over a fresh connection (`Connection: close`), for the tests of the
-//! HTTP endpoints: the status, the headers (lower-case names) and the body (de-chunked).
+//! HTTP endpoints: the status, the headers (lower-case names) and the body (de-chunked). The
+//! console's requests are in [`super::console`], MCP's in [`super::mcp`].
 
 use std::net::SocketAddr;
 
@@ -28,7 +29,8 @@ impl Answer {
     }
 }
 
-/// `method path` with `headers` (`Name: value` lines) and `body`.
+/// `method path` with `headers` (`Name: value` lines) and `body`, after `Host` and
+/// `Connection: close` (and `Content-Length` when there is a body).
 pub async fn request(
     addr: SocketAddr,
     method: &str,
@@ -36,7 +38,6 @@ pub async fn request(
     headers: &[&str],
     body: &str,
 ) -> std::io::Result<Answer> {
-    let mut stream = tokio::net::TcpStream::connect(addr).await?;
     let mut text = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for h in headers {
         text.push_str(h);
@@ -47,11 +48,18 @@ pub async fn request(
     }
     text.push_str("\r\n");
     text.push_str(body);
-    stream.write_all(text.as_bytes()).await?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await?;
-    let raw = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    exchange(addr, &text).await
+}
+
+/// `raw` sent as it is (the request line, every header, the body: nothing added) over a fresh
+/// connection, and the answer read to its end: for requests no client library would send.
+pub async fn exchange(addr: SocketAddr, raw: &str) -> std::io::Result<Answer> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream.write_all(raw.as_bytes()).await?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await?;
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
     let mut lines = head.lines();
     let status = lines
         .next()

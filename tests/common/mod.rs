@@ -1,17 +1,26 @@
 //! Helpers shared by the integration tests: the downstream ledger that counts effects where the
-//! engine cannot see it, scripted tools, journals that fail on purpose, and the Python MCP client.
-//! Each test file includes it with `mod common;`.
+//! engine cannot see it, scripted tools, journals that fail on purpose, worker processes, HTTP
+//! as the console and MCP clients send it, log capture, and the Python MCP client. Each test
+//! binary includes it once (`#[path = "../common/mod.rs"] mod common;` in its `main.rs`, or
+//! `mod common;` in a binary of one file); its files reach it as `crate::common`.
 
 // Every test binary compiles this whole module but uses only part of it.
 #![allow(dead_code, unused_macros, unused_imports)]
 
+pub mod capture;
+#[cfg(all(feature = "console", feature = "sqlite"))]
+pub mod console;
 pub mod desk;
 pub mod http;
 pub mod journal;
 pub mod ledger;
+pub mod mail;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod own_postgres;
 pub mod python;
 pub mod script;
+pub mod snapshot;
 pub mod worker;
 
 use std::time::Duration;

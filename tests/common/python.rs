@@ -19,6 +19,31 @@ pub fn require_sdk(python: &str, import: &str, what: &str) {
     );
 }
 
+/// [`require_sdk`] for the Streamable HTTP client, which the HTTP tests' scripts use.
+pub fn require_http_client(python: &str) {
+    require_sdk(
+        python,
+        "from mcp.client.streamable_http import streamable_http_client",
+        "the Python MCP SDK (with its Streamable HTTP client)",
+    );
+}
+
+/// Run the client script `script` of `tests/mcp_client` with `args`; what it wrote and how it
+/// ended (it is killed if the test is dropped first). Check it with [`client_passed`].
+pub async fn run_client<I, S>(python: &str, script: &str, args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    tokio::process::Command::new(python)
+        .arg(client_script(script))
+        .args(args)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("python3 runs")
+}
+
 /// The path of the client script `name` in `tests/mcp_client`.
 pub fn client_script(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

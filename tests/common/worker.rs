@@ -27,6 +27,23 @@ pub fn spawn(module_path: &str, var: &str, job: &str) -> Worker {
         .expect("spawning a worker")
 }
 
+/// In a worker's entry point: the job [`spawn`] handed it in `var`, or `None` when the entry
+/// point runs as a test of its own (`--ignored` without a job), which then does nothing.
+pub fn job<J: serde::de::DeserializeOwned>(var: &str) -> Option<J> {
+    let job = std::env::var(var).ok()?;
+    Some(serde_json::from_str(&job).expect("the worker's job"))
+}
+
+/// Run a worker's `work` to its end on a runtime of two threads, as an application's would.
+pub fn block_on<F: std::future::Future>(work: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(work)
+}
+
 /// A worker process, killed and reaped when dropped unless it has already exited.
 pub struct Worker(Child);
 

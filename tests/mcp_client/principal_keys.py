@@ -1,5 +1,5 @@
 """Two principals of one effect-tool server over Streamable HTTP, calling `cross-run` tools whose
-keys come from the arguments (tests/declarations/mcp_principals.rs).
+keys come from the arguments (tests/adapters/mcp_principals.rs).
 
 `refund` (cross-run, key `order:{order_id}`): B sends the same arguments as A, in a run of the
 same name: B's call runs (its own key), B never receives A's recorded output, and A's retry from

@@ -9,7 +9,7 @@
 //! ports by the cases and stopped by them, also when they fail.
 
 //!
-//! One test binary (as `tests/calls/` and the others, see TESTING.md, "Layout"): a test is named
+//! One test binary (as `tests/engine/` and the others, see TESTING.md, "Layout"): a test is named
 //! `<file>::<test>`, e.g. `cargo test --all-features --test pg_production failover::`.
 
 #[path = "../common/mod.rs"]

@@ -11,31 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use common::Journal;
 use effect_tool_core::{CallOptions, EffectClass, EffectCtx, EffectError, Engine, RunContext, Tool, ToolError};
 
-macro_rules! on_every_backend {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let j = super::Journal::sqlite(stringify!($name));
-                    super::$name(&j).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    if let Some(j) = super::common::pg_journal(stringify!($name)).await {
-                        super::$name(&j).await;
-                    }
-                }
-            )*
-        }
-    };
-}
-
-on_every_backend!(
+common::on_every_backend!(
     blocked_call_resolved_as_applied_replays_without_running,
     blocked_call_resolved_as_not_applied_runs_once_more,
     wrong_resolution_amended,

@@ -3,11 +3,11 @@
 
 use crate::common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use common::Journal;
+use common::{Journal, serve_with};
 
 /// One HTTP/1.1 request: the status and the body.
 fn http(addr: &str, request: &str) -> (u16, String) {
@@ -29,24 +29,9 @@ async fn serve_answers_metrics_and_the_operator_api_then_stops_on_sigterm() {
     // Operators' credentials: only their owner may read them (or `serve` refuses the file).
     std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_effect-tool"))
-        .args(["--store", &j.spec, "serve", "--listen", "127.0.0.1:0", "--tokens"])
-        .arg(&tokens)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let addr = first
-        .split("http://")
-        .nth(1)
-        .and_then(|s| s.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {first:?}"))
-        .to_owned();
-    assert!(addr.starts_with("127.0.0.1:"), "{first}");
+    let mut server = serve_with(&j, &["--tokens", tokens.to_str().unwrap()]);
+    let addr = server.addr.clone();
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
 
     let (status, page) = http(
         &addr,
@@ -79,9 +64,9 @@ async fn serve_answers_metrics_and_the_operator_api_then_stops_on_sigterm() {
     );
 
     // SIGTERM: the server stops and the command exits 0.
-    let pid = child.id().to_string();
+    let pid = server.child.id().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let status = child.wait().unwrap();
+    let status = server.child.wait().unwrap();
     assert!(status.success(), "{status:?}");
 }
 

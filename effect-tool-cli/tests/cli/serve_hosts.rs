@@ -4,55 +4,19 @@
 
 use crate::common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Child, Command, Stdio};
 
-use common::Journal;
+use common::{Journal, Server, serve_with};
 
 const TOKEN: &str = "tok-rosa-ops-00000001";
-
-/// A running `serve`, stopped when dropped (also when the test fails).
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// `effect-tool --store J serve --listen 127.0.0.1:0 --tokens FILE ARGS`, once it listens.
 fn serve(j: &Journal, tokens: &std::path::Path, args: &[&str]) -> Server {
     let mut all = vec!["--tokens", tokens.to_str().unwrap()];
     all.extend(args);
     serve_with(j, &all)
-}
-
-/// `effect-tool --store J serve --listen 127.0.0.1:0 ARGS`, once it listens.
-fn serve_with(j: &Journal, args: &[&str]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_effect-tool"))
-        .args(["--store", &j.spec, "serve", "--listen", "127.0.0.1:0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let addr = first
-        .split("http://")
-        .nth(1)
-        .and_then(|s| s.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {first:?}"))
-        .to_owned();
-    Server { child, addr }
 }
 
 /// One HTTP/1.1 request with these header lines (and no others but the token's): the status.

@@ -14,32 +14,7 @@ use effect_tool_core::{
 };
 use serde_json::{Value, json};
 
-/// Generate `sqlite_<name>` and `postgres_<name>` tests running the scenario `<name>`.
-macro_rules! on_every_backend {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let j = super::Journal::sqlite(stringify!($name));
-                    super::$name(&j).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    if let Some(j) = super::common::pg_journal(stringify!($name)).await {
-                        super::$name(&j).await;
-                    }
-                }
-            )*
-        }
-    };
-}
-
-on_every_backend!(
+common::on_every_backend!(
     list,
     show,
     resolve,

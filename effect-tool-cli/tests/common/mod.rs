@@ -288,3 +288,69 @@ pub async fn pg_journal(test: &str) -> Option<Journal> {
         _dir: None,
     })
 }
+
+/// A running `effect-tool serve`, stopped when dropped (also when the test fails).
+pub struct Server {
+    /// The process.
+    pub child: std::process::Child,
+    /// Where it listens (`127.0.0.1:PORT`), from the first line it prints.
+    pub addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `effect-tool --store J serve --listen 127.0.0.1:0 ARGS`, once it listens.
+pub fn serve_with(j: &Journal, args: &[&str]) -> Server {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_effect-tool"))
+        .args(["--store", &j.spec, "serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let addr = first
+        .split("http://")
+        .nth(1)
+        .and_then(|s| s.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .to_owned();
+    Server { child, addr }
+}
+
+/// Tests `sqlite::<name>` and `postgres::<name>` running the scenario `<name>(&Journal)` of the
+/// calling module on a SQLite journal and on the test PostgreSQL (which skips, or fails where
+/// PostgreSQL is required, without a server). The calling module imports `crate::common`.
+macro_rules! on_every_backend {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let j = super::common::Journal::sqlite(stringify!($name));
+                    super::$name(&j).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    if let Some(j) = super::common::pg_journal(stringify!($name)).await {
+                        super::$name(&j).await;
+                    }
+                }
+            )*
+        }
+    };
+}
+pub(crate) use on_every_backend;

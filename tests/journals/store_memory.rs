@@ -1,7 +1,0 @@
-//! The journal conformance suite on the in-memory store.
-//!
-//! Run: `cargo test --test journals store_memory::`
-
-use effect_tool_core::testing::conformance::MemoryHarness;
-
-effect_tool_core::conformance_tests!(memory, MemoryHarness);
