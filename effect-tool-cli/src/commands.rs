@@ -3,9 +3,9 @@
 use std::io::{Read, Write};
 use std::sync::Arc;
 
-use effect_tool_core::call::key::{call_key, redact, sha256_hex};
+use effect_tool_core::__cli::{compensation_key, redact, sha256_hex};
+use effect_tool_core::call::key::call_key;
 use effect_tool_core::decide::record::{AuditEntry, EffectRecord, Intent, OpOutcome, RecordState};
-use effect_tool_core::engine::compensation::compensation_key;
 use effect_tool_core::store::{Filter, Listing, collectable};
 use effect_tool_core::{EffectClass, KeyRule, RunContext, Store, StoreExt, Verdict};
 use effect_tool_core::{toolkit::manifest, value::canonical};

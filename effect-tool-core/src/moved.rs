@@ -30,9 +30,11 @@ pub mod marker {
 }
 
 #[doc(hidden)]
-#[deprecated(note = "moved to `value::shell` (effect_tool::value::shell)")]
+#[deprecated(
+    note = "no longer part of the API (only the effect-tool command used it): copy `quote` and `is_hidden` into your code, or quote with a crate such as `shlex`"
+)]
 pub mod shell {
-    pub use crate::value::shell::*;
+    pub use crate::__cli::{is_hidden, quote};
 }
 
 #[doc(hidden)]
@@ -74,6 +76,20 @@ pub use crate::call::tool;
 #[deprecated(note = "moved to `call::key` (effect_tool::call::key)")]
 pub mod key {
     pub use crate::call::key::*;
+
+    #[deprecated(
+        note = "no longer part of the API (only the effect-tool command used it): hash with the `sha2` crate, `format!(\"{:x}\", sha2::Sha256::digest(bytes))`"
+    )]
+    pub fn sha256_hex(bytes: &[u8]) -> String {
+        crate::__cli::sha256_hex(bytes)
+    }
+
+    #[deprecated(
+        note = "no longer part of the API (only the effect-tool command used it): remove the sensitive fields from the arguments' JSON object yourself (`map.remove(name)`)"
+    )]
+    pub fn redact(args: serde_json::Value, secrets: &[&str]) -> serde_json::Value {
+        crate::__cli::redact(args, secrets)
+    }
 }
 
 #[doc(hidden)]
@@ -86,6 +102,13 @@ pub mod stream {
 #[deprecated(note = "moved to `engine::compensation` (effect_tool::engine::compensation)")]
 pub mod compensation {
     pub use crate::engine::compensation::*;
+
+    #[deprecated(
+        note = "no longer part of the API (only the effect-tool command used it): the compensation of a record is journaled under `compensate:` followed by the record's key"
+    )]
+    pub fn compensation_key(key: &str) -> String {
+        crate::__cli::compensation_key(key)
+    }
 }
 
 #[doc(hidden)]
