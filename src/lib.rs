@@ -88,7 +88,7 @@
 //! | [`call`] | a call's context and errors, the `Tool` trait, effect keys, streamed results |
 //! | [`store`] | the journal: the `Store` trait, [`MemoryStore`], `store::sqlite` and `store::postgres` (features `sqlite`, `postgres`) |
 //! | [`engine`] | the call algorithm, compensation, the object-safe tool, events and metrics |
-//! | [`toolkit`] | what a model talks to: export for each provider, validation, dispatch of a turn, the manifest |
+//! | [`toolkit`](mod@toolkit) | what a model talks to: export for each provider, validation, dispatch of a turn, the manifest |
 //! | [`ops`] | what operators use: notifications, gauges; with features, Prometheus and the web console |
 //! | [`adapters`] | with features, an MCP server (`mcp`, `mcp-http`) and rig tools (`rig`) |
 //! | `testing` | feature `testing`: the testing kit, the simulation, the backends' conformance suite and its macros ([`conformance_tests!`](crate::conformance_tests), [`crash_tests!`](crate::crash_tests)) |

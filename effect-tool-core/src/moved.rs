@@ -1,8 +1,12 @@
 //! The paths modules had before the crate's folders followed its layers (0.1): each a deprecated
 //! module re-exporting its new home, kept for one release. CHANGELOG.md lists them.
 //!
-//! Only these shims are deprecated, not what they re-export: `effect_tool::record::EffectRecord`
-//! warns, `effect_tool::decide::record::EffectRecord` and `effect_tool::EffectRecord` do not.
+//! Only these shims are deprecated, not what they re-export. rustc warns where a shim itself is
+//! named (`use effect_tool::record;`), not for a path through it
+//! (`use effect_tool::record::EffectRecord;` compiles silently): it checks the deprecation of a
+//! path's last item only. What left the API (`key::sha256_hex`, `key::redact`,
+//! `compensation::compensation_key`, the `shell` functions) is deprecated item by item, so every
+//! use warns, with what to do instead.
 #![allow(missing_docs)]
 
 #[doc(hidden)]
@@ -24,17 +28,30 @@ pub mod outcome {
 }
 
 #[doc(hidden)]
-#[deprecated(note = "moved to `value::marker` (effect_tool::value::marker)")]
+#[deprecated(
+    note = "moved to `value::marker` (effect_tool::value::marker); `find_record` to `store::markers` (effect_tool::store::markers::find_record)"
+)]
 pub mod marker {
+    pub use crate::store::markers::find_record;
     pub use crate::value::marker::*;
 }
 
 #[doc(hidden)]
-#[deprecated(
-    note = "no longer part of the API (only the effect-tool command used it): copy `quote` and `is_hidden` into your code, or quote with a crate such as `shlex`"
-)]
+#[deprecated(note = "no longer part of the API (only the effect-tool command used it)")]
 pub mod shell {
-    pub use crate::__cli::{is_hidden, quote};
+    #[deprecated(
+        note = "no longer part of the API (only the effect-tool command used it): copy it into your code, or quote with a crate such as `shlex`"
+    )]
+    pub fn quote(s: &str) -> String {
+        crate::__cli::quote(s)
+    }
+
+    #[deprecated(
+        note = "no longer part of the API (only the effect-tool command used it): `c.is_control()`, or copy it into your code for the Unicode format characters too"
+    )]
+    pub fn is_hidden(c: char) -> bool {
+        crate::__cli::is_hidden(c)
+    }
 }
 
 #[doc(hidden)]
