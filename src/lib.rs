@@ -132,6 +132,10 @@ pub use effect_tool_core::{adapters, call, decide, engine, ops, store, toolkit, 
 // module paths of earlier releases, deprecated (each names its new path).
 #[allow(deprecated)]
 pub use effect_tool_core::__facade::*;
+// The old module path `effect_tool::tool` (now `call::tool`), hidden. Not deprecated:
+// `use effect_tool::tool;` imports the attribute, and with it this module of the same name.
+#[doc(hidden)]
+pub use effect_tool_core::tool;
 
 // The root names of earlier releases that are now only in their layer, deprecated.
 mod moved;

@@ -68,6 +68,10 @@ pub use tokio_util::sync::CancellationToken;
 mod moved;
 #[allow(deprecated)]
 pub use moved::*;
+// The old path of `call::tool` (not deprecated: see moved.rs). Outside `moved` so that the
+// facade, which re-exports the attribute of the same name, can re-export it hidden.
+#[doc(hidden)]
+pub use call::tool;
 
 /// What the facade (`effect-tool`) re-exports as this crate's features have it: the testing
 /// kit and its macros exist when anything in the build turns this crate's `testing` feature on

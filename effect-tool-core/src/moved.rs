@@ -84,10 +84,9 @@ pub mod context {
     pub use crate::call::context::*;
 }
 
-// Not deprecated: `use effect_tool::tool;` imports the attribute, and with it this module of the
+// The old path of `call::tool`, `tool`, is a plain re-export in lib.rs (and the facade's), not a
+// deprecated shim: `use effect_tool::tool;` imports the attribute, and with it the module of the
 // same name (another namespace); a deprecated module would warn every user of the attribute.
-#[doc(hidden)]
-pub use crate::call::tool;
 
 #[doc(hidden)]
 #[deprecated(note = "moved to `call::key` (effect_tool::call::key)")]
