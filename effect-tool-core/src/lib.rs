@@ -25,7 +25,9 @@
 //! - [`adapters`]: with features, an MCP server and rig tools;
 //! - `testing` (feature `testing`): the testing kit, the simulation and the backends' conformance suite.
 //!
-//! The names at the root are what a user of the attribute needs.
+//! Applications depend on the facade, `effect-tool`, which re-exports these modules and the
+//! macros, and whose root is what a user of the attribute names. This crate's root keeps the
+//! names of earlier releases.
 
 #![warn(missing_docs)]
 // docs.rs (`--cfg docsrs`, nightly): each feature-gated item says which feature it needs.
