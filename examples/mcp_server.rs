@@ -42,6 +42,7 @@ use effect_tool::adapters::mcp::McpServer;
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{ClassifyError, EffectCtx, Engine, Failure, Toolkit, tools};
 use serde::{Deserialize, Serialize};
+use sha2::Digest;
 
 /// The outside world: a file every effect is appended to, one line each.
 struct Ledger(PathBuf);
@@ -144,10 +145,8 @@ impl Desk {
     ) -> Result<Refund, DeskError> {
         order(&order_id)?;
         // A real payment API gets `ctx.idempotency_key()` as its Idempotency-Key.
-        let refund_id = format!(
-            "re_{}",
-            &effect_tool::call::key::sha256_hex(ctx.idempotency_key().as_bytes())[..12]
-        );
+        let digest = format!("{:x}", sha2::Sha256::digest(ctx.idempotency_key().as_bytes()));
+        let refund_id = format!("re_{}", &digest[..12]);
         self.ledger
             .append(&format!("refund {refund_id} {order_id} {amount_cents}"))?;
         Ok(Refund {

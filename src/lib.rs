@@ -25,8 +25,10 @@
 //! or otherwise stopped with [`SideEffectRetryBlocked`] so a person decides. A tool that
 //! declares no effect class does not compile.
 //!
-//! This crate is the facade: it re-exports everything of the runtime crate, `effect-tool-core`,
-//! so every path below is `effect_tool::...`, and the macros.
+//! This crate is the facade over the runtime crate, `effect-tool-core`, and the macros: every
+//! path below is `effect_tool::...`. The root holds what a user of the attribute names
+//! (declaring tools, calling them, reading the journal, a model's turn); everything else is in
+//! the modules named after the runtime's layers (see [Where things are](#where-things-are)).
 //!
 //! ## Declaring tools
 //!
@@ -35,8 +37,8 @@
 //!   methods of a value holding clients or state. Declarations that are not safe do not compile.
 //! - [`toolkit!`] builds a [`Toolkit`] and checks at compile time that names are unique
 //!   ([`unique_tool_names!`] only checks).
-//! - [`schema`] holds the schema rules (what providers accept, OpenAI's strict mode);
-//!   [`manifest`] the stable text of every declaration, for review.
+//! - [`value::schema`] holds the schema rules (what providers accept, OpenAI's strict mode);
+//!   [`toolkit::manifest`] the stable text of every declaration, for review.
 //! - [`hooks`] documents what a compile error about a declaration names: the shape of a tool's
 //!   return, argument and output types and of its `recover` and `compensate` hooks.
 //!
@@ -75,12 +77,70 @@
 //! # });
 //! ```
 
+//! ## Where things are
+//!
+//! The modules are the runtime's layers, lowest first; each uses only the ones before it.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`value`] | effect classes and key windows, canonical JSON, failures and outcomes, markers, the schemas providers accept |
+//! | [`decide`] | the retry policy and the record's one state machine (records, states, operations, the audit trail) |
+//! | [`call`] | a call's context and errors, the `Tool` trait, effect keys, streamed results |
+//! | [`store`] | the journal: the `Store` trait, [`MemoryStore`], `store::sqlite` and `store::postgres` (features `sqlite`, `postgres`) |
+//! | [`engine`] | the call algorithm, compensation, the object-safe tool, events and metrics |
+//! | [`toolkit`](mod@toolkit) | what a model talks to: export for each provider, validation, dispatch of a turn, the manifest |
+//! | [`ops`] | what operators use: notifications, gauges; with features, Prometheus and the web console |
+//! | [`adapters`] | with features, an MCP server (`mcp`, `mcp-http`) and rig tools (`rig`) |
+//! | `testing` | feature `testing`: the testing kit, the simulation, the backends' conformance suite and its macros ([`conformance_tests!`](crate::conformance_tests), [`crash_tests!`](crate::crash_tests)) |
+//!
+//! Paths of earlier releases (`effect_tool::record`, `effect_tool::key`, `effect_tool::Outcome`,
+//! ...) still work, deprecated, for one release; the deprecation note names the new path.
+
 #![warn(missing_docs)]
 // docs.rs (`--cfg docsrs`, nightly): each feature-gated item says which feature it needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub use effect_tool_core::*;
+// The attribute and the macros.
 pub use effect_tool_macros::{assert_declared, tool, toolkit, tools, unique_tool_names};
+
+// Declaring a tool: what its body and its declaration name.
+pub use effect_tool_core::{
+    ClassifyError, EffectClass, EffectCtx, Failure, KeyRule, RetryPolicy, Tool, ToolError, ToolMeta, Toolkit, Window,
+};
+
+// Calling tools: the engine, a run, what a call returns and how it can fail.
+pub use effect_tool_core::{
+    ApprovalPending, BlockReason, CallOptions, CallReport, CancellationToken, Disposition, EffectError, Engine,
+    EngineConfig, RunContext, RunHandle, SideEffectRetryBlocked, StoreError,
+};
+
+// Watching calls: the engine's events and a tool's progress.
+pub use effect_tool_core::{CallEvent, EngineEvent, ProgressEvent, ProgressSink};
+
+// The journal: a store and its records.
+pub use effect_tool_core::{EffectRecord, Filter, MemoryStore, RecordState, Store, StoreExt, Verdict};
+
+// A model's turn: the dispatcher, the calls it takes and the results it gives back.
+pub use effect_tool_core::{Dispatcher, DynTool, ToolCall, ToolOutcome, ToolResult};
+
+// Everything else, by layer.
+pub use effect_tool_core::{adapters, call, decide, engine, ops, store, toolkit, value};
+
+// The testing kit (`testing`) and its macros (`conformance_tests!`, `crash_tests!`) when the
+// core's feature `testing` is on, by this crate's feature or by anything else in the build (a
+// dev-dependency on `effect-tool-core` with `testing`, as this crate's own tests have); and the
+// module paths of earlier releases, deprecated (each names its new path).
+#[allow(deprecated)]
+pub use effect_tool_core::__facade::*;
+// The old module path `effect_tool::tool` (now `call::tool`), hidden. Not deprecated:
+// `use effect_tool::tool;` imports the attribute, and with it this module of the same name.
+#[doc(hidden)]
+pub use effect_tool_core::tool;
+
+// The root names of earlier releases that are now only in their layer, deprecated.
+mod moved;
+#[allow(deprecated)]
+pub use moved::*;
 
 pub mod hooks;
 

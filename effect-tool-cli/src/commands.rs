@@ -3,11 +3,10 @@
 use std::io::{Read, Write};
 use std::sync::Arc;
 
-use effect_tool_core::call::key::{call_key, redact, sha256_hex};
+use effect_tool_core::__cli::{compensation_key, redact, sha256_hex};
+use effect_tool_core::call::key::call_key;
 use effect_tool_core::decide::record::{AuditEntry, EffectRecord, RecordState};
-use effect_tool_core::engine::compensation::{
-    ByHandRefused, compensation_key, record_compensated_by_hand, to_compensate,
-};
+use effect_tool_core::engine::compensation::{ByHandRefused, record_compensated_by_hand, to_compensate};
 use effect_tool_core::store::{Filter, Listing, collectable};
 use effect_tool_core::toolkit::{manifest, review};
 use effect_tool_core::value::canonical;

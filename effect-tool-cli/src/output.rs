@@ -7,7 +7,7 @@ use std::io::{self, Write};
 /// zero-width space that makes one key look like another) are shown escaped instead of acting
 /// on the terminal, hiding themselves or breaking a table.
 pub fn clean(s: &str) -> String {
-    use effect_tool_core::value::shell::is_hidden;
+    use effect_tool_core::__cli::is_hidden;
     if !s.chars().any(is_hidden) {
         return s.to_owned();
     }
@@ -24,7 +24,7 @@ pub fn clean(s: &str) -> String {
 
 /// `s` quoted for a POSIX shell, so a printed command can be pasted as is (the same quoting
 /// as the commands in the journal's own messages).
-pub use effect_tool_core::value::shell::quote as shell_quote;
+pub use effect_tool_core::__cli::quote as shell_quote;
 
 /// Milliseconds since the Unix epoch as `YYYY-MM-DD HH:MM:SSZ` (UTC).
 pub fn time(ms: i64) -> String {

@@ -25,7 +25,9 @@
 //! - [`adapters`]: with features, an MCP server and rig tools;
 //! - `testing` (feature `testing`): the testing kit, the simulation and the backends' conformance suite.
 //!
-//! The names at the root are what a user of the attribute needs.
+//! Applications depend on the facade, `effect-tool`, which re-exports these modules and the
+//! macros, and whose root is what a user of the attribute names. This crate's root keeps the
+//! names of earlier releases.
 
 #![warn(missing_docs)]
 // docs.rs (`--cfg docsrs`, nightly): each feature-gated item says which feature it needs.
@@ -68,3 +70,43 @@ pub use tokio_util::sync::CancellationToken;
 mod moved;
 #[allow(deprecated)]
 pub use moved::*;
+// The old path of `call::tool` (not deprecated: see moved.rs). Outside `moved` so that the
+// facade, which re-exports the attribute of the same name, can re-export it hidden.
+#[doc(hidden)]
+pub use call::tool;
+
+/// What the facade (`effect-tool`) re-exports as this crate's features have it: the testing
+/// kit and its macros exist when anything in the build turns this crate's `testing` feature on
+/// (a dev-dependency does), whatever the facade's own features say; and the old module paths,
+/// deprecated, for one release. The facade names everything else one by one. Not an API.
+#[doc(hidden)]
+pub mod __facade {
+    #[allow(deprecated)]
+    pub use crate::moved::*;
+    #[cfg(feature = "testing")]
+    pub use crate::testing;
+    #[cfg(feature = "testing")]
+    pub use crate::{conformance_tests, crash_tests};
+}
+
+/// What only the `effect-tool` command (crate `effect-tool-cli`) uses: shell quoting and
+/// escaping for what it prints, and the digests and keys its offline commands compute. Not an
+/// API: anything here may change or go in any release, which is why the CLI depends on this
+/// crate's exact version. Their old public paths (`shell::quote`, `key::sha256_hex`, ...) are
+/// deprecated shims for one release.
+#[doc(hidden)]
+pub mod __cli {
+    pub use crate::value::digest::sha256_hex;
+    pub use crate::value::shell::{is_hidden, quote};
+
+    /// `args` without the sensitive top-level fields `secrets` (by serialized name): what the
+    /// engine stores, logs and hashes.
+    pub fn redact(args: serde_json::Value, secrets: &[&str]) -> serde_json::Value {
+        crate::call::key::redact(args, secrets)
+    }
+
+    /// The key under which the compensation of the record `key` is journaled.
+    pub fn compensation_key(key: &str) -> String {
+        crate::engine::compensation::compensation_key(key)
+    }
+}

@@ -1,8 +1,12 @@
 //! The paths modules had before the crate's folders followed its layers (0.1): each a deprecated
 //! module re-exporting its new home, kept for one release. CHANGELOG.md lists them.
 //!
-//! Only these shims are deprecated, not what they re-export: `effect_tool::record::EffectRecord`
-//! warns, `effect_tool::decide::record::EffectRecord` and `effect_tool::EffectRecord` do not.
+//! Only these shims are deprecated, not what they re-export. rustc warns where a shim itself is
+//! named (`use effect_tool::record;`), not for a path through it
+//! (`use effect_tool::record::EffectRecord;` compiles silently): it checks the deprecation of a
+//! path's last item only. What left the API (`key::sha256_hex`, `key::redact`,
+//! `compensation::compensation_key`, the `shell` functions) is deprecated item by item, so every
+//! use warns, with what to do instead.
 #![allow(missing_docs)]
 
 #[doc(hidden)]
@@ -24,16 +28,30 @@ pub mod outcome {
 }
 
 #[doc(hidden)]
-#[deprecated(note = "moved to `value::marker` (effect_tool::value::marker)")]
+#[deprecated(
+    note = "moved to `value::marker` (effect_tool::value::marker); `find_record` to `store::markers` (effect_tool::store::markers::find_record)"
+)]
 pub mod marker {
     pub use crate::store::markers::find_record;
     pub use crate::value::marker::*;
 }
 
 #[doc(hidden)]
-#[deprecated(note = "moved to `value::shell` (effect_tool::value::shell)")]
+#[deprecated(note = "no longer part of the API (only the effect-tool command used it)")]
 pub mod shell {
-    pub use crate::value::shell::*;
+    #[deprecated(
+        note = "no longer part of the API (only the effect-tool command used it): copy it into your code, or quote with a crate such as `shlex`"
+    )]
+    pub fn quote(s: &str) -> String {
+        crate::__cli::quote(s)
+    }
+
+    #[deprecated(
+        note = "no longer part of the API (only the effect-tool command used it): `c.is_control()`, or copy it into your code for the Unicode format characters too"
+    )]
+    pub fn is_hidden(c: char) -> bool {
+        crate::__cli::is_hidden(c)
+    }
 }
 
 #[doc(hidden)]
@@ -66,15 +84,28 @@ pub mod context {
     pub use crate::call::context::*;
 }
 
-// Not deprecated: `use effect_tool::tool;` imports the attribute, and with it this module of the
+// The old path of `call::tool`, `tool`, is a plain re-export in lib.rs (and the facade's), not a
+// deprecated shim: `use effect_tool::tool;` imports the attribute, and with it the module of the
 // same name (another namespace); a deprecated module would warn every user of the attribute.
-#[doc(hidden)]
-pub use crate::call::tool;
 
 #[doc(hidden)]
 #[deprecated(note = "moved to `call::key` (effect_tool::call::key)")]
 pub mod key {
     pub use crate::call::key::*;
+
+    #[deprecated(
+        note = "no longer part of the API (only the effect-tool command used it): hash with the `sha2` crate, `format!(\"{:x}\", sha2::Sha256::digest(bytes))`"
+    )]
+    pub fn sha256_hex(bytes: &[u8]) -> String {
+        crate::__cli::sha256_hex(bytes)
+    }
+
+    #[deprecated(
+        note = "no longer part of the API (only the effect-tool command used it): remove the sensitive fields from the arguments' JSON object yourself (`map.remove(name)`)"
+    )]
+    pub fn redact(args: serde_json::Value, secrets: &[&str]) -> serde_json::Value {
+        crate::__cli::redact(args, secrets)
+    }
 }
 
 #[doc(hidden)]
@@ -87,6 +118,13 @@ pub mod stream {
 #[deprecated(note = "moved to `engine::compensation` (effect_tool::engine::compensation)")]
 pub mod compensation {
     pub use crate::engine::compensation::*;
+
+    #[deprecated(
+        note = "no longer part of the API (only the effect-tool command used it): the compensation of a record is journaled under `compensate:` followed by the record's key"
+    )]
+    pub fn compensation_key(key: &str) -> String {
+        crate::__cli::compensation_key(key)
+    }
 }
 
 #[doc(hidden)]

@@ -350,7 +350,8 @@ async fn a_compensation_record_the_journal_fails_for_a_moment_is_retried() {
         0,
         "both failures met"
     );
-    let compensation = effect_tool::engine::compensation::compensation_key(&key);
+    // The compensation's own record, under the key `effect-tool show` prints for it.
+    let compensation = format!("compensate:{key}");
     let rec = engine.store().get(&compensation).await.unwrap().unwrap();
     assert_eq!(rec.state, RecordState::Completed, "{rec:?}");
     assert_eq!(

@@ -5,7 +5,8 @@
 use crate::common;
 
 use common::{TempDir, jcs_dir, run};
-use effect_tool_core::call::key::{call_key, redact, sha256_hex};
+use effect_tool_core::__cli::{redact, sha256_hex};
+use effect_tool_core::call::key::call_key;
 use effect_tool_core::{EffectClass, KeyRule, RetryPolicy, RunContext, ToolMeta, Window, toolkit::manifest};
 use serde_json::json;
 use std::time::Duration;

@@ -783,10 +783,7 @@ async fn abandon(j: &Journal) {
         let rec = j.get(k).await.unwrap();
         assert_eq!(rec.state, RecordState::Compensated);
         assert_eq!(rec.decided_by.as_deref(), Some("dave"));
-        let comp = j
-            .get(&effect_tool_core::engine::compensation::compensation_key(k))
-            .await
-            .unwrap();
+        let comp = j.get(&effect_tool_core::__cli::compensation_key(k)).await.unwrap();
         assert_eq!(comp.state, RecordState::Completed);
         let audit = j.store.audit(Some(k)).await.unwrap();
         assert_eq!(

@@ -61,11 +61,11 @@ use crate::value::canonical;
 use crate::value::class::Window;
 use crate::value::marker::MarkerSecret;
 
-pub use crate::value::digest::sha256_hex;
+use crate::value::digest::sha256_hex;
 
 /// `args` with the sensitive top-level fields (by serialized name) removed: what may be stored,
-/// logged and hashed.
-pub fn redact(mut args: Value, secrets: &[&str]) -> Value {
+/// logged and hashed. (The CLI's `key` command reaches it through `crate::__cli`.)
+pub(crate) fn redact(mut args: Value, secrets: &[&str]) -> Value {
     if !secrets.is_empty()
         && let Value::Object(map) = &mut args
     {

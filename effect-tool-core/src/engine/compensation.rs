@@ -55,8 +55,9 @@ impl AbandonReport {
     }
 }
 
-/// The key under which the compensation of `key` is journaled.
-pub fn compensation_key(key: &str) -> String {
+/// The key under which the compensation of `key` is journaled. (The CLI reaches it through
+/// `crate::__cli`.)
+pub(crate) fn compensation_key(key: &str) -> String {
     format!("compensate:{key}")
 }
 

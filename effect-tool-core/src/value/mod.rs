@@ -7,9 +7,10 @@
 pub mod canonical;
 pub mod class;
 pub(crate) mod commands;
-pub mod digest;
+// The SHA-256 hex of keys and ids, and shell quoting for printed commands: used inside the
+// crate, and by the CLI through `crate::__cli` (not an API).
+pub(crate) mod digest;
 pub mod marker;
 pub mod outcome;
 pub mod schema;
-#[doc(hidden)]
-pub mod shell;
+pub(crate) mod shell;

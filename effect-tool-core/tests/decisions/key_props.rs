@@ -6,7 +6,8 @@
 //!   nothing.
 //! - Markers round-trip every key and never contain `--`, `>` or `<` inside the comment.
 
-use effect_tool_core::call::key::{call_key, fingerprint, sha256_hex};
+use effect_tool_core::__cli::sha256_hex;
+use effect_tool_core::call::key::{call_key, fingerprint};
 use effect_tool_core::value::canonical;
 use effect_tool_core::value::marker::{
     MARKER_ID_LEN, MARKER_PREFIX, MARKER_SUFFIX, MarkerSecret, contains_marker, legacy_marker, marker, marker_id,
