@@ -23,6 +23,7 @@ mod engine_faults_store;
 mod engine_matrix;
 mod engine_people;
 mod engine_races;
+mod http_idempotency;
 mod keys_big_integers;
 mod markers_forged;
 mod markers_opaque;

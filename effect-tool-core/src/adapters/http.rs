@@ -374,10 +374,11 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
-/// Where a request went, for messages: the host and path, never the query (it may hold a
-/// token).
+/// Where a request went, for messages: the host, port and path, never the query (it may hold
+/// a token) or credentials.
 fn place(url: &Url) -> String {
-    format!("{}{}", url.host_str().unwrap_or("the server"), url.path())
+    let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
+    format!("{}{port}{}", url.host_str().unwrap_or("the server"), url.path())
 }
 
 /// A request of an effect that failed, classified: the error a tool returns (its `Error`
