@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::extract::connect_info::{ConnectInfo, Connected};
 use axum::extract::State;
+use axum::extract::connect_info::{ConnectInfo, Connected};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -147,7 +147,10 @@ impl Bank {
             };
             applied.push(refund.clone());
             if let Some(marker) = marker {
-                self.markers.lock().unwrap().insert(refund.id.clone(), marker.to_owned());
+                self.markers
+                    .lock()
+                    .unwrap()
+                    .insert(refund.id.clone(), marker.to_owned());
             }
             (200, serde_json::to_string(&refund).unwrap())
         };
@@ -191,7 +194,11 @@ async fn refunds(
     );
     let Some(key) = key else {
         bank.saw(None, attempt.as_deref(), "400", false);
-        return answer(400, r#"{"error": {"message": "an Idempotency-Key is required"}}"#.into(), false);
+        return answer(
+            400,
+            r#"{"error": {"message": "an Idempotency-Key is required"}}"#.into(),
+            false,
+        );
     };
     let saw = |answer: &str, replayed: bool| bank.saw(Some(&key), attempt.as_deref(), answer, replayed);
     let fault = bank.faults.lock().unwrap().pop_front();
@@ -432,7 +439,11 @@ impl Payments {
     }
 
     /// The same refund, with two attempts at most.
-    #[tool(effect = "idempotent", key(order, amount_cents), retry(max_attempts = 2, base_delay = "10ms"))]
+    #[tool(
+        effect = "idempotent",
+        key(order, amount_cents),
+        retry(max_attempts = 2, base_delay = "10ms")
+    )]
     async fn refund_twice(&self, ctx: &EffectCtx, order: String, amount_cents: u64) -> Result<Refund, HttpError> {
         self.refund(ctx, order, amount_cents).await
     }
@@ -493,7 +504,11 @@ async fn an_answer_lost_after_the_commit_is_retried_with_the_same_key_and_replay
     assert_eq!(bank.applied().len(), 1, "applied once");
     assert_eq!(attempts(&bank), pairs(&[("1", "dropped"), ("2", "200")]));
     assert!(bank.seen()[1].replayed, "the second answer is the stored one");
-    assert_eq!(bank.seen()[0].key.as_deref(), report.key.as_deref(), "the effect key itself");
+    assert_eq!(
+        bank.seen()[0].key.as_deref(),
+        report.key.as_deref(),
+        "the effect key itself"
+    );
 
     // The model asks again: the journal answers, the API sees nothing more.
     let again = engine
@@ -512,12 +527,20 @@ async fn a_reset_connection_is_an_unknown_outcome_and_the_retry_applies_it_once(
     let run = RunContext::new("ticket-8");
 
     let refund = engine
-        .call(&payments.refund_tool(), &run, CallOptions::call_id("c1"), args("A-2", 500))
+        .call(
+            &payments.refund_tool(),
+            &run,
+            CallOptions::call_id("c1"),
+            args("A-2", 500),
+        )
         .await
         .expect("the retry applies it");
     assert_eq!(bank.applied(), vec![refund]);
     assert_eq!(attempts(&bank), pairs(&[("1", "reset"), ("2", "200")]));
-    assert!(!bank.seen()[1].replayed, "the reset request applied nothing: the retry did");
+    assert!(
+        !bank.seen()[1].replayed,
+        "the reset request applied nothing: the retry did"
+    );
 }
 
 #[tokio::test]
@@ -533,7 +556,12 @@ async fn a_409_while_the_first_request_is_in_flight_leaves_the_effect_to_it_and_
     let run = RunContext::new("ticket-9");
 
     let report = engine
-        .call_with_report(&payments.refund_tool(), &run, CallOptions::call_id("c1"), args("A-3", 700))
+        .call_with_report(
+            &payments.refund_tool(),
+            &run,
+            CallOptions::call_id("c1"),
+            args("A-3", 700),
+        )
         .await;
     let refund = report.result.expect("the third attempt gets the stored answer");
     assert_eq!(bank.applied(), vec![refund], "applied once, by the first request");
@@ -556,15 +584,26 @@ async fn a_409_is_unknown_so_the_last_attempt_leaves_the_record_in_doubt_not_fai
     let tool = payments.refund_twice_tool();
 
     let report = engine
-        .call_with_report(&tool, &run, CallOptions::call_id("c1"), PaymentsRefundTwiceArgs {
-            order: "A-4".into(),
-            amount_cents: 800,
-        })
+        .call_with_report(
+            &tool,
+            &run,
+            CallOptions::call_id("c1"),
+            PaymentsRefundTwiceArgs {
+                order: "A-4".into(),
+                amount_cents: 800,
+            },
+        )
         .await;
     let err = report.result.expect_err("two attempts, both unknown");
     let key = report.key.clone().unwrap();
     assert!(
-        matches!(&err, EffectError::Tool { failure: Failure::Unknown, .. }),
+        matches!(
+            &err,
+            EffectError::Tool {
+                failure: Failure::Unknown,
+                ..
+            }
+        ),
         "unknown, never definitive or transient: {err}"
     );
     assert!(err.to_string().contains("409"), "{err}");
@@ -575,10 +614,15 @@ async fn a_409_is_unknown_so_the_last_attempt_leaves_the_record_in_doubt_not_fai
 
     // The next call runs again with the same key and gets the provider's stored answer.
     let refund = engine
-        .call(&tool, &run, CallOptions::call_id("c2"), PaymentsRefundTwiceArgs {
-            order: "A-4".into(),
-            amount_cents: 800,
-        })
+        .call(
+            &tool,
+            &run,
+            CallOptions::call_id("c2"),
+            PaymentsRefundTwiceArgs {
+                order: "A-4".into(),
+                amount_cents: 800,
+            },
+        )
         .await
         .expect("the stored answer");
     assert_eq!(bank.applied(), vec![refund]);
@@ -593,7 +637,12 @@ async fn a_429_is_waited_out_for_as_long_as_retry_after_asks() {
     let run = RunContext::new("ticket-11");
 
     let refund = engine
-        .call(&payments.refund_tool(), &run, CallOptions::call_id("c1"), args("A-5", 900))
+        .call(
+            &payments.refund_tool(),
+            &run,
+            CallOptions::call_id("c1"),
+            args("A-5", 900),
+        )
         .await
         .expect("the second attempt applies it");
     assert_eq!(bank.applied(), vec![refund]);
@@ -602,7 +651,10 @@ async fn a_429_is_waited_out_for_as_long_as_retry_after_asks() {
     // attempt came no sooner than the second the server asked for.
     let seen = bank.seen();
     let waited = seen[1].at.duration_since(seen[0].at);
-    assert!(waited >= Duration::from_secs(1), "Retry-After: 1 honoured, waited {waited:?}");
+    assert!(
+        waited >= Duration::from_secs(1),
+        "Retry-After: 1 honoured, waited {waited:?}"
+    );
 }
 
 #[tokio::test]
@@ -612,7 +664,12 @@ async fn a_502_after_the_commit_is_unknown_and_the_retry_with_the_same_key_gets_
     let run = RunContext::new("ticket-12");
 
     let refund = engine
-        .call(&payments.refund_tool(), &run, CallOptions::call_id("c1"), args("A-6", 1_000))
+        .call(
+            &payments.refund_tool(),
+            &run,
+            CallOptions::call_id("c1"),
+            args("A-6", 1_000),
+        )
         .await
         .expect("the retry gets the stored answer");
     assert_eq!(bank.applied(), vec![refund]);
@@ -626,11 +683,22 @@ async fn a_refusal_is_definitive_not_retried_and_tells_the_model_the_providers_r
     let run = RunContext::new("ticket-13");
 
     let report = engine
-        .call_with_report(&payments.refund_tool(), &run, CallOptions::call_id("c1"), args("A-7", 250_000))
+        .call_with_report(
+            &payments.refund_tool(),
+            &run,
+            CallOptions::call_id("c1"),
+            args("A-7", 250_000),
+        )
         .await;
     let err = report.result.expect_err("declined");
     assert!(
-        matches!(&err, EffectError::Tool { failure: Failure::Definitive, .. }),
+        matches!(
+            &err,
+            EffectError::Tool {
+                failure: Failure::Definitive,
+                ..
+            }
+        ),
         "{err}"
     );
     let text = err.to_string();
@@ -660,7 +728,12 @@ async fn many_refunds_under_faults_apply_each_key_once() {
         let (engine, run, tool) = (&engine, &run, &tool);
         async move {
             engine
-                .call(tool, run, CallOptions::call_id(format!("c{i}")), args(&format!("B-{i}"), 100 + i))
+                .call(
+                    tool,
+                    run,
+                    CallOptions::call_id(format!("c{i}")),
+                    args(&format!("B-{i}"), 100 + i),
+                )
                 .await
         }
     });
@@ -689,12 +762,20 @@ async fn the_marker_a_provider_keeps_leads_an_operator_to_the_record() {
     let (bank, payments, engine) = setup(reqwest::Client::new()).await;
     let run = RunContext::new("ticket-15");
     let report = engine
-        .call_with_report(&payments.refund_tool(), &run, CallOptions::call_id("c1"), args("A-8", 300))
+        .call_with_report(
+            &payments.refund_tool(),
+            &run,
+            CallOptions::call_id("c1"),
+            args("A-8", 300),
+        )
         .await;
     let refund = report.result.unwrap();
     let kept = bank.markers.lock().unwrap()[&refund.id].clone();
     assert!(kept.starts_with("<!-- effect-tool:marker="), "{kept}");
-    assert!(!kept.contains("A-8") && !kept.contains("ticket"), "no part of the key: {kept}");
+    assert!(
+        !kept.contains("A-8") && !kept.contains("ticket"),
+        "no part of the key: {kept}"
+    );
     let found = find_record(engine.store().as_ref(), &kept, Some(&secret()))
         .await
         .unwrap()
@@ -743,7 +824,12 @@ async fn a_request_that_changes_something_without_a_context_is_refused_before_it
 #[tokio::test]
 async fn a_server_that_is_not_there_is_transient_nothing_was_sent() {
     // A port that was just free: nothing listens there.
-    let port = TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let client = IdempotencyMiddleware::new().client(reqwest::Client::new());
     let ctx = EffectCtx::detached(RunContext::new("r"), "refund", effect_tool::EffectClass::Idempotent);
     let err = HttpError::from(
@@ -784,7 +870,14 @@ async fn a_connection_closed_or_reset_after_the_request_was_sent_is_unknown_neve
         let text = err.to_string();
         assert!(text.contains("lost after the request was sent"), "{what}: {text}");
         assert!(text.contains("same idempotency key"), "what to do next: {text}");
-        assert!(text.contains(&format!("{}/v1/refunds", base.trim_start_matches("http://"))), "{text}");
+        assert!(
+            text.contains(&format!("{}/v1/refunds", base.trim_start_matches("http://"))),
+            "{text}"
+        );
     }
-    assert_eq!(bank.applied().len(), 1, "the closed one committed, the reset one did not");
+    assert_eq!(
+        bank.applied().len(),
+        1,
+        "the closed one committed, the reset one did not"
+    );
 }

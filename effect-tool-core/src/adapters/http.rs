@@ -224,7 +224,9 @@ impl Middleware for IdempotencyMiddleware {
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
         match extensions.get::<EffectRequest>() {
-            Some(effect) => self.stamp(&mut request, effect).map_err(reqwest_middleware::Error::middleware)?,
+            Some(effect) => self
+                .stamp(&mut request, effect)
+                .map_err(reqwest_middleware::Error::middleware)?,
             None if extensions.get::<NoEffect>().is_some() || is_safe(request.method()) => {}
             None => {
                 return Err(reqwest_middleware::Error::middleware(HttpError::not_sent(
@@ -241,7 +243,9 @@ impl Middleware for IdempotencyMiddleware {
         if response.status().is_success() {
             return Ok(response);
         }
-        Err(reqwest_middleware::Error::middleware(HttpError::from_response(response).await))
+        Err(reqwest_middleware::Error::middleware(
+            HttpError::from_response(response).await,
+        ))
     }
 }
 
@@ -423,7 +427,7 @@ impl HttpError {
         }
         let body = excerpt(&bytes);
         let what = match (failure, status.as_u16()) {
-            (Failure::Definitive, _) => "it was refused: sending it again will not help".to_owned(),
+            (Failure::Definitive, _) => "the request was refused, and sending it again will not help".to_owned(),
             (Failure::Transient { retry_after: Some(d) }, _) => {
                 format!("nothing was applied; it may be sent again after {} s", d.as_secs_f64())
             }
@@ -449,7 +453,10 @@ impl HttpError {
     pub fn from_reqwest(error: reqwest::Error) -> Self {
         let place = error.url().map_or_else(|| "the server".to_owned(), place);
         let (failure, message) = if error.is_builder() {
-            (Failure::Definitive, format!("the request to {place} could not be built: nothing was sent"))
+            (
+                Failure::Definitive,
+                format!("the request to {place} could not be built: nothing was sent"),
+            )
         } else if error.is_connect() {
             (
                 Failure::TRANSIENT,
@@ -639,7 +646,11 @@ mod tests {
         assert_eq!(read("0"), Some(Duration::ZERO));
         assert_eq!(read(" 7 "), Some(Duration::from_secs(7)));
         assert_eq!(read("Wed, 21 Oct 2015 07:29:00 GMT"), Some(Duration::from_secs(60)));
-        assert_eq!(read("Wed, 21 Oct 2015 07:27:00 GMT"), Some(Duration::ZERO), "a date past");
+        assert_eq!(
+            read("Wed, 21 Oct 2015 07:27:00 GMT"),
+            Some(Duration::ZERO),
+            "a date past"
+        );
         assert_eq!(read("-3"), None);
         assert_eq!(read("1.5"), None);
         assert_eq!(read("soon"), None);
