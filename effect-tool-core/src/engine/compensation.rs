@@ -1,7 +1,7 @@
 //! Abandoning a run: undo each completed compensable effect, newest first.
 //!
 //! Each compensation is journaled as its own effect under `compensate:<key>`
-//! ([`compensation_key`], [`compensation_intent`]), so it never runs twice even if the
+//! (its intent: [`compensation_intent`]), so it never runs twice even if the
 //! abandonment is retried or runs in two processes at once. It goes through a call's stages
 //! (numbered as in the [layer's docs](super)): 4a claim, 4d execute (under the claim's guarded
 //! lease, renewed by the same renewal as a call's), 4e settle a failure (the tool's retry
@@ -62,7 +62,7 @@ pub(crate) fn compensation_key(key: &str) -> String {
 }
 
 /// The intent under which the compensation of `rec` is journaled (under
-/// [`compensation_key`]): an idempotent effect of the tool `<tool>.compensate`, in `run_id` and
+/// `compensate:<key>`): an idempotent effect of the tool `<tool>.compensate`, in `run_id` and
 /// `thread_id`, with the effect's fingerprint and input, claimed by `holder` (`None`: a person).
 pub fn compensation_intent(
     rec: &EffectRecord,
@@ -120,7 +120,7 @@ pub enum ByHandRefused {
 const BY_HAND_LEASE_MS: u64 = 60_000;
 
 /// Record that `by` (a person) undid the effect `rec` by hand: its compensation is journaled as
-/// done (under [`compensation_key`], with [`compensation_intent`], so an abandonment never runs
+/// done (under `compensate:<key>`, with [`compensation_intent`], so an abandonment never runs
 /// it), then `rec` is marked compensated by `by`. A compensation already recorded is kept.
 pub async fn record_compensated_by_hand(store: &dyn Store, rec: &EffectRecord, by: &str) -> Result<(), ByHandRefused> {
     let key = compensation_key(&rec.key);
@@ -269,7 +269,7 @@ struct Undo<'a> {
     run: &'a RunContext,
     tool: &'a dyn DynTool,
     rec: &'a EffectRecord,
-    /// [`compensation_key`] of the effect's key.
+    /// `compensate:<key>`, the key of the effect's compensation.
     key: String,
     marker_secret: Option<crate::value::marker::MarkerSecret>,
 }
