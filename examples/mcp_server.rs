@@ -284,7 +284,7 @@ fn init_logs() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// The support desk's tools, writing their effects to the ledger file at `ledger`. (Also used
-/// by `tests/declarations/mcp_http_python_client.rs`, which serves them in-process.)
+/// by `tests/adapters/mcp_http_python_client.rs`, which serves them in-process.)
 pub fn support_desk(ledger: PathBuf) -> Toolkit {
     let desk = Arc::new(Desk { ledger: Ledger(ledger) });
     Toolkit::new()

@@ -1,7 +1,7 @@
 //! The tool manifest: every tool's declaration as stable text, one line per tool, for code
 //! review.
 //!
-//! Commit the manifest beside the code and check it in a test (see `tests/declarations/macro_manifest.rs` in
+//! Commit the manifest beside the code and check it in a test (see `tests/toolkit/macro_manifest.rs` in
 //! the repository for one to copy): a change of any effect declaration (a class, a key rule, a
 //! window, an approval, a hook) then shows up in review as a one-line diff, and nobody changes
 //! what running a tool twice does without a reviewer seeing it.
