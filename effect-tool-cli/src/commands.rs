@@ -32,7 +32,7 @@ pub struct Io<'a> {
 /// Run a parsed command line, opening the store it names when the command needs one.
 pub async fn run(cli: Cli, io: &mut Io<'_>) -> Result<(), CliError> {
     let spec = cli.store.clone();
-    execute(cli, io, || async move {
+    run_command(cli, io, || async move {
         match spec {
             Some(spec) => crate::store::open(&spec).await,
             None => Err(CliError::Usage(
@@ -46,10 +46,10 @@ pub async fn run(cli: Cli, io: &mut Io<'_>) -> Result<(), CliError> {
 
 /// Run a parsed command line on an already open store (`--store` is ignored).
 pub async fn run_on(cli: Cli, store: Arc<dyn Store>, io: &mut Io<'_>) -> Result<(), CliError> {
-    execute(cli, io, || async move { Ok(store) }).await
+    run_command(cli, io, || async move { Ok(store) }).await
 }
 
-async fn execute<F, Fut>(cli: Cli, io: &mut Io<'_>, open: F) -> Result<(), CliError>
+async fn run_command<F, Fut>(cli: Cli, io: &mut Io<'_>, open: F) -> Result<(), CliError>
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<Arc<dyn Store>, CliError>>,

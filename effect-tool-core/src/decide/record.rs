@@ -40,7 +40,7 @@ use serde_json::Value;
 
 use crate::value::class::EffectClass;
 /// The CLI's commands, written in `value::commands` (the engine's messages quote them too).
-pub(crate) use crate::value::commands::resolve_commands;
+use crate::value::commands::resolve_commands;
 
 /// The version of the record schema this crate reads and writes.
 pub const RECORD_VERSION: u32 = 1;

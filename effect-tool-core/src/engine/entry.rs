@@ -8,7 +8,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use super::errors::{decode_output, key_of_another_tool, store_error, tool_error};
-use super::execute::{Exec, classify, execute, policy_input};
+use super::execute::{Exec, classify, policy_input, run_tool};
 use super::join::{Role, Slot, from_leader};
 use super::lifecycle::{Engine, Inner};
 use super::observe;
@@ -141,10 +141,10 @@ impl Engine {
             }
             ctx.attempt = exec;
             tracing::Span::current().record("effect_tool.attempt", i64::from(exec));
-            let (outcome, result) = match execute(tool, &ctx, args.clone(), &self.inner.abort).await {
+            let (outcome, result) = match run_tool(tool, &ctx, args.clone(), &self.inner.abort).await {
                 Exec::Done(Ok(out)) => return report(Ok(out), Disposition::Executed),
                 Exec::Done(Err(e)) => (classify(&e), Err(e)),
-                Exec::Lost(lost) => (Outcome::Failed(Failure::Unknown), Ok(lost)),
+                Exec::Unfinished(lost) => (Outcome::Failed(Failure::Unknown), Ok(lost)),
                 Exec::Cancelled | Exec::Lapsed => {
                     return report(
                         Err(EffectError::Cancelled {

@@ -59,7 +59,7 @@ pub(super) fn codec_error<T: Tool>(key: &str, e: serde_json::Error) -> EffectErr
 pub(crate) fn output_mismatch(key: &str, e: &serde_json::Error) -> String {
     format!(
         "the recorded output does not decode as this tool's output type: {e}. If a person resolved it with an output of the wrong shape (or as applied by mistake), correct it with {} (`StoreExt::amend` in code; `effect-tool show` shows the record); if the output type changed since it was recorded, use a new key or window",
-        crate::decide::record::resolve_commands(key, true)
+        crate::value::commands::resolve_commands(key, true)
     )
 }
 

@@ -16,7 +16,7 @@ use crate::value::outcome::{ClassifyError, Outcome};
 pub(super) enum Exec<O, E> {
     Done(Result<O, E>),
     /// Ended without an answer: timed out or panicked. The outcome is unknown.
-    Lost(Lost),
+    Unfinished(Unfinished),
     /// The run was cancelled, or the engine's shutdown deadline passed.
     Cancelled,
     /// The claim's lease lapsed: the tool was stopped (dropped) at an await point.
@@ -24,17 +24,17 @@ pub(super) enum Exec<O, E> {
 }
 
 /// How an execution ended without an answer.
-pub(super) enum Lost {
+pub(super) enum Unfinished {
     TimedOut(Duration),
     Panicked(String),
 }
 
-impl Lost {
+impl Unfinished {
     /// What happened, for a record's reason.
     pub(super) fn reason(&self) -> String {
         match self {
-            Lost::TimedOut(after) => format!("timed out after {after:?}"),
-            Lost::Panicked(message) => format!("panicked: {message}"),
+            Unfinished::TimedOut(after) => format!("timed out after {after:?}"),
+            Unfinished::Panicked(message) => format!("panicked: {message}"),
         }
     }
 
@@ -42,14 +42,14 @@ impl Lost {
     pub(super) fn into_error<E>(self, tool: &str, key: Option<&str>) -> EffectError<E> {
         let (tool, key) = (tool.to_owned(), key.map(str::to_owned));
         match self {
-            Lost::TimedOut(after) => EffectError::TimedOut { tool, key, after },
-            Lost::Panicked(message) => EffectError::Panicked { tool, key, message },
+            Unfinished::TimedOut(after) => EffectError::TimedOut { tool, key, after },
+            Unfinished::Panicked(message) => EffectError::Panicked { tool, key, message },
         }
     }
 }
 
 /// Stage 4d: run the tool's code once.
-pub(super) async fn execute<T: Tool>(
+pub(super) async fn run_tool<T: Tool>(
     tool: &T,
     ctx: &EffectCtx,
     args: T::Args,
@@ -64,13 +64,13 @@ pub(super) async fn execute<T: Tool>(
         let result = match T::TIMEOUT {
             Some(limit) => match tokio::time::timeout(limit, run).await {
                 Ok(r) => r,
-                Err(_) => return Exec::Lost(Lost::TimedOut(limit)),
+                Err(_) => return Exec::Unfinished(Unfinished::TimedOut(limit)),
             },
             None => run.await,
         };
         match result {
             Ok(r) => Exec::Done(r),
-            Err(panic) => Exec::Lost(Lost::Panicked(panic_message(panic.as_ref()))),
+            Err(panic) => Exec::Unfinished(Unfinished::Panicked(panic_message(panic.as_ref()))),
         }
     };
     tokio::select! {

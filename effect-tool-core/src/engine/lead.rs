@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::complete::Completion;
 use super::errors::{cancelled, shutting_down, store_error, tool_error};
-use super::execute::{Exec, Lost, classify, execute, panic_message, policy_input};
+use super::execute::{Exec, Unfinished, classify, panic_message, policy_input, run_tool};
 use super::lease::{Held, LeaseClock, Leased};
 use super::lifecycle::Engine;
 use super::observe;
@@ -54,7 +54,7 @@ enum Recovered<O, E> {
     /// It answered.
     Answer(Result<Option<O>, E>),
     /// It timed out or panicked.
-    Lost(Lost),
+    Unfinished(Unfinished),
     /// The lease had lapsed before it was asked: it was not.
     Lapsed,
     /// The engine's shutdown deadline passed while it ran: it was stopped.
@@ -129,15 +129,15 @@ impl Engine {
             let answer = match T::TIMEOUT {
                 Some(limit) => match tokio::time::timeout(limit, asked).await {
                     Ok(answer) => answer,
-                    Err(_) => return Err(Lost::TimedOut(limit)),
+                    Err(_) => return Err(Unfinished::TimedOut(limit)),
                 },
                 None => asked.await,
             };
-            answer.map_err(|panic| Lost::Panicked(panic_message(panic.as_ref())))
+            answer.map_err(|panic| Unfinished::Panicked(panic_message(panic.as_ref())))
         };
         match self.under_claim(held, false, asked).await {
             Leased::Done(Ok(answer)) => Recovered::Answer(answer),
-            Leased::Done(Err(lost)) => Recovered::Lost(lost),
+            Leased::Done(Err(lost)) => Recovered::Unfinished(lost),
             Leased::Lapsed => Recovered::Lapsed,
             Leased::Aborted => Recovered::Aborted,
         }
@@ -459,7 +459,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 let _ = self.store().mark_in_doubt(key, attempt, reason).await;
                 Step::Done(self.call.blocked(BlockReason::RecoverFailed))
             }
-            Recovered::Lost(lost) => {
+            Recovered::Unfinished(lost) => {
                 tracing::warn!(reason = %lost.reason(), "recover failed on a record in doubt; it stays in doubt");
                 let reason = format!("recover {}", lost.reason());
                 let _ = self.store().mark_in_doubt(key, attempt, reason).await;
@@ -549,7 +549,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
     async fn execute(&mut self, held: &Held) -> Step<std::convert::Infallible, T::Output, T::Error> {
         self.exec += 1;
         let engine = self.engine;
-        let run = execute(self.call.tool, &held.ctx, self.args.clone(), &engine.inner.abort);
+        let run = run_tool(self.call.tool, &held.ctx, self.args.clone(), &engine.inner.abort);
         let result = match engine.under_claim(held, true, run).await {
             Leased::Done(exec) => exec,
             Leased::Lapsed => Exec::Lapsed,
@@ -573,7 +573,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 return Step::Done(self.claim_lost(held, false).await);
             }
             Exec::Done(Err(e)) => (classify(&e), Err(e)),
-            Exec::Lost(lost) => (Outcome::Failed(Failure::Unknown), Ok(lost)),
+            Exec::Unfinished(lost) => (Outcome::Failed(Failure::Unknown), Ok(lost)),
             Exec::Lapsed => {
                 // Stopped mid-way: the outcome of this attempt is unknown, but the key is no
                 // longer this attempt's to mark. The claim stays as a crash leaves it.
@@ -603,14 +603,14 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         &mut self,
         held: &Held,
         outcome: Outcome,
-        failure: Result<Lost, T::Error>,
+        failure: Result<Unfinished, T::Error>,
     ) -> Step<std::convert::Infallible, T::Output, T::Error> {
         let (key, attempt) = (self.key(), held.attempt);
         let reason = match &failure {
             Err(e) => e.to_string(),
             Ok(lost) => lost.reason(),
         };
-        let as_error = |failure: Result<Lost, T::Error>| match failure {
+        let as_error = |failure: Result<Unfinished, T::Error>| match failure {
             Err(e) => tool_error::<T>(Some(key), outcome, e),
             Ok(lost) => lost.into_error(T::NAME, Some(key)),
         };
@@ -651,7 +651,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                         let reason = format!("{reason}; then recover failed: {e}");
                         let _ = self.store().mark_in_doubt(key, attempt, reason).await;
                     }
-                    Recovered::Lost(lost) => {
+                    Recovered::Unfinished(lost) => {
                         tracing::warn!(reason = %lost.reason(), "recover failed after an unknown outcome");
                         let reason = format!("{reason}; then recover {}", lost.reason());
                         let _ = self.store().mark_in_doubt(key, attempt, reason).await;

@@ -378,7 +378,7 @@ impl Default for PgOptions {
 /// clone; clones share the pool.
 #[derive(Clone)]
 pub struct PostgresStore {
-    shared: Arc<Shared>,
+    shared: Arc<Inner>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -390,7 +390,7 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
-struct Shared {
+struct Inner {
     pool: Pool,
     options: PgOptions,
     /// Statements are sent unnamed ([`PgOptions::transaction_pooler`]).
@@ -503,7 +503,7 @@ impl PostgresStore {
             .build()
             .map_err(|e| StoreError::Backend(format!("cannot build the PostgreSQL pool: {e}")))?;
         let store = PostgresStore {
-            shared: Arc::new(Shared {
+            shared: Arc::new(Inner {
                 pool,
                 sql: Sql::new(&schema, &listen::channel(&options.schema)),
                 unnamed,

@@ -13,7 +13,7 @@ pub struct Recorded(RecordedRepr);
 
 #[derive(Debug, Clone, PartialEq)]
 enum RecordedRepr {
-    Shared(std::sync::Arc<EffectRecord>),
+    Whole(std::sync::Arc<EffectRecord>),
     // Boxed: `Recorded` stays two words, so the engine's replay path moves no more than an `Arc`.
     Parts(Box<Parts>),
 }
@@ -55,7 +55,7 @@ impl Recorded {
     pub fn with_call_ids(mut self, call_ids: Vec<String>) -> Self {
         match &mut self.0 {
             RecordedRepr::Parts(p) => p.call_ids = call_ids,
-            RecordedRepr::Shared(rec) => std::sync::Arc::make_mut(rec).call_ids = call_ids,
+            RecordedRepr::Whole(rec) => std::sync::Arc::make_mut(rec).call_ids = call_ids,
         }
         self
     }
@@ -66,7 +66,7 @@ impl Recorded {
     pub fn with_tool(mut self, tool: String) -> Self {
         match &mut self.0 {
             RecordedRepr::Parts(p) => p.tool = Some(tool),
-            RecordedRepr::Shared(rec) => std::sync::Arc::make_mut(rec).tool = tool,
+            RecordedRepr::Whole(rec) => std::sync::Arc::make_mut(rec).tool = tool,
         }
         self
     }
@@ -74,7 +74,7 @@ impl Recorded {
     /// The tool whose record it is, if the backend read it ([`Recorded::with_tool`]).
     pub fn tool(&self) -> Option<&str> {
         match &self.0 {
-            RecordedRepr::Shared(rec) => Some(&rec.tool),
+            RecordedRepr::Whole(rec) => Some(&rec.tool),
             RecordedRepr::Parts(p) => p.tool.as_deref(),
         }
     }
@@ -82,7 +82,7 @@ impl Recorded {
     /// The whole record, when the backend answered with it (not only a replay's fields).
     pub(crate) fn record(&self) -> Option<&EffectRecord> {
         match &self.0 {
-            RecordedRepr::Shared(rec) => Some(rec),
+            RecordedRepr::Whole(rec) => Some(rec),
             RecordedRepr::Parts(_) => None,
         }
     }
@@ -91,7 +91,7 @@ impl Recorded {
     /// or one that shared it or was taken over ([`EffectRecord::received_by`]).
     pub fn received_by(&self, call_id: &str) -> bool {
         match &self.0 {
-            RecordedRepr::Shared(rec) => rec.received_by(call_id),
+            RecordedRepr::Whole(rec) => rec.received_by(call_id),
             RecordedRepr::Parts(p) => p.call_id.as_deref() == Some(call_id) || p.call_ids.iter().any(|c| c == call_id),
         }
     }
@@ -99,7 +99,7 @@ impl Recorded {
     /// The record's state.
     pub fn state(&self) -> RecordState {
         match &self.0 {
-            RecordedRepr::Shared(rec) => rec.state,
+            RecordedRepr::Whole(rec) => rec.state,
             RecordedRepr::Parts(p) => p.state,
         }
     }
@@ -107,7 +107,7 @@ impl Recorded {
     /// The fingerprint of the input it was recorded under.
     pub fn fingerprint(&self) -> &str {
         match &self.0 {
-            RecordedRepr::Shared(rec) => &rec.fingerprint,
+            RecordedRepr::Whole(rec) => &rec.fingerprint,
             RecordedRepr::Parts(p) => &p.fingerprint,
         }
     }
@@ -115,7 +115,7 @@ impl Recorded {
     /// The tool-call id of the call that recorded it, if it had one.
     pub fn call_id(&self) -> Option<&str> {
         match &self.0 {
-            RecordedRepr::Shared(rec) => rec.call_id.as_deref(),
+            RecordedRepr::Whole(rec) => rec.call_id.as_deref(),
             RecordedRepr::Parts(p) => p.call_id.as_deref(),
         }
     }
@@ -123,7 +123,7 @@ impl Recorded {
     /// The recorded output (JSON), if any.
     pub fn output(&self) -> Option<&Value> {
         match &self.0 {
-            RecordedRepr::Shared(rec) => rec.output.as_ref(),
+            RecordedRepr::Whole(rec) => rec.output.as_ref(),
             RecordedRepr::Parts(p) => p.output.as_ref(),
         }
     }
@@ -131,7 +131,7 @@ impl Recorded {
     /// When the key expires (ms since the Unix epoch), if it has a ttl.
     pub fn expires_at(&self) -> Option<Millis> {
         match &self.0 {
-            RecordedRepr::Shared(rec) => rec.expires_at,
+            RecordedRepr::Whole(rec) => rec.expires_at,
             RecordedRepr::Parts(p) => p.expires_at,
         }
     }
@@ -144,7 +144,7 @@ impl Recorded {
 
 impl From<std::sync::Arc<EffectRecord>> for Recorded {
     fn from(rec: std::sync::Arc<EffectRecord>) -> Self {
-        Recorded(RecordedRepr::Shared(rec))
+        Recorded(RecordedRepr::Whole(rec))
     }
 }
 

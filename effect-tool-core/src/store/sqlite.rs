@@ -181,7 +181,7 @@ impl Default for SqliteOptions {
 /// Cheap to clone; clones share the write connection and the read connections.
 #[derive(Clone)]
 pub struct SqliteStore {
-    shared: Arc<Shared>,
+    shared: Arc<Inner>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -193,7 +193,7 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
-struct Shared {
+struct Inner {
     path: PathBuf,
     options: SqliteOptions,
     writer: Mutex<writer::Writer>,
@@ -268,7 +268,7 @@ impl SqliteStore {
         }
         let synchronous = options.synchronous;
         Ok(SqliteStore {
-            shared: Arc::new(Shared {
+            shared: Arc::new(Inner {
                 path,
                 options,
                 writer: Mutex::new(writer::Writer::new(writer, synchronous)),
@@ -371,7 +371,7 @@ impl SqliteStore {
     }
 }
 
-impl Shared {
+impl Inner {
     fn lock_writer(&self) -> std::sync::MutexGuard<'_, writer::Writer> {
         // The writer's state is changed in single assignments under the lock: a panic elsewhere
         // cannot leave it half-changed.

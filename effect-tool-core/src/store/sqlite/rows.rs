@@ -140,17 +140,17 @@ pub(super) fn read_recorded(conn: &Connection, key: &str) -> Result<Option<Recor
 pub(super) enum Guard {
     /// The row was read in this transaction: it is `before`.
     Read,
-    /// `before` is a claim this writer wrote earlier ([`Held`]): update the row only if it is
+    /// `before` is a claim this writer wrote earlier ([`Cached`]): update the row only if it is
     /// still exactly that claim (same state, attempt, lease, last change and version). Nothing
     /// but a renewal of the same attempt changes a claim without changing its state or attempt,
     /// and a renewal changes the lease and the time of the last change.
-    Held,
+    Cached,
 }
 
 /// Write `rec` over `before` (`None` if there is no row): an INSERT of a new row, or an UPDATE
 /// of only the columns that changed, so that an index is only rewritten when its column changes
 /// (a completion touches only the row). Returns how many rows were written: 0 only when a
-/// [`Guard::Held`] update found the row changed by someone else.
+/// [`Guard::Cached`] update found the row changed by someone else.
 pub(super) fn write_record(
     conn: &Connection,
     before: Option<&EffectRecord>,
@@ -224,7 +224,7 @@ pub(super) fn write_record(
     if changed == 0 {
         return Ok(1);
     }
-    let guarded = guard == Guard::Held;
+    let guarded = guard == Guard::Cached;
     if guarded {
         values.extend([
             &old.attempt as &dyn ToSql,
@@ -310,14 +310,14 @@ pub(super) fn read_audit(conn: &Connection, key: Option<&str>) -> Result<Vec<Aud
 
 /// The claims this process's writer holds, as it last wrote them, by key: the holder's next
 /// operation on one (the record of its output, a renewal, a release) runs the state machine on
-/// it and writes with [`Guard::Held`], instead of reading and decoding the row again. When the
+/// it and writes with [`Guard::Cached`], instead of reading and decoding the row again. When the
 /// row changed meanwhile (another process took the claim over, a person resolved it, gc, a
 /// commit that failed after the entry was made) the guarded write matches no row and the
 /// operation takes the read path: an entry can be stale, never wrong.
 #[derive(Default)]
-pub(super) struct Held(std::collections::HashMap<String, Arc<EffectRecord>>);
+pub(super) struct Cached(std::collections::HashMap<String, Arc<EffectRecord>>);
 
-impl Held {
+impl Cached {
     /// More than this many claims held at once (claims whose holder never came back through
     /// this writer) and the map starts over: an entry only ever saves a read.
     const MAX: usize = 4096;
@@ -340,7 +340,7 @@ pub(super) fn apply_in_tx(
     conn: &Connection,
     key: &str,
     op: &Op,
-    held: &mut Held,
+    held: &mut Cached,
     now: Millis,
 ) -> rusqlite::Result<Result<OpOutcome, StoreError>> {
     let holders_op = matches!(
@@ -351,7 +351,7 @@ pub(super) fn apply_in_tx(
         && let Some(claim) = held.0.remove(key)
         && let Ok(t) = transition(key, Some(&*claim), op, now)
         && let Some(rec) = &t.write
-        && write_record(conn, Some(&claim), rec, Guard::Held)? == 1
+        && write_record(conn, Some(&claim), rec, Guard::Cached)? == 1
     {
         held.note(key, rec);
         if let Some(entry) = &t.audit {

@@ -8,7 +8,7 @@ pub(super) const COLUMNS: &str = "key, version, tool, class, run_id, thread_id, 
 pub(super) static SELECT_RECORD: LazyLock<String> =
     LazyLock::new(|| format!("SELECT {COLUMNS} FROM effect_records WHERE key = ?1"));
 
-/// The bit of an UPDATE's column mask that adds the [`Guard::Held`] condition.
+/// The bit of an UPDATE's column mask that adds the [`Guard::Cached`] condition.
 pub(super) const GUARDED: u32 = 1 << 31;
 
 /// The columns an UPDATE may set, in the order of the bits of its column mask.

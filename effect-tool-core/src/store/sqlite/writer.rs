@@ -30,7 +30,7 @@ use std::sync::Arc;
 use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::oneshot;
 
-use super::{Held, Shared, Synchronous, apply_in_tx, fault_advice, gc_in_tx, is_busy, put_meta_in_tx};
+use super::{Cached, Inner, Synchronous, apply_in_tx, fault_advice, gc_in_tx, is_busy, put_meta_in_tx};
 use crate::call::error::StoreError;
 use crate::decide::record::{Millis, Op, OpOutcome};
 
@@ -49,7 +49,7 @@ pub(super) struct Writer {
 /// The write connection, with what it knows of the claims it wrote.
 struct WriteConn {
     conn: Connection,
-    held: Held,
+    held: Cached,
     /// The `synchronous` level the connection is set to now (see [`batch_level`]).
     synchronous: Synchronous,
 }
@@ -60,7 +60,7 @@ impl Writer {
         Writer {
             conn: Some(WriteConn {
                 conn,
-                held: Held::default(),
+                held: Cached::default(),
                 synchronous,
             }),
             leading: false,
@@ -131,7 +131,7 @@ impl Work {
         }
     }
 
-    fn failed(&self, e: &rusqlite::Error, shared: &Shared) -> Answer {
+    fn failed(&self, e: &rusqlite::Error, shared: &Inner) -> Answer {
         let path = shared.path.display();
         let err = if is_busy(e) {
             StoreError::Backend(format!(
@@ -192,7 +192,7 @@ enum Reply {
 }
 
 /// Apply `work` through the writer: lead, or wait for the leader.
-pub(super) async fn submit(shared: &Arc<Shared>, work: Work) -> Answer {
+pub(super) async fn submit(shared: &Arc<Inner>, work: Work) -> Answer {
     let kind = work.kind();
     let waiting = {
         let mut w = shared.lock_writer();
@@ -247,7 +247,7 @@ pub(super) async fn submit(shared: &Arc<Shared>, work: Work) -> Answer {
 struct Waiting {
     /// `None` once the answer was received.
     rx: Option<oneshot::Receiver<Wake>>,
-    shared: Arc<Shared>,
+    shared: Arc<Inner>,
 }
 
 impl std::future::Future for Waiting {
@@ -278,7 +278,7 @@ impl Drop for Waiting {
 /// connection's own commits (a read connection drops its cache whenever another connection has
 /// committed, so its next read fetches every page again from the files). Writers that arrive
 /// meanwhile queue as behind any leader, and are handed the connection after the read.
-pub(super) fn read_if_idle<T>(shared: &Arc<Shared>, read: impl FnOnce(&Connection) -> T) -> Option<T> {
+pub(super) fn read_if_idle<T>(shared: &Arc<Inner>, read: impl FnOnce(&Connection) -> T) -> Option<T> {
     {
         let mut w = shared.lock_writer();
         if w.leading || w.conn.is_none() {
@@ -286,7 +286,7 @@ pub(super) fn read_if_idle<T>(shared: &Arc<Shared>, read: impl FnOnce(&Connectio
         }
         w.leading = true;
     }
-    // Held by a `Leadership` from here, whose drop passes the connection on even on a panic.
+    // Cached by a `Leadership` from here, whose drop passes the connection on even on a panic.
     let mut lead = Leadership {
         conn: shared.lock_writer().conn.take(),
         shared: shared.clone(),
@@ -326,7 +326,7 @@ enum Placement {
     Pool,
 }
 
-fn placement(shared: &Shared) -> Placement {
+fn placement(shared: &Inner) -> Placement {
     if shared.options.synchronous != super::Synchronous::Full {
         return Placement::Inline;
     }
@@ -339,7 +339,7 @@ fn placement(shared: &Shared) -> Placement {
 
 /// The connection held by a leader, with the batch it is applying.
 struct Leadership {
-    shared: Arc<Shared>,
+    shared: Arc<Inner>,
     conn: Option<WriteConn>,
     batch: Vec<(Work, Reply)>,
     mine: Option<Answer>,
@@ -347,7 +347,7 @@ struct Leadership {
 
 impl Leadership {
     /// Take the connection (the caller was granted `leading`) to apply `own` first.
-    fn take(shared: Arc<Shared>, own: Work) -> Self {
+    fn take(shared: Arc<Inner>, own: Work) -> Self {
         let conn = shared.lock_writer().conn.take();
         debug_assert!(conn.is_some(), "a leader finds the connection put back");
         Leadership {
@@ -471,7 +471,7 @@ impl Drop for Leadership {
 
 /// Apply a batch in one transaction. `None` when `wait` is false and another process holds
 /// the write lock (nothing applied).
-fn apply_batch(conn: &mut WriteConn, batch: &[(Work, Reply)], wait: bool, shared: &Shared) -> Option<Vec<Answer>> {
+fn apply_batch(conn: &mut WriteConn, batch: &[(Work, Reply)], wait: bool, shared: &Inner) -> Option<Vec<Answer>> {
     let timeout = if wait {
         shared.options.busy_timeout
     } else {
