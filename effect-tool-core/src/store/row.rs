@@ -114,3 +114,15 @@ pub(crate) fn call_ids_text(rec: &EffectRecord) -> Option<String> {
 pub(crate) fn holder_text(rec: &EffectRecord) -> Option<String> {
     rec.holder.as_ref().and_then(|h| serde_json::to_string(h).ok())
 }
+
+/// An audit entry's `detail` column as stored (JSON text, or NULL), decoded for the record under
+/// `key`: a detail that is not JSON is a corrupt row, never dropped.
+pub(crate) fn audit_detail(key: &str, text: Option<String>) -> Result<Option<serde_json::Value>, StoreError> {
+    text.map(|text| {
+        serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+            key: key.to_owned(),
+            message: format!("an audit entry's detail is not valid JSON: {e}"),
+        })
+    })
+    .transpose()
+}

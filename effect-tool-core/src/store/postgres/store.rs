@@ -143,13 +143,7 @@ impl Store for PostgresStore {
         rows.iter()
             .map(|r| {
                 let key: String = r.get(0);
-                let detail = match r.get::<_, Option<String>>(4) {
-                    Some(text) => Some(serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
-                        key: key.clone(),
-                        message: format!("an audit entry's detail is not valid JSON: {e}"),
-                    })?),
-                    None => None,
-                };
+                let detail = crate::store::row::audit_detail(&key, r.get(4))?;
                 Ok(AuditEntry {
                     key,
                     at: r.get(1),

@@ -290,13 +290,7 @@ pub(super) fn read_audit(conn: &Connection, key: Option<&str>) -> Result<Vec<Aud
         .map_err(backend)?;
     rows.into_iter()
         .map(|(key, at, actor, action, detail)| {
-            let detail = match detail {
-                Some(text) => Some(serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
-                    key: key.clone(),
-                    message: format!("an audit entry's detail is not valid JSON: {e}"),
-                })?),
-                None => None,
-            };
+            let detail = crate::store::row::audit_detail(&key, detail)?;
             Ok(AuditEntry {
                 key,
                 at,
