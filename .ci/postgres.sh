@@ -28,7 +28,8 @@
 # `sslmode=prefer` falling back to plain TCP after the TLS attempt fails, as libpq does.
 #
 # Settings: EFFECT_TOOL_PG_DIR (default /tmp/effect-tool-pg), EFFECT_TOOL_PG_PORT (default: the
-# first free port from 54329).
+# first free port from 25329, below the kernel's ephemeral range 32768-60999, where a client
+# connection of another test may hold a port without listening on it).
 set -euo pipefail
 
 DIR="${EFFECT_TOOL_PG_DIR:-/tmp/effect-tool-pg}"
@@ -139,7 +140,7 @@ start() {
     chown postgres: "$DIR" 2>/dev/null || true
     port="${EFFECT_TOOL_PG_PORT:-}"
     if [[ -z "$port" ]]; then
-        port=54329
+        port=25329
         while ! port_free "$port"; do port=$((port + 1)); done
     fi
     echo "$port" >"$DIR/port"

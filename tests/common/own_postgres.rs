@@ -17,7 +17,9 @@ impl OwnPostgres {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".ci/postgres.sh")
     }
 
-    /// Start a server in data folder `dir` on `port` (each test binary picks its own pair).
+    /// Start a server in data folder `dir` on `port` (each test binary picks its own pair, below
+    /// 32768: a port in the kernel's ephemeral range can be held by any client connection, and
+    /// the server then fails to bind it).
     pub fn start(dir: &'static str, port: &'static str) -> Self {
         let out = std::process::Command::new("bash")
             .arg(Self::script())

@@ -27,7 +27,7 @@ mod frozen {
     use super::common::own_postgres::OwnPostgres;
 
     const PG_DIR: &str = "/tmp/engine-pg-frozen";
-    const PG_PORT: &str = "55433";
+    const PG_PORT: &str = "25433";
 
     /// The bound under test: short, so the test is quick; the check is that calls end near it.
     const STATEMENT_TIMEOUT: Duration = Duration::from_secs(1);

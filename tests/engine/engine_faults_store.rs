@@ -73,7 +73,7 @@ impl Tool for Transfer {
 #[cfg(feature = "postgres")]
 const PG_DIR: &str = "/tmp/engine-pg";
 #[cfg(feature = "postgres")]
-const PG_PORT: &str = "55432";
+const PG_PORT: &str = "25432";
 
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

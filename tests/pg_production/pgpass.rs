@@ -13,7 +13,7 @@ use super::support;
 use crate::common::own_postgres::OwnPostgres;
 
 const PG_DIR: &str = "/tmp/et-pg-pgpass";
-const PG_PORT: &str = "55442";
+const PG_PORT: &str = "25442";
 /// A role that logs in with a password only.
 const ROLE: &str = "et_pgpass";
 

@@ -20,7 +20,7 @@ use super::support;
 use crate::common::own_postgres::OwnPostgres;
 
 const PG_DIR: &str = "/tmp/et-pg-sslmodes";
-const PG_PORT: &str = "55441";
+const PG_PORT: &str = "25441";
 /// The environment variable that hands a probe its URL.
 const JOB: &str = "EFFECT_TOOL_SSLMODE_PROBE";
 
