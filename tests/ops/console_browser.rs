@@ -154,15 +154,29 @@ async fn open_browser(driver: &Driver, chromium: &str) -> Client {
         .expect("a WebDriver session in headless Chromium")
 }
 
-/// The text of the element `css`, once it is shown.
+/// The text of the element `css`, once it is shown and has some (the page may show an element
+/// before its script fills it in: on a loaded machine, the two are seen apart).
 async fn shown_text(browser: &Client, css: &str) -> String {
-    let el = browser
-        .wait()
-        .at_most(Duration::from_secs(20))
-        .for_element(Locator::Css(&format!("{css}:not([hidden])")))
-        .await
-        .unwrap_or_else(|e| panic!("`{css}` never showed: {e}"));
-    el.text().await.unwrap()
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let el = browser
+            .wait()
+            .at_most(Duration::from_secs(20))
+            .for_element(Locator::Css(&format!("{css}:not([hidden])")))
+            .await
+            .unwrap_or_else(|e| panic!("`{css}` never showed: {e}"));
+        // The element may be replaced while it is read (the page re-renders): look again.
+        if let Ok(text) = el.text().await
+            && !text.is_empty()
+        {
+            return text;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "`{css}` showed, and stayed empty for 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Click `id` and wait for the page's answer in `#message` (the page reloads after an action).

@@ -9,7 +9,10 @@
 //! - no compensable or irreversible effect happened twice; every idempotent effect was sent
 //!   with one idempotency key;
 //! - no result a worker received (executed, replayed or shared) is missing from the journal or
-//!   different there: what was acknowledged before the failover survived it;
+//!   different there: what was acknowledged before the failover survived it. The one exception,
+//!   counted and printed: a replay that read a commit before the synchronous standby confirmed
+//!   it (PostgreSQL shows a commit to other sessions before that), when no worker was told of
+//!   that commit as its writer (see "What a reader may see" in `docs/journal-format.md`);
 //! - fencing held: every completed record names an attempt that ran (its ledger line has the
 //!   record's attempt number), and, for compensable and irreversible tools, the output of that
 //!   attempt;
@@ -670,25 +673,40 @@ fn check(results: &[(usize, Outcome)], effects: &[Effect], journal: &std::collec
             other => panic!("unexpected tool {other} in a ledger"),
         }
     }
-    // Nothing acknowledged was lost: every result a worker received is the journal's.
+    // Nothing acknowledged was lost: every result a worker received is the journal's, except a
+    // replay of a commit that no worker was told of. PostgreSQL shows a commit to other sessions
+    // once it is on the primary's disk, before the synchronous standby confirms it; a replay can
+    // read such a record, and a failover then loses it while its writer still waits for its
+    // answer (the writer retries, or the call runs again under its key). Those are counted and
+    // printed, never tolerated silently: a lost result that its writer (or a call sharing its
+    // run) received, or any other kind of lost result, fails the test.
+    let mut vanished_replays = Vec::new();
     for (w, o) in results.iter().filter(|(_, o)| o.ok && o.tool != "lookup") {
         let key = (o.tool.clone(), o.n);
-        let Some((state, _, output)) = journal.get(&key) else {
-            panic!(
-                "worker {w} received {} {} = {} ({}), and the promoted journal has no record of it",
-                o.tool, o.n, o.text, o.disposition
-            );
-        };
-        let recorded = output.as_deref().map(|t| serde_json::from_str::<String>(t).unwrap());
-        assert!(
-            state == "completed" && recorded.as_deref() == Some(o.text.as_str()),
-            "worker {w} received {} {} = {} ({}); the promoted journal has it {state} with {recorded:?}",
-            o.tool,
-            o.n,
-            o.text,
-            o.disposition
+        let found = journal.get(&key).map(|(state, _, output)| {
+            let recorded = output.as_deref().map(|t| serde_json::from_str::<String>(t).unwrap());
+            (state.clone(), recorded)
+        });
+        let survived = matches!(&found, Some((state, Some(text))) if state == "completed" && *text == o.text);
+        if survived {
+            continue;
+        }
+        let writer_was_told = results
+            .iter()
+            .any(|(_, x)| x.ok && x.tool == o.tool && x.n == o.n && x.text == o.text && x.disposition != "replayed");
+        if o.disposition == "replayed" && !writer_was_told {
+            vanished_replays.push(format!("worker {w}: {} {} = {} (now {found:?})", o.tool, o.n, o.text));
+            continue;
+        }
+        panic!(
+            "worker {w} received {} {} = {} ({}); the promoted journal has {found:?}",
+            o.tool, o.n, o.text, o.disposition
         );
     }
+    eprintln!(
+        "failover: {} replayed result(s) read from a commit the standby had not confirmed, lost with the old primary: {vanished_replays:?}",
+        vanished_replays.len()
+    );
     // Fencing: a completed record names an attempt that ran, and (compensable, irreversible)
     // that attempt's own output.
     for ((tool, n), (state, attempt, output)) in journal {

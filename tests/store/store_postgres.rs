@@ -816,3 +816,106 @@ fn postgres_gc_collects_more_than_one_chunk() {
         assert_eq!(store.gc(10_000).await.expect("gc again"), 0);
     });
 }
+
+/// Fencing that a lost write cannot undo (issue 36.5). A claim committed without waiting for the
+/// WAL flush (an idempotent tool's, `synchronous_commit = off`) can be lost in a crash or a
+/// failover together with the sequence values it used: the row version comes back, and a fresh
+/// claim of the key starts again at attempt 1. A worker that still holds the lost claim in its
+/// cache then finds a row with its very `(row_version, attempt)`; its write must not land.
+#[cfg(feature = "postgres")]
+mod postgres_lost_claim {
+    use effect_tool_core::StoreError;
+    use effect_tool_core::StoreExt;
+    use effect_tool_core::decide::record::{Holder, OpOutcome, RecordState, Rejected};
+    use effect_tool_core::testing::conformance::{Harness, PostgresHarness, run};
+    use serde_json::json;
+
+    use crate::common::intent;
+
+    fn holder(instance: &str) -> Option<Box<Holder>> {
+        Some(Box::new(Holder {
+            worker: None,
+            instance: instance.to_owned(),
+            host: "test".to_owned(),
+            pid: 1,
+        }))
+    }
+
+    async fn row(client: &tokio_postgres::Client, schema: &str, key: &str) -> (i64, i64, String) {
+        let r = client
+            .query_one(
+                &format!("SELECT row_version, attempt, holder FROM \"{schema}\".records WHERE key = $1"),
+                &[&key],
+            )
+            .await
+            .unwrap();
+        (r.get(0), r.get(1), r.get(2))
+    }
+
+    #[test]
+    fn postgres_a_lost_claim_whose_row_version_and_attempt_come_back_is_not_overwritten() {
+        run::<PostgresHarness, _, _>("lost_claim_fence", || async {
+            let h = PostgresHarness::fresh().await;
+            let locator = h.locator().unwrap();
+            let (schema, url) = locator.split_once(' ').unwrap();
+            let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+            tokio::spawn(conn);
+            // Two workers, each with its own store (and its own cache of the claims it holds).
+            let a = PostgresHarness::open(&locator).await;
+            let b = PostgresHarness::open(&locator).await;
+            let key = "refund:lost-claim";
+
+            let mut mine = intent("r");
+            mine.holder = holder("worker-a");
+            let taken = a.claim(key, mine, 60_000, false).await.unwrap();
+            assert!(matches!(taken, OpOutcome::Claimed { attempt: 1, .. }), "{taken:?}");
+            let (version, attempt, _) = row(&client, schema, key).await;
+            assert_eq!(attempt, 1);
+
+            // The crash: worker a's claim, and the sequence values it used, never reached the
+            // disk. Worker a does not know; it still holds the claim.
+            client
+                .batch_execute(&format!(
+                    "DELETE FROM \"{schema}\".records WHERE key = '{key}';
+                     SELECT setval('\"{schema}\".row_version_seq', {version}, false);"
+                ))
+                .await
+                .unwrap();
+            let mut theirs = intent("r");
+            theirs.holder = holder("worker-b");
+            let taken = b.claim(key, theirs, 60_000, false).await.unwrap();
+            assert!(matches!(taken, OpOutcome::Claimed { attempt: 1, .. }), "{taken:?}");
+            let (version_b, attempt_b, holder_b) = row(&client, schema, key).await;
+            assert_eq!(
+                (version_b, attempt_b),
+                (version, attempt),
+                "the set-up must hand out the lost claim's row version and attempt again"
+            );
+            assert!(holder_b.contains("worker-b"), "{holder_b}");
+
+            // Worker a's writes: each refused, none lands on worker b's claim.
+            let renew = a.renew(key, 1, 60_000).await.unwrap_err();
+            assert!(
+                matches!(renew, StoreError::Rejected(Rejected::Fenced { .. })),
+                "a renewal of the lost claim must be fenced: {renew}"
+            );
+            let complete = a.complete(key, 1, json!("worker a's output")).await.unwrap_err();
+            assert!(
+                matches!(complete, StoreError::Rejected(Rejected::Fenced { .. })),
+                "a completion of the lost claim must be fenced: {complete}"
+            );
+            let now = b.get(key).await.unwrap().unwrap();
+            assert_eq!(now.state, RecordState::Claimed);
+            assert!(
+                now.output.is_none(),
+                "worker a's output landed on worker b's claim: {now:?}"
+            );
+            assert_eq!(now.holder.as_ref().unwrap().instance, "worker-b");
+
+            // Worker b still holds its claim and records its result.
+            let done = b.complete(key, 1, json!("worker b's output")).await.unwrap();
+            assert_eq!(done.state, RecordState::Completed);
+            assert_eq!(done.output, Some(json!("worker b's output")));
+        });
+    }
+}

@@ -24,9 +24,14 @@
 //! - **Atomic claims across machines.** Every operation reads the record, runs the one state
 //!   machine ([`crate::decide::record::transition`]) and writes the result with a compare-and-set:
 //!   `INSERT … ON CONFLICT (key) DO NOTHING` when there was no record, else `UPDATE … WHERE key
-//!   = $1 AND row_version = $n AND attempt = $m` (every write takes a fresh `row_version` from a
-//!   sequence, so the write lands only if nothing changed the record since it was read; the
-//!   attempt number fences out late writers). A lost race is retried from the read. The audit
+//!   = $1 AND row_version = $n AND attempt = $m AND holder IS NOT DISTINCT FROM $h` (every
+//!   write takes a fresh `row_version` from a sequence, so the write lands only if nothing
+//!   changed the record since it was read; the attempt number fences out late writers). The
+//!   holder is in the compare too: a claim committed without waiting for the WAL flush can be
+//!   lost in a crash together with the sequence values it used, so a row version can be handed
+//!   out again, and another worker's fresh claim can carry the very `(row_version, attempt)` a
+//!   worker still holds from before the crash; its holder (a random id per engine instance)
+//!   differs, and the stale write finds nothing to change. A lost race is retried from the read. The audit
 //!   entry of the operation is appended in the same statement (a data-modifying CTE), so the
 //!   record and its audit line commit together. This is as atomic as `SELECT … FOR UPDATE` in a
 //!   transaction, holds no row lock across round trips, and takes two round trips instead of
@@ -657,14 +662,16 @@ impl PostgresStore {
         Ok(row.map(|r| r.get(0)))
     }
 
-    /// Write `rec` over the row at `row_version` (and `attempt`), with the op's audit entry;
-    /// the new row version, or `None` if the row changed since it was read.
+    /// Write `rec` over the row at `row_version` (and `attempt`, and `holder` as stored), with
+    /// the op's audit entry; the new row version, or `None` if the row changed since it was read.
+    #[allow(clippy::too_many_arguments)]
     async fn update(
         &self,
         client: &deadpool_postgres::Object,
         rec: &EffectRecord,
         row_version: i64,
         attempt: u32,
+        holder: Option<&str>,
         audit: Option<AuditEntry>,
         notify: bool,
     ) -> Result<Option<i64>, StoreError> {
@@ -685,33 +692,37 @@ impl PostgresStore {
             None => (None, None, None, None),
         };
         let mut params = p.refs();
-        params.extend_from_slice(&[&row_version, &attempt, &at, &actor, &action, &detail]);
+        params.extend_from_slice(&[&row_version, &attempt, &at, &actor, &action, &detail, &holder]);
         let row = self.rows(client, stmt, &params).await?.into_iter().next();
         Ok(row.map(|r| r.get(0)))
     }
 
     /// The holder's fast path: a compare-and-set against the row this store wrote last.
-    async fn apply_held(&self, key: &str, op: &Op) -> Result<Option<OpOutcome>, StoreError> {
+    async fn apply_held(&self, key: &str, op: &Op) -> Result<HeldWrite, StoreError> {
         // A person's decision takes the general path, which notifies waiters.
         if op.is_decision() {
-            return Ok(None);
+            return Ok(HeldWrite::NotHeld);
         }
         let Some((row_version, held)) = self.forget(key) else {
-            return Ok(None);
+            return Ok(HeldWrite::NotHeld);
         };
         let now = self.now();
         let Ok(mut t) = transition(key, Some(&held), op, now) else {
-            return Ok(None);
+            return Ok(HeldWrite::NotHeld);
         };
         let audit = t.audit.take();
-        let Some(rec) = &t.write else { return Ok(None) };
+        let Some(rec) = &t.write else {
+            return Ok(HeldWrite::NotHeld);
+        };
+        // As this store wrote it: the compare-and-set's holder is text for text.
+        let holder = crate::store::row::holder_text(&held);
         let written = match self.shared.batcher.alone() {
             Some(_alone) => {
                 let client = self.client().await?;
                 bounded!(
                     self,
                     client,
-                    self.update(&client, rec, row_version, held.attempt, audit, false)
+                    self.update(&client, rec, row_version, held.attempt, holder.as_deref(), audit, false)
                 )?
             }
             None => match self
@@ -719,6 +730,7 @@ impl PostgresStore {
                     rec: rec.clone(),
                     row_version,
                     attempt: held.attempt,
+                    holder,
                     audit,
                 })
                 .await?
@@ -730,34 +742,58 @@ impl PostgresStore {
         match written {
             Some(v) => {
                 self.after_write(key, v, rec);
-                Ok(Some(t.outcome))
+                Ok(HeldWrite::Written(t.outcome))
             }
-            None => Ok(None),
+            None => Ok(HeldWrite::Changed { row_version, held }),
         }
     }
 
     /// The general path: read (with the database's clock), transition, compare-and-set;
-    /// retried when another writer got there first.
+    /// retried when another writer got there first. `held` is the claim this store held (its
+    /// row version and record) when its fast path found the row changed
+    /// ([`HeldWrite::Changed`]).
     async fn apply_read(
         &self,
         client: &deadpool_postgres::Object,
         key: &str,
         op: &Op,
+        held: Option<(i64, EffectRecord)>,
     ) -> Result<OpOutcome, StoreError> {
         for _ in 0..1000 {
             let sent = now_millis();
             let row = self.row(client, &self.shared.sql.read, &[&key]).await?;
             let db_now: i64 = row.get(0);
             self.observe_clock(db_now, sent);
-            let current = PgRow::from_row(&row, 1)?.map(PgRow::decode).transpose()?;
-            let mut t = transition(key, current.as_ref().map(|(rec, _)| rec), op, db_now)?;
+            // The holder as stored, for the compare-and-set (text for text).
+            let current = PgRow::from_row(&row, 1)?
+                .map(|r| {
+                    let holder = r.row.holder.clone();
+                    r.decode().map(|(rec, version)| (rec, version, holder))
+                })
+                .transpose()?;
+            if let (Some((row_version, mine)), Some((rec, _, stored))) = (&held, &current)
+                && let Err(lost) = claim_lost_with_its_attempt(key, mine, rec, stored)
+            {
+                // Kept, so that every later write of the lost claim is refused too.
+                self.remember(key, *row_version, mine);
+                return Err(lost);
+            }
+            let mut t = transition(key, current.as_ref().map(|(rec, ..)| rec), op, db_now)?;
             let audit = t.audit.take();
             let Some(rec) = &t.write else { return Ok(t.outcome) };
             let written = match &current {
                 None => self.insert(client, rec).await?,
-                Some((before, row_version)) => {
-                    self.update(client, rec, *row_version, before.attempt, audit, op.is_decision())
-                        .await?
+                Some((before, row_version, holder)) => {
+                    self.update(
+                        client,
+                        rec,
+                        *row_version,
+                        before.attempt,
+                        holder.as_deref(),
+                        audit,
+                        op.is_decision(),
+                    )
+                    .await?
                 }
             };
             if let Some(v) = written {
@@ -870,4 +906,39 @@ pub(super) fn rolled_back(e: &tokio_postgres::Error) -> bool {
     let code = db.code().code();
     let unknown_class = ["08", "57", "XX"].iter().any(|c| code.starts_with(c)) || code == "40003";
     matches!(severity, Some(tokio_postgres::error::Severity::Error)) && !unknown_class
+}
+
+/// What the holder's fast path did ([`PostgresStore::apply_held`]).
+enum HeldWrite {
+    /// Written: the operation's outcome.
+    Written(OpOutcome),
+    /// This store holds no claim of the key (or the operation is not a holder's): the general
+    /// path decides.
+    NotHeld,
+    /// This store held the claim `held` (written at `row_version`), and the row changed since:
+    /// the general path decides, and refuses a claim that only looks like it.
+    Changed { row_version: i64, held: EffectRecord },
+}
+
+/// Refuse a holder's write when the row is a claim at the writer's own attempt number under
+/// another holder: the writer's claim was lost (a commit that never reached the disk, in a crash
+/// or a failover, with the sequence values it used) and another worker claimed the key afresh,
+/// starting again at the same attempt. The state machine, which fences by attempt number only,
+/// would take the write for the holder's.
+fn claim_lost_with_its_attempt(
+    key: &str,
+    mine: &EffectRecord,
+    rec: &EffectRecord,
+    stored: &Option<String>,
+) -> Result<(), StoreError> {
+    let attempt = mine.attempt;
+    if rec.state == RecordState::Claimed && rec.attempt == attempt && *stored != crate::store::row::holder_text(mine) {
+        return Err(StoreError::Rejected(crate::decide::record::Rejected::Fenced {
+            key: key.to_owned(),
+            attempt,
+            current: rec.attempt,
+            state: rec.state,
+        }));
+    }
+    Ok(())
 }

@@ -50,12 +50,14 @@ const BATCH_MAX: usize = 256;
 pub(super) enum Work {
     /// Insert this claim if its key is absent.
     Insert(Arc<EffectRecord>),
-    /// Write `rec` over the row at `row_version`, if its attempt is still `attempt`, with the
-    /// op's audit entry.
+    /// Write `rec` over the row at `row_version`, if its attempt is still `attempt` and its
+    /// holder still `holder`, with the op's audit entry.
     Update {
         rec: Arc<EffectRecord>,
         row_version: i64,
         attempt: u32,
+        /// The holder the row had when this store read or wrote it last.
+        holder: Option<String>,
         audit: Option<AuditEntry>,
     },
 }
@@ -310,6 +312,7 @@ struct Columns<'a> {
     holder: Vec<Option<String>>,
     row_version: Vec<Option<i64>>,
     old_attempt: Vec<Option<i64>>,
+    old_holder: Vec<Option<&'a str>>,
     audit_at: Vec<Option<i64>>,
     actor: Vec<Option<&'a str>>,
     action: Vec<Option<&'a str>>,
@@ -326,8 +329,9 @@ impl<'a> Columns<'a> {
                     rec,
                     row_version,
                     attempt,
+                    holder,
                     audit,
-                } => (rec, Some((*row_version, *attempt, audit.as_ref()))),
+                } => (rec, Some((*row_version, *attempt, audit.as_ref(), holder.as_deref()))),
             };
             // The values a lone write sends, made the same way.
             let p = RecordParams::new(rec);
@@ -354,6 +358,7 @@ impl<'a> Columns<'a> {
             c.holder.push(p.holder);
             c.row_version.push(update.map(|u| u.0));
             c.old_attempt.push(update.map(|u| i64::from(u.1)));
+            c.old_holder.push(update.and_then(|u| u.3));
             let audit = update.and_then(|u| u.2);
             c.audit_at.push(audit.map(|a| a.at));
             c.actor.push(audit.map(|a| a.actor.as_str()));
@@ -364,7 +369,7 @@ impl<'a> Columns<'a> {
         c
     }
 
-    fn refs(&self) -> [&(dyn ToSql + Sync); 27] {
+    fn refs(&self) -> [&(dyn ToSql + Sync); 28] {
         [
             &self.key,
             &self.version,
@@ -389,6 +394,7 @@ impl<'a> Columns<'a> {
             &self.holder,
             &self.row_version,
             &self.old_attempt,
+            &self.old_holder,
             &self.audit_at,
             &self.actor,
             &self.action,
@@ -398,15 +404,15 @@ impl<'a> Columns<'a> {
 }
 
 /// The array type of each parameter of the batch statement: the record's columns in
-/// [`super::COLS`] order, then the update's row version and attempt, then the audit entry's
-/// time, actor, action and detail.
-const ARRAY_TYPES: [&str; 27] = [
+/// [`super::COLS`] order, then the update's row version, attempt and holder, then the audit
+/// entry's time, actor, action and detail.
+const ARRAY_TYPES: [&str; 28] = [
     "text", "int4", "text", "text", "text", "text", "text", "text", "text", "text", "int8", "int8", "text", "text",
-    "text", "text", "int8", "int8", "int8", "text", "text", "int8", "int8", "int8", "text", "text", "text",
+    "text", "text", "int8", "int8", "int8", "text", "text", "int8", "int8", "text", "int8", "text", "text", "text",
 ];
 
 /// The parameter types of the batch statement: [`ARRAY_TYPES`] as PostgreSQL array types.
-pub(super) const ARRAY_PARAM_TYPES: [Type; 27] = [
+pub(super) const ARRAY_PARAM_TYPES: [Type; 28] = [
     Type::TEXT_ARRAY,
     Type::INT4_ARRAY,
     Type::TEXT_ARRAY,
@@ -430,6 +436,7 @@ pub(super) const ARRAY_PARAM_TYPES: [Type; 27] = [
     Type::TEXT_ARRAY,
     Type::INT8_ARRAY,
     Type::INT8_ARRAY,
+    Type::TEXT_ARRAY,
     Type::INT8_ARRAY,
     Type::TEXT_ARRAY,
     Type::TEXT_ARRAY,
@@ -448,7 +455,7 @@ pub(super) const ARRAY_PARAM_TYPES: [Type; 27] = [
 /// called on each item, so its transaction commits without waiting for the WAL flush.
 pub(super) fn batch_sql(s: &str, cols: &str, r: &str, clock: &str, unflushed: Option<&str>) -> String {
     let names: Vec<&str> = cols.split(", ").collect();
-    debug_assert_eq!(names.len() + 6, ARRAY_TYPES.len());
+    debug_assert_eq!(names.len() + 7, ARRAY_TYPES.len());
     let value = |c: &str| match c {
         "input" | "output" => format!("u.{c}::json"),
         _ => format!("u.{c}"),
@@ -463,7 +470,7 @@ pub(super) fn batch_sql(s: &str, cols: &str, r: &str, clock: &str, unflushed: Op
     format!(
         "WITH u AS (
            SELECT * FROM unnest({params})
-           WITH ORDINALITY AS u({cols}, old_row_version, old_attempt, audit_at, actor, action, detail, ord){filter}),
+           WITH ORDINALITY AS u({cols}, old_row_version, old_attempt, old_holder, audit_at, actor, action, detail, ord){filter}),
          ins AS (
            INSERT INTO {s}.records ({cols})
            SELECT {values} FROM u WHERE old_row_version IS NULL ORDER BY ord
@@ -473,7 +480,7 @@ pub(super) fn batch_sql(s: &str, cols: &str, r: &str, clock: &str, unflushed: Op
            UPDATE {s}.records t SET {set}, row_version = nextval('{s}.row_version_seq')
            FROM u
            WHERE u.old_row_version IS NOT NULL AND t.key = u.key AND t.row_version = u.old_row_version
-             AND t.attempt = u.old_attempt
+             AND t.attempt = u.old_attempt AND t.holder IS NOT DISTINCT FROM u.old_holder
            RETURNING t.key, t.row_version, u.ord, u.audit_at, u.actor, u.action, u.detail),
          aud AS (
            INSERT INTO {s}.audit (key, at, actor, action, detail)

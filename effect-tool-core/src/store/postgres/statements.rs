@@ -68,7 +68,15 @@ impl Sql {
         let update_types: Vec<Type> = RECORD_TYPES
             .iter()
             .cloned()
-            .chain([Type::INT8, Type::INT8, Type::INT8, Type::TEXT, Type::TEXT, Type::TEXT])
+            .chain([
+                Type::INT8,
+                Type::INT8,
+                Type::INT8,
+                Type::TEXT,
+                Type::TEXT,
+                Type::TEXT,
+                Type::TEXT,
+            ])
             .collect();
         let update = |notify: &str| {
             Stmt::new(
@@ -79,7 +87,7 @@ impl Sql {
                      lease_until = $12, output = $13::text::json, reason = $14, approval_role = $15,
                      decided_by = $16, created_at = $17, updated_at = $18, expires_at = $19,
                      call_ids = $20, holder = $21, row_version = nextval('{s}.row_version_seq')
-                   WHERE key = $1 AND row_version = $22 AND attempt = $23
+                   WHERE key = $1 AND row_version = $22 AND attempt = $23 AND holder IS NOT DISTINCT FROM $28
                    RETURNING key, row_version),
                  aud AS (
                    INSERT INTO {s}.audit (key, at, actor, action, detail)

@@ -20,15 +20,23 @@ impl Store for PostgresStore {
     }
 
     async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
+        let mut held = None;
         if matches!(op, Op::Claim { .. }) {
             if let Some(outcome) = self.claim_fast(key, &op).await? {
                 return Ok(outcome);
             }
-        } else if let Some(outcome) = self.apply_held(key, &op).await? {
-            return Ok(outcome);
+        } else {
+            match self.apply_held(key, &op).await? {
+                HeldWrite::Written(outcome) => return Ok(outcome),
+                HeldWrite::NotHeld => {}
+                HeldWrite::Changed {
+                    row_version,
+                    held: mine,
+                } => held = Some((row_version, mine)),
+            }
         }
         let client = self.client().await?;
-        bounded!(self, client, self.apply_read(&client, key, &op))
+        bounded!(self, client, self.apply_read(&client, key, &op, held))
     }
 
     async fn list(&self, filter: &Filter) -> Result<Vec<EffectRecord>, StoreError> {
