@@ -78,6 +78,7 @@ pub struct ToolAttrs {
     pub strict_input: Option<Set<()>>,
     pub strict: Option<Set<()>>,
     pub shared_keys: Option<Set<()>>,
+    pub transactional: Option<Set<()>>,
     pub open_world: Option<Set<bool>>,
     pub krate: Option<Set<Path>>,
     /// Keys written with a value that was rejected (already reported): rules about a missing
@@ -149,6 +150,14 @@ impl ToolAttrs {
                 key,
                 SHARED_KEYS,
                 "write `shared_keys` to share the tool's keys across the principals calling it (over authenticated MCP, each principal's keys are its own otherwise)",
+            ),
+            TRANSACTIONAL => parse_flag(
+                cx,
+                &meta,
+                &mut self.transactional,
+                key,
+                TRANSACTIONAL,
+                "write `transactional` to run the tool's database writes in the journal's own transaction (`ctx.transaction::<SqliteTransaction>()` or `PgTransaction`)",
             ),
             OPEN_WORLD => {
                 let lit: LitBool = meta.value()?.parse()?;
@@ -489,7 +498,7 @@ fn key_fields(cx: &Ctxt, meta: &ParseNestedMeta, key: Span) -> syn::Result<Vec<I
     Ok(fields)
 }
 
-/// A flag (`strict_input`, `strict`, `shared_keys`): no value.
+/// A flag (`strict_input`, `strict`, `shared_keys`, `transactional`): no value.
 fn parse_flag(
     cx: &Ctxt,
     meta: &ParseNestedMeta,

@@ -522,7 +522,7 @@ impl<'a> Gen<'a> {
         quote!(#(#items)*)
     }
 
-    /// `STRICT_INPUT`, `SHARED_KEYS` and `OPEN_WORLD`, when declared.
+    /// `STRICT_INPUT`, `SHARED_KEYS`, `TRANSACTIONAL` and `OPEN_WORLD`, when declared.
     fn flag_items(&self) -> TokenStream {
         let p = &self.p;
         let mut items = Vec::new();
@@ -534,6 +534,11 @@ impl<'a> Gen<'a> {
         if self.attrs.shared_keys.is_some() {
             items.push(quote!(
                 const SHARED_KEYS: bool = true;
+            ));
+        }
+        if self.attrs.transactional.is_some() {
+            items.push(quote!(
+                const TRANSACTIONAL: bool = true;
             ));
         }
         if let Some(open) = &self.attrs.open_world {

@@ -97,6 +97,7 @@ use syn::spanned::Spanned;
 /// | `description = "..."` | what the model reads (default: the doc comment; one of the two is required) |
 /// | `strict_input` | fail when a key is recorded under different arguments |
 /// | `shared_keys` | the keys are shared by every principal calling the tool (over authenticated MCP, each principal's keys are otherwise its own) |
+/// | `transactional` | the effect is a write to the database that holds the journal (SQLite, PostgreSQL), made in the journal's own transaction (`ctx.transaction::<SqliteTransaction>()`, `::<PgTransaction>()`): its writes and its record commit together, exactly once, never in doubt |
 /// | `strict` | `cargo test` fails, with the reasons, if the arguments' schema cannot be sent with OpenAI's `"strict": true` (a generated `#[cfg(test)]` test) |
 /// | `open_world = true \| false` | the MCP `openWorldHint` |
 /// | `crate = "path"` | where effect-tool is, for crates that re-export it |

@@ -16,6 +16,7 @@ pub const STRICT_INPUT: &str = "strict_input";
 pub const STRICT: &str = "strict";
 pub const SHARED_KEYS: &str = "shared_keys";
 pub const OPEN_WORLD: &str = "open_world";
+pub const TRANSACTIONAL: &str = "transactional";
 pub const CRATE: &str = "crate";
 
 /// Every key of `#[tool(...)]`, in the order the docs list them.
@@ -35,6 +36,7 @@ pub const KEYS: &[&str] = &[
     STRICT_INPUT,
     STRICT,
     SHARED_KEYS,
+    TRANSACTIONAL,
     OPEN_WORLD,
     CRATE,
 ];

@@ -54,6 +54,15 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
         pure_key(attrs.ttl.as_ref().map(|s| s.key), symbol::TTL);
         pure_key(attrs.strict_input.as_ref().map(|s| s.key), symbol::STRICT_INPUT);
         pure_key(attrs.shared_keys.as_ref().map(|s| s.key), symbol::SHARED_KEYS);
+        pure_key(attrs.transactional.as_ref().map(|s| s.key), symbol::TRANSACTIONAL);
+    }
+
+    if let (Some(tx), Some(_)) = (&attrs.transactional, &attrs.approval) {
+        cx.error(
+            tx.key,
+            "a `transactional` tool cannot wait for `approval`: a call parked for a person would wait outside the journal's transaction",
+            "remove `approval` (the transaction already makes the call exactly once), or remove `transactional` and keep the approval",
+        );
     }
 
     if let (Some(Class::Compensable), None, Some(effect)) = (class, &attrs.compensate, &attrs.effect)

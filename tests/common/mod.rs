@@ -21,6 +21,7 @@ pub mod own_postgres;
 pub mod python;
 pub mod script;
 pub mod snapshot;
+pub mod transact;
 pub mod worker;
 
 use std::time::Duration;

@@ -114,7 +114,7 @@ pub struct PgBouncerHarness {
 }
 
 impl PgBouncerHarness {
-    fn url() -> String {
+    pub(super) fn url() -> String {
         format!(
             "postgres://postgres@127.0.0.1:{}/effect_tool_test?pgbouncer=true&application_name=et-pgbouncer-test",
             bouncer().port

@@ -31,6 +31,8 @@ mod retention;
 mod sslmodes;
 #[cfg(feature = "postgres")]
 mod support;
+#[cfg(feature = "postgres")]
+mod transactional_bouncer;
 
 /// Built without the `postgres` feature: nothing to run, which CI must not accept.
 #[cfg(not(feature = "postgres"))]

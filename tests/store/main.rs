@@ -14,3 +14,4 @@ mod journal_files;
 mod store_memory;
 mod store_postgres;
 mod store_sqlite;
+mod transactional;

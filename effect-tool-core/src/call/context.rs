@@ -229,6 +229,9 @@ pub struct EffectCtx {
     /// The journal's marker secret ([`marker`]'s "Signed markers"); `None` outside the engine or
     /// for a journal that keeps none.
     pub(crate) marker_secret: Option<marker::MarkerSecret>,
+    /// The journal's transaction this call runs in ([`crate::Tool::TRANSACTIONAL`]): the
+    /// store's handle ([`EffectCtx::transaction`]), `None` for any other call.
+    pub(crate) transaction: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl std::fmt::Debug for EffectCtx {
@@ -241,8 +244,23 @@ impl std::fmt::Debug for EffectCtx {
             .field("key", &self.key)
             .field("attempt", &self.attempt)
             .field("lease_remaining", &self.lease_remaining())
+            .field("in_transaction", &self.transaction.is_some())
             .finish()
     }
+}
+
+/// Why [`EffectCtx::transaction`] has no transaction to give: the tool is not declared
+/// `transactional`, runs outside the engine, or asked for another store's handle. Nothing was
+/// written: return an error from the tool.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("tool `{tool}` asked for a `{expected}`, but {reason}")]
+pub struct NoTransaction {
+    /// The tool.
+    pub tool: &'static str,
+    /// The handle's type it asked for.
+    pub expected: &'static str,
+    /// What is missing, and what to do.
+    pub reason: &'static str,
 }
 
 /// Longest effect key passed downstream unchanged by [`EffectCtx::idempotency_key`].
@@ -274,7 +292,40 @@ impl EffectCtx {
             attempt,
             lease,
             marker_secret: None,
+            transaction: None,
         }
+    }
+
+    /// The same context inside the journal's transaction `handle` (a transactional call).
+    pub(crate) fn in_transaction(mut self, handle: Arc<dyn Any + Send + Sync>) -> Self {
+        self.transaction = Some(handle);
+        self
+    }
+
+    /// The journal's transaction this call runs in, as the store's handle `X`: a
+    /// [`SqliteTransaction`](crate::store::sqlite::SqliteTransaction) on a SQLite journal, a
+    /// [`PgTransaction`](crate::store::postgres::PgTransaction) on a PostgreSQL one.
+    ///
+    /// Only a tool declared `#[tool(transactional)]` ([`crate::Tool::TRANSACTIONAL`]) gets one:
+    /// what it writes through the handle commits with the call's record, in one commit, or is
+    /// rolled back with it (an error from the tool, a panic, a timeout, a crash). Do not
+    /// commit or roll back yourself.
+    ///
+    /// ```ignore
+    /// let tx = ctx.transaction::<SqliteTransaction>()?;
+    /// tx.with(|conn| conn.execute("INSERT INTO payments (id, cents) VALUES (?1, ?2)", (id, cents)))?;
+    /// ```
+    pub fn transaction<X: Any + Send + Sync>(&self) -> Result<&X, NoTransaction> {
+        let found = self.transaction.as_ref().ok_or(NoTransaction {
+            tool: self.tool,
+            expected: std::any::type_name::<X>(),
+            reason: "the call runs in no journal transaction: declare the tool `#[tool(transactional)]` and call it through an engine on a SQLite or PostgreSQL journal",
+        })?;
+        found.downcast_ref::<X>().ok_or(NoTransaction {
+            tool: self.tool,
+            expected: std::any::type_name::<X>(),
+            reason: "the journal's transaction is of another store: ask for `SqliteTransaction` on a SQLite journal, `PgTransaction` on a PostgreSQL one",
+        })
     }
 
     /// The same context with markers signed by `secret`, if there is one (the engine's).

@@ -154,6 +154,15 @@ pub trait Tool: Send + Sync + 'static {
     const OPEN_WORLD: Option<bool> = None;
     /// Retry overrides, clamped to what the class allows.
     const RETRY: RetryPolicy = RetryPolicy::DEFAULT;
+    /// Whether the tool's effect is a write to the database that holds the journal, made in
+    /// the journal's own transaction (`#[tool(transactional)]`): the engine opens one
+    /// transaction per call, claims the key in it, gives it to the tool
+    /// ([`EffectCtx::transaction`]) and records the output in it before the one commit. The
+    /// tool's writes and its record commit together or not at all, so such a call is never in
+    /// doubt. Needs a store with transactions ([`crate::Store::begin_transaction`]: SQLite,
+    /// PostgreSQL); on any other, the call fails before anything runs. Not with
+    /// [`Tool::APPROVAL`] (a parked call would wait outside the transaction).
+    const TRANSACTIONAL: bool = false;
 
     /// The JSON Schema of [`Tool::Args`] as exported to models.
     fn input_schema() -> serde_json::Value {

@@ -289,7 +289,11 @@ impl Engine {
                 Role::Leader(leader) => {
                     // Stage 4. Boxed: the claim-execute-record path is large; keeping it out of
                     // this future keeps replays (the common case) cheap to poll and move.
-                    let settled = Box::pin(self.lead(&call, input, args, unseen)).await;
+                    let settled = if T::TRANSACTIONAL {
+                        Box::pin(self.lead_in_transaction(&call, input, args)).await
+                    } else {
+                        Box::pin(self.lead(&call, input, args, unseen)).await
+                    };
                     leader.publish::<T>(&settled);
                     return report(settled);
                 }

@@ -55,6 +55,7 @@ mod ongoing;
 mod replay;
 mod report;
 mod run_handle;
+mod transact;
 
 pub(crate) use errors::output_mismatch;
 pub(crate) use execute::panic_message;

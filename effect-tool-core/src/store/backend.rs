@@ -145,6 +145,16 @@ pub trait Store: Send + Sync + 'static {
         std::future::pending::<()>().await
     }
 
+    /// Open a transaction of the journal's own database for one call of a transactional tool
+    /// on `key` ([`crate::Tool::TRANSACTIONAL`], see [`super::transaction`]), holding whatever
+    /// lock makes a second call of the same key wait for its commit. `None`: this store has no
+    /// transactions to give (the default, and [`MemoryStore`](super::MemoryStore)'s); the
+    /// engine then fails the call before anything runs, saying which store to use.
+    async fn begin_transaction(&self, key: &str) -> Result<Option<Box<dyn super::JournalTransaction>>, StoreError> {
+        let _ = key;
+        Ok(None)
+    }
+
     /// The kind of store, for spans and metrics (`db.system.name`, the `store` label):
     /// `memory`, `sqlite`, `postgresql`, or `custom` (the default) for other stores.
     fn backend_name(&self) -> &'static str {
@@ -235,6 +245,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     async fn changed(&self, key: &str) {
         (**self).changed(key).await
+    }
+    async fn begin_transaction(&self, key: &str) -> Result<Option<Box<dyn super::JournalTransaction>>, StoreError> {
+        (**self).begin_transaction(key).await
     }
 }
 

@@ -200,6 +200,14 @@ impl<L: StoreLayer> Store for Layered<L> {
     async fn changed(&self, key: &str) {
         self.inner.changed(key).await
     }
+    /// Forwarded as it is: the operations inside the transaction are the transaction's own
+    /// (a layer sees its opening, not each of them).
+    async fn begin_transaction(&self, key: &str) -> Result<Option<Box<dyn super::JournalTransaction>>, StoreError> {
+        let fut = self.inner.begin_transaction(key);
+        self.layer
+            .around(op("begin-transaction", Some(key), Access::Write), fut)
+            .await
+    }
     fn backend_name(&self) -> &'static str {
         self.inner.backend_name()
     }
@@ -283,6 +291,12 @@ impl Brief for () {
 impl Brief for Option<MarkerSecret> {
     fn brief(&self) -> String {
         found(self)
+    }
+}
+
+impl Brief for Option<Box<dyn super::JournalTransaction>> {
+    fn brief(&self) -> String {
+        if self.is_some() { "open" } else { "no transactions" }.to_owned()
     }
 }
 
@@ -380,6 +394,13 @@ mod tests {
         async fn changed(&self, _: &str) {
             self.saw("changed");
         }
+        async fn begin_transaction(
+            &self,
+            _: &str,
+        ) -> Result<Option<Box<dyn crate::store::JournalTransaction>>, StoreError> {
+            self.saw("begin_transaction");
+            Ok(None)
+        }
         fn backend_name(&self) -> &'static str {
             self.saw("backend_name");
             "probe"
@@ -404,6 +425,7 @@ mod tests {
         "put_output_schema",
         "output_schema",
         "changed",
+        "begin_transaction",
         "backend_name",
     ];
 
@@ -433,6 +455,7 @@ mod tests {
         let _ = store.put_output_schema("t", &Value::Null).await;
         let _ = store.output_schema("t").await;
         store.changed("k").await;
+        let _ = store.begin_transaction("k").await;
         let _ = store.backend_name();
     }
 

@@ -51,6 +51,7 @@ mod recorded;
 mod row;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+pub mod transaction;
 
 pub use backend::Store;
 pub(crate) use backend::StoreClock;
@@ -68,3 +69,4 @@ pub use operations::{StoreExt, check_output};
 pub use recorded::Recorded;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use row::OUTPUT_SCHEMA_ROW;
+pub use transaction::JournalTransaction;

@@ -285,6 +285,7 @@ mod settings;
 mod statements;
 mod store;
 mod tls;
+mod transaction;
 
 use rows::*;
 pub use schema::SCHEMA_VERSION;
@@ -292,6 +293,10 @@ use schema::*;
 use statements::*;
 
 pub use tls::SslMode;
+/// The PostgreSQL client the store is built on, for a transactional tool's statements
+/// ([`PgTransaction::client`]): the same version, whatever the application depends on.
+pub use tokio_postgres;
+pub use transaction::PgTransaction;
 
 use self::batch::{Answer, Work};
 use self::query::{RECORD_TYPES, Stmt};

@@ -209,13 +209,19 @@ mod rows;
 mod schema;
 mod statements;
 mod store;
+mod transaction;
 mod writer;
 
 use checkpoint::*;
 use rows::*;
+/// The SQLite bindings the store is built on, for a transactional tool's writes
+/// ([`SqliteTransaction::with`] hands it a `rusqlite::Connection`): the same version, whatever
+/// the application depends on.
+pub use rusqlite;
 pub use schema::SCHEMA_VERSION;
 use schema::*;
 use statements::*;
+pub use transaction::SqliteTransaction;
 
 impl SqliteStore {
     /// Open (or create) the journal at `path` with default settings: WAL,

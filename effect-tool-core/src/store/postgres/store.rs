@@ -187,6 +187,14 @@ impl Store for PostgresStore {
         now_millis() + self.shared.clock_offset.load(Ordering::Relaxed)
     }
 
+    /// `BEGIN` on a pooled connection (see [`PgTransaction`]).
+    async fn begin_transaction(
+        &self,
+        _key: &str,
+    ) -> Result<Option<Box<dyn crate::store::JournalTransaction>>, StoreError> {
+        self.begin().await.map(Some)
+    }
+
     /// Woken by `NOTIFY`: a person's decision, made through any store on this journal (any
     /// process), wakes the waiters of its key. Never completes behind a transaction pooler
     /// ([`PgOptions::transaction_pooler`]): waiters poll. See [Waiting for a person](crate::store::postgres#waiting-for-a-person).

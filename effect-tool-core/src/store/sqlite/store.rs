@@ -13,6 +13,14 @@ impl Store for SqliteStore {
         self.shared.clock.now()
     }
 
+    /// `BEGIN IMMEDIATE` on a connection of the journal's file (see [`SqliteTransaction`]).
+    async fn begin_transaction(
+        &self,
+        _key: &str,
+    ) -> Result<Option<Box<dyn crate::store::JournalTransaction>>, StoreError> {
+        self.begin().await.map(Some)
+    }
+
     async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {
         let key = key.to_owned();
         self.read(move |conn| read_record(conn, &key)).await
