@@ -107,7 +107,7 @@ where
                     });
                     serve(store, listen, console, allowed_hosts, json, io).await
                 }
-                Command::Key(_) | Command::Canon { .. } | Command::Manifest(_) => Ok(()),
+                Command::Key(_) | Command::Canon { .. } | Command::Manifest(_) | Command::Policy(_) => Ok(()),
             }
         }
     }
