@@ -145,6 +145,18 @@ pub enum Command {
     /// there with `effect_tool::toolkit::manifest::render(&toolkit.metas())`, save it, and give the file
     /// here to print it or --check it against the committed one.
     Manifest(ManifestArgs),
+    /// Check a deployment's Cedar policies against the tools, or print the tools' Cedar schema.
+    ///
+    /// The schema has one entity type per tool (`Tool::<name>`, its arguments as the record
+    /// `args`, typed from the tool's JSON Schema), the `Principal`, and the actions `call` and
+    /// `call_without_approval`. A policy that names a tool, an argument or an action the tools
+    /// do not have fails the check (exit 1), with one line per problem.
+    ///
+    /// effect-tool cannot load your tools (they are code in your binary): print them there as
+    /// JSON with `serde_json::to_string(&toolkit.policy_tools())`, save the file, and give it
+    /// with --tools.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
     /// Serve the journal's metrics for Prometheus at `GET /metrics`, and with --tokens or
     /// --trusted-proxy the operator API at `/api/...`, until interrupted.
     ///
@@ -357,6 +369,26 @@ pub struct ManifestArgs {
     /// first, and the differing lines folded below it).
     #[arg(long, requires = "check")]
     pub markdown: bool,
+}
+
+/// `policy` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Validate Cedar policies against the tools' schema (Cedar's strict mode); exit 1 with
+    /// one line per problem when they do not fit, 2 when they do not parse.
+    Check {
+        /// The policies (`.cedar`), or `-` for stdin.
+        file: String,
+        /// The tools: the JSON your binary prints with `toolkit.policy_tools()`.
+        #[arg(long, env = "EFFECT_TOOL_POLICY_TOOLS", value_name = "FILE")]
+        tools: String,
+    },
+    /// Print the tools' Cedar schema (Cedar's schema syntax; with --json, its JSON form).
+    Schema {
+        /// The tools: the JSON your binary prints with `toolkit.policy_tools()`.
+        #[arg(long, env = "EFFECT_TOOL_POLICY_TOOLS", value_name = "FILE")]
+        tools: String,
+    },
 }
 
 /// A key window, as written on the command line.

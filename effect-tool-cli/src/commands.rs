@@ -13,7 +13,7 @@ use effect_tool_core::value::canonical;
 use effect_tool_core::{KeyRule, RunContext, Store, StoreExt, Verdict};
 use serde_json::{Value, json};
 
-use crate::cli::{AbandonArgs, Cli, Command, KeyArgs, ListArgs, ManifestArgs, ResolveArgs, StateFilter};
+use crate::cli::{AbandonArgs, Cli, Command, KeyArgs, ListArgs, ManifestArgs, PolicyCommand, ResolveArgs, StateFilter};
 use crate::error::{CliError, not_found};
 use crate::output::{Table, clean, shell_quote, time};
 
@@ -59,6 +59,7 @@ where
         Command::Key(args) => key(args, json, io),
         Command::Canon { hash } => canon(hash, json, io),
         Command::Manifest(args) => manifest(args, json, io),
+        Command::Policy(command) => policy(command, json, io),
         command => {
             let store = open().await?;
             match command {
@@ -106,7 +107,7 @@ where
                     });
                     serve(store, listen, console, allowed_hosts, json, io).await
                 }
-                Command::Key(_) | Command::Canon { .. } | Command::Manifest(_) => Ok(()),
+                Command::Key(_) | Command::Canon { .. } | Command::Manifest(_) | Command::Policy(_) => Ok(()),
             }
         }
     }
@@ -1213,6 +1214,84 @@ fn manifest(args: ManifestArgs, json: bool, io: &mut Io<'_>) -> Result<(), CliEr
             )
         },
     )))
+}
+
+// policy
+
+fn policy(command: PolicyCommand, json: bool, io: &mut Io<'_>) -> Result<(), CliError> {
+    use effect_tool_core::decide::cedar::{self, Policies, PolicyError, PolicyTool};
+    let tools_of = |path: &str| -> Result<Vec<PolicyTool>, CliError> {
+        let text = read_file(path, "the tools")?;
+        serde_json::from_str(&text).map_err(|e| {
+            CliError::Usage(format!(
+                "the tools `{}` are not the JSON of `toolkit.policy_tools()` ({e}): print them from your binary with `serde_json::to_string(&toolkit.policy_tools())`",
+                clean(path)
+            ))
+        })
+    };
+    let schema_error = |e: PolicyError| CliError::Usage(format!("{e}"));
+    match command {
+        PolicyCommand::Schema { tools } => {
+            let tools = tools_of(&tools)?;
+            if json {
+                return write_json(io.out, &cedar::schema(&tools).map_err(schema_error)?);
+            }
+            let text = cedar::schema_text(&tools).map_err(schema_error)?;
+            write(
+                io.out,
+                &format!(
+                    "{}
+",
+                    text.trim_end()
+                ),
+            )
+        }
+        PolicyCommand::Check { file, tools } => {
+            let tools = tools_of(&tools)?;
+            let text = if file == "-" {
+                read_stdin(io, "the policies")?
+            } else {
+                read_file(&file, "the policies")?
+            };
+            let name = if file == "-" { "stdin".to_owned() } else { clean(&file) };
+            let policies = Policies::parse(&text).map_err(|e| CliError::Usage(format!("`{name}`: {e}")))?;
+            match policies.check(&tools) {
+                Ok(advice) => {
+                    if json {
+                        return write_json(
+                            io.out,
+                            &json!({ "valid": true, "policies": policies.len(), "advice": advice }),
+                        );
+                    }
+                    let mut out = format!(
+                        "{name}: {} polic{} fit the {} tool{}\n",
+                        policies.len(),
+                        if policies.len() == 1 { "y" } else { "ies" },
+                        tools.len(),
+                        if tools.len() == 1 { "" } else { "s" }
+                    );
+                    for a in &advice {
+                        out.push_str(&format!("advice: {a}\n"));
+                    }
+                    write(io.out, &out)
+                }
+                Err(PolicyError::Invalid(problems)) => {
+                    if json {
+                        write_json(io.out, &json!({ "valid": false, "problems": problems }))?;
+                    } else {
+                        let listed: String = problems.iter().map(|p| format!("{name}: {p}\n")).collect();
+                        write(io.out, &listed)?;
+                    }
+                    Err(CliError::Refused(format!(
+                        "`{name}` does not fit the tools' schema ({} problem{}, listed on stdout): fix each policy, or print the tools again if they changed",
+                        problems.len(),
+                        if problems.len() == 1 { "" } else { "s" }
+                    )))
+                }
+                Err(e) => Err(CliError::Usage(format!("`{name}`: {e}"))),
+            }
+        }
+    }
 }
 
 /// The declarations of a checked manifest; a line the review cannot read is bad input.

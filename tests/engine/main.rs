@@ -23,5 +23,7 @@ mod engine_races;
 mod keys_big_integers;
 mod markers_forged;
 mod markers_opaque;
+#[cfg(feature = "policy")]
+mod policy_cedar;
 mod testing_kit;
 mod truth_edges;

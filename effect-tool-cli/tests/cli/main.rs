@@ -13,6 +13,7 @@ mod libpq_env;
 mod manifest_review;
 mod markers;
 mod offline_commands;
+mod policy_check;
 mod quoted_commands;
 mod serve;
 mod serve_hosts;

@@ -2,7 +2,12 @@
 //! engine.
 //!
 //! [`policy`] (retry, reconcile or block: a function of class, outcome and attempt) and
-//! [`record`] (the record, its one state machine `transition`, the audit entries it writes).
+//! [`record`] (the record, its one state machine `transition`, the audit entries it writes);
+//! with the feature `policy`, [`cedar`] (a deployment's Cedar policies: allow, deny with a
+//! reason, require an approval).
 
+#[cfg(feature = "policy")]
+#[cfg_attr(docsrs, doc(cfg(feature = "policy")))]
+pub mod cedar;
 pub mod policy;
 pub mod record;

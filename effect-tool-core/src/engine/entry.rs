@@ -128,6 +128,11 @@ impl Engine {
             key: None,
             input_differs: None,
         };
+        // Stage 1b: a pure call is asked too (not audited: nothing of it is journaled).
+        #[cfg(feature = "policy")]
+        if let super::policies::Gate::Denied { by, reason } = self.ask_policies::<T>(run, None, &args, None).await {
+            return super::policies::denied::<T>(by, reason, None);
+        }
         let mut ctx = EffectCtx::new(run.clone(), T::NAME, T::CLASS, opts.call_id, None, 1, None);
         for exec in 1.. {
             if run.cancellation().is_cancelled() {
@@ -243,6 +248,19 @@ impl Engine {
             Ok(identified) => identified,
             Err(report) => return report,
         };
+        // Stage 1b.
+        #[cfg(feature = "policy")]
+        let policy_approval = {
+            let declared = if tool.needs_approval(&args) { T::APPROVAL } else { None };
+            match self.ask_policies::<T>(run, Some(&key), &args, declared).await {
+                super::policies::Gate::Go(role) => role,
+                super::policies::Gate::Denied { by, reason } => {
+                    return super::policies::denied::<T>(by, reason, Some(&key));
+                }
+            }
+        };
+        #[cfg(not(feature = "policy"))]
+        let policy_approval = None;
         let call = Call {
             tool,
             run,
@@ -251,6 +269,7 @@ impl Engine {
             fingerprint: &fingerprint,
             keyed,
             input_differs: std::sync::OnceLock::new(),
+            policy_approval,
         };
 
         let report = |(result, disposition): Settled<T::Output, T::Error>| CallReport {

@@ -71,7 +71,7 @@ struct Lead<'e, 'c, 'a, T: Tool> {
     call: &'c Call<'a, T>,
     args: T::Args,
     /// The approval the call still needs (`None` once a person approved it).
-    approval: Option<&'static str>,
+    approval: Option<std::borrow::Cow<'static, str>>,
     /// The redacted input for the first claim; a re-claim encodes it again rather than every
     /// call paying for a copy.
     first_input: Option<Value>,
@@ -94,10 +94,11 @@ impl Engine {
         args: T::Args,
         unseen: bool,
     ) -> Settled<T::Output, T::Error> {
+        // A declared approval is the floor; a policy's (stage 1b) only adds one.
         let approval = if call.tool.needs_approval(&args) {
-            T::APPROVAL
+            T::APPROVAL.map(std::borrow::Cow::Borrowed)
         } else {
-            None
+            call.policy_approval.clone().map(std::borrow::Cow::Owned)
         };
         let mut lead = Lead {
             engine: self,
@@ -164,7 +165,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             fingerprint: call.fingerprint.to_owned(),
             input,
             ttl_ms: T::TTL.map(|d| d.as_millis() as u64),
-            approval: self.approval.map(str::to_owned),
+            approval: self.approval.as_deref().map(str::to_owned),
             approval_ttl_ms: None,
             holder: Some(Box::new(self.engine.inner.holder.clone())),
         }

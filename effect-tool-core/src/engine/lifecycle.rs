@@ -70,6 +70,9 @@ pub(super) struct Inner {
     pub(super) holder: crate::decide::record::Holder,
     /// The decisions, for [`Engine::events`].
     pub(super) events: observe::Events,
+    /// The deployment's policies ([`Engine::with_policies`]), asked at stage 1b.
+    #[cfg(feature = "policy")]
+    pub(super) policies: std::sync::RwLock<Option<Arc<crate::decide::cedar::Policies>>>,
 }
 
 /// One call in flight, counted while it lives.
@@ -179,6 +182,8 @@ impl Engine {
                 store_retry_ms: std::sync::atomic::AtomicU64::new(DEFAULT_STORE_RETRY.as_millis() as u64),
                 holder: new_holder(),
                 events: observe::Events::new(),
+                #[cfg(feature = "policy")]
+                policies: std::sync::RwLock::new(None),
             }),
         }
     }

@@ -6,6 +6,9 @@
 //!
 //! 1. **identify** (`entry.rs`): the key, the input's fingerprint and the redacted input the
 //!    journal keeps ([`crate::call::key::identify`]).
+//!    1b. **policies** (`policies.rs`, feature `policy`): the deployment's Cedar policies
+//!    ([`crate::decide::cedar`]) allow the call, deny it (a reason for the model, nothing
+//!    journaled) or ask a role to approve it (the claim parks it); a declared approval stays.
 //! 2. **replay** (`replay.rs`): a read-only lookup; a recorded result is returned and nothing
 //!    runs. A record of another tool under the key is refused
 //!    ([`EffectError::KeyOfAnotherTool`](crate::call::error::EffectError::KeyOfAnotherTool)):
@@ -34,7 +37,7 @@
 //!
 //! Rooms: `lifecycle.rs` ([`Engine`], its configuration, [`Engine::shutdown`]), `report.rs`
 //! (the public report types), `entry.rs` (the entry points and the journaled path), `ongoing.rs`
-//! (the call on its way), `replay.rs`, `join.rs`, `lead.rs`, `execute.rs`, `lease.rs`,
+//! (the call on its way), `policies.rs` (stage 1b), `replay.rs`, `join.rs`, `lead.rs`, `execute.rs`, `lease.rs`,
 //! `complete.rs` (stage 4f's write), `errors.rs` (the errors the engine makes), `run_handle.rs` ([`RunHandle`]), `compensation.rs`,
 //! `observe.rs` (events and metrics), `instrumented.rs` (the store as the engine sees it),
 //! `dyn_tool.rs` (tools behind a trait object).
@@ -52,6 +55,8 @@ pub(crate) mod lease;
 mod lifecycle;
 mod observe;
 mod ongoing;
+#[cfg(feature = "policy")]
+mod policies;
 mod replay;
 mod report;
 mod run_handle;

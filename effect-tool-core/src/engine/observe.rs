@@ -30,6 +30,7 @@
 //! | `effect_tool_record_failures_total` | counter | `tool` |
 //! | `effect_tool_record_retries_total` | counter | `tool` |
 //! | `effect_tool_store_operation_duration_seconds` | histogram | `operation`, `store` |
+//! | `effect_tool_policy_decisions_total` | counter | `tool`, `decision` (`allow`, `deny`, `require-approval`), `mode` (`enforce`, `shadow`) |
 //!
 //! # Spans
 //!
@@ -120,6 +121,12 @@ pub const METRICS: &[MetricInfo] = &[
         help: "Journal writes of a result retried after a store failure.",
     },
     MetricInfo {
+        name: "effect_tool_policy_decisions_total",
+        kind: MetricKind::Counter,
+        labels: &["tool", "decision", "mode"],
+        help: "Decisions of the deployment's Cedar policies (feature `policy`), by decision and mode (shadow: logged, not enforced).",
+    },
+    MetricInfo {
         name: "effect_tool_store_operation_duration_seconds",
         kind: MetricKind::Histogram,
         labels: &["operation", "store"],
@@ -197,6 +204,21 @@ pub enum EngineEvent {
         current: Option<u32>,
         /// Whether the tool had returned.
         finished: bool,
+    },
+    /// The deployment's policies decided a call (feature `policy`, stage 1b), before anything
+    /// was claimed. Not `allow` decisions are also in the audit trail (`policy-deny`,
+    /// `policy-approval`, `policy-shadow`) when the tool is journaled.
+    PolicyDecided {
+        /// The tool.
+        tool: &'static str,
+        /// The effect key (`None` for a pure tool).
+        key: Option<String>,
+        /// `allow`, `deny` or `require-approval`.
+        decision: &'static str,
+        /// The ids of the policies that decided it.
+        policies: Vec<String>,
+        /// Whether it was enforced (`false`: shadow mode, the call went on as declared).
+        enforced: bool,
     },
     /// The effect happened but its record could not be written within the store-retry window:
     /// the next attempt reconciles it, or a person resolves it.
@@ -315,6 +337,31 @@ pub(super) fn claim_lost(
         attempt,
         current,
         finished,
+    });
+}
+
+/// The deployment's policies decided a call.
+#[cfg(feature = "policy")]
+pub(super) fn policy_decided(
+    events: &Events,
+    tool: &'static str,
+    key: Option<&str>,
+    decision: &crate::decide::cedar::PolicyDecision,
+    mode: crate::decide::cedar::PolicyMode,
+) {
+    metrics::counter!(
+        "effect_tool_policy_decisions_total",
+        "tool" => tool,
+        "decision" => decision.as_str(),
+        "mode" => mode.as_str()
+    )
+    .increment(1);
+    events.emit(|| EngineEvent::PolicyDecided {
+        tool,
+        key: key.map(str::to_owned),
+        decision: decision.as_str(),
+        policies: decision.policies().to_vec(),
+        enforced: mode == crate::decide::cedar::PolicyMode::Enforce,
     });
 }
 

@@ -18,6 +18,9 @@ pub(super) struct Call<'a, T> {
     /// Set when the call gets a result made for another input
     /// ([`CallReport::input_differs`](super::CallReport::input_differs)).
     pub(super) input_differs: std::sync::OnceLock<Vec<String>>,
+    /// The role the deployment's policies ask to approve the call (stage 1b), when its
+    /// declaration asks none for it.
+    pub(super) policy_approval: Option<String>,
 }
 
 impl<T: Tool> Call<'_, T> {

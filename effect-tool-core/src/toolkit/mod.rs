@@ -33,11 +33,15 @@
 //! provider's shape, the export report, [`Toolkit::manifest`]), [`manifest`] (the manifest's
 //! text), `validate` (arguments checked against a tool's schema before a call), `dispatch`
 //! ([`Dispatcher`]: one model turn's calls through the engine) and `with_engine`
-//! ([`Toolkit::dispatcher`], [`Toolkit::abandon_run`]).
+//! ([`Toolkit::dispatcher`], [`Toolkit::abandon_run`]); with the feature `policy`, `policy`
+//! (the tools' Cedar schema, `Toolkit::policy_tools`, `Toolkit::policy_schema`,
+//! `Toolkit::check_policies`).
 
 mod dispatch;
 mod export;
 pub mod manifest;
+#[cfg(feature = "policy")]
+mod policy;
 mod registry;
 pub mod review;
 mod validate;
