@@ -88,7 +88,7 @@ impl JournalTransaction for PgTx {
     /// connection; nothing is remembered for the holder's fast path (the rows are not
     /// committed yet).
     async fn apply(&mut self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
-        let outcome = self.store.apply_read(&self.handle.client, key, &op).await;
+        let outcome = self.store.apply_read(&self.handle.client, key, &op, None).await;
         self.store.forget(key);
         outcome
     }
