@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod gateway;
 mod http_idempotency;
 mod mcp_http_limits;
 mod mcp_http_python_client;

@@ -136,6 +136,8 @@ use crate::toolkit::{Dispatcher, ToolCall, ToolOutcome, ToolResult, Toolkit};
 
 pub use rmcp;
 
+#[cfg(feature = "gateway")]
+pub mod gateway;
 mod limits;
 mod seal;
 pub use limits::McpLimits;

@@ -527,7 +527,7 @@ pub fn identify_with<T: crate::Tool>(
     let hash = sha256_hex(canonical.as_bytes());
     let CallKey { key, fingerprint } = with_fingerprint(
         T::KEY_RULE,
-        T::WINDOW,
+        tool.declared_window(),
         T::SHARED_KEYS,
         run,
         T::NAME,

@@ -183,6 +183,28 @@ pub trait Tool: Send + Sync + 'static {
         None
     }
 
+    /// The approving role of this tool's calls: [`Tool::APPROVAL`], unless the tool is declared
+    /// at run time (a tool of the MCP gateway, whose declaration is read from a file) and says
+    /// otherwise. The engine journals this role with every call that [`Tool::needs_approval`].
+    fn declared_approval(&self) -> Option<&'static str> {
+        Self::APPROVAL
+    }
+
+    /// The records' time to live: [`Tool::TTL`], unless the tool is declared at run time.
+    fn declared_ttl(&self) -> Option<Duration> {
+        Self::TTL
+    }
+
+    /// Where the key is unique: [`Tool::WINDOW`], unless the tool is declared at run time.
+    fn declared_window(&self) -> Window {
+        Self::WINDOW
+    }
+
+    /// The retry limits: [`Tool::RETRY`], unless the tool is declared at run time.
+    fn declared_retry(&self) -> RetryPolicy {
+        Self::RETRY
+    }
+
     /// A custom effect key from the arguments (`None`: the rule's default key).
     fn key(&self, args: &Self::Args) -> Option<String> {
         let _ = args;

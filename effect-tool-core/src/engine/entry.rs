@@ -160,7 +160,7 @@ impl Engine {
                     );
                 }
             };
-            match decide(policy_input::<T>(outcome, exec)) {
+            match decide(policy_input::<T>(outcome, exec, tool.declared_retry())) {
                 Decision::Retry { after } => {
                     observe::tool_retried(T::NAME);
                     tracing::debug!(after_ms = after.as_millis() as u64, "retrying pure tool");

@@ -98,13 +98,18 @@ pub(super) fn classify<E: ClassifyError>(e: &E) -> Outcome {
     }
 }
 
-/// What the policy decides on after execution `exec` of `T` ended with `outcome`.
-pub(super) fn policy_input<T: Tool>(outcome: Outcome, exec: u32) -> PolicyInput {
+/// What the policy decides on after execution `exec` of `T` ended with `outcome`, under the
+/// tool's retry limits (`retry`, [`Tool::declared_retry`]).
+pub(super) fn policy_input<T: Tool>(
+    outcome: Outcome,
+    exec: u32,
+    retry: crate::decide::policy::RetryPolicy,
+) -> PolicyInput {
     PolicyInput {
         class: T::CLASS,
         outcome,
         attempt: exec,
-        retry: T::RETRY,
+        retry,
         has_recover: T::HAS_RECOVER,
         abandoned: false,
         jitter: fastrand::f64(),

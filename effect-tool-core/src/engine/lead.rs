@@ -96,7 +96,7 @@ impl Engine {
     ) -> Settled<T::Output, T::Error> {
         // A declared approval is the floor; a policy's (stage 1b) only adds one.
         let approval = if call.tool.needs_approval(&args) {
-            T::APPROVAL.map(std::borrow::Cow::Borrowed)
+            call.tool.declared_approval().map(std::borrow::Cow::Borrowed)
         } else {
             call.policy_approval.clone().map(std::borrow::Cow::Owned)
         };
@@ -164,7 +164,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             call_id: call.call_id.clone(),
             fingerprint: call.fingerprint.to_owned(),
             input,
-            ttl_ms: T::TTL.map(|d| d.as_millis() as u64),
+            ttl_ms: call.tool.declared_ttl().map(|d| d.as_millis() as u64),
             approval: self.approval.as_deref().map(str::to_owned),
             approval_ttl_ms: None,
             holder: Some(Box::new(self.engine.inner.holder.clone())),
@@ -616,7 +616,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             Ok(lost) => lost.into_error(T::NAME, Some(key)),
         };
         let failed = |failure| Step::Done((Err(as_error(failure)), Disposition::Failed));
-        let decision = decide(policy_input::<T>(outcome, self.exec));
+        let decision = decide(policy_input::<T>(outcome, self.exec, self.call.tool.declared_retry()));
         tracing::debug!(?decision, %reason, "tool failed");
         match decision {
             Decision::Retry { after } => {
@@ -642,7 +642,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                     Recovered::Answer(Ok(None)) => {
                         // The effect did not land: safe to try again (or to fail as nothing).
                         let _ = self.store().release(key, attempt, Some(reason)).await;
-                        if self.exec < T::RETRY.max_attempts {
+                        if self.exec < self.call.tool.declared_retry().max_attempts {
                             return Step::Again;
                         }
                         return failed(failure);

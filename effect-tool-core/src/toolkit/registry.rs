@@ -91,6 +91,31 @@ impl Toolkit {
         Ok(self)
     }
 
+    /// Add a tool declared at run time (a [`DynTool`] that is not a `#[tool]`, such as an
+    /// upstream tool of the MCP gateway), or fail on a duplicate name. Its name, class and the
+    /// rest of its declaration are its [`DynTool::meta`]; `type_name` names it in a
+    /// [`DuplicateTool`] error.
+    pub fn try_add_dyn(&mut self, tool: Arc<dyn DynTool>, type_name: &'static str) -> Result<&mut Self, DuplicateTool> {
+        let meta = tool.meta();
+        let entry = Entry {
+            schema: validate::ArgumentSchema::new(tool.input_schema()),
+            meta,
+            type_name,
+            tool,
+        };
+        let name = entry.meta.name;
+        if let Some(&i) = self.by_name.get(name) {
+            return Err(DuplicateTool {
+                name: name.to_owned(),
+                existing: self.entries[i].describe(),
+                added: entry.describe(),
+            });
+        }
+        self.by_name.insert(name, self.entries.len());
+        self.entries.push(Arc::new(entry));
+        Ok(self)
+    }
+
     /// Add `tool`.
     ///
     /// # Panics
