@@ -216,7 +216,7 @@ impl Engine {
             Outcome::Failed(Failure::Transient { retry_after }) => Outcome::Failed(Failure::Transient { retry_after }),
             _ => Outcome::Failed(Failure::Definitive),
         };
-        match decide(policy_input::<T>(outcome, exec)) {
+        match decide(policy_input::<T>(outcome, exec, call.tool.declared_retry())) {
             Decision::Retry { after } => Attempt::Retry(after),
             _ => Attempt::Done((
                 Err(tool_error::<T>(Some(call.key), outcome, error)),
