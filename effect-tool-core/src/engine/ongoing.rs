@@ -18,6 +18,12 @@ pub(super) struct Call<'a, T> {
     /// Set when the call gets a result made for another input
     /// ([`CallReport::input_differs`](super::CallReport::input_differs)).
     pub(super) input_differs: std::sync::OnceLock<Vec<String>>,
+    /// Whether a person approved these arguments already (an approval's edited arguments, run
+    /// under their own key): the call does not park for approval.
+    pub(super) approved: bool,
+    /// Set when the call ran with arguments a person edited before approving
+    /// ([`CallReport::edited`](super::CallReport::edited)): the fields changed.
+    pub(super) edited: std::sync::OnceLock<Vec<String>>,
 }
 
 impl<T: Tool> Call<'_, T> {
