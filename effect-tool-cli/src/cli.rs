@@ -87,6 +87,13 @@ pub enum Command {
         /// Who approves (recorded in the audit trail).
         #[arg(long, env = "USER", value_name = "NAME")]
         by: Option<String>,
+        /// Approve the call with edited arguments: a JSON object of the fields to change,
+        /// merged over the parked input (`null` removes a field), e.g.
+        /// `--edit '{"amount_cents": 1000}'`. The edit is checked against the tool's
+        /// parameters; sensitive fields cannot be edited. The call then runs once, with the
+        /// edited arguments, and the model is told which fields changed.
+        #[arg(long, value_name = "JSON")]
+        edit: Option<String>,
     },
     /// Deny a call awaiting approval: its next call fails with the reason.
     Deny {

@@ -78,7 +78,8 @@ where
                     role,
                     fingerprint,
                     by,
-                } => approve(&*store, &key, &role, fingerprint, by, json, io).await,
+                    edit,
+                } => approve(&*store, &key, &role, fingerprint, by, edit, json, io).await,
                 Command::Deny { key, reason, by } => deny(&*store, &key, reason, by, json, io).await,
                 Command::Abandon(args) => abandon(&*store, args, json, io).await,
                 Command::Gc { dry_run } => gc(&*store, dry_run, json, io).await,
@@ -674,18 +675,24 @@ async fn resolve(store: &dyn Store, args: ResolveArgs, json: bool, io: &mut Io<'
 /// person saw: 8 hex digits take it about 2^32 tries, 16 about 2^64, which is out of reach.
 pub const MIN_FINGERPRINT_PREFIX: usize = 16;
 
+#[allow(clippy::too_many_arguments)]
 async fn approve(
     store: &dyn Store,
     key: &str,
     role: &str,
     fingerprint: Option<String>,
     by: Option<String>,
+    edit: Option<String>,
     json: bool,
     io: &mut Io<'_>,
 ) -> Result<(), CliError> {
     let by = who(by)?;
     let parked = store.get(key).await?.ok_or_else(|| not_found(key))?;
     four_eyes(&parked, &by, "approve")?;
+    let edited = match &edit {
+        Some(text) => Some(edited_input(&parked.input, text)?),
+        None => None,
+    };
     // Only a parked call has an input to approve, and only by its role: anything else is
     // refused by the journal, with its own words (the record's state, the role it needs),
     // before anyone is asked to look at the input.
@@ -710,6 +717,23 @@ async fn approve(
             )
         }
     );
+    let shown = match &edited {
+        Some(input) => {
+            let changed = effect_tool_core::decide::record::changed_fields(&parked.input, input);
+            let mut lines = format!("{shown}edited (the call runs with these instead):\n");
+            for field in &changed {
+                let value = |v: Option<&Value>| v.map_or_else(|| "(absent)".to_owned(), |v| v.to_string());
+                lines.push_str(&format!(
+                    "  {}: {} -> {}\n",
+                    clean(field),
+                    clean(&value(parked.input.get(field))),
+                    clean(&value(input.get(field)))
+                ));
+            }
+            lines
+        }
+        None => shown,
+    };
     let approved_fingerprint = match fingerprint {
         Some(prefix) => {
             let known = known_fingerprints(store, &parked).await?;
@@ -731,7 +755,8 @@ async fn approve(
         }
         None => {
             write(io.out, &shown)?;
-            write(io.out, &format!("approve this input as `{}`? [y/N] ", clean(role)))?;
+            let what = if edited.is_some() { "edited input" } else { "input" };
+            write(io.out, &format!("approve this {what} as `{}`? [y/N] ", clean(role)))?;
             io.out
                 .flush()
                 .map_err(|e| CliError::Store(format!("cannot write the question: {e}")))?;
@@ -742,9 +767,29 @@ async fn approve(
             parked.fingerprint.clone()
         }
     };
-    let rec = store.approve(key, &by, role, &approved_fingerprint).await?;
+    let rec = match edited {
+        Some(input) => {
+            store
+                .approve_edited(key, &by, role, &approved_fingerprint, input)
+                .await?
+        }
+        None => store.approve(key, &by, role, &approved_fingerprint).await?,
+    };
     if json {
         return write_json(io.out, &record_json(&rec));
+    }
+    if let Some(edit) = rec.approved_edit() {
+        return write(
+            io.out,
+            &format!(
+                "approved {} as {} (by {}) with edited arguments (changed: {}): the next call of {} runs the edited call, once\n",
+                clean(key),
+                clean(role),
+                clean(&by),
+                clean(&edit.changed.join(", ")),
+                clean(&rec.tool)
+            ),
+        );
     }
     write(
         io.out,
@@ -756,6 +801,26 @@ async fn approve(
             clean(&rec.tool)
         ),
     )
+}
+
+/// The parked `input` with the fields of `--edit`'s JSON object over it (`null` removes one).
+fn edited_input(input: &Value, text: &str) -> Result<Value, CliError> {
+    let patch: Value = serde_json::from_str(text)
+        .map_err(|e| CliError::Usage(format!("--edit is not JSON ({e}): give a JSON object of the fields to change, e.g. --edit '{{\"amount_cents\": 1000}}'")))?;
+    let Some(patch) = patch.as_object() else {
+        return Err(CliError::Usage(
+            "--edit is not a JSON object: give the fields to change, e.g. --edit '{\"amount_cents\": 1000}'".to_owned(),
+        ));
+    };
+    let mut edited = input.as_object().cloned().unwrap_or_default();
+    for (field, value) in patch {
+        if value.is_null() {
+            edited.remove(field);
+        } else {
+            edited.insert(field.clone(), value.clone());
+        }
+    }
+    Ok(Value::Object(edited))
 }
 
 /// Four eyes, as the console checks it: nobody approves or denies a call they requested (a

@@ -70,6 +70,8 @@ pub struct ToolAttrs {
     pub recover: Option<Set<Path>>,
     pub compensate: Option<Set<Path>>,
     pub approval: Option<Set<String>>,
+    /// `approval_ttl = "2h"`: how long a person's approval stays valid, in milliseconds.
+    pub approval_ttl: Option<Set<u64>>,
     pub when: Option<Set<Box<ExprClosure>>>,
     pub timeout: Option<Set<u64>>,
     pub retry: Option<Set<Retry>>,
@@ -120,6 +122,7 @@ impl ToolAttrs {
             WINDOW => self.parse_window(cx, &meta, key),
             TTL => self.parse_duration_key(cx, &meta, key, TTL),
             TIMEOUT => self.parse_duration_key(cx, &meta, key, TIMEOUT),
+            APPROVAL_TTL => self.parse_duration_key(cx, &meta, key, APPROVAL_TTL),
             RECOVER => self.parse_hook(cx, &meta, key, RECOVER),
             COMPENSATE => self.parse_hook(cx, &meta, key, COMPENSATE),
             APPROVAL => self.parse_approval(cx, &meta, key),
@@ -265,7 +268,7 @@ impl ToolAttrs {
         Ok(())
     }
 
-    /// `ttl = "24h"` or `timeout = "30s"`.
+    /// `ttl = "24h"`, `approval_ttl = "2h"` or `timeout = "30s"`.
     fn parse_duration_key(
         &mut self,
         cx: &Ctxt,
@@ -278,7 +281,11 @@ impl ToolAttrs {
         };
         match duration(cx, &lit, name) {
             Some(ms) => {
-                let slot = if name == TTL { &mut self.ttl } else { &mut self.timeout };
+                let slot = match name {
+                    TTL => &mut self.ttl,
+                    APPROVAL_TTL => &mut self.approval_ttl,
+                    _ => &mut self.timeout,
+                };
                 set(cx, slot, key, lit.span(), ms, name);
             }
             None => self.rejected.push(name),
@@ -530,17 +537,22 @@ fn string_value(cx: &Ctxt, input: ParseStream, key: &'static str) -> syn::Result
     let quoted = match key {
         EFFECT => symbol::nearest(&written, CLASSES).unwrap_or("idempotent").to_owned(),
         WINDOW => symbol::nearest(&written, WINDOWS).unwrap_or("run").to_owned(),
-        TTL | TIMEOUT | BASE_DELAY | MAX_DELAY => match &expr {
+        TTL | APPROVAL_TTL | TIMEOUT | BASE_DELAY | MAX_DELAY => match &expr {
             Expr::Lit(syn::ExprLit {
                 lit: syn::Lit::Int(n), ..
             }) if n.suffix().is_empty() => format!("{}s", n.base10_digits()),
             _ if parse_duration(&written).is_ok() => written,
-            _ => if key == TTL { "24h" } else { "30s" }.to_owned(),
+            _ => match key {
+                TTL => "24h",
+                APPROVAL_TTL => "2h",
+                _ => "30s",
+            }
+            .to_owned(),
         },
         _ => written,
     };
     let note = match key {
-        TTL | TIMEOUT | BASE_DELAY | MAX_DELAY => " (a number and a unit: ms, s, m, h, d)",
+        TTL | APPROVAL_TTL | TIMEOUT | BASE_DELAY | MAX_DELAY => " (a number and a unit: ms, s, m, h, d)",
         EFFECT => " (one of `pure`, `idempotent`, `compensable`, `irreversible`)",
         _ => "",
     };

@@ -497,13 +497,17 @@ impl<'a> Gen<'a> {
         quote!(#(#items)*)
     }
 
-    /// `APPROVAL`, and `APPROVAL_WHEN` with `needs_approval()` for a `when` closure.
+    /// `APPROVAL`, `APPROVAL_TTL`, and `APPROVAL_WHEN` with `needs_approval()` for a `when` closure.
     fn approval_items(&self) -> TokenStream {
         let p = &self.p;
         let mut items = Vec::new();
         if let Some(approval) = &self.attrs.approval {
             let role = &approval.value;
             items.push(quote!(const APPROVAL: #p::Option<&'static str> = #p::Some(#role);));
+        }
+        if let Some(ttl) = &self.attrs.approval_ttl {
+            let d = self.duration(ttl.value);
+            items.push(quote!(const APPROVAL_TTL: #p::Option<#p::Duration> = #p::Some(#d);));
         }
         if let Some(when) = &self.attrs.when {
             let text = crate::print::closure_text(&when.value);

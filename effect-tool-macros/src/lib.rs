@@ -91,6 +91,7 @@ use syn::spanned::Spanned;
 /// | `recover = path` | `async fn(&EffectCtx, &Args) -> Result<Option<Output>, Error>`: did the effect already happen? |
 /// | `compensate = path` | `async fn(&EffectCtx, &Args, &Output) -> Result<(), Error>`: undo it (required for `compensable`) |
 /// | `approval = "role"`, `when = \|a\| bool` | the call waits for a person's approval (when the condition holds) |
+/// | `approval_ttl = "2h"` | how long a person's approval stays valid (default 24h); a call after it parks again |
 /// | `timeout = "30s"` | longest execution; past it the outcome is unknown |
 /// | `retry(max_attempts = 5, base_delay = "100ms", max_delay = "10s")` | retry limits within what the class allows |
 /// | `name = "..."` | the name the model sees (default: the function's name) |

@@ -7,6 +7,7 @@ pub const TTL: &str = "ttl";
 pub const RECOVER: &str = "recover";
 pub const COMPENSATE: &str = "compensate";
 pub const APPROVAL: &str = "approval";
+pub const APPROVAL_TTL: &str = "approval_ttl";
 pub const WHEN: &str = "when";
 pub const TIMEOUT: &str = "timeout";
 pub const RETRY: &str = "retry";
@@ -28,6 +29,7 @@ pub const KEYS: &[&str] = &[
     RECOVER,
     COMPENSATE,
     APPROVAL,
+    APPROVAL_TTL,
     WHEN,
     TIMEOUT,
     RETRY,

@@ -50,6 +50,7 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
         pure_key(attrs.recover.as_ref().map(|s| s.key), symbol::RECOVER);
         pure_key(attrs.compensate.as_ref().map(|s| s.key), symbol::COMPENSATE);
         pure_key(attrs.approval.as_ref().map(|s| s.key), symbol::APPROVAL);
+        pure_key(attrs.approval_ttl.as_ref().map(|s| s.key), symbol::APPROVAL_TTL);
         pure_key(attrs.window.as_ref().map(|s| s.key), symbol::WINDOW);
         pure_key(attrs.ttl.as_ref().map(|s| s.key), symbol::TTL);
         pure_key(attrs.strict_input.as_ref().map(|s| s.key), symbol::STRICT_INPUT);
@@ -90,6 +91,14 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
             when.key,
             "`when` without `approval`: nobody is named to approve",
             "add the approving role: `approval = \"finance\", when = |a| ...`",
+        );
+    }
+
+    if let (Some(ttl), None, false) = (&attrs.approval_ttl, &attrs.approval, class == Some(Class::Pure)) {
+        cx.error(
+            ttl.key,
+            "`approval_ttl` without `approval`: there is no approval to expire",
+            "add the approving role: `approval = \"finance\", approval_ttl = \"2h\"`, or remove `approval_ttl`",
         );
     }
 

@@ -10,6 +10,8 @@
 mod common;
 
 mod approvals_bind;
+mod approvals_edit;
+mod approvals_ttl;
 mod engine_cancellation;
 mod engine_core;
 mod engine_faults_hang;

@@ -74,9 +74,9 @@ impl Tool for PayInvoice {
 }
 
 /// chromedriver on a free port, killed on drop.
-struct Driver {
+pub(crate) struct Driver {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Drop for Driver {
@@ -87,7 +87,7 @@ impl Drop for Driver {
 }
 
 /// The browser's two programs, or `None` (the test skips, unless CI requires them).
-fn browser() -> Option<(String, String)> {
+pub(crate) fn browser() -> Option<(String, String)> {
     // The full path: chromedriver wants the browser's binary as a path.
     let found = |names: &[&str]| {
         let path = std::env::var_os("PATH").unwrap_or_default();
@@ -115,7 +115,7 @@ fn browser() -> Option<(String, String)> {
     }
 }
 
-fn start_driver(program: &str) -> Driver {
+pub(crate) fn start_driver(program: &str) -> Driver {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -156,7 +156,7 @@ async fn open_browser(driver: &Driver, chromium: &str) -> Client {
 
 /// The text of the element `css`, once it is shown and has some (the page may show an element
 /// before its script fills it in: on a loaded machine, the two are seen apart).
-async fn shown_text(browser: &Client, css: &str) -> String {
+pub(crate) async fn shown_text(browser: &Client, css: &str) -> String {
     let until = std::time::Instant::now() + Duration::from_secs(20);
     loop {
         let el = browser
@@ -180,13 +180,13 @@ async fn shown_text(browser: &Client, css: &str) -> String {
 }
 
 /// Click `id` and wait for the page's answer in `#message` (the page reloads after an action).
-async fn act(browser: &Client, id: &str) -> String {
+pub(crate) async fn act(browser: &Client, id: &str) -> String {
     browser.find(Locator::Id(id)).await.unwrap().click().await.unwrap();
     shown_text(browser, "#message").await
 }
 
 /// Open the list page and follow the link of the record under `key`.
-async fn open_record(browser: &Client, base: &str, key: &str) {
+pub(crate) async fn open_record(browser: &Client, base: &str, key: &str) {
     browser.goto(&format!("{base}/")).await.unwrap();
     let link = browser
         .wait()

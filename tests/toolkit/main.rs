@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod approvals_model_text;
 mod dispatch_identical;
 mod dispatch_truth;
 mod dispatch_turns;

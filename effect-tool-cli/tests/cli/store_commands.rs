@@ -21,6 +21,7 @@ common::on_every_backend!(
     amend,
     output_checked,
     approve_and_deny,
+    approve_edited,
     abandon,
     gc,
     store_errors
@@ -501,6 +502,71 @@ fn on_a_terminal(j: &Journal, args: &[&str], answer: &str) -> Option<String> {
 
 fn run_without_user(args: &[&str]) -> common::Output {
     run(args, None, &[("USER", "")])
+}
+
+/// `approve --edit`: the fields to change over the parked input, shown before and checked
+/// against the tool's parameters; the journal keeps the edit (run by the next call) and the
+/// trail names who edited.
+async fn approve_edited(j: &Journal) {
+    let run = j.run_id("r");
+    let deploy = j.key("deploy:ed");
+    j.awaiting(&deploy, &run, "deploy", "release-manager").await;
+    j.store
+        .put_input_schema(
+            "deploy",
+            &json!({"type": "object", "properties": {"env": {"enum": ["prod", "staging"]}}, "required": ["env"]}),
+        )
+        .await
+        .unwrap();
+    let parked = j.get(&deploy).await.unwrap();
+    let fp = &parked.fingerprint[..16];
+    let approve = |edit: &str| {
+        j.cli(&[
+            "approve",
+            &deploy,
+            "--as",
+            "release-manager",
+            "--by",
+            "carol",
+            "--fingerprint",
+            fp,
+            "--edit",
+            edit,
+        ])
+    };
+    // Not JSON, not an object, not the tool's parameters: refused, nothing approved.
+    assert!(approve("{env: staging").fails(2).contains("--edit is not JSON"));
+    assert!(approve("[1]").fails(2).contains("not a JSON object"));
+    let wrong = approve(r#"{"env": "moon"}"#);
+    assert!(
+        wrong.fails(1).contains("do not match the tool's parameters"),
+        "{wrong:?}"
+    );
+    assert_eq!(j.get(&deploy).await.unwrap().state, RecordState::AwaitingApproval);
+
+    let out = approve(r#"{"env": "staging"}"#);
+    let text = out.ok();
+    assert!(
+        text.contains(r#"env: "prod" -> "staging""#),
+        "the edit is shown: {text}"
+    );
+    assert!(
+        text.contains("with edited arguments (changed: env): the next call of deploy runs the edited call, once"),
+        "{text}"
+    );
+    let rec = j.get(&deploy).await.unwrap();
+    assert_eq!(rec.state, RecordState::Approved);
+    assert_eq!(rec.input, json!({"env": "prod"}), "the record keeps the input shown");
+    let edit = rec.approved_edit().unwrap();
+    assert_eq!(
+        (edit.input, edit.changed, edit.by),
+        (json!({"env": "staging"}), vec!["env".to_owned()], "carol".to_owned())
+    );
+    let trail = j.store.audit(Some(&deploy)).await.unwrap();
+    assert_eq!(
+        (trail[0].actor.as_str(), trail[0].action.as_str()),
+        ("carol", "approve-edited")
+    );
 }
 
 async fn approve_and_deny(j: &Journal) {

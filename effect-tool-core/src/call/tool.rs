@@ -147,6 +147,10 @@ pub trait Tool: Send + Sync + 'static {
     /// The condition under which approval is needed, as written (`when = |a| ...`), for
     /// manifests; `None`: every call needs it.
     const APPROVAL_WHEN: Option<&'static str> = None;
+    /// How long a person's approval of a call stays valid (`#[tool(approval_ttl = "2h")]`):
+    /// a call that comes after it lapsed parks for a new approval. `None`: 24 hours
+    /// ([`crate::decide::record::DEFAULT_APPROVAL_TTL_MS`]).
+    const APPROVAL_TTL: Option<Duration> = None;
     /// When the key is found recorded under a different input: `false` logs a warning and
     /// returns the record, `true` fails the call with [`crate::EffectError::InputMismatch`].
     const STRICT_INPUT: bool = false;

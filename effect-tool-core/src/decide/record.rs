@@ -173,6 +173,66 @@ pub struct EffectRecord {
     pub holder: Option<Box<Holder>>,
 }
 
+/// Where an approved record keeps the edit a person approved
+/// ([`Op::ApproveEdited`]): the one field of its `output` object.
+pub const EDIT_FIELD: &str = "$edited";
+
+/// The edited arguments a person approved a call with ([`Op::ApproveEdited`],
+/// [`EffectRecord::approved_edit`]).
+///
+/// How the key follows the edit: the approval is bound to the key and the fingerprint of the
+/// input the person was shown (the parked record's). When that call comes again (the model's
+/// retry, or [`RunHandle::wait_for_approval`](crate::RunHandle::wait_for_approval) and a call),
+/// the engine claims the original key, builds the edited arguments (the edit's fields over the
+/// call's own, sensitive values kept from the call), and computes their key. When it is the
+/// original key (the key rule does not read the changed fields), the edited arguments run under
+/// it; otherwise they run once under their own key, a journaled call of its own that needs no
+/// second approval, and the original key records that call's result, so that the original call
+/// replays it and a call with the edited arguments replays it too.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovedEdit {
+    /// The edited input, as the journal keeps inputs (sensitive fields as digests).
+    pub input: Value,
+    /// The top-level fields whose values the edit changed.
+    pub changed: Vec<String>,
+    /// Who edited and approved it.
+    pub by: String,
+}
+
+impl ApprovedEdit {
+    /// The record's reason while the edit waits to run: who edited, which fields.
+    pub fn summary(&self) -> String {
+        format!(
+            "approved with edited arguments by {} (changed: {})",
+            self.by,
+            if self.changed.is_empty() {
+                "nothing".to_owned()
+            } else {
+                self.changed.join(", ")
+            }
+        )
+    }
+}
+
+/// The top-level fields whose values differ between two inputs (objects), sorted; a field
+/// missing from one counts as changed.
+pub fn changed_fields(before: &Value, after: &Value) -> Vec<String> {
+    let empty = serde_json::Map::new();
+    let (b, a) = (
+        before.as_object().unwrap_or(&empty),
+        after.as_object().unwrap_or(&empty),
+    );
+    let mut names: Vec<String> = b
+        .keys()
+        .chain(a.keys())
+        .filter(|k| b.get(*k) != a.get(*k))
+        .cloned()
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// Who holds a claim: the engine instance that made it, where it runs, and the stable worker
 /// identity it was given, if any ([`Intent::holder`], [`EffectRecord::holder`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -219,6 +279,19 @@ impl EffectRecord {
     /// Whether the record is claimed and its lease has expired at `now`.
     pub fn is_stale(&self, now: Millis) -> bool {
         self.state == RecordState::Claimed && self.lease_until.is_none_or(|l| l <= now)
+    }
+
+    /// The edited arguments a person approved this call with, while they wait to run: on an
+    /// approved record, and on the claim (or takeover) that runs them ([`Op::ApproveEdited`]).
+    pub fn approved_edit(&self) -> Option<ApprovedEdit> {
+        if !matches!(
+            self.state,
+            RecordState::Approved | RecordState::Claimed | RecordState::InDoubt
+        ) {
+            return None;
+        }
+        let edit = self.output.as_ref()?.as_object()?.get(EDIT_FIELD)?;
+        serde_json::from_value(edit.clone()).ok()
     }
 
     /// Whether the record's ttl has passed at `now`.
@@ -398,6 +471,25 @@ pub enum Op {
         /// and approves: the whole 64 hex digits, compared exactly.
         fingerprint: String,
     },
+    /// A person approves a call awaiting approval with edited arguments: the input they were
+    /// shown (by its fingerprint, as [`Op::Approve`]), in the role it needs, and the input to
+    /// run instead. The record keeps its input and fingerprint (the approval is bound to what
+    /// the person was shown); the edit is kept with it ([`EffectRecord::approved_edit`]) until
+    /// the call runs, and in the audit entry for good. The engine runs the edited input under
+    /// the key that input has (see [`ApprovedEdit`]).
+    ApproveEdited {
+        /// Who.
+        by: String,
+        /// The role they approve as; must match the record's role.
+        role: String,
+        /// The fingerprint of the input the person was shown.
+        fingerprint: String,
+        /// The edited input, as the journal keeps inputs (sensitive fields keep the digests the
+        /// parked input has: they cannot be edited).
+        input: Value,
+        /// The top-level fields whose values the edit changed.
+        changed: Vec<String>,
+    },
     /// A person denies a call awaiting approval.
     Deny {
         /// Who.
@@ -437,7 +529,7 @@ impl Op {
     pub fn is_decision(&self) -> bool {
         matches!(
             self,
-            Op::Approve { .. } | Op::Deny { .. } | Op::Resolve { .. } | Op::Amend { .. }
+            Op::Approve { .. } | Op::ApproveEdited { .. } | Op::Deny { .. } | Op::Resolve { .. } | Op::Amend { .. }
         )
     }
 
@@ -452,6 +544,7 @@ impl Op {
             Op::Resolve { .. } => "resolve",
             Op::Amend { .. } => "amend",
             Op::Approve { .. } => "approve",
+            Op::ApproveEdited { .. } => "approve-edited",
             Op::Deny { .. } => "deny",
             Op::MarkCompensated { .. } => "mark-compensated",
             Op::Share { .. } => "share",
@@ -468,6 +561,22 @@ impl Op {
                 by,
                 "approve",
                 Some(serde_json::json!({ "role": role, "fingerprint": fingerprint })),
+            ),
+            Op::ApproveEdited {
+                by,
+                role,
+                fingerprint,
+                input,
+                changed,
+            } => (
+                by,
+                "approve-edited",
+                Some(serde_json::json!({
+                    "role": role,
+                    "fingerprint": fingerprint,
+                    "edited_input": input,
+                    "changed": changed,
+                })),
             ),
             Op::Deny { by, reason } => (by, "deny", Some(serde_json::json!({ "reason": reason }))),
             Op::MarkCompensated { by } => (by, "compensate", None),
@@ -795,6 +904,13 @@ fn transition_unaudited<'o>(
         &Op::MarkInDoubt { attempt, ref reason } => mark_in_doubt(at, current, attempt, reason),
         Op::Resolve { .. } | Op::Amend { .. } => resolve(at, current, op),
         Op::Approve { by, role, fingerprint } => approve(at, current, by, role, fingerprint),
+        Op::ApproveEdited {
+            by,
+            role,
+            fingerprint,
+            input,
+            changed,
+        } => approve_edited(at, current, by, role, fingerprint, input, changed),
         Op::Deny { by, reason } => deny(at, current, by, reason),
         Op::Share { call_ids } => share(at, current, call_ids),
         Op::MarkCompensated { by } => mark_compensated(at, current, by),
@@ -1023,6 +1139,11 @@ fn keep_approver(rec: &mut EffectRecord, prev: Option<&EffectRecord>, voided: bo
     }) {
         rec.approval_role = p.approval_role.clone();
         rec.decided_by = p.decided_by.clone();
+        // The edit a person approved goes with the claim that runs it (and its takeovers).
+        if p.approved_edit().is_some() {
+            rec.output = p.output.clone();
+            rec.reason = p.reason.clone();
+        }
     }
 }
 
@@ -1197,6 +1318,33 @@ fn approve(
     next.reason = None;
     next.updated_at = at.now;
     done(next)
+}
+
+/// [`Op::ApproveEdited`]: [`Op::Approve`]'s checks, then the edit kept on the approved record
+/// (in its `output`, which an approved record has no other use for, under [`EDIT_FIELD`]).
+fn approve_edited(
+    at: OpAt<'_>,
+    current: Current<'_>,
+    by: &str,
+    role: &str,
+    fingerprint: &str,
+    input: &Value,
+    changed: &[String],
+) -> Result<Transition, Rejected> {
+    let mut t = approve(at, current, by, role, fingerprint)?;
+    let Some(rec) = t.write.as_mut() else {
+        unreachable!("an approval writes the record")
+    };
+    let rec = std::sync::Arc::make_mut(rec);
+    let edit = ApprovedEdit {
+        input: input.clone(),
+        changed: changed.to_vec(),
+        by: by.to_owned(),
+    };
+    rec.output = Some(serde_json::json!({ EDIT_FIELD: edit }));
+    rec.reason = Some(edit.summary());
+    t.outcome = OpOutcome::Done(std::sync::Arc::new(rec.clone()));
+    Ok(t)
 }
 
 /// [`Op::Deny`]: a person denies a parked call.

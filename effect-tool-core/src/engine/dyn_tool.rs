@@ -28,6 +28,12 @@ pub trait DynTool: Send + Sync + 'static {
         &[]
     }
 
+    /// How long a person's approval of a call stays valid ([`Tool::APPROVAL_TTL`]; `None`: the
+    /// journal's default, 24 hours).
+    fn approval_ttl(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// Decode `args` and call the tool through `engine`. Arguments that do not decode come back
     /// as [`EffectError::InvalidArguments`] and nothing runs. Tool errors become strings.
     fn call_json<'a>(
@@ -71,6 +77,10 @@ impl<T: Tool> DynTool for T {
         T::INJECTED
     }
 
+    fn approval_ttl(&self) -> Option<std::time::Duration> {
+        T::APPROVAL_TTL
+    }
+
     fn check_output(&self, output: &Value) -> Result<(), String> {
         serde_json::from_value::<T::Output>(output.clone())
             .map(drop)
@@ -98,6 +108,7 @@ impl<T: Tool> DynTool for T {
                         disposition: Disposition::Failed,
                         key: None,
                         input_differs: None,
+                        edited: None,
                     };
                 }
             };
@@ -115,6 +126,7 @@ impl<T: Tool> DynTool for T {
                 disposition: report.disposition,
                 key: report.key,
                 input_differs: report.input_differs,
+                edited: report.edited,
             }
         })
     }

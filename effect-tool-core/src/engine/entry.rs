@@ -80,6 +80,7 @@ impl Engine {
                     disposition: Disposition::Failed,
                     key: None,
                     input_differs: None,
+                    edited: None,
                 };
             };
             // A value the tool takes from the run is missing: nothing runs, nothing is claimed.
@@ -89,6 +90,7 @@ impl Engine {
                     disposition: Disposition::Failed,
                     key: None,
                     input_differs: None,
+                    edited: None,
                 };
             }
             let report = if T::CLASS == EffectClass::Pure {
@@ -127,6 +129,7 @@ impl Engine {
             disposition,
             key: None,
             input_differs: None,
+            edited: None,
         };
         // Stage 1b: a pure call is asked too (not audited: nothing of it is journaled).
         #[cfg(feature = "policy")]
@@ -197,6 +200,7 @@ impl Engine {
             disposition: Disposition::Failed,
             key,
             input_differs: None,
+            edited: None,
         };
         let key::CallIdentity {
             key,
@@ -239,6 +243,19 @@ impl Engine {
         opts: CallOptions,
         args: T::Args,
     ) -> CallReport<T::Output, T::Error> {
+        self.call_journaled_as(tool, run, opts, args, false).await
+    }
+
+    /// [`Engine::call_journaled`]; `approved`: a person approved these arguments already (the
+    /// edited arguments of an approval, run under their own key), so the call does not park.
+    pub(super) async fn call_journaled_as<T: Tool>(
+        &self,
+        tool: &T,
+        run: &RunContext,
+        opts: CallOptions,
+        args: T::Args,
+        approved: bool,
+    ) -> CallReport<T::Output, T::Error> {
         let Identified {
             key,
             fingerprint,
@@ -270,6 +287,8 @@ impl Engine {
             keyed,
             input_differs: std::sync::OnceLock::new(),
             policy_approval,
+            approved,
+            edited: std::sync::OnceLock::new(),
         };
 
         let report = |(result, disposition): Settled<T::Output, T::Error>| CallReport {
@@ -278,6 +297,7 @@ impl Engine {
                 .get()
                 .filter(|_| result.is_ok() && matches!(disposition, Disposition::Replayed | Disposition::Shared))
                 .cloned(),
+            edited: call.edited.get().cloned(),
             result,
             disposition,
             key: Some(key.clone()),
@@ -383,11 +403,17 @@ impl Engine {
         {
             return;
         }
-        let Some(schema) = T::output_schema() else {
-            written(&self.inner);
-            return;
+        // A tool that waits for approval: its arguments' schema too, so that a person's edit
+        // of them is checked ([`crate::StoreExt::approve_edited`]).
+        let input = match T::APPROVAL {
+            Some(_) => self.inner.store.put_input_schema(T::NAME, &T::input_schema()).await,
+            None => Ok(()),
         };
-        match self.inner.store.put_output_schema(T::NAME, &schema).await {
+        let output = match T::output_schema() {
+            Some(schema) => self.inner.store.put_output_schema(T::NAME, &schema).await,
+            None => Ok(()),
+        };
+        match input.and(output) {
             Ok(()) => {
                 written(&self.inner);
             }

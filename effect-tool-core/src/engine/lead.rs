@@ -22,7 +22,7 @@ use crate::call::error::{ApprovalPending, BlockReason, EffectError, StoreError};
 use crate::call::key;
 use crate::call::tool::Tool;
 use crate::decide::policy::{Decision, decide};
-use crate::decide::record::{Intent, Op, OpOutcome, RecordState, Rejected};
+use crate::decide::record::{ApprovedEdit, Intent, Op, OpOutcome, RecordState, Rejected};
 use crate::store::{Recorded, StoreExt};
 use crate::value::class::EffectClass;
 use crate::value::outcome::{Failure, Outcome};
@@ -83,6 +83,9 @@ struct Lead<'e, 'c, 'a, T: Tool> {
     poll: Duration,
     /// How often a claim lapsed before its tool started.
     lapses: u32,
+    /// The edited arguments a person approved the call with, found by the claim, until they
+    /// are put in place ([`Lead::edited`]).
+    edit: Option<ApprovedEdit>,
 }
 
 impl Engine {
@@ -94,8 +97,11 @@ impl Engine {
         args: T::Args,
         unseen: bool,
     ) -> Settled<T::Output, T::Error> {
-        // A declared approval is the floor; a policy's (stage 1b) only adds one.
-        let approval = if call.tool.needs_approval(&args) {
+        // A declared approval is the floor; a policy's (stage 1b) only adds one. Arguments a
+        // person already approved (edited, run under their own key) park for neither.
+        let approval = if call.approved {
+            None
+        } else if call.tool.needs_approval(&args) {
             call.tool.declared_approval().map(std::borrow::Cow::Borrowed)
         } else {
             call.policy_approval.clone().map(std::borrow::Cow::Owned)
@@ -110,9 +116,13 @@ impl Engine {
             exec: 0,
             poll: self.inner.config.poll_interval,
             lapses: 0,
+            edit: None,
         };
         loop {
             let held = stage!(lead.claim().await);
+            if let Some(edit) = lead.edit.take() {
+                stage!(lead.edited(&held, edit).await);
+            }
             stage!(lead.take_over(&held).await);
             stage!(lead.start(&held).await);
             match stage!(lead.execute(&held).await) {}
@@ -166,7 +176,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             input,
             ttl_ms: call.tool.declared_ttl().map(|d| d.as_millis() as u64),
             approval: self.approval.as_deref().map(str::to_owned),
-            approval_ttl_ms: None,
+            approval_ttl_ms: T::APPROVAL_TTL.map(|d| d.as_millis() as u64),
             holder: Some(Box::new(self.engine.inner.holder.clone())),
         }
     }
@@ -217,8 +227,12 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             }) => {
                 // A person approved this call: its retries within this call (after a
                 // transient failure, or a recover that found nothing) need no new approval.
-                if before.is_some_and(|b| b.state == RecordState::Approved) {
-                    self.approval = None;
+                if let Some(b) = before {
+                    if b.state == RecordState::Approved {
+                        self.approval = None;
+                    }
+                    // The person edited the arguments: those run (`Lead::edited`).
+                    self.edit = b.approved_edit();
                 }
                 (attempt, previous)
             }
@@ -406,6 +420,97 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 }
             }
         }
+    }
+
+    /// Between 4a and 4b, for a call a person approved with edited arguments: build them (the
+    /// edit's fields over this call's own, sensitive values kept from this call, which the
+    /// person could not see), and find their key. Under this call's key they replace its
+    /// arguments and the stages go on; under another key they run there, once, as a journaled
+    /// call of their own that needs no second approval, and this key records that call's result
+    /// (see [`ApprovedEdit`]).
+    async fn edited(&mut self, held: &Held, edit: ApprovedEdit) -> Step<(), T::Output, T::Error> {
+        let call = self.call;
+        let invalid = |message: String| EffectError::InvalidArguments {
+            tool: T::NAME.to_owned(),
+            message,
+        };
+        let mut args = match serde_json::to_value(&self.args) {
+            Ok(v) => v,
+            Err(e) => {
+                return Step::Done(
+                    self.release_edit(held, invalid(format!("arguments do not serialize: {e}")))
+                        .await,
+                );
+            }
+        };
+        if let (Some(given), Some(edited)) = (args.as_object_mut(), edit.input.as_object()) {
+            given.retain(|k, _| T::SENSITIVE.contains(&k.as_str()) || edited.contains_key(k));
+            for (k, v) in edited {
+                if !T::SENSITIVE.contains(&k.as_str()) {
+                    given.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        let args: T::Args = match serde_json::from_value(args) {
+            Ok(a) => a,
+            Err(e) => {
+                let err = invalid(format!("the arguments {} approved do not decode: {e}", edit.by));
+                return Step::Done(self.release_edit(held, err).await);
+            }
+        };
+        let _ = call.edited.set(edit.changed.clone());
+        let edited_key = match key::identify(call.tool, call.run, &args) {
+            Ok(identity) => identity.key,
+            Err(e) => {
+                return Step::Done(
+                    self.release_edit(held, invalid(format!("arguments do not serialize: {e}")))
+                        .await,
+                );
+            }
+        };
+        if edited_key == self.key() {
+            tracing::info!(changed = ?edit.changed, by = %edit.by, "running the arguments a person edited, under the same key");
+            self.args = args;
+            return Step::Go(());
+        }
+        tracing::info!(changed = ?edit.changed, by = %edit.by, edited_key = %edited_key, "running the arguments a person edited, under their own key");
+        let opts = crate::engine::CallOptions {
+            call_id: call.call_id.clone(),
+        };
+        let report = Box::pin(self.engine.call_journaled_as(call.tool, call.run, opts, args, true)).await;
+        match report.result {
+            Ok(out) => {
+                let value = serde_json::to_value(&out);
+                if let Ok(value) = value {
+                    let again = || serde_json::to_value(&out).ok();
+                    // Not written: the claim goes stale, and its takeover finds the edit again
+                    // and the edited key's record (a replay).
+                    let _ = self
+                        .engine
+                        .complete_under_claim(T::NAME, self.key(), held, value, again)
+                        .await;
+                }
+                Step::Done((Ok(out), report.disposition))
+            }
+            Err(err) => {
+                let reason = format!(
+                    "the edited arguments ran under their own key `{edited_key}` and did not complete ({err}); this key ran nothing"
+                );
+                if let Err(e) = self.store().release(self.key(), held.attempt, Some(reason)).await {
+                    tracing::warn!(error = %e, "could not release the claim of an edited call; it goes stale");
+                }
+                Step::Done((Err(err), report.disposition))
+            }
+        }
+    }
+
+    /// The edited arguments cannot run: give the claim back (nothing ran) and end with `err`.
+    async fn release_edit(&self, held: &Held, err: EffectError<T::Error>) -> Settled<T::Output, T::Error> {
+        let reason = format!("the edited arguments could not run: {err}");
+        if let Err(e) = self.store().release(self.key(), held.attempt, Some(reason)).await {
+            tracing::warn!(error = %e, "could not release the claim of an edited call; it goes stale");
+        }
+        (Err(err), Disposition::Failed)
     }
 
     /// Stage 4b, take over: the claim took over an unknown outcome (a stale claim, a record in doubt):

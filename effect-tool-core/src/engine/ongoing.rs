@@ -21,6 +21,12 @@ pub(super) struct Call<'a, T> {
     /// The role the deployment's policies ask to approve the call (stage 1b), when its
     /// declaration asks none for it.
     pub(super) policy_approval: Option<String>,
+    /// Whether a person approved these arguments already (an approval's edited arguments, run
+    /// under their own key): the call does not park for approval.
+    pub(super) approved: bool,
+    /// Set when the call ran with arguments a person edited before approving
+    /// ([`CallReport::edited`](super::CallReport::edited)): the fields changed.
+    pub(super) edited: std::sync::OnceLock<Vec<String>>,
 }
 
 impl<T: Tool> Call<'_, T> {

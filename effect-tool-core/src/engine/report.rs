@@ -74,6 +74,20 @@ pub struct CallReport<O, E> {
     /// between the two inputs (`amount_cents`, `to.name`, `lines[2]`), never a value; empty
     /// when the journal could not say which. `None` for every other call.
     pub input_differs: Option<Vec<String>>,
+    /// `Some` when a person edited the arguments before approving the call
+    /// ([`crate::StoreExt::approve_edited`]): the call ran with the edited arguments, not the
+    /// ones given. The top-level fields the edit changed, never a value. `None` for every other
+    /// call.
+    pub edited: Option<Vec<String>>,
+}
+
+impl<O, E> CallReport<O, E> {
+    /// Whether a person denied the call ([`EffectError::Denied`]): their reason is in the error,
+    /// and [`crate::toolkit::ToolResult::content`] gives it to the model. The disposition of a
+    /// denied call is [`Disposition::Failed`] (the enum is exhaustive, so no variant was added).
+    pub fn denied(&self) -> bool {
+        matches!(self.result, Err(EffectError::Denied { .. }))
+    }
 }
 
 /// Per-call options.

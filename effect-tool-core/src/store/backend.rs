@@ -131,6 +131,21 @@ pub trait Store: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// Keep `schema`, the JSON Schema of `tool`'s arguments as exported to models, in the
+    /// journal: the engine writes it beside the output schema for a tool that waits for
+    /// approval, so that a person who edits a call's arguments before approving it is checked
+    /// against it ([`StoreExt::approve_edited`](super::StoreExt::approve_edited)). The default
+    /// keeps it as the output schema of the name [`input_schema_name`] gives (every built-in
+    /// store: a row `output_schema:input:<tool>` of its meta table).
+    async fn put_input_schema(&self, tool: &str, schema: &Value) -> Result<(), StoreError> {
+        self.put_output_schema(&input_schema_name(tool), schema).await
+    }
+
+    /// The JSON Schema of `tool`'s arguments kept by [`Store::put_input_schema`], if any.
+    async fn input_schema(&self, tool: &str) -> Result<Option<Value>, StoreError> {
+        self.output_schema(&input_schema_name(tool)).await
+    }
+
     /// Completes when a person's decision on `key` (approve, deny, resolve, amend) was made,
     /// so that a task waiting for it
     /// ([`RunHandle::wait_for_approval`](crate::RunHandle::wait_for_approval)) reads the record
@@ -280,4 +295,10 @@ impl std::fmt::Debug for StoreClock {
             "StoreClock(system)"
         })
     }
+}
+
+/// The name under which [`Store::put_input_schema`] keeps a tool's argument schema by default:
+/// `input:<tool>` (a declared tool's name holds no `:`).
+pub fn input_schema_name(tool: &str) -> String {
+    format!("input:{tool}")
 }

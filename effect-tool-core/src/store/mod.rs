@@ -53,8 +53,8 @@ mod row;
 pub mod sqlite;
 pub mod transaction;
 
-pub use backend::Store;
 pub(crate) use backend::StoreClock;
+pub use backend::{Store, input_schema_name};
 pub use gc::collectable;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use gc::{GcPace, collectable_sql};
@@ -65,7 +65,7 @@ pub(crate) use layer::{BoxFuture, Brief, Layered, Operation, StoreLayer};
 pub(crate) use listing::skipped;
 pub use listing::{Cursor, Filter, Listing, Skipped};
 pub use memory::MemoryStore;
-pub use operations::{StoreExt, check_output};
+pub use operations::{StoreExt, check_edit, check_output};
 pub use recorded::Recorded;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use row::OUTPUT_SCHEMA_ROW;

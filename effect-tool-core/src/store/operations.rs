@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::Store;
 use crate::call::error::StoreError;
-use crate::decide::record::{EffectRecord, Intent, Op, OpOutcome, Verdict};
+use crate::decide::record::{EffectRecord, Intent, Op, OpOutcome, Rejected, Verdict};
 
 /// The named operations of the journal, built on [`Store::apply`].
 #[async_trait]
@@ -102,6 +102,47 @@ pub trait StoreExt: Store {
             .await?,
         )
     }
+    /// A person approves a call awaiting approval with edited arguments: `input` is the whole
+    /// edited input (the parked input with some fields changed), bound, as [`StoreExt::approve`]
+    /// is, to the fingerprint of the input the person was shown. The call runs once, with the
+    /// edited arguments, when it comes again; the record keeps its input, the audit entry
+    /// (`approve-edited`) both and who edited; the model is told which fields changed. How the
+    /// key follows the edit: [`ApprovedEdit`](crate::decide::record::ApprovedEdit).
+    ///
+    /// Refused ([`Rejected::InvalidState`](crate::decide::record::Rejected::InvalidState), with
+    /// what is wrong) when `input` is not an object, changes a sensitive field (the journal
+    /// holds its digest, never its value: the person cannot see or edit it), or does not match
+    /// the tool's argument schema in the journal ([`Store::input_schema`]).
+    async fn approve_edited(
+        &self,
+        key: &str,
+        by: &str,
+        role: &str,
+        fingerprint: &str,
+        input: Value,
+    ) -> Result<EffectRecord, StoreError> {
+        let changed = match self.get(key).await? {
+            Some(rec) if rec.fingerprint == fingerprint => {
+                let schema = self.input_schema(&rec.tool).await?;
+                check_edit(&rec, schema.as_ref(), &input)?
+            }
+            // The transition says why (no record, another input parked since).
+            _ => Vec::new(),
+        };
+        done(
+            self.apply(
+                key,
+                Op::ApproveEdited {
+                    by: by.to_owned(),
+                    role: role.to_owned(),
+                    fingerprint: fingerprint.to_owned(),
+                    input,
+                    changed,
+                },
+            )
+            .await?,
+        )
+    }
     /// A person denies a call awaiting approval.
     async fn deny(&self, key: &str, by: &str, reason: Option<String>) -> Result<EffectRecord, StoreError> {
         done(
@@ -137,6 +178,66 @@ async fn check_verdict<S: Store + ?Sized>(store: &S, key: &str, verdict: &Verdic
         Some(schema) => check_output(key, &rec.tool, &schema, output).map_err(StoreError::from),
         None => Ok(()),
     }
+}
+
+/// The fields an edit of `rec`'s input changes, or why it is refused: not an object, a
+/// sensitive field changed (or added), or the tool's argument `schema` not met (sensitive
+/// fields, whose digests stand for their values, are not checked against it).
+pub fn check_edit(rec: &EffectRecord, schema: Option<&Value>, input: &Value) -> Result<Vec<String>, Rejected> {
+    use crate::call::key::SENSITIVE_FIELD;
+    let refuse = |why: String| Rejected::InvalidState {
+        key: rec.key.clone(),
+        op: "approve-edited",
+        state: rec.state,
+        hint: format!(
+            ": the edited arguments are refused ({why}); nothing was approved. Fix the edit, or approve or deny the call as it is"
+        ),
+    };
+    let Some(edited) = input.as_object() else {
+        return Err(refuse("they are not a JSON object".to_owned()));
+    };
+    let empty = serde_json::Map::new();
+    let original = rec.input.as_object().unwrap_or(&empty);
+    let sealed = |v: Option<&Value>| {
+        v.and_then(Value::as_object)
+            .is_some_and(|o| o.contains_key(SENSITIVE_FIELD))
+    };
+    let mut sensitive = Vec::new();
+    for name in original.keys().chain(edited.keys()) {
+        let (was, now) = (original.get(name), edited.get(name));
+        if (sealed(was) || sealed(now)) && was != now {
+            return Err(refuse(format!(
+                "`{name}` is sensitive: its value is never shown or stored, so it cannot be edited; keep it as it is"
+            )));
+        }
+        if sealed(was) {
+            sensitive.push(format!("/{name}"));
+        }
+    }
+    if let Some(schema) = schema
+        && let Ok(validator) = jsonschema::validator_for(schema)
+    {
+        let problems: Vec<String> = validator
+            .iter_errors(input)
+            .filter(|e| {
+                let at = e.instance_path().as_str();
+                !sensitive.iter().any(|s| at == s || at.starts_with(&format!("{s}/")))
+            })
+            .take(MAX_OUTPUT_PROBLEMS)
+            .map(|e| {
+                let at = e.instance_path().as_str();
+                let at = if at.is_empty() { "the arguments" } else { at };
+                format!("`{at}`: {e}")
+            })
+            .collect();
+        if !problems.is_empty() {
+            return Err(refuse(format!(
+                "they do not match the tool's parameters: {}",
+                problems.join("; ")
+            )));
+        }
+    }
+    Ok(crate::decide::record::changed_fields(&rec.input, input))
 }
 
 /// The most problems an [`Rejected::OutputMismatch`](crate::decide::record::Rejected::OutputMismatch)

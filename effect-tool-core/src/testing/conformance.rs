@@ -131,7 +131,7 @@ macro_rules! conformance_tests {
             use super::*;
             $crate::__conformance_cases!($harness;
                 claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
-                amend_corrects_a_resolution, resolve_checks_the_output, approve_and_deny, approval_binds_its_input, shared_results_keep_their_call_ids, engine_decisions_are_audited, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
+                amend_corrects_a_resolution, resolve_checks_the_output, approve_and_deny, approve_edited_binds_and_carries, approval_binds_its_input, shared_results_keep_their_call_ids, engine_decisions_are_audited, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
                 audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored, worker_takes_over_its_previous_incarnation);
         }
     };
@@ -141,7 +141,7 @@ macro_rules! conformance_tests {
             use super::*;
             $crate::__conformance_cases!($harness;
                 claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
-                amend_corrects_a_resolution, resolve_checks_the_output, approve_and_deny, approval_binds_its_input, shared_results_keep_their_call_ids, engine_decisions_are_audited, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
+                amend_corrects_a_resolution, resolve_checks_the_output, approve_and_deny, approve_edited_binds_and_carries, approval_binds_its_input, shared_results_keep_their_call_ids, engine_decisions_are_audited, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
                 audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored, worker_takes_over_its_previous_incarnation,
                 future_version_refused, fencing_across_handles);
             #[test]
@@ -1254,6 +1254,126 @@ pub mod cases {
             ("bob", "amend"),
         ];
         assert_eq!(trail, expected.map(|(a, b)| (a.to_owned(), b.to_owned())));
+    }
+
+    /// An approval with edited arguments: bound to the input shown and the role, like an
+    /// approval; sensitive fields and the tool's argument schema (from the journal) checked;
+    /// the record keeps its input and fingerprint, the edit goes with the claim that runs it
+    /// (and its takeover), the audit entry holds the edited input and the fields changed, and
+    /// the completion replaces it with the output.
+    pub async fn approve_edited_binds_and_carries<H: Harness>() {
+        let h = H::fresh().await;
+        let s = h.store();
+        let mut needs = intent("r");
+        needs.approval = Some("finance".to_owned());
+        needs.tool = format!("edit_tool_{}", fastrand::u64(..));
+        let mut original = input();
+        original["card"] = json!({ crate::call::key::SENSITIVE_FIELD: format!("hmac-sha256:{}", "ab".repeat(32)) });
+        needs.input = original.clone();
+        needs.fingerprint = crate::call::key::fingerprint(&original);
+        let k = key("edit");
+        assert!(matches!(
+            s.claim(&k, needs.clone(), 30_000, false).await.unwrap(),
+            OpOutcome::AwaitingApproval(_)
+        ));
+        let mut edited = original.clone();
+        edited["amount_cents"] = json!(500);
+        // Bound to what was shown, and to the role.
+        let other = "0".repeat(64);
+        assert!(matches!(
+            s.approve_edited(&k, "carol", "finance", &other, edited.clone()).await,
+            Err(StoreError::Rejected(Rejected::InputChanged { .. }))
+        ));
+        assert!(matches!(
+            s.approve_edited(&k, "mallory", "intern", &needs.fingerprint, edited.clone())
+                .await,
+            Err(StoreError::Rejected(Rejected::WrongRole { .. }))
+        ));
+        // A sensitive field is neither changed nor dropped.
+        let mut sealed = edited.clone();
+        sealed["card"] = json!("4111 1111 1111 1111");
+        let refused = s
+            .approve_edited(&k, "carol", "finance", &needs.fingerprint, sealed)
+            .await
+            .unwrap_err();
+        assert!(refused.to_string().contains("`card` is sensitive"), "{refused}");
+        let mut dropped = edited.clone();
+        dropped.as_object_mut().unwrap().remove("card");
+        assert!(
+            s.approve_edited(&k, "carol", "finance", &needs.fingerprint, dropped)
+                .await
+                .is_err()
+        );
+        // The tool's argument schema, as the engine keeps it in the journal.
+        s.put_input_schema(
+            &needs.tool,
+            &json!({"type": "object", "properties": {"amount_cents": {"type": "integer", "minimum": 1}, "card": {"type": "string"}}}),
+        )
+        .await
+        .unwrap();
+        let mut wrong = edited.clone();
+        wrong["amount_cents"] = json!("five hundred");
+        let refused = s
+            .approve_edited(&k, "carol", "finance", &needs.fingerprint, wrong)
+            .await
+            .unwrap_err();
+        assert!(refused.to_string().contains("/amount_cents"), "{refused}");
+        assert_eq!(s.get(&k).await.unwrap().unwrap().state, RecordState::AwaitingApproval);
+        assert!(
+            s.audit(Some(&k)).await.unwrap().is_empty(),
+            "refused edits leave no entry"
+        );
+
+        let rec = s
+            .approve_edited(&k, "carol", "finance", &needs.fingerprint, edited.clone())
+            .await
+            .unwrap();
+        assert_eq!(rec.state, RecordState::Approved);
+        let stored = s.get(&k).await.unwrap().unwrap();
+        assert_eq!(
+            (stored.input.clone(), stored.fingerprint.clone()),
+            (original.clone(), needs.fingerprint.clone())
+        );
+        let edit = stored.approved_edit().expect("the edit is kept with the approval");
+        assert_eq!(
+            (edit.input, edit.changed, edit.by.as_str()),
+            (edited.clone(), vec!["amount_cents".to_owned()], "carol")
+        );
+        let trail = s.audit(Some(&k)).await.unwrap();
+        assert_eq!(trail.len(), 1);
+        assert_eq!(
+            (trail[0].actor.as_str(), trail[0].action.as_str()),
+            ("carol", "approve-edited")
+        );
+        let detail = trail[0].detail.clone().unwrap();
+        assert_eq!(detail["fingerprint"], json!(needs.fingerprint));
+        assert_eq!(detail["edited_input"], edited);
+        assert_eq!(detail["changed"], json!(["amount_cents"]));
+
+        // The claim that runs it carries the edit, and so does a takeover of that claim.
+        let outcome = s.claim(&k, needs.clone(), 1, false).await.unwrap();
+        let OpOutcome::Claimed { before, .. } = &outcome else {
+            panic!("expected a claim, got {outcome:?}")
+        };
+        assert!(before.as_ref().and_then(|b| b.approved_edit()).is_some());
+        let held = s.get(&k).await.unwrap().unwrap();
+        assert_eq!(held.state, RecordState::Claimed);
+        assert_eq!(held.decided_by.as_deref(), Some("carol"));
+        assert!(held.approved_edit().is_some(), "{held:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let (attempt, previous) = claimed(s.claim(&k, needs.clone(), 30_000, false).await.unwrap());
+        assert_eq!(previous, Some(RecordState::Claimed));
+        assert!(
+            s.get(&k).await.unwrap().unwrap().approved_edit().is_some(),
+            "a takeover keeps the edit"
+        );
+        let done = s.complete(&k, attempt, json!("paid 500")).await.unwrap();
+        assert_eq!(
+            (done.state, done.output.clone()),
+            (RecordState::Completed, Some(json!("paid 500")))
+        );
+        assert!(done.approved_edit().is_none());
+        assert_eq!(done.input, original, "the record keeps the input the person was shown");
     }
 
     /// Calls that need approval park; approval (by the right role) lets the next claim run;

@@ -271,6 +271,17 @@ pub enum ToolOutcome {
     },
 }
 
+/// A person's denial of a call ([`ToolResult::denied`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Denial<'a> {
+    /// The tool.
+    pub tool: &'a str,
+    /// Who denied it.
+    pub by: &'a str,
+    /// Their reason, written for the model, if they gave one.
+    pub reason: Option<&'a str>,
+}
+
 /// The result of one tool call, for the model and for the application.
 #[derive(Debug, Clone)]
 pub struct ToolResult {
@@ -289,6 +300,10 @@ pub struct ToolResult {
     /// ([`crate::engine::CallReport::input_differs`]): this call did not run. The paths of the
     /// fields that differ, never their values. [`ToolResult::content`] tells the model.
     pub input_differs: Option<Vec<String>>,
+    /// `Some` when a person edited the arguments before approving the call
+    /// ([`crate::engine::CallReport::edited`]): it ran with the edited arguments. The fields
+    /// changed, never their values. [`ToolResult::content`] tells the model.
+    pub edited: Option<Vec<String>>,
     /// For a call blocked as an identical re-plan ([`crate::BlockReason::IdenticalReplan`]):
     /// the earlier call's recorded result, when the journal has it. [`ToolResult::content`]
     /// gives it to the model.
@@ -304,7 +319,22 @@ impl ToolResult {
             disposition,
             key,
             input_differs: None,
+            edited: None,
             recorded: None,
+        }
+    }
+
+    /// The denial, if a person denied the call: who, and their reason for the model
+    /// ([`EffectError::Denied`]). The disposition is [`Disposition::Failed`];
+    /// [`ToolResult::content`] gives the model the reviewer's words and what it may do next.
+    pub fn denied(&self) -> Option<Denial<'_>> {
+        match &self.outcome {
+            ToolOutcome::Failed(EffectError::Denied { tool, by, reason, .. }) => Some(Denial {
+                tool,
+                by,
+                reason: reason.as_deref(),
+            }),
+            _ => None,
         }
     }
 
@@ -357,6 +387,18 @@ impl ToolResult {
         let name = &self.name;
         match &self.outcome {
             ToolOutcome::Output(v) => match &self.input_differs {
+                None if self.edited.is_some() => {
+                    let fields = self.edited.as_deref().unwrap_or_default();
+                    let which = if fields.is_empty() {
+                        "no field changed".to_owned()
+                    } else {
+                        format!("changed: {}", quoted_list(fields))
+                    };
+                    format!(
+                        "Note: a person reviewed this call of `{name}` and edited its arguments before approving it ({which}); it ran once, with the edited arguments, not yours. Its result: {}",
+                        output_text(v)
+                    )
+                }
                 None => output_text(v),
                 Some(fields) => {
                     let which = if fields.is_empty() {
@@ -547,10 +589,16 @@ fn failure_text(e: &EffectError<String>) -> String {
         EffectError::ClaimLost { tool, .. } => unknown(format!(
             "`{tool}` was stopped: another attempt of this same call took over"
         )),
-        EffectError::Denied { tool, by, reason, .. } => format!(
-            "Error: `{tool}` was not run: {by} denied it{}. Do not call it again with the same arguments; tell the user, or choose another action.",
-            reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default()
-        ),
+        EffectError::Denied { tool, by, reason, .. } => {
+            match reason.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
+                Some(reason) => format!(
+                    "`{tool}` was not run: the reviewer ({by}) denied this call and wrote: \"{reason}\". Nothing happened. Take the reviewer's words into account: do not call `{tool}` again with the same arguments; change the call as the reviewer asks, choose another action, or tell the user.",
+                ),
+                None => format!(
+                    "`{tool}` was not run: the reviewer ({by}) denied this call without giving a reason. Nothing happened. Do not call `{tool}` again with the same arguments; choose another action, or tell the user and ask why."
+                ),
+            }
+        }
         EffectError::InputMismatch { tool, key, .. } => format!(
             "Error: `{tool}` was not run: its key (`{key}`) already holds an earlier call with other arguments, and this tool does not return that call's result for different ones. This is a fault in the application's key rule, not in your call: tell the user."
         ),
@@ -822,6 +870,7 @@ impl Dispatcher {
             }
         };
         let input_differs = report.input_differs;
+        let edited = report.edited;
         let outcome = match report.result {
             Ok(v) => ToolOutcome::Output(v),
             Err(EffectError::Blocked(b)) => ToolOutcome::Blocked(b),
@@ -846,6 +895,7 @@ impl Dispatcher {
         };
         let mut result = ToolResult::new(call, outcome, report.disposition, report.key);
         result.input_differs = input_differs;
+        result.edited = edited;
         if let Some(b) = result.blocked()
             && b.reason == crate::call::error::BlockReason::IdenticalReplan
         {

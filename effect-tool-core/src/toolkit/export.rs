@@ -292,7 +292,8 @@ impl Toolkit {
         self.definitions().map(|d| d.mcp()).collect()
     }
 
-    /// The manifest: every tool's name, class, key rule, window, approval and hooks as stable
+    /// The manifest: every tool's name, class, key rule, window, approval (and its ttl, when
+    /// declared) and hooks as stable
     /// text, one line per tool sorted by name (see [`crate::toolkit::manifest`]). Commit it beside the
     /// code and compare it in a test, so a changed effect declaration is a one-line diff in
     /// review.
@@ -306,7 +307,11 @@ impl Toolkit {
             .filter(|r| !r.strict)
             .map(|r| (r.tool, r.not_strict))
             .collect();
-        crate::toolkit::manifest::render_with_strict(&self.metas(), &not_strict)
+        let approval_ttls: Vec<(&str, std::time::Duration)> = self
+            .tools()
+            .filter_map(|t| Some((t.meta().name, t.approval_ttl()?)))
+            .collect();
+        crate::toolkit::manifest::render_with_approval_ttls(&self.metas(), &approval_ttls, &not_strict)
     }
 }
 

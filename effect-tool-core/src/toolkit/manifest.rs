@@ -90,14 +90,48 @@ pub fn render_with_strict(tools: &[ToolMeta], not_strict: &[(&str, Vec<String>)]
     out
 }
 
+/// [`render_with_strict`], with the approvals' ttls: a tool of `approval_ttls` (its name, and
+/// its declared `approval_ttl`) has `approval_ttl=<duration>` after its `approval` field. A tool
+/// that declares none keeps the line [`render`] writes, so a manifest committed before the field
+/// existed stays the same. [`crate::Toolkit::manifest`] calls it with its tools' declarations.
+pub fn render_with_approval_ttls(
+    tools: &[ToolMeta],
+    approval_ttls: &[(&str, Duration)],
+    not_strict: &[(&str, Vec<String>)],
+) -> String {
+    let mut lines: Vec<String> = tools
+        .iter()
+        .map(|meta| {
+            let ttl = approval_ttls.iter().find(|(n, _)| *n == meta.name).map(|(_, d)| *d);
+            line_with_approval_ttl(meta, ttl)
+        })
+        .collect();
+    lines.sort();
+    let mut out = String::with_capacity(64 * (lines.len() + 1));
+    out.push_str(HEADER);
+    out.push('\n');
+    for l in lines {
+        out.push_str(&l);
+        out.push('\n');
+    }
+    let full = render_with_strict(&[], not_strict);
+    out.push_str(full.strip_prefix(HEADER).unwrap_or(&full).trim_start_matches('\n'));
+    out
+}
+
 /// One tool's line (see [`render`]).
 pub fn line(meta: &ToolMeta) -> String {
+    line_with_approval_ttl(meta, None)
+}
+
+/// One tool's line with its approval's ttl, if declared (`approval_ttl=2h` after `approval`).
+pub fn line_with_approval_ttl(meta: &ToolMeta, approval_ttl: Option<Duration>) -> String {
     let mut s = String::new();
     let opt = |d: Option<Duration>| d.map_or_else(|| "-".to_owned(), format_duration);
     let yes = |b: bool| if b { "yes" } else { "no" };
     let _ = write!(
         s,
-        "{} class={} key={} window={}{} ttl={} timeout={} approval={} recover={} compensate={} sensitive={} injected={} retry={}x{}..{}",
+        "{} class={} key={} window={}{} ttl={} timeout={} approval={}{} recover={} compensate={} sensitive={} injected={} retry={}x{}..{}",
         meta.name,
         meta.class,
         single_line(&meta.key_rule.to_string()),
@@ -109,6 +143,10 @@ pub fn line(meta: &ToolMeta) -> String {
             (None, _) => "-".to_owned(),
             (Some(role), None) => role.to_owned(),
             (Some(role), Some(when)) => format!("{role} when({})", single_line(when)),
+        },
+        match (meta.approval, approval_ttl) {
+            (Some(_), Some(d)) => format!(" approval_ttl={}", format_duration(d)),
+            _ => String::new(),
         },
         yes(meta.has_recover),
         yes(meta.has_compensate),

@@ -49,8 +49,8 @@ pub mod wire;
 mod with_engine;
 
 pub use dispatch::{
-    DEFAULT_CONCURRENCY, DEFAULT_MAX_ARGUMENT_BYTES, Dispatcher, Rejection, Stop, ToolCall, ToolOutcome, ToolResult,
-    anthropic_tool_results_message,
+    DEFAULT_CONCURRENCY, DEFAULT_MAX_ARGUMENT_BYTES, Denial, Dispatcher, Rejection, Stop, ToolCall, ToolOutcome,
+    ToolResult, anthropic_tool_results_message,
 };
 pub use export::{ExportReport, mcp_annotations};
 pub use registry::{DuplicateTool, Toolkit};

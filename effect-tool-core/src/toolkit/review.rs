@@ -73,6 +73,8 @@ pub struct Declaration {
     pub approval: Option<String>,
     /// The approval's condition as written (`when(...)`), if it has one.
     pub approval_when: Option<String>,
+    /// How long an approval stays valid (`approval_ttl=2h`; `None`: the default, 24 hours).
+    pub approval_ttl: Option<Duration>,
     /// Whether a `recover` hook is declared.
     pub recover: bool,
     /// Whether a `compensate` hook is declared.
@@ -105,6 +107,7 @@ impl Declaration {
             timeout: None,
             approval: None,
             approval_when: None,
+            approval_ttl: None,
             recover: false,
             compensate: false,
             sensitive: Vec::new(),
@@ -252,6 +255,9 @@ fn parse_line(line: &str) -> Result<Declaration, String> {
     }
     if let Some(a) = take("approval") {
         (d.approval, d.approval_when) = parse_approval(a);
+    }
+    if let Some(t) = take("approval_ttl") {
+        d.approval_ttl = parse_optional_duration(t).map_err(|e| field_err("approval_ttl", e))?;
     }
     if let Some(r) = take("recover") {
         d.recover = parse_yes(r).map_err(|e| field_err("recover", e))?;
@@ -512,7 +518,7 @@ pub fn diff_manifests(old: &str, new: &str) -> Result<Review, ParseError> {
 }
 
 /// The fields in the manifest's order, for sorting changes of one tool.
-const FIELDS: [&str; 14] = [
+const FIELDS: [&str; 15] = [
     "tool",
     "class",
     "key",
@@ -521,6 +527,7 @@ const FIELDS: [&str; 14] = [
     "ttl",
     "timeout",
     "approval",
+    "approval_ttl",
     "recover",
     "compensate",
     "sensitive",
@@ -669,6 +676,9 @@ fn changed_fields(before: &Declaration, after: &Declaration) -> Vec<Change> {
         out.push(timeout_change(before.timeout, after));
     }
     out.extend(approval_changes(before, after));
+    if before.approval_ttl != after.approval_ttl {
+        out.push(approval_ttl_change(before.approval_ttl, after.approval_ttl));
+    }
     if before.recover != after.recover {
         out.push(recover_change(after));
     }
@@ -1026,6 +1036,33 @@ fn approval_changes(before: &Declaration, after: &Declaration) -> Vec<Said> {
     }
 }
 
+/// An approval's ttl changed (`None`: the journal's default, 24 hours).
+fn approval_ttl_change(before: Option<Duration>, after: Option<Duration>) -> Said {
+    const DAY: Duration = Duration::from_secs(24 * 3600);
+    let (b, a) = (before.unwrap_or(DAY), after.unwrap_or(DAY));
+    let text = |d: Option<Duration>| d.map_or_else(|| "24h (default)".to_owned(), manifest::format_duration);
+    let (risk, summary, effect) = if a > b {
+        (
+            Risk::Medium,
+            format!("approval ttl lengthened: {} → {}", text(before), text(after)),
+            format!(
+                "an approval now lets the approved call run up to {} after it was given: a decision made on older facts still counts",
+                text(after)
+            ),
+        )
+    } else {
+        (
+            Risk::Low,
+            format!("approval ttl shortened: {} → {}", text(before), text(after)),
+            format!(
+                "a call that comes more than {} after its approval parks again for a new one",
+                text(after)
+            ),
+        )
+    };
+    said("approval_ttl", risk, text_of(before), text_of(after), summary, effect)
+}
+
 fn yes(b: bool) -> String {
     if b { "yes" } else { "no" }.to_owned()
 }
@@ -1334,7 +1371,7 @@ fn tool_added(d: &Declaration) -> Change {
 /// `d`'s manifest line without the name (for a tool added or removed).
 fn manifest_fields(d: &Declaration) -> String {
     let mut s = format!(
-        "class={} key={} window={}{} ttl={} timeout={} approval={} recover={} compensate={} sensitive={} injected={} retry={}",
+        "class={} key={} window={}{} ttl={} timeout={} approval={}{} recover={} compensate={} sensitive={} injected={} retry={}",
         d.class,
         d.key,
         d.window,
@@ -1342,6 +1379,9 @@ fn manifest_fields(d: &Declaration) -> String {
         text_of(d.ttl),
         text_of(d.timeout),
         approval_text(d),
+        d.approval_ttl
+            .map(|t| format!(" approval_ttl={}", text_of(Some(t))))
+            .unwrap_or_default(),
         yes(d.recover),
         yes(d.compensate),
         list_text(&d.sensitive),

@@ -597,9 +597,34 @@ async fn show(
     let audit = console.store.audit(Some(&q.key)).await.map_err(store_refusal)?;
     let now = console.store.now();
     let output_schema = output_schema(&console, &rec.tool).await;
-    Ok(Json(
-        json!({ "state": shown_state(&rec, now), "record": rec, "audit": audit, "output_schema": output_schema }),
-    ))
+    let tool = tool_json(&console, &rec).await;
+    // How long the call has waited for a person: since the record last changed (it parked).
+    let waiting_ms = rec.state.needs_person().then(|| (now - rec.updated_at).max(0));
+    Ok(Json(json!({
+        "state": shown_state(&rec, now), "record": rec, "audit": audit, "output_schema": output_schema,
+        "tool": tool, "waiting_ms": waiting_ms, "edit": rec.approved_edit(),
+    })))
+}
+
+/// What the person deciding on `rec` needs to know of its tool: its description and class (the
+/// toolkit's, else the record's class), and the schema of its arguments (the toolkit's, else
+/// the journal's), which an edit before approving must match.
+async fn tool_json(console: &Console, rec: &EffectRecord) -> Value {
+    let declared = console.tools.get(&rec.tool).map(|t| t.meta());
+    let input_schema = match console.tools.get(&rec.tool) {
+        Some(t) => Some(t.input_schema()),
+        None => console.store.input_schema(&rec.tool).await.unwrap_or_else(|e| {
+            tracing::warn!(tool = %rec.tool, error = %e, "cannot read the tool's argument schema from the journal");
+            None
+        }),
+    };
+    json!({
+        "name": rec.tool,
+        "description": declared.as_ref().map(|m| m.description),
+        "class": declared.as_ref().map_or(rec.class, |m| m.class),
+        "sensitive": declared.as_ref().map_or(&[][..], |m| m.sensitive),
+        "input_schema": input_schema,
+    })
 }
 
 /// The shape a person's output for `tool` must have: the toolkit's tool's own schema, else
@@ -653,11 +678,17 @@ struct Decision {
     reason: Option<String>,
     /// The fingerprint of the input the person was shown (an approval needs it).
     fingerprint: Option<String>,
+    /// An approval with edited arguments: the whole edited input (the parked one with some
+    /// fields changed; sensitive fields as the record shows them).
+    input: Option<Value>,
 }
 
 /// Approve the input the person was shown (`fingerprint`). When another input is parked
 /// under the key now, nothing is approved: 409 with the new input and its fingerprint
-/// (`input_changed`), so that the page shows what changed and the person decides again.
+/// (`input_changed`), so that the page shows what changed and the person decides again. With
+/// `input`, the person approves the call with those edited arguments
+/// ([`StoreExt::approve_edited`](crate::StoreExt::approve_edited)): refused with 409 and what is
+/// wrong when they do not match the tool's parameters or change a sensitive field.
 async fn approve(
     State(console): State<Arc<Console>>,
     axum::Extension(who): axum::Extension<Identity>,
@@ -677,7 +708,16 @@ async fn approve(
             "read the record (GET /api/record?key=KEY), check its input, and approve with its `fingerprint`",
         ));
     };
-    match console.store.approve(&body.key, &who.name, &role, fingerprint).await {
+    let approved = match body.input {
+        Some(input) => {
+            console
+                .store
+                .approve_edited(&body.key, &who.name, &role, fingerprint, input)
+                .await
+        }
+        None => console.store.approve(&body.key, &who.name, &role, fingerprint).await,
+    };
+    match approved {
         Ok(rec) => Ok(Json(json!({ "record": rec })).into_response()),
         Err(StoreError::Rejected(e @ crate::decide::record::Rejected::InputChanged { .. })) => {
             let crate::decide::record::Rejected::InputChanged { fingerprint, input, .. } = &e else {

@@ -107,15 +107,18 @@ async function listView(params) {
     const row = document.createElement("tr");
     row.dataset.key = r.key;
     const keyCell = document.createElement("td");
+    keyCell.className = "key";
     keyCell.appendChild(text("a", r.key, { href: "record?key=" + encodeURIComponent(r.key) }));
     row.appendChild(keyCell);
-    row.appendChild(text("td", r.tool));
-    row.appendChild(text("td", r.class));
-    row.appendChild(text("td", r.state, { class: "state" }));
-    row.appendChild(text("td", r.run_id));
-    row.appendChild(text("td", r.approval_role && r.state === "awaiting-approval" ? r.approval_role : ""));
+    row.appendChild(text("td", r.tool, { class: "nowrap" }));
+    row.appendChild(text("td", r.class, { class: "nowrap" }));
+    row.appendChild(text("td", r.state, { class: "state nowrap" }));
+    row.appendChild(text("td", r.run_id, { class: "nowrap" }));
+    row.appendChild(text("td", r.approval_role && r.state === "awaiting-approval" ? r.approval_role : "", { class: "nowrap" }));
+    const waits = r.state === "awaiting-approval" || r.state === "in-doubt";
+    row.appendChild(text("td", waits ? duration(Date.now() - r.updated_at) : "", { class: "nowrap waiting" }));
     row.appendChild(text("td", r.reason));
-    row.appendChild(text("td", when(r.updated_at)));
+    row.appendChild(text("td", when(r.updated_at), { class: "nowrap" }));
     body.appendChild(row);
   }
   const limit = Number(params.get("limit")) || 50;
@@ -129,7 +132,7 @@ async function recordView(key, me) {
   $("record-key").textContent = key;
   const answer = await api("record?key=" + encodeURIComponent(key));
   if (!answer.ok) { show(refusal(answer), true); return; }
-  const { record: r, state, audit, output_schema: outputSchema } = answer.json;
+  const { record: r, state, audit, output_schema: outputSchema, tool, waiting_ms: waitingMs, edit } = answer.json;
   const fields = $("record-fields");
   const field = (name, value) => {
     if (value === undefined || value === null || value === "") return;
@@ -138,7 +141,11 @@ async function recordView(key, me) {
   };
   field("State", state);
   field("Tool", r.tool);
-  field("Class", r.class);
+  field("Description", tool && tool.description);
+  field("Class", (tool && tool.class) || r.class);
+  if (typeof waitingMs === "number") field("Waiting for a person", duration(waitingMs));
+  if (edit) field("Approved with edits", edit.by + " changed " + (edit.changed.join(", ") || "nothing") +
+    ": " + JSON.stringify(edit.input));
   field("Run", r.run_id);
   field("Thread", r.thread_id);
   field("Attempt", r.attempt);
@@ -203,6 +210,32 @@ async function recordView(key, me) {
       sessionStorage.setItem("effect-tool-console-done", "Approved: the agent's next call runs it.");
       location.reload();
     });
+    $("edit-input").value = JSON.stringify(shown.input, null, 2);
+    const edited = () => JSON.parse($("edit-input").value);
+    $("edit-input").addEventListener("input", () => {
+      try { showDiff(shown.input, edited(), "edit-diff"); } catch (_) { /* not JSON yet */ }
+    });
+    $("approve-edited").addEventListener("click", async () => {
+      let input;
+      try { input = edited(); } catch (e) { show("The arguments are not JSON: " + e.message, true); return; }
+      const changed = changedFields(shown.input, input);
+      const result = await api("approve", { key, fingerprint: shown.fingerprint, input });
+      const parked = result.json.input_changed;
+      if (result.status === 409 && parked) {
+        showDiff(shown.input, parked.input);
+        shown = { fingerprint: parked.fingerprint, input: parked.input };
+        sessionStorage.setItem(seenKey, JSON.stringify(shown));
+        showInput(parked.input);
+        $("approval-fingerprint").textContent = shown.fingerprint;
+        $("edit-input").value = JSON.stringify(shown.input, null, 2);
+        show(refusal(result), true);
+        return;
+      }
+      if (!result.ok) { show(refusal(result), true); return; }
+      sessionStorage.setItem("effect-tool-console-done", "Approved with edited arguments (changed: " +
+        (changed.join(", ") || "nothing") + "): the agent's next call runs the edited call, once.");
+      location.reload();
+    });
     $("deny").addEventListener("click", () =>
       act("deny", { key, reason: $("deny-reason").value.trim() || null }, "Denied."));
   }
@@ -265,9 +298,28 @@ function boundFields(input) {
   });
 }
 
-// Show, field by field, how the input `now` differs from the input `was` this page showed.
-function showDiff(was, now) {
-  const body = document.querySelector("#input-diff tbody");
+// How long, in words a person reads at a glance: 45s, 12m, 3h 5m, 2d 4h.
+function duration(ms) {
+  const s = Math.max(0, Math.floor(ms / 1000));
+  if (s < 60) return s + "s";
+  const m = Math.floor(s / 60);
+  if (m < 60) return m + "m";
+  const h = Math.floor(m / 60);
+  if (h < 24) return h + "h " + (m % 60) + "m";
+  return Math.floor(h / 24) + "d " + (h % 24) + "h";
+}
+
+// The top-level fields whose values differ between two inputs.
+function changedFields(was, now) {
+  const keys = [...new Set([...Object.keys(was || {}), ...Object.keys(now || {})])].sort();
+  return keys.filter((k) => JSON.stringify((was || {})[k]) !== JSON.stringify((now || {})[k]));
+}
+
+// Show, field by field, how the input `now` differs from the input `was` this page showed
+// (in the table `table`: the parked input's change, or a person's edit).
+function showDiff(was, now, table) {
+  table = table || "input-diff";
+  const body = document.querySelector("#" + table + " tbody");
   body.replaceChildren();
   const objects = [was, now].every((v) => v && typeof v === "object" && !Array.isArray(v));
   const fields = objects ? [...new Set([...Object.keys(was), ...Object.keys(now)])].sort() : [null];
@@ -281,7 +333,7 @@ function showDiff(was, now) {
     row.appendChild(text("td", after === undefined ? "(absent)" : JSON.stringify(after), { class: "now" }));
     body.appendChild(row);
   }
-  $("input-diff-view").hidden = false;
+  $(table + "-view").hidden = false;
 }
 
 boot().catch((e) => show("The console failed: " + e, true));
