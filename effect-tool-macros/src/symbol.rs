@@ -10,6 +10,7 @@ pub const APPROVAL: &str = "approval";
 pub const WHEN: &str = "when";
 pub const TIMEOUT: &str = "timeout";
 pub const RETRY: &str = "retry";
+pub const COST: &str = "cost";
 pub const NAME: &str = "name";
 pub const DESCRIPTION: &str = "description";
 pub const STRICT_INPUT: &str = "strict_input";
@@ -30,6 +31,7 @@ pub const KEYS: &[&str] = &[
     WHEN,
     TIMEOUT,
     RETRY,
+    COST,
     NAME,
     DESCRIPTION,
     STRICT_INPUT,

@@ -84,6 +84,12 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
         );
     }
 
+    if let Some(cost) = &attrs.cost {
+        for c in &cost.value {
+            closure_arity(cx, &c.closure, &format!("cost({})", c.unit), "|a| a.amount_cents");
+        }
+    }
+
     if let Some(key) = &attrs.key {
         match &key.value {
             KeySpec::Closure(closure) => {

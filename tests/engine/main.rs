@@ -10,6 +10,7 @@
 mod common;
 
 mod approvals_bind;
+mod budgets;
 mod engine_cancellation;
 mod engine_core;
 mod engine_faults_hang;

@@ -1,8 +1,9 @@
 //! Decisions: pure functions of a record and an operation, knowing nothing of stores' SQL or the
 //! engine.
 //!
-//! [`policy`] (retry, reconcile or block: a function of class, outcome and attempt) and
+//! [`budget`] (whether a call may spend what it asks of its run's budgets), [`policy`] (retry, reconcile or block: a function of class, outcome and attempt) and
 //! [`record`] (the record, its one state machine `transition`, the audit entries it writes).
 
+pub mod budget;
 pub mod policy;
 pub mod record;

@@ -128,6 +128,16 @@ impl Engine {
             key: None,
             input_differs: None,
         };
+        // Budgets: a pure call has no effect key; its spend is bound to the model's call id
+        // (a turn delivered twice is charged once), else to this call alone.
+        let budget_key = self
+            .budgets_of(run)
+            .map(|_| pure_budget_key(run.run_id(), T::NAME, opts.call_id.as_deref()));
+        if let Some(key) = &budget_key
+            && let Err(err) = self.spend_call(tool, run, key, false, &args).await
+        {
+            return report(Err(err), Disposition::Rejected);
+        }
         let mut ctx = EffectCtx::new(run.clone(), T::NAME, T::CLASS, opts.call_id, None, 1, None);
         for exec in 1.. {
             if run.cancellation().is_cancelled() {
@@ -155,7 +165,14 @@ impl Engine {
                     );
                 }
             };
-            match decide(policy_input::<T>(outcome, exec)) {
+            let mut decision = decide(policy_input::<T>(outcome, exec));
+            if matches!(decision, Decision::Retry { .. })
+                && let Some(key) = &budget_key
+                && !self.spend_retry(T::NAME, run, key, exec).await
+            {
+                decision = Decision::Fail;
+            }
+            match decision {
                 Decision::Retry { after } => {
                     observe::tool_retried(T::NAME);
                     tracing::debug!(after_ms = after.as_millis() as u64, "retrying pure tool");
@@ -268,6 +285,11 @@ impl Engine {
             Ok(unseen) => unseen,
             Err(replayed) => return report(replayed),
         };
+        // The run's budgets, charged before the claim and bound to the key: a replay (above)
+        // spends nothing, a second call of the key nothing more.
+        if let Err(err) = self.spend_call(tool, run, &key, true, &args).await {
+            return report((Err(err), Disposition::Rejected));
+        }
         loop {
             // Stage 3.
             match self
@@ -372,5 +394,13 @@ impl Engine {
                 tracing::warn!(tool = T::NAME, error = %e, "could not write the tool's output schema to the journal; an output a person records by hand is not checked until it is")
             }
         }
+    }
+}
+
+/// What the budgets of a pure call are bound to: the model's call id, else a key of its own.
+fn pure_budget_key(run_id: &str, tool: &str, call_id: Option<&str>) -> String {
+    match call_id {
+        Some(id) => format!("{run_id}:{tool}:call:{id}"),
+        None => format!("{run_id}:{tool}:once:{:032x}", fastrand::u128(..)),
     }
 }

@@ -70,6 +70,8 @@ pub(super) struct Inner {
     pub(super) holder: crate::decide::record::Holder,
     /// The decisions, for [`Engine::events`].
     pub(super) events: observe::Events,
+    /// Every run's budgets unless the run has its own ([`Engine::with_budgets`]).
+    pub(super) budgets: Option<Arc<crate::call::budget::Budgets>>,
 }
 
 /// One call in flight, counted while it lives.
@@ -179,6 +181,7 @@ impl Engine {
                 store_retry_ms: std::sync::atomic::AtomicU64::new(DEFAULT_STORE_RETRY.as_millis() as u64),
                 holder: new_holder(),
                 events: observe::Events::new(),
+                budgets: None,
             }),
         }
     }
@@ -220,6 +223,25 @@ impl Engine {
             );
         };
         inner.holder.worker = Some(worker.into());
+        self
+    }
+
+    /// Give every run `budgets` ([`crate::call::budget::Budgets`]): at most so many calls, calls
+    /// of one tool, units of a declared cost, retries. A run given its own
+    /// ([`RunContext::with_budgets`](crate::RunContext::with_budgets)) uses those instead.
+    /// The journal keeps what each run spent ([`Store::spend`]), so every engine on it, in
+    /// any process, counts against the same totals; give them the same limits.
+    ///
+    /// # Panics
+    ///
+    /// When the engine has been cloned already: set the budgets when building the engine.
+    pub fn with_budgets(mut self, budgets: crate::call::budget::Budgets) -> Self {
+        let Some(inner) = Arc::get_mut(&mut self.inner) else {
+            panic!(
+                "Engine::with_budgets was called on an engine that has been cloned: set the budgets when building the engine, before cloning it"
+            );
+        };
+        inner.budgets = Some(Arc::new(budgets));
         self
     }
 

@@ -39,6 +39,7 @@
 //! `observe.rs` (events and metrics), `instrumented.rs` (the store as the engine sees it),
 //! `dyn_tool.rs` (tools behind a trait object).
 
+mod budget;
 pub mod compensation;
 mod complete;
 pub mod dyn_tool;

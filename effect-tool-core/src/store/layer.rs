@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::{Filter, Listing, Recorded, Store};
 use crate::call::error::StoreError;
+use crate::decide::budget::{Spend, SpendOutcome};
 use crate::decide::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome};
 use crate::value::marker::MarkerSecret;
 
@@ -200,6 +201,12 @@ impl<L: StoreLayer> Store for Layered<L> {
     async fn changed(&self, key: &str) {
         self.inner.changed(key).await
     }
+    async fn spend(&self, spend: &Spend) -> Result<SpendOutcome, StoreError> {
+        let fut = self.inner.spend(spend);
+        self.layer
+            .around(op("spend", Some(&spend.key), Access::Write), fut)
+            .await
+    }
     fn backend_name(&self) -> &'static str {
         self.inner.backend_name()
     }
@@ -229,6 +236,15 @@ impl Brief for Option<Arc<EffectRecord>> {
 impl Brief for Option<Recorded> {
     fn brief(&self) -> String {
         self.as_ref().map_or("none".to_owned(), |r| format!("{:?}", r.state()))
+    }
+}
+
+impl Brief for SpendOutcome {
+    fn brief(&self) -> String {
+        match self {
+            SpendOutcome::Spent { charged } => format!("spent {}", charged.join(",")),
+            SpendOutcome::Exceeded(o) => format!("refused: {} has {} left, asks {}", o.budget, o.left(), o.asks),
+        }
     }
 }
 
@@ -380,6 +396,10 @@ mod tests {
         async fn changed(&self, _: &str) {
             self.saw("changed");
         }
+        async fn spend(&self, _: &Spend) -> Result<SpendOutcome, StoreError> {
+            self.saw("spend");
+            Ok(SpendOutcome::Spent { charged: Vec::new() })
+        }
         fn backend_name(&self) -> &'static str {
             self.saw("backend_name");
             "probe"
@@ -404,6 +424,7 @@ mod tests {
         "put_output_schema",
         "output_schema",
         "changed",
+        "spend",
         "backend_name",
     ];
 
@@ -433,6 +454,14 @@ mod tests {
         let _ = store.put_output_schema("t", &Value::Null).await;
         let _ = store.output_schema("t").await;
         store.changed("k").await;
+        let _ = store
+            .spend(&Spend {
+                run_id: "r".into(),
+                key: "k".into(),
+                tool: "t".into(),
+                charges: Vec::new(),
+            })
+            .await;
         let _ = store.backend_name();
     }
 

@@ -1789,6 +1789,7 @@ mod tests {
                 base_delay: Duration::from_millis(250),
                 max_delay: Duration::from_secs(60),
             },
+            costs: &[],
         };
         let text = manifest::render_with_strict(
             std::slice::from_ref(&meta),
