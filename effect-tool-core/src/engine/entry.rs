@@ -136,7 +136,8 @@ impl Engine {
         if let Some(key) = &budget_key
             && let Err(err) = self.spend_call(tool, run, key, false, &args).await
         {
-            return report(Err(err), Disposition::Rejected);
+            let disposition = refused(&err);
+            return report(Err(err), disposition);
         }
         let mut ctx = EffectCtx::new(run.clone(), T::NAME, T::CLASS, opts.call_id, None, 1, None);
         for exec in 1.. {
@@ -288,7 +289,8 @@ impl Engine {
         // The run's budgets, charged before the claim and bound to the key: a replay (above)
         // spends nothing, a second call of the key nothing more.
         if let Err(err) = self.spend_call(tool, run, &key, true, &args).await {
-            return report((Err(err), Disposition::Rejected));
+            let disposition = refused(&err);
+            return report((Err(err), disposition));
         }
         loop {
             // Stage 3.
@@ -394,6 +396,15 @@ impl Engine {
                 tracing::warn!(tool = T::NAME, error = %e, "could not write the tool's output schema to the journal; an output a person records by hand is not checked until it is")
             }
         }
+    }
+}
+
+/// A call stopped at its budgets: `Rejected` when a budget refused it, `Failed` when the
+/// journal could not be asked.
+fn refused<E>(err: &EffectError<E>) -> Disposition {
+    match err {
+        EffectError::BudgetExceeded { .. } => Disposition::Rejected,
+        _ => Disposition::Failed,
     }
 }
 
