@@ -281,6 +281,15 @@ pub fn key_of<A, K: ::core::fmt::Display>(args: &A, key: impl FnOnce(&A) -> K) -
     ::std::string::ToString::to_string(&key(args))
 }
 
+/// Evaluates a `cost(unit = |a| ...)` closure: what a call costs in `unit`, charged to the run's
+/// spend budget of that unit ([`effect_tool_core::call::budget::Budgets::spend`]). A closure
+/// whose value does not convert into a `u64` (a signed or floating number, a `String`) is a
+/// compile error naming this function: return an unsigned integer (`a.amount_cents`, `1`).
+#[inline]
+pub fn cost_of<A, C: ::core::convert::Into<u64>>(args: &A, cost: impl FnOnce(&A) -> C) -> u64 {
+    cost(args).into()
+}
+
 /// Evaluates a `when = |a| ...` approval condition: the call waits for a person's approval when
 /// the closure returns `true`. A closure that does not return `bool` is a compile error naming
 /// this function.

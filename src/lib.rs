@@ -110,8 +110,8 @@ pub use effect_tool_core::{
 
 // Calling tools: the engine, a run, what a call returns and how it can fail.
 pub use effect_tool_core::{
-    ApprovalPending, BlockReason, CallOptions, CallReport, CancellationToken, Disposition, EffectError, Engine,
-    EngineConfig, RunContext, RunHandle, SideEffectRetryBlocked, StoreError,
+    ApprovalPending, BlockReason, Budgets, CallOptions, CallReport, CancellationToken, Disposition, EffectError,
+    Engine, EngineConfig, RunContext, RunHandle, SideEffectRetryBlocked, StoreError,
 };
 
 // Watching calls: the engine's events and a tool's progress.

@@ -445,3 +445,38 @@ fn the_call_span_carries_the_genai_tool_attributes() {
     assert_eq!(send.get("effect_tool.disposition").map(String::as_str), Some("blocked"));
     assert_eq!(down.effects(), 1);
 }
+
+/// A call a run's budget refuses is counted by tool and budget (and nothing runs).
+#[test]
+fn a_call_refused_by_a_budget_is_counted_by_budget() {
+    let _serial = one_at_a_time();
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshots = recorder.snapshotter();
+    let down = Arc::new(Downstream::default());
+    let engine = Engine::with_config(MemoryStore::new(), config())
+        .with_budgets(effect_tool::Budgets::new().calls_of("flaky_refund", 1));
+    let run = RunContext::new("budgeted");
+    let tool = FlakyRefund(down.clone(), std::sync::atomic::AtomicBool::new(true));
+    metrics::with_local_recorder(&recorder, || {
+        current_thread().block_on(async {
+            engine
+                .call(&tool, &run, CallOptions::default(), "o-1".into())
+                .await
+                .unwrap();
+            let refused = engine.call(&tool, &run, CallOptions::default(), "o-2".into()).await;
+            assert_eq!(refused.unwrap_err().kind(), "BudgetExceeded");
+        })
+    });
+    assert_eq!(down.effects(), 1, "the refused call did not run");
+    let c = counters(&snapshots.snapshot().into_vec());
+    assert_eq!(
+        c.get("effect_tool_budget_exceeded_total{budget=calls_of:flaky_refund,tool=flaky_refund}"),
+        Some(&1),
+        "{c:?}"
+    );
+    assert_eq!(
+        c.get("effect_tool_calls_total{class=idempotent,disposition=rejected,tool=flaky_refund}"),
+        Some(&1),
+        "{c:?}"
+    );
+}

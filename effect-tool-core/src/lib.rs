@@ -52,6 +52,7 @@ pub mod adapters;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use call::budget::Budgets;
 pub use call::context::{EffectCtx, ProgressEvent, ProgressSink, RunContext};
 pub use call::error::{ApprovalPending, BlockReason, EffectError, SideEffectRetryBlocked, StoreError};
 pub use call::tool::{Injected, KeyRule, Tool, ToolMeta, check_values, missing_value};

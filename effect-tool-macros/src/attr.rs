@@ -59,6 +59,13 @@ pub struct Retry {
     pub max_delay: Option<u64>,
 }
 
+/// One cost of `cost(unit = |a| ..., ...)`: the unit's name (a run's spend budget) and the
+/// closure that computes what a call costs in it.
+pub struct Cost {
+    pub unit: Ident,
+    pub closure: Box<ExprClosure>,
+}
+
 /// Everything `#[tool(...)]` can say. Missing keys are `None`; defaults are applied in
 /// `expand.rs`.
 #[derive(Default)]
@@ -75,6 +82,7 @@ pub struct ToolAttrs {
     pub when: Option<Set<Box<ExprClosure>>>,
     pub timeout: Option<Set<u64>>,
     pub retry: Option<Set<Retry>>,
+    pub cost: Option<Set<Vec<Cost>>>,
     pub name: Option<Set<String>>,
     pub description: Option<Set<String>>,
     pub strict_input: Option<Set<()>>,
@@ -128,6 +136,7 @@ impl ToolAttrs {
             APPROVAL => self.parse_approval(cx, &meta, key),
             WHEN => self.parse_when(cx, &meta, key),
             RETRY => self.parse_retry(cx, &meta, key),
+            COST => self.parse_cost(cx, &meta, key),
             NAME => self.parse_name(cx, &meta, key),
             DESCRIPTION => self.parse_description(cx, &meta, key),
             STRICT_INPUT => parse_flag(
@@ -369,6 +378,60 @@ impl ToolAttrs {
         let mut seen: Vec<String> = Vec::new();
         meta.parse_nested_meta(|inner| retry.parse_limit(cx, inner, &mut seen))?;
         set(cx, &mut self.retry, key, span, retry, RETRY);
+        Ok(())
+    }
+
+    /// `cost(unit = |a| ..., ...)`: what a call costs in each unit (a run's spend budget). A
+    /// cost without a unit (`cost = |a| ...`) is refused: no budget could be matched to it.
+    fn parse_cost(&mut self, cx: &Ctxt, meta: &ParseNestedMeta, key: Span) -> syn::Result<()> {
+        if !meta.input.peek(syn::token::Paren) {
+            self.rejected.push(COST);
+            cx.error(
+                key,
+                "`cost` names the budget it spends: a cost without a unit matches no budget of the run",
+                "write `cost(refund_cents = |a| a.amount_cents)` and give the run `Budgets::new().spend(\"refund_cents\", 25_000)`",
+            );
+            return skip_value(meta);
+        }
+        let span = meta.input.span();
+        let mut costs: Vec<Cost> = Vec::new();
+        meta.parse_nested_meta(|inner| {
+            let Some(unit) = inner.path.get_ident().cloned() else {
+                cx.error_spanned(
+                    &inner.path,
+                    "expected the name of a unit, found a path",
+                    "write `cost(refund_cents = |a| a.amount_cents)`",
+                );
+                return skip_value(&inner);
+            };
+            match inner.value()?.parse::<Expr>()? {
+                Expr::Closure(closure) => {
+                    if costs.iter().any(|c| c.unit == unit) {
+                        cx.error(
+                            unit.span(),
+                            format!("the cost in `{unit}` is declared twice"),
+                            "declare each unit once: `cost(refund_cents = |a| ..., refunds = |_| 1)`",
+                        );
+                    } else {
+                        costs.push(Cost {
+                            unit,
+                            closure: Box::new(closure),
+                        });
+                    }
+                }
+                other => cx.error_spanned(
+                    &other,
+                    format!("the cost in `{unit}` takes a closure over the arguments"),
+                    format!("write `cost({unit} = |a| a.amount_cents)`"),
+                ),
+            }
+            Ok(())
+        })?;
+        if costs.is_empty() {
+            self.rejected.push(COST);
+            return Ok(());
+        }
+        set(cx, &mut self.cost, key, span, costs, COST);
         Ok(())
     }
 

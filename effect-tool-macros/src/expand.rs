@@ -323,6 +323,7 @@ impl<'a> Gen<'a> {
         let (output_item, error_item) = self.output_and_error();
         let items = [
             self.key_items(),
+            self.cost_items(),
             self.window_and_durations(),
             self.protected_items(),
             self.approval_items(),
@@ -524,6 +525,27 @@ impl<'a> Gen<'a> {
             });
         }
         quote!(#(#items)*)
+    }
+
+    /// `COSTS` and `costs()` for `cost(unit = |a| ...)`.
+    fn cost_items(&self) -> TokenStream {
+        let Some(cost) = &self.attrs.cost else {
+            return TokenStream::new();
+        };
+        let local = Ident::new("__args", Span::mixed_site());
+        let units: Vec<String> = cost.value.iter().map(|c| unraw(&c.unit)).collect();
+        let amounts = cost.value.iter().map(|c| {
+            let body_span = c.closure.body.span();
+            let closure = typed_closure(&c.closure, &self.names.args, &|t| self.replace_self(t));
+            let hs = respan(&self.h, body_span);
+            quote_spanned!(body_span=> #hs::cost_of(#local, #closure))
+        });
+        quote! {
+            const COSTS: &'static [&'static str] = &[#(#units),*];
+            fn costs(&self, #local: &Self::Args) -> ::std::vec::Vec<(&'static str, u64)> {
+                ::std::vec![#((#units, #amounts)),*]
+            }
+        }
     }
 
     /// `STRICT_INPUT`, `SHARED_KEYS`, `TRANSACTIONAL` and `OPEN_WORLD`, when declared.

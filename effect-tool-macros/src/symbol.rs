@@ -11,6 +11,7 @@ pub const APPROVAL_TTL: &str = "approval_ttl";
 pub const WHEN: &str = "when";
 pub const TIMEOUT: &str = "timeout";
 pub const RETRY: &str = "retry";
+pub const COST: &str = "cost";
 pub const NAME: &str = "name";
 pub const DESCRIPTION: &str = "description";
 pub const STRICT_INPUT: &str = "strict_input";
@@ -33,6 +34,7 @@ pub const KEYS: &[&str] = &[
     WHEN,
     TIMEOUT,
     RETRY,
+    COST,
     NAME,
     DESCRIPTION,
     STRICT_INPUT,

@@ -101,6 +101,11 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
             "add the approving role: `approval = \"finance\", approval_ttl = \"2h\"`, or remove `approval_ttl`",
         );
     }
+    if let Some(cost) = &attrs.cost {
+        for c in &cost.value {
+            closure_arity(cx, &c.closure, &format!("cost({})", c.unit), "|a| a.amount_cents");
+        }
+    }
 
     if let Some(key) = &attrs.key {
         match &key.value {

@@ -12,6 +12,7 @@ mod common;
 mod approvals_bind;
 mod approvals_edit;
 mod approvals_ttl;
+mod budgets;
 mod engine_cancellation;
 mod engine_core;
 mod engine_faults_hang;

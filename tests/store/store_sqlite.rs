@@ -270,9 +270,9 @@ mod sqlite_specifics {
                     |r| r.get(0),
                 )
                 .unwrap();
-            assert_eq!(schema, "4");
+            assert_eq!(schema, "5");
             let user_version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-            assert_eq!(user_version, 4);
+            assert_eq!(user_version, 5);
             let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
             assert_eq!(mode, "wal");
         });

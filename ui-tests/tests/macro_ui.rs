@@ -27,6 +27,8 @@ fn ui() {
         "serde",
         "protected",
         "description",
+        // `cost(...)`: a cost without a unit, a signed amount, a unit declared twice.
+        "cost",
         // Unmet trait bounds: an argument or output without serde/schemars impls, an error type
         // that does not classify, a return type that is not a `Result`.
         "trait-bounds",

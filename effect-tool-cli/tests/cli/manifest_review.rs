@@ -28,6 +28,7 @@ fn refund(class: EffectClass) -> ToolMeta {
         approval_when: None,
         open_world: None,
         retry: RetryPolicy::DEFAULT,
+        costs: &[],
     }
 }
 

@@ -220,6 +220,7 @@ fn manifest_text(email_class: EffectClass) -> String {
         approval_when: None,
         open_world: None,
         retry: RetryPolicy::DEFAULT,
+        costs: &[],
     };
     let email = ToolMeta {
         name: "send_email",
@@ -238,6 +239,7 @@ fn manifest_text(email_class: EffectClass) -> String {
         approval_when: None,
         open_world: Some(true),
         retry: RetryPolicy::DEFAULT,
+        costs: &[],
     };
     manifest::render(&[email, refund])
 }

@@ -66,6 +66,8 @@ struct RunParts {
     agent: Option<String>,
     cancellation: CancellationToken,
     progress: Option<ProgressSink>,
+    /// The run's own budgets, if given (else the engine's).
+    budgets: Option<Arc<crate::call::budget::Budgets>>,
     /// The application's values, by type; the name is the type's, for `Debug`.
     values: HashMap<TypeId, (&'static str, Arc<dyn Any + Send + Sync>)>,
 }
@@ -96,8 +98,22 @@ impl RunContext {
             agent: None,
             cancellation: CancellationToken::new(),
             progress: None,
+            budgets: None,
             values: HashMap::new(),
         }))
+    }
+
+    /// This run's budgets ([`crate::call::budget::Budgets`]), in place of the engine's
+    /// ([`crate::Engine::with_budgets`]). Every worker of the run must be given the same: the
+    /// journal counts what the run spent, each call checks it against the limits it was given.
+    pub fn with_budgets(mut self, budgets: crate::call::budget::Budgets) -> Self {
+        Arc::make_mut(&mut self.0).budgets = Some(Arc::new(budgets));
+        self
+    }
+
+    /// The budgets given to this run with [`RunContext::with_budgets`], if any.
+    pub fn budgets(&self) -> Option<&crate::call::budget::Budgets> {
+        self.0.budgets.as_deref()
     }
 
     /// The same context (thread, principal, agent, cancellation, progress, values) for the run

@@ -372,6 +372,22 @@ pub enum EffectError<E = crate::value::outcome::ToolError> {
         /// The type of the missing value.
         type_name: String,
     },
+    /// A budget of the run ([`crate::call::budget::Budgets`]) refuses the call: nothing ran,
+    /// nothing was charged, and the journal holds no record of it.
+    #[error(
+        "tool `{tool}` was not run: the {} has {} left, this call asks {}; nothing happened: do not call it again in this run unchanged (ask for less, or end the run; a person can start a new run or raise the budget)",
+        crate::call::budget::describe(&overdraft.budget),
+        crate::call::budget::grouped(overdraft.left()),
+        crate::call::budget::grouped(overdraft.asks)
+    )]
+    BudgetExceeded {
+        /// The tool.
+        tool: String,
+        /// The effect key the call would have had, if the call got that far.
+        key: Option<String>,
+        /// The budget, its limit, what the run spent and what the call asks.
+        overdraft: crate::decide::budget::Overdraft,
+    },
     /// The output could not be encoded or a recorded output could not be decoded.
     #[error("tool `{tool}` (key `{key}`): {message}")]
     Codec {
@@ -407,6 +423,7 @@ impl<E> EffectError<E> {
             EffectError::ShuttingDown { .. } => "ShuttingDown",
             EffectError::MissingValue { .. } => "MissingValue",
             EffectError::Codec { .. } => "Codec",
+            EffectError::BudgetExceeded { .. } => "BudgetExceeded",
         }
     }
 }
@@ -514,6 +531,11 @@ macro_rules! map_each_variant {
                 key: $own(key),
                 message: $own(message),
             },
+            BudgetExceeded { tool, key, overdraft } => BudgetExceeded {
+                tool: $own(tool),
+                key: $own(key),
+                overdraft: $own(overdraft),
+            },
             ClaimLost {
                 tool,
                 key,
@@ -577,7 +599,8 @@ impl<E> EffectError<E> {
             | TimedOut { key, .. }
             | Panicked { key, .. }
             | Cancelled { key, .. }
-            | ShuttingDown { key, .. } => key.as_deref(),
+            | ShuttingDown { key, .. }
+            | BudgetExceeded { key, .. } => key.as_deref(),
             Interrupted { key, .. } | SharedFailure { key, .. } | ClaimLost { key, .. } => Some(key),
             Blocked(b) => Some(&b.key),
             ApprovalPending(a) => Some(&a.key),

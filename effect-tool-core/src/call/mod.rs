@@ -1,9 +1,10 @@
 //! Calls: what one call of a tool is made of, knowing nothing of stores' internals or the engine.
 //!
-//! [`error`] (what a call can end with), [`context`] (`RunContext`, `EffectCtx`: the run and
+//! [`budget`] (what a run may spend), [`error`] (what a call can end with), [`context`] (`RunContext`, `EffectCtx`: the run and
 //! what a tool sees of its call), [`tool`] (the `Tool` trait the attribute implements),
 //! [`key`] (effect keys, fingerprints, redaction), [`stream`] (tools that yield progress).
 
+pub mod budget;
 pub mod context;
 pub mod error;
 pub mod key;

@@ -168,6 +168,11 @@ pub trait Tool: Send + Sync + 'static {
     /// [`Tool::APPROVAL`] (a parked call would wait outside the transaction).
     const TRANSACTIONAL: bool = false;
 
+    /// The units this tool declares a cost in (`#[tool(cost(refund_cents = |a| ...))]`): each
+    /// call charges [`Tool::costs`] to the run's spend budget of that unit, if it has one
+    /// ([`crate::call::budget::Budgets::spend`]).
+    const COSTS: &'static [&'static str] = &[];
+
     /// The JSON Schema of [`Tool::Args`] as exported to models.
     fn input_schema() -> serde_json::Value {
         crate::value::schema::input_schema::<Self::Args>()
@@ -213,6 +218,13 @@ pub trait Tool: Send + Sync + 'static {
     fn key(&self, args: &Self::Args) -> Option<String> {
         let _ = args;
         None
+    }
+
+    /// What this call costs, per unit of [`Tool::COSTS`] (`#[tool(cost(unit = |a| ...))]`):
+    /// charged to the run's spend budgets before the call is claimed. The default costs nothing.
+    fn costs(&self, args: &Self::Args) -> Vec<(&'static str, u64)> {
+        let _ = args;
+        Vec::new()
     }
 
     /// Whether this call needs approval (`approval = "role", when = |args| ...`).
@@ -282,6 +294,9 @@ pub struct ToolMeta {
     pub open_world: Option<bool>,
     /// The retry limits.
     pub retry: RetryPolicy,
+    /// The units the tool declares a cost in ([`Tool::COSTS`]), charged to the run's spend
+    /// budgets.
+    pub costs: &'static [&'static str],
 }
 
 impl ToolMeta {
@@ -304,6 +319,7 @@ impl ToolMeta {
             approval_when: T::APPROVAL_WHEN,
             open_world: T::OPEN_WORLD,
             retry: T::RETRY,
+            costs: T::COSTS,
         }
     }
 }

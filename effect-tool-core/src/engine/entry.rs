@@ -136,6 +136,17 @@ impl Engine {
         if let super::policies::Gate::Denied { by, reason } = self.ask_policies::<T>(run, None, &args, None).await {
             return super::policies::denied::<T>(by, reason, None);
         }
+        // Budgets: a pure call has no effect key; its spend is bound to the model's call id
+        // (a turn delivered twice is charged once), else to this call alone.
+        let budget_key = self
+            .budgets_of(run)
+            .map(|_| pure_budget_key(run.run_id(), T::NAME, opts.call_id.as_deref()));
+        if let Some(key) = &budget_key
+            && let Err(err) = self.spend_call(tool, run, key, false, &args).await
+        {
+            let disposition = refused(&err);
+            return report(Err(err), disposition);
+        }
         let mut ctx = EffectCtx::new(run.clone(), T::NAME, T::CLASS, opts.call_id, None, 1, None);
         for exec in 1.. {
             if run.cancellation().is_cancelled() {
@@ -163,7 +174,14 @@ impl Engine {
                     );
                 }
             };
-            match decide(policy_input::<T>(outcome, exec, tool.declared_retry())) {
+            let mut decision = decide(policy_input::<T>(outcome, exec, tool.declared_retry()));
+            if matches!(decision, Decision::Retry { .. })
+                && let Some(key) = &budget_key
+                && !self.spend_retry(T::NAME, run, key, exec).await
+            {
+                decision = Decision::Fail;
+            }
+            match decision {
                 Decision::Retry { after } => {
                     observe::tool_retried(T::NAME);
                     tracing::debug!(after_ms = after.as_millis() as u64, "retrying pure tool");
@@ -307,6 +325,12 @@ impl Engine {
             Ok(unseen) => unseen,
             Err(replayed) => return report(replayed),
         };
+        // The run's budgets, charged before the claim and bound to the key: a replay (above)
+        // spends nothing, a second call of the key nothing more.
+        if let Err(err) = self.spend_call(tool, run, &key, true, &args).await {
+            let disposition = refused(&err);
+            return report((Err(err), disposition));
+        }
         loop {
             // Stage 3.
             match self
@@ -421,5 +445,22 @@ impl Engine {
                 tracing::warn!(tool = T::NAME, error = %e, "could not write the tool's output schema to the journal; an output a person records by hand is not checked until it is")
             }
         }
+    }
+}
+
+/// A call stopped at its budgets: `Rejected` when a budget refused it, `Failed` when the
+/// journal could not be asked.
+fn refused<E>(err: &EffectError<E>) -> Disposition {
+    match err {
+        EffectError::BudgetExceeded { .. } => Disposition::Rejected,
+        _ => Disposition::Failed,
+    }
+}
+
+/// What the budgets of a pure call are bound to: the model's call id, else a key of its own.
+fn pure_budget_key(run_id: &str, tool: &str, call_id: Option<&str>) -> String {
+    match call_id {
+        Some(id) => format!("{run_id}:{tool}:call:{id}"),
+        None => format!("{run_id}:{tool}:once:{:032x}", fastrand::u128(..)),
     }
 }

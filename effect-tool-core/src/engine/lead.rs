@@ -721,7 +721,21 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             Ok(lost) => lost.into_error(T::NAME, Some(key)),
         };
         let failed = |failure| Step::Done((Err(as_error(failure)), Disposition::Failed));
-        let decision = decide(policy_input::<T>(outcome, self.exec, self.call.tool.declared_retry()));
+        let mut decision = decide(policy_input::<T>(outcome, self.exec, self.call.tool.declared_retry()));
+        if matches!(decision, Decision::Retry { .. })
+            && !self.engine.spend_retry(T::NAME, self.call.run, key, attempt).await
+        {
+            // The run's retry budget is spent: end as the last attempt would.
+            decision = match decide(policy_input::<T>(
+                outcome,
+                self.call.tool.declared_retry().max_attempts.max(self.exec),
+                self.call.tool.declared_retry(),
+            )) {
+                Decision::Retry { .. } if outcome == Outcome::Failed(Failure::Unknown) => Decision::FailInDoubt,
+                Decision::Retry { .. } => Decision::Fail,
+                last => last,
+            };
+        }
         tracing::debug!(?decision, %reason, "tool failed");
         match decision {
             Decision::Retry { after } => {

@@ -73,6 +73,8 @@ pub(super) struct Inner {
     /// The deployment's policies ([`Engine::with_policies`]), asked at stage 1b.
     #[cfg(feature = "policy")]
     pub(super) policies: std::sync::RwLock<Option<Arc<crate::decide::cedar::Policies>>>,
+    /// Every run's budgets unless the run has its own ([`Engine::with_budgets`]).
+    pub(super) budgets: Option<Arc<crate::call::budget::Budgets>>,
 }
 
 /// One call in flight, counted while it lives.
@@ -184,6 +186,7 @@ impl Engine {
                 events: observe::Events::new(),
                 #[cfg(feature = "policy")]
                 policies: std::sync::RwLock::new(None),
+                budgets: None,
             }),
         }
     }
@@ -225,6 +228,25 @@ impl Engine {
             );
         };
         inner.holder.worker = Some(worker.into());
+        self
+    }
+
+    /// Give every run `budgets` ([`crate::call::budget::Budgets`]): at most so many calls, calls
+    /// of one tool, units of a declared cost, retries. A run given its own
+    /// ([`RunContext::with_budgets`](crate::RunContext::with_budgets)) uses those instead.
+    /// The journal keeps what each run spent ([`Store::spend`]), so every engine on it, in
+    /// any process, counts against the same totals; give them the same limits.
+    ///
+    /// # Panics
+    ///
+    /// When the engine has been cloned already: set the budgets when building the engine.
+    pub fn with_budgets(mut self, budgets: crate::call::budget::Budgets) -> Self {
+        let Some(inner) = Arc::get_mut(&mut self.inner) else {
+            panic!(
+                "Engine::with_budgets was called on an engine that has been cloned: set the budgets when building the engine, before cloning it"
+            );
+        };
+        inner.budgets = Some(Arc::new(budgets));
         self
     }
 

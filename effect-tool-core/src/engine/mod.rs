@@ -12,7 +12,11 @@
 //! 2. **replay** (`replay.rs`): a read-only lookup; a recorded result is returned and nothing
 //!    runs. A record of another tool under the key is refused
 //!    ([`EffectError::KeyOfAnotherTool`](crate::call::error::EffectError::KeyOfAnotherTool)):
-//!    a key names one effect of one tool.
+//!    a key names one effect of one tool. Then the run's budgets, if it has any
+//!    (`budget.rs`, [`crate::call::budget::Budgets`]): spent through the journal, bound to the
+//!    key (a replay spent nothing; the same key is charged once); a refusal is
+//!    [`EffectError::BudgetExceeded`](crate::call::error::EffectError::BudgetExceeded) and
+//!    nothing is claimed.
 //! 3. **join** (`join.rs`): an identical call already leading in this process → wait for it and
 //!    share its result.
 //! 4. **lead** (`lead.rs`), the leading call's stages, in a loop:
@@ -27,7 +31,8 @@
 //!      (`lease.rs`: a tool is not started, and its future not polled further, once its lease
 //!      has lapsed on this process's monotonic clock);
 //!    - 4e **settle a failure**: the [`crate::decide::policy`] decides (retry, reconcile, block,
-//!      fail);
+//!      fail); a retry first spends a unit of the run's retry budget, if it has one, and ends
+//!      the call as its last attempt would when the budget is spent;
 //!    - 4f **record**: the output under the claim, fenced (only the attempt holding the claim
 //!      can complete it), a write the journal fails retried for a while
 //!      ([`Engine::with_store_retry`]).
@@ -39,9 +44,10 @@
 //! (the public report types), `entry.rs` (the entry points and the journaled path), `ongoing.rs`
 //! (the call on its way), `policies.rs` (stage 1b), `replay.rs`, `join.rs`, `lead.rs`, `execute.rs`, `lease.rs`,
 //! `complete.rs` (stage 4f's write), `errors.rs` (the errors the engine makes), `run_handle.rs` ([`RunHandle`]), `compensation.rs`,
-//! `observe.rs` (events and metrics), `instrumented.rs` (the store as the engine sees it),
+//! `budget.rs` (the run's budgets, spent), `observe.rs` (events and metrics), `instrumented.rs` (the store as the engine sees it),
 //! `dyn_tool.rs` (tools behind a trait object).
 
+mod budget;
 pub mod compensation;
 mod complete;
 pub mod dyn_tool;

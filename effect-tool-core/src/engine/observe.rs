@@ -79,6 +79,12 @@ pub struct MetricInfo {
 /// rules may use these names only.
 pub const METRICS: &[MetricInfo] = &[
     MetricInfo {
+        name: "effect_tool_budget_exceeded_total",
+        kind: MetricKind::Counter,
+        labels: &["tool", "budget"],
+        help: "Calls (and retries) a run's budget refused: nothing ran (budget: calls, calls_of:<tool>, spend:<unit>, retries).",
+    },
+    MetricInfo {
         name: "effect_tool_calls_total",
         kind: MetricKind::Counter,
         labels: &["tool", "class", "disposition"],
@@ -219,6 +225,18 @@ pub enum EngineEvent {
         policies: Vec<String>,
         /// Whether it was enforced (`false`: shadow mode, the call went on as declared).
         enforced: bool,
+    },
+    /// A budget of the run refused a call (nothing ran) or a retry (the call ended as its last
+    /// attempt would).
+    BudgetExceeded {
+        /// The tool.
+        tool: &'static str,
+        /// The run.
+        run_id: String,
+        /// The key the spend was bound to (the effect key, `<key>#retry<n>` for a retry).
+        key: String,
+        /// The budget, its limit, what the run spent and what was asked.
+        overdraft: crate::decide::budget::Overdraft,
     },
     /// The effect happened but its record could not be written within the store-retry window:
     /// the next attempt reconciles it, or a person resolves it.
@@ -368,6 +386,34 @@ pub(super) fn policy_decided(
 /// A tool failed in a way its class allows to retry, and runs again after a backoff.
 pub(super) fn tool_retried(tool: &'static str) {
     metrics::counter!("effect_tool_tool_retries_total", "tool" => tool).increment(1);
+}
+
+/// A budget of the run refused a call or a retry.
+pub(super) fn budget_exceeded(
+    events: &Events,
+    tool: &'static str,
+    run_id: &str,
+    key: &str,
+    overdraft: &crate::decide::budget::Overdraft,
+) {
+    metrics::counter!("effect_tool_budget_exceeded_total", "tool" => tool, "budget" => overdraft.budget.clone())
+        .increment(1);
+    tracing::info!(
+        tool,
+        run_id,
+        key,
+        budget = %overdraft.budget,
+        limit = overdraft.limit,
+        spent = overdraft.spent,
+        asks = overdraft.asks,
+        "a budget of the run refused the call"
+    );
+    events.emit(|| EngineEvent::BudgetExceeded {
+        tool,
+        run_id: run_id.to_owned(),
+        key: key.to_owned(),
+        overdraft: overdraft.clone(),
+    });
 }
 
 /// A record write failed and is retried.

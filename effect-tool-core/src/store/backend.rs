@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::{Filter, Listing, Recorded};
 use crate::call::error::StoreError;
+use crate::decide::budget::{Spend, SpendOutcome};
 use crate::decide::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome};
 
 /// A journal backend.
@@ -146,6 +147,23 @@ pub trait Store: Send + Sync + 'static {
         self.output_schema(&input_schema_name(tool)).await
     }
 
+    /// Check and spend a run's budgets, atomically across every process sharing the journal:
+    /// read what the run spent of each budget of `spend` and whether its key was charged,
+    /// run [`crate::decide::budget::decide`], and write the charges it returns, as one unit
+    /// (all or none). A key already charged to a budget is not charged again.
+    ///
+    /// The built-in stores keep the charges (memory: per store; SQLite: `effect_budget_spends`;
+    /// PostgreSQL: `budget_spends`). The default keeps none and refuses with
+    /// [`StoreError::Backend`]: a run with budgets on such a store fails its calls rather than
+    /// running them unbudgeted.
+    async fn spend(&self, spend: &Spend) -> Result<SpendOutcome, StoreError> {
+        let _ = spend;
+        Err(StoreError::Backend(
+            "this journal keeps no budgets (its store does not implement `Store::spend`): nothing ran; run without budgets, or on a store that keeps them (memory, SQLite, PostgreSQL)"
+                .to_owned(),
+        ))
+    }
+
     /// Completes when a person's decision on `key` (approve, deny, resolve, amend) was made,
     /// so that a task waiting for it
     /// ([`RunHandle::wait_for_approval`](crate::RunHandle::wait_for_approval)) reads the record
@@ -263,6 +281,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     async fn begin_transaction(&self, key: &str) -> Result<Option<Box<dyn super::JournalTransaction>>, StoreError> {
         (**self).begin_transaction(key).await
+    }
+    async fn spend(&self, spend: &Spend) -> Result<SpendOutcome, StoreError> {
+        (**self).spend(spend).await
     }
 }
 

@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::{Filter, Listing, Recorded, Store};
 use crate::call::error::StoreError;
+use crate::decide::budget::{Spend, SpendOutcome};
 use crate::decide::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome};
 use crate::value::marker::MarkerSecret;
 
@@ -208,6 +209,12 @@ impl<L: StoreLayer> Store for Layered<L> {
             .around(op("begin-transaction", Some(key), Access::Write), fut)
             .await
     }
+    async fn spend(&self, spend: &Spend) -> Result<SpendOutcome, StoreError> {
+        let fut = self.inner.spend(spend);
+        self.layer
+            .around(op("spend", Some(&spend.key), Access::Write), fut)
+            .await
+    }
     fn backend_name(&self) -> &'static str {
         self.inner.backend_name()
     }
@@ -237,6 +244,15 @@ impl Brief for Option<Arc<EffectRecord>> {
 impl Brief for Option<Recorded> {
     fn brief(&self) -> String {
         self.as_ref().map_or("none".to_owned(), |r| format!("{:?}", r.state()))
+    }
+}
+
+impl Brief for SpendOutcome {
+    fn brief(&self) -> String {
+        match self {
+            SpendOutcome::Spent { charged } => format!("spent {}", charged.join(",")),
+            SpendOutcome::Exceeded(o) => format!("refused: {} has {} left, asks {}", o.budget, o.left(), o.asks),
+        }
     }
 }
 
@@ -401,6 +417,10 @@ mod tests {
             self.saw("begin_transaction");
             Ok(None)
         }
+        async fn spend(&self, _: &Spend) -> Result<SpendOutcome, StoreError> {
+            self.saw("spend");
+            Ok(SpendOutcome::Spent { charged: Vec::new() })
+        }
         fn backend_name(&self) -> &'static str {
             self.saw("backend_name");
             "probe"
@@ -426,6 +446,7 @@ mod tests {
         "output_schema",
         "changed",
         "begin_transaction",
+        "spend",
         "backend_name",
     ];
 
@@ -456,6 +477,14 @@ mod tests {
         let _ = store.output_schema("t").await;
         store.changed("k").await;
         let _ = store.begin_transaction("k").await;
+        let _ = store
+            .spend(&Spend {
+                run_id: "r".into(),
+                key: "k".into(),
+                tool: "t".into(),
+                charges: Vec::new(),
+            })
+            .await;
         let _ = store.backend_name();
     }
 

@@ -32,6 +32,15 @@ struct Inner {
     audit: Vec<AuditEntry>,
     /// Each tool's output schema ([`Store::put_output_schema`]).
     output_schemas: HashMap<String, serde_json::Value, foldhash::fast::RandomState>,
+    /// The runs' budgets ([`Store::spend`]): per (run, budget), the total and the keys charged.
+    budgets: HashMap<(String, String), BudgetSpent, foldhash::fast::RandomState>,
+}
+
+/// What a run spent of one budget.
+#[derive(Debug, Default)]
+struct BudgetSpent {
+    total: u64,
+    keys: std::collections::HashSet<String>,
 }
 
 impl MemoryStore {
@@ -132,6 +141,40 @@ impl Store for MemoryStore {
 
     async fn output_schema(&self, tool: &str) -> Result<Option<serde_json::Value>, StoreError> {
         Ok(self.lock().output_schemas.get(tool).cloned())
+    }
+
+    /// Under the store's one lock.
+    async fn spend(
+        &self,
+        spend: &crate::decide::budget::Spend,
+    ) -> Result<crate::decide::budget::SpendOutcome, StoreError> {
+        use crate::decide::budget::{SpendOutcome, Spent, decide};
+        let mut inner = self.lock();
+        let decided = decide(spend, |budget| {
+            inner
+                .budgets
+                .get(&(spend.run_id.clone(), budget.to_owned()))
+                .map_or(Spent::default(), |b| Spent {
+                    total: b.total,
+                    charged: b.keys.contains(&spend.key),
+                })
+        });
+        match decided {
+            Err(overdraft) => Ok(SpendOutcome::Exceeded(overdraft)),
+            Ok(charges) => {
+                for charge in &charges {
+                    let b = inner
+                        .budgets
+                        .entry((spend.run_id.clone(), charge.budget.clone()))
+                        .or_default();
+                    b.total = b.total.saturating_add(charge.amount);
+                    b.keys.insert(spend.key.clone());
+                }
+                Ok(SpendOutcome::Spent {
+                    charged: charges.into_iter().map(|c| c.budget).collect(),
+                })
+            }
+        }
     }
 
     async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {

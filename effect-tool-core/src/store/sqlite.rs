@@ -309,7 +309,9 @@ impl SqliteStore {
         };
         match writer::submit(&self.shared, work).await {
             writer::Answer::Apply(answer) => answer,
-            writer::Answer::Gc(_) | writer::Answer::PutMeta(_) => unreachable!("an operation is answered as one"),
+            writer::Answer::Gc(_) | writer::Answer::PutMeta(_) | writer::Answer::Spend(_) => {
+                unreachable!("an operation is answered as one")
+            }
         }
     }
 

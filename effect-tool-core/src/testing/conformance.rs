@@ -132,7 +132,8 @@ macro_rules! conformance_tests {
             $crate::__conformance_cases!($harness;
                 claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
                 amend_corrects_a_resolution, resolve_checks_the_output, approve_and_deny, approve_edited_binds_and_carries, approval_binds_its_input, shared_results_keep_their_call_ids, engine_decisions_are_audited, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
-                audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored, worker_takes_over_its_previous_incarnation);
+                audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored, worker_takes_over_its_previous_incarnation,
+                budgets_spent_atomically);
         }
     };
     ($prefix:ident, $harness:ty, durable) => {
@@ -143,7 +144,7 @@ macro_rules! conformance_tests {
                 claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
                 amend_corrects_a_resolution, resolve_checks_the_output, approve_and_deny, approve_edited_binds_and_carries, approval_binds_its_input, shared_results_keep_their_call_ids, engine_decisions_are_audited, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
                 audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored, worker_takes_over_its_previous_incarnation,
-                future_version_refused, fencing_across_handles);
+                budgets_spent_atomically, future_version_refused, fencing_across_handles, budgets_across_handles);
             #[test]
             fn processes_race_same_keys() {
                 $crate::testing::conformance::run::<$harness, _, _>("processes_race_same_keys", || {
@@ -2044,6 +2045,124 @@ pub mod cases {
         for k in &keys {
             assert_eq!(wins.get(k), Some(&1), "exactly one claim of {k} wins");
         }
+    }
+
+    /// A run's budgets ([`Store::spend`]): 24 spends of different keys racing for 5 units, one
+    /// wins each unit; a key is charged once; a spend is all or nothing; runs and budgets are
+    /// counted apart; the refusal says what is left and what was asked.
+    pub async fn budgets_spent_atomically<H: Harness>() {
+        use crate::decide::budget::{Charge, Spend, SpendOutcome};
+        let h = H::fresh().await;
+        let s = h.store();
+        let spend = |run: &str, key: &str, charges: &[(&str, u64, u64)]| Spend {
+            run_id: run.to_owned(),
+            key: key.to_owned(),
+            tool: "refund".to_owned(),
+            charges: charges
+                .iter()
+                .map(|&(budget, amount, limit)| Charge {
+                    budget: budget.to_owned(),
+                    amount,
+                    limit,
+                })
+                .collect(),
+        };
+        let mut tasks = Vec::new();
+        for n in 0..24 {
+            let (s, one) = (s.clone(), spend("budget-run", &format!("k{n}"), &[("calls", 1, 5)]));
+            tasks.push(tokio::spawn(async move { s.spend(&one).await.unwrap() }));
+        }
+        let mut spent = 0;
+        for t in tasks {
+            match t.await.unwrap() {
+                SpendOutcome::Spent { charged } => {
+                    assert_eq!(charged, ["calls"]);
+                    spent += 1;
+                }
+                SpendOutcome::Exceeded(o) => {
+                    assert_eq!((o.budget.as_str(), o.limit, o.spent, o.asks), ("calls", 5, 5, 1))
+                }
+            }
+        }
+        assert_eq!(spent, 5, "exactly the limit is spent by racing spends");
+
+        // A key already charged spends nothing, even with the budget spent.
+        let first = s
+            .spend(&spend("budget-run", "k-first", &[("calls", 1, 5)]))
+            .await
+            .unwrap();
+        assert!(matches!(first, SpendOutcome::Exceeded(_)), "{first:?}");
+        let mut charged_keys = 0;
+        for n in 0..24 {
+            if let SpendOutcome::Spent { charged } = s
+                .spend(&spend("budget-run", &format!("k{n}"), &[("calls", 1, 5)]))
+                .await
+                .unwrap()
+            {
+                assert!(charged.is_empty(), "a key charged before is not charged again");
+                charged_keys += 1;
+            }
+        }
+        assert_eq!(charged_keys, 5);
+
+        // All or nothing: a spend that overdraws its second budget charges neither.
+        let cents = |key: &str, amount| spend("cents-run", key, &[("calls", 1, 10), ("spend:cents", amount, 25_000)]);
+        assert!(matches!(
+            s.spend(&cents("a", 20_000)).await.unwrap(),
+            SpendOutcome::Spent { .. }
+        ));
+        match s.spend(&cents("b", 30_000)).await.unwrap() {
+            SpendOutcome::Exceeded(o) => {
+                assert_eq!((o.budget.as_str(), o.left(), o.asks), ("spend:cents", 5_000, 30_000));
+            }
+            other => panic!("30,000 cents with 5,000 left is refused, got {other:?}"),
+        }
+        assert!(matches!(
+            s.spend(&cents("c", 5_000)).await.unwrap(),
+            SpendOutcome::Spent { .. }
+        ));
+        // "b" charged no call: 2 calls of 10 spent, so 8 more fit (and no cents).
+        for n in 0..8 {
+            let one = spend("cents-run", &format!("call-{n}"), &[("calls", 1, 10)]);
+            assert!(
+                matches!(s.spend(&one).await.unwrap(), SpendOutcome::Spent { .. }),
+                "call {n}"
+            );
+        }
+        // Another run has budgets of its own.
+        let other_run = spend("other-run", "a", &[("spend:cents", 25_000, 25_000)]);
+        assert!(matches!(s.spend(&other_run).await.unwrap(), SpendOutcome::Spent { .. }));
+    }
+
+    /// Two handles on one journal (as two processes have) spend the last unit once.
+    pub async fn budgets_across_handles<H: Harness>() {
+        use crate::decide::budget::{Charge, Spend, SpendOutcome};
+        let h = H::fresh().await;
+        let first = h.store();
+        let second = H::open(&h.locator().expect("a durable harness has a locator")).await;
+        let spend = |key: String| Spend {
+            run_id: "handles-run".to_owned(),
+            key,
+            tool: "refund".to_owned(),
+            charges: vec![Charge {
+                budget: "spend:cents".to_owned(),
+                amount: 100,
+                limit: 1_000,
+            }],
+        };
+        let mut tasks = Vec::new();
+        for n in 0..20 {
+            let store = if n % 2 == 0 { first.clone() } else { second.clone() };
+            let one = spend(format!("k{n}"));
+            tasks.push(tokio::spawn(async move { store.spend(&one).await.unwrap() }));
+        }
+        let mut spent = 0;
+        for t in tasks {
+            if let SpendOutcome::Spent { .. } = t.await.unwrap() {
+                spent += 1;
+            }
+        }
+        assert_eq!(spent, 10, "1,000 cents at 100 a call: ten calls, across both handles");
     }
 
     /// Through the engine: a recorded result is replayed; identical calls through two engines

@@ -630,11 +630,44 @@ fn failure_text(e: &EffectError<String>) -> String {
         EffectError::InvalidArguments { tool, message } => {
             format!("Error: the arguments for `{tool}` do not match its parameters: {message}. Nothing was run.")
         }
+        EffectError::BudgetExceeded { tool, overdraft, .. } => budget_text(tool, overdraft),
         EffectError::Blocked(b) => blocked_text(b, None),
         EffectError::ApprovalPending(a) => format!(
             "`{}` has not run yet: it waits for approval by `{}` (key `{}`). Tell the user it needs approval.",
             a.tool, a.role, a.key
         ),
+    }
+}
+
+/// What the model is told when a budget of its run refuses a call: which budget, what is left
+/// and what the call asks, that nothing happened, and what it can still do.
+fn budget_text(tool: &str, o: &crate::decide::budget::Overdraft) -> String {
+    use crate::call::budget::grouped;
+    use crate::decide::budget::{CALLS, CALLS_OF, SPEND};
+    let (limit, left, asks) = (grouped(o.limit), grouped(o.left()), grouped(o.asks));
+    if let Some(unit) = o.budget.strip_prefix(SPEND) {
+        if o.left() == 0 {
+            format!(
+                "Error: `{tool}` was not run: the {unit} budget of this run ({limit}) is spent, this call asks {asks}. Nothing happened. Do not call `{tool}` again in this run; tell the user the budget is spent."
+            )
+        } else {
+            format!(
+                "Error: `{tool}` was not run: {unit} budget of this run: {left} left, this call asks {asks}. Nothing happened. Call it again only for at most {left}, or tell the user the budget does not cover the request."
+            )
+        }
+    } else if let Some(limited) = o.budget.strip_prefix(CALLS_OF) {
+        format!(
+            "Error: `{tool}` was not run: this run may call `{limited}` at most {limit} times, and it has. Nothing happened. Do not call `{limited}` again in this run; answer with what you have, or tell the user."
+        )
+    } else if o.budget == CALLS {
+        format!(
+            "Error: `{tool}` was not run: this run may make at most {limit} tool calls, and it has. Nothing happened. Do not call tools again in this run; answer with what you have, or tell the user."
+        )
+    } else {
+        format!(
+            "Error: `{tool}` was not run: the {} has {left} left, this call asks {asks}. Nothing happened. Do not call it again in this run unchanged.",
+            crate::call::budget::describe(&o.budget)
+        )
     }
 }
 

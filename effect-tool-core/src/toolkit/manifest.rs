@@ -27,6 +27,7 @@
 //!     approval_when: None,
 //!     open_world: None,
 //!     retry: RetryPolicy::DEFAULT,
+//!     costs: &[],
 //! };
 //! let text = manifest::render(&[refund]);
 //! assert_eq!(
@@ -54,7 +55,10 @@ pub const HEADER: &str = "# effect-tool manifest v1: one line per tool, sorted b
 /// arguments, by type, as written), which never reach the model. A conditional approval reads
 /// `approval=<role> when(<condition as written>)`. A tool whose keys are shared by every
 /// principal (`#[tool(shared_keys)]`) has `principals=shared` after its window; the others' keys
-/// are each principal's own, and their lines say nothing of it.
+/// are each principal's own, and their lines say nothing of it. A tool that declares a cost
+/// (`#[tool(cost(refund_cents = |a| ...))]`) ends its line with `cost=<unit,unit>`: the run's
+/// spend budgets it charges ([`crate::call::budget::Budgets::spend`]); the others' lines say
+/// nothing of it.
 /// The key rule is written as in the source (`default`, `fields(order_id, amount_cents)` or
 /// `custom(|a| ...)`); durations as in declarations (`500ms`, `30s`, `5m`, `24h`, `7d`). The
 /// description is left out: rewording it changes no contract. The text depends only on the
@@ -164,6 +168,9 @@ pub fn line_with_approval_ttl(meta: &ToolMeta, approval_ttl: Option<Duration>) -
         format_duration(meta.retry.base_delay),
         format_duration(meta.retry.max_delay),
     );
+    if !meta.costs.is_empty() {
+        let _ = write!(s, " cost={}", meta.costs.join(","));
+    }
     s
 }
 
@@ -211,6 +218,7 @@ mod tests {
             approval_when: None,
             open_world: None,
             retry: RetryPolicy::DEFAULT,
+            costs: &[],
         }
     }
 
@@ -270,6 +278,20 @@ mod tests {
             ..meta("t", EffectClass::Idempotent)
         };
         assert!(line(&m).contains("key=custom(|a| { a.id.clone() })"));
+    }
+
+    #[test]
+    fn a_declared_cost_ends_the_line_and_no_cost_says_nothing() {
+        let m = ToolMeta {
+            costs: &["refund_cents", "refunds"],
+            ..meta("refund", EffectClass::Idempotent)
+        };
+        assert!(
+            line(&m).ends_with(" retry=3x100ms..10s cost=refund_cents,refunds"),
+            "{}",
+            line(&m)
+        );
+        assert!(!line(&meta("refund", EffectClass::Idempotent)).contains("cost="));
     }
 
     #[test]

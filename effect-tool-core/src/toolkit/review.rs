@@ -134,6 +134,13 @@ impl From<&ToolMeta> for Declaration {
             sensitive: meta.sensitive.iter().map(|s| (*s).to_owned()).collect(),
             injected: meta.injected.iter().map(|i| i.type_name.to_owned()).collect(),
             retry: meta.retry,
+            // Read back from a manifest as a field this version keeps as text (reviewed as a
+            // medium-risk change): the same here, so a toolkit and its manifest compare equal.
+            other: if meta.costs.is_empty() {
+                BTreeMap::new()
+            } else {
+                BTreeMap::from([("cost".to_owned(), meta.costs.join(","))])
+            },
             ..Declaration::new(meta.name, meta.class)
         }
     }
@@ -1829,6 +1836,7 @@ mod tests {
                 base_delay: Duration::from_millis(250),
                 max_delay: Duration::from_secs(60),
             },
+            costs: &["refund_cents", "refunds"],
         };
         let text = manifest::render_with_strict(
             std::slice::from_ref(&meta),

@@ -75,6 +75,22 @@ ALTER TABLE {schema}.records ADD COLUMN call_ids text;
 ALTER TABLE {schema}.records ADD COLUMN holder text;
 "#,
     ),
+    (
+        4,
+        "what runs spent of their budgets",
+        r#"
+-- One row per (run, budget, key) charged: a key is charged once (effect_tool_core::decide::budget).
+CREATE TABLE {schema}.budget_spends (
+    run_id text NOT NULL,
+    budget text NOT NULL,
+    key    text NOT NULL,
+    tool   text NOT NULL,
+    amount bigint NOT NULL,
+    at     bigint NOT NULL,
+    PRIMARY KEY (run_id, budget, key)
+);
+"#,
+    ),
 ];
 
 /// The newest migration this build knows.

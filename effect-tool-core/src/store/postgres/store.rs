@@ -163,6 +163,68 @@ impl Store for PostgresStore {
             .collect()
     }
 
+    /// One transaction that first takes a transaction-scoped advisory lock on the run (so the
+    /// spends of one run, from any process, follow one another; behind a pooler in transaction
+    /// mode too), then reads, decides and inserts.
+    async fn spend(
+        &self,
+        spend: &crate::decide::budget::Spend,
+    ) -> Result<crate::decide::budget::SpendOutcome, StoreError> {
+        let s = quoted_schema(&self.shared.options.schema)?;
+        let lock = format!("effect_tool_budget:{}:{}", self.shared.options.schema, spend.run_id);
+        let now = self.now();
+        let mut client = self.client().await?;
+        bounded!(self, client, async {
+            let tx = client.transaction().await.map_err(pg)?;
+            tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", &[&lock])
+                .await
+                .map_err(pg)?;
+            let read = format!(
+                "SELECT COALESCE(SUM(amount), 0)::bigint, COALESCE(bool_or(key = $3), false) FROM {s}.budget_spends WHERE run_id = $1 AND budget = $2"
+            );
+            let mut spent = std::collections::HashMap::new();
+            for charge in &spend.charges {
+                let row = tx
+                    .query_one(&read, &[&spend.run_id, &charge.budget, &spend.key])
+                    .await
+                    .map_err(pg)?;
+                let total: i64 = row.get(0);
+                let charged: bool = row.get(1);
+                spent.insert(
+                    charge.budget.clone(),
+                    crate::decide::budget::Spent {
+                        total: u64::try_from(total).unwrap_or(0),
+                        charged,
+                    },
+                );
+            }
+            let decided = crate::decide::budget::decide(spend, |budget| spent.get(budget).copied().unwrap_or_default());
+            let charges = match decided {
+                Err(overdraft) => {
+                    tx.rollback().await.map_err(pg)?;
+                    return Ok(crate::decide::budget::SpendOutcome::Exceeded(overdraft));
+                }
+                Ok(charges) => charges,
+            };
+            let insert = format!(
+                "INSERT INTO {s}.budget_spends (run_id, budget, key, tool, amount, at) VALUES ($1, $2, $3, $4, $5, $6)"
+            );
+            for charge in &charges {
+                let amount = i64::try_from(charge.amount).unwrap_or(i64::MAX);
+                tx.execute(
+                    &insert,
+                    &[&spend.run_id, &charge.budget, &spend.key, &spend.tool, &amount, &now],
+                )
+                .await
+                .map_err(pg)?;
+            }
+            tx.commit().await.map_err(pg)?;
+            Ok(crate::decide::budget::SpendOutcome::Spent {
+                charged: charges.into_iter().map(|c| c.budget).collect(),
+            })
+        })
+    }
+
     async fn append_audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
         let client = self.client().await?;
         let detail = entry.detail.as_ref().map(|d| d.to_string());

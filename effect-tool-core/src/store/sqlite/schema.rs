@@ -4,7 +4,7 @@
 use super::*;
 
 /// The version of the SQLite schema this build writes and reads.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 pub(super) const SCHEMA_V1: &str = "
 CREATE TABLE IF NOT EXISTS effect_records (
@@ -74,8 +74,28 @@ pub(super) const SCHEMA_V4: &str = "
 ALTER TABLE effect_records ADD COLUMN holder TEXT;
 ";
 
+/// Version 5: `effect_budget_spends`, what each run spent of its budgets: one row per
+/// (run, budget, key) charged, so that a key is charged once ([`crate::decide::budget`]).
+pub(super) const SCHEMA_V5: &str = "
+CREATE TABLE IF NOT EXISTS effect_budget_spends (
+    run_id TEXT NOT NULL,
+    budget TEXT NOT NULL,
+    key TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    amount INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    PRIMARY KEY (run_id, budget, key)
+);
+";
+
 /// Every schema version and the SQL that brings the previous one to it, in order.
-pub(super) const MIGRATIONS: [(u32, &str); 4] = [(1, SCHEMA_V1), (2, SCHEMA_V2), (3, SCHEMA_V3), (4, SCHEMA_V4)];
+pub(super) const MIGRATIONS: [(u32, &str); 5] = [
+    (1, SCHEMA_V1),
+    (2, SCHEMA_V2),
+    (3, SCHEMA_V3),
+    (4, SCHEMA_V4),
+    (5, SCHEMA_V5),
+];
 
 pub(super) enum Migrate {
     Sql(rusqlite::Error),

@@ -79,13 +79,29 @@ impl Store for SqliteStore {
             let started = std::time::Instant::now();
             let chunk = match writer::submit(&self.shared, writer::Work::Gc { now, limit }).await {
                 writer::Answer::Gc(answer) => answer?,
-                writer::Answer::Apply(_) | writer::Answer::PutMeta(_) => unreachable!("a gc is answered as one"),
+                writer::Answer::Apply(_) | writer::Answer::PutMeta(_) | writer::Answer::Spend(_) => {
+                    unreachable!("a gc is answered as one")
+                }
             };
             dropped += chunk;
             if chunk < limit {
                 return Ok(dropped);
             }
             pace.after(started.elapsed());
+        }
+    }
+
+    /// Through the writer, in its next batch: one `IMMEDIATE` transaction holds SQLite's write
+    /// lock across the read and the insert, so two processes never both spend a last unit.
+    async fn spend(
+        &self,
+        spend: &crate::decide::budget::Spend,
+    ) -> Result<crate::decide::budget::SpendOutcome, StoreError> {
+        match writer::submit(&self.shared, writer::Work::Spend(spend.clone())).await {
+            writer::Answer::Spend(answer) => answer,
+            writer::Answer::Apply(_) | writer::Answer::Gc(_) | writer::Answer::PutMeta(_) => {
+                unreachable!("a spend is answered as one")
+            }
         }
     }
 
@@ -111,7 +127,9 @@ impl Store for SqliteStore {
         };
         match writer::submit(&self.shared, work).await {
             writer::Answer::PutMeta(answer) => answer,
-            writer::Answer::Apply(_) | writer::Answer::Gc(_) => unreachable!("a meta row is answered as one"),
+            writer::Answer::Apply(_) | writer::Answer::Gc(_) | writer::Answer::Spend(_) => {
+                unreachable!("a meta row is answered as one")
+            }
         }
     }
 
@@ -160,7 +178,7 @@ impl Store for SqliteStore {
                 };
                 match writer::submit(&self.shared, work).await {
                     writer::Answer::PutMeta(answer) => answer?,
-                    writer::Answer::Apply(_) | writer::Answer::Gc(_) => {
+                    writer::Answer::Apply(_) | writer::Answer::Gc(_) | writer::Answer::Spend(_) => {
                         unreachable!("a meta row is answered as one")
                     }
                 }

@@ -92,6 +92,8 @@ pub(super) enum Work {
         value: String,
         replace: bool,
     },
+    /// Check and spend a run's budgets ([`crate::store::Store::spend`]).
+    Spend(crate::decide::budget::Spend),
 }
 
 /// What kind of work: how it is answered.
@@ -100,6 +102,7 @@ pub(super) enum Kind {
     Apply,
     Gc,
     PutMeta,
+    Spend,
 }
 
 // Answers live briefly; their size does not matter beside a commit.
@@ -108,6 +111,7 @@ pub(super) enum Answer {
     Apply(Result<OpOutcome, StoreError>),
     Gc(Result<u64, StoreError>),
     PutMeta(Result<(), StoreError>),
+    Spend(Result<crate::decide::budget::SpendOutcome, StoreError>),
 }
 
 impl Work {
@@ -116,6 +120,7 @@ impl Work {
             Work::Apply { .. } => Kind::Apply,
             Work::Gc { .. } => Kind::Gc,
             Work::PutMeta { .. } => Kind::PutMeta,
+            Work::Spend(_) => Kind::Spend,
         }
     }
 
@@ -127,7 +132,7 @@ impl Work {
     fn needs_flush(&self) -> bool {
         match self {
             Work::Apply { op, .. } => op.needs_flush(),
-            Work::Gc { .. } | Work::PutMeta { .. } => true,
+            Work::Gc { .. } | Work::PutMeta { .. } | Work::Spend(_) => true,
         }
     }
 
@@ -163,6 +168,7 @@ impl Kind {
             Kind::Apply => Answer::Apply(Err(err)),
             Kind::Gc => Answer::Gc(Err(err)),
             Kind::PutMeta => Answer::PutMeta(Err(err)),
+            Kind::Spend => Answer::Spend(Err(err)),
         }
     }
 }
@@ -551,10 +557,65 @@ fn run_batch(
                 put_meta_in_tx(&tx, name, value, *replace)?;
                 Answer::PutMeta(Ok(()))
             }
+            Work::Spend(spend) => Answer::Spend(Ok(spend_in_tx(&tx, spend, now)?)),
         });
     }
     tx.commit()?;
     Ok(answers)
+}
+
+/// [`crate::store::Store::spend`] inside the writer's transaction: read what the run spent of
+/// each budget and whether the key was charged, decide, insert the charges.
+fn spend_in_tx(
+    tx: &rusqlite::Transaction<'_>,
+    spend: &crate::decide::budget::Spend,
+    now: crate::decide::record::Millis,
+) -> rusqlite::Result<crate::decide::budget::SpendOutcome> {
+    use crate::decide::budget::{SpendOutcome, Spent, decide};
+    let mut read = tx.prepare_cached(
+        "SELECT COALESCE(SUM(amount), 0), COALESCE(MAX(key = ?3), 0) FROM effect_budget_spends WHERE run_id = ?1 AND budget = ?2",
+    )?;
+    let mut failed = None;
+    let decided = decide(spend, |budget| {
+        match read.query_row(rusqlite::params![spend.run_id, budget, spend.key], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+        }) {
+            Ok((total, charged)) => Spent {
+                total: u64::try_from(total).unwrap_or(0),
+                charged: charged != 0,
+            },
+            Err(e) => {
+                failed.get_or_insert(e);
+                Spent::default()
+            }
+        }
+    });
+    drop(read);
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    match decided {
+        Err(overdraft) => Ok(SpendOutcome::Exceeded(overdraft)),
+        Ok(charges) => {
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO effect_budget_spends (run_id, budget, key, tool, amount, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?;
+            for charge in &charges {
+                let amount = i64::try_from(charge.amount).unwrap_or(i64::MAX);
+                insert.execute(rusqlite::params![
+                    spend.run_id,
+                    charge.budget,
+                    spend.key,
+                    spend.tool,
+                    amount,
+                    now
+                ])?;
+            }
+            Ok(SpendOutcome::Spent {
+                charged: charges.into_iter().map(|c| c.budget).collect(),
+            })
+        }
+    }
 }
 
 #[cfg(test)]
