@@ -154,5 +154,6 @@ pub(super) fn denied<T: Tool>(by: String, reason: String, key: Option<&str>) -> 
         disposition: Disposition::Rejected,
         key: key.map(str::to_owned),
         input_differs: None,
+        edited: None,
     }
 }

@@ -94,6 +94,7 @@ impl Declared {
             approval_when: decl.approval_when.as_ref().map(|c| leak(c.to_string())),
             open_world,
             retry: decl.retry,
+            costs: &[],
         };
         Declared {
             exposed,
@@ -277,6 +278,7 @@ impl GatewayTool {
             disposition: report.disposition,
             key: report.key,
             input_differs: report.input_differs,
+            edited: report.edited,
         }
     }
 }
@@ -313,6 +315,7 @@ impl DynTool for GatewayTool {
                     disposition: Disposition::Failed,
                     key: None,
                     input_differs: None,
+                    edited: None,
                 };
             }
             match (d.decl.class, recover) {
