@@ -36,6 +36,7 @@
 //! (the public report types), `entry.rs` (the entry points and the journaled path), `ongoing.rs`
 //! (the call on its way), `replay.rs`, `join.rs`, `lead.rs`, `execute.rs`, `lease.rs`,
 //! `complete.rs` (stage 4f's write), `errors.rs` (the errors the engine makes), `run_handle.rs` ([`RunHandle`]), `compensation.rs`,
+//! `reconcile.rs` (a record nobody calls again, reconciled by [`Engine::reconcile_record`]),
 //! `observe.rs` (events and metrics), `instrumented.rs` (the store as the engine sees it),
 //! `dyn_tool.rs` (tools behind a trait object).
 
@@ -52,6 +53,7 @@ pub(crate) mod lease;
 mod lifecycle;
 mod observe;
 mod ongoing;
+pub mod reconcile;
 mod replay;
 mod report;
 mod run_handle;
@@ -60,5 +62,6 @@ pub(crate) use errors::output_mismatch;
 pub(crate) use execute::panic_message;
 pub use lifecycle::{DEFAULT_STORE_RETRY, Engine, EngineConfig};
 pub use observe::{CallEvent, EVENT_BUFFER, EngineEvent, METRICS, MetricInfo, MetricKind, describe_metrics};
+pub use reconcile::{RECONCILER_ACTOR, ReconcileVerdict};
 pub use report::{CallOptions, CallReport, Disposition, ShutdownReport};
 pub use run_handle::RunHandle;

@@ -38,6 +38,7 @@
 mod dispatch;
 mod export;
 pub mod manifest;
+mod reconcile;
 mod registry;
 pub mod review;
 mod validate;
@@ -49,6 +50,7 @@ pub use dispatch::{
     anthropic_tool_results_message,
 };
 pub use export::{ExportReport, mcp_annotations};
+pub use reconcile::{ReconcilePass, Reconciler, ReconcilerOptions};
 pub use registry::{DuplicateTool, Toolkit};
 pub use wire::{
     ProviderCall, ProviderRecord, ProviderRecorded, Turn, TurnResults, WireError, WireFormat, gemini_function_responses,
