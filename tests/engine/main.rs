@@ -23,5 +23,6 @@ mod engine_races;
 mod keys_big_integers;
 mod markers_forged;
 mod markers_opaque;
+mod reconcile_no_caller;
 mod testing_kit;
 mod truth_edges;
