@@ -322,8 +322,8 @@ async fn a_killed_reconciler_on_postgres_loses_its_lease_to_another() {
     a_killed_reconciler_is_replaced(journal, dir.path()).await;
 }
 
-/// An invoice: `RECOVER_FIRST` (`reconcile = "always"`) when `first`; the remote system's
-/// ledger is `<dir>/ledger`.
+/// An invoice, with `RECOVER_FIRST` (`reconcile = "always"`); the remote system's ledger is
+/// `<dir>/ledger`.
 struct SendInvoice {
     dir: PathBuf,
 }
@@ -413,11 +413,8 @@ async fn a_restored_journal_asks_recover_first_and_runs_nothing_again() {
     assert_eq!(rec.state, RecordState::Completed);
 }
 
-/// A lookup behind its writes (a search index): `verify` answers inconclusive, and the settle
-/// delay is an hour.
-struct SearchIndexed {
-    settle: bool,
-}
+/// A lookup behind its writes (a search index): `verify` answers inconclusive.
+struct SearchIndexed;
 
 impl Tool for SearchIndexed {
     type Args = String;
@@ -439,6 +436,7 @@ impl Tool for SearchIndexed {
     }
 }
 
+/// The same tool with a settle delay of an hour.
 struct Settling;
 
 impl Tool for Settling {
@@ -466,8 +464,7 @@ async fn an_inconclusive_recover_leaves_the_record_in_doubt_and_audits_it() {
         SqliteStore::open(dir.path().join("journal.db")).unwrap(),
     ));
     let run = RunContext::new(RUN);
-    let tool = SearchIndexed { settle: false };
-    let _ = tool.settle;
+    let tool = SearchIndexed;
     let key = common::journal::claim_elsewhere(&engine, &tool, &run, &"bike".to_owned(), 0).await;
     let store = engine.store();
     store.mark_in_doubt(&key, 1, "crashed".to_owned()).await.unwrap();
