@@ -108,6 +108,10 @@ pub use effect_tool_core::{
     ClassifyError, EffectClass, EffectCtx, Failure, KeyRule, RetryPolicy, Tool, ToolError, ToolMeta, Toolkit, Window,
 };
 
+// Reconciling unknown outcomes: what a recover check found, and the reconciler that needs no
+// caller.
+pub use effect_tool_core::Recovery;
+
 // Calling tools: the engine, a run, what a call returns and how it can fail.
 pub use effect_tool_core::{
     ApprovalPending, BlockReason, Budgets, CallOptions, CallReport, CancellationToken, Disposition, EffectError,

@@ -55,7 +55,7 @@ pub mod testing;
 pub use call::budget::Budgets;
 pub use call::context::{EffectCtx, ProgressEvent, ProgressSink, RunContext};
 pub use call::error::{ApprovalPending, BlockReason, EffectError, SideEffectRetryBlocked, StoreError};
-pub use call::tool::{Injected, KeyRule, Tool, ToolMeta, check_values, missing_value};
+pub use call::tool::{Injected, KeyRule, Recovery, Tool, ToolMeta, check_values, missing_value};
 pub use decide::policy::{Decision, RetryPolicy};
 pub use decide::record::{EffectRecord, RecordState, Verdict};
 pub use engine::compensation::AbandonReport;

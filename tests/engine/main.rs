@@ -28,5 +28,6 @@ mod markers_forged;
 mod markers_opaque;
 #[cfg(feature = "policy")]
 mod policy_cedar;
+mod reconcile_no_caller;
 mod testing_kit;
 mod truth_edges;

@@ -33,6 +33,69 @@ impl std::fmt::Display for KeyRule {
     }
 }
 
+/// What a tool's check of the remote system found ([`Tool::verify`]): whether the effect of a
+/// call whose outcome is unknown exists.
+///
+/// [`Tool::recover`] answers with an `Option` (`Some(output)`: applied, `None`: not applied);
+/// [`Tool::verify`] adds a third answer, [`Recovery::Inconclusive`], for a lookup that cannot
+/// tell yet (a search index behind its writes, a replica that lags, a rate-limited API). The
+/// default `verify` is `recover`'s answer, with a recover error classified as transient
+/// ([`crate::Failure::Transient`]) read as inconclusive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recovery<O> {
+    /// The effect exists: this output is recorded as the call's result.
+    Applied(O),
+    /// The effect does not exist: the call may run.
+    NotApplied,
+    /// The remote system cannot tell yet: the record stays in doubt and is asked again later
+    /// (by the next identical call, or by a [reconciler](crate::toolkit::Reconciler)).
+    Inconclusive {
+        /// Why, in words (kept as the record's reason and in the audit trail).
+        reason: String,
+        /// How long to wait before asking again, if the tool knows (`None`: the reconciler's
+        /// own interval).
+        retry_after: Option<Duration>,
+    },
+}
+
+impl<O> Recovery<O> {
+    /// [`Recovery::Inconclusive`] with `reason`, to be asked again at the reconciler's pace.
+    pub fn inconclusive(reason: impl Into<String>) -> Self {
+        Recovery::Inconclusive {
+            reason: reason.into(),
+            retry_after: None,
+        }
+    }
+
+    /// [`Recovery::Inconclusive`] with `reason`, to be asked again after `after`.
+    pub fn inconclusive_after(reason: impl Into<String>, after: Duration) -> Self {
+        Recovery::Inconclusive {
+            reason: reason.into(),
+            retry_after: Some(after),
+        }
+    }
+
+    /// The verdict's name in the audit trail: `applied`, `not-applied`, `inconclusive`.
+    pub fn verdict(&self) -> &'static str {
+        match self {
+            Recovery::Applied(_) => "applied",
+            Recovery::NotApplied => "not-applied",
+            Recovery::Inconclusive { .. } => "inconclusive",
+        }
+    }
+}
+
+/// `Some(output)` is [`Recovery::Applied`], `None` [`Recovery::NotApplied`]: what
+/// [`Tool::recover`] answers.
+impl<O> From<Option<O>> for Recovery<O> {
+    fn from(found: Option<O>) -> Self {
+        match found {
+            Some(out) => Recovery::Applied(out),
+            None => Recovery::NotApplied,
+        }
+    }
+}
+
 /// A value a tool takes from the run (a `#[secret]` argument): the application gives it with
 /// [`RunContext::with_value`]; it is never in the schema and never reaches the model.
 #[derive(Clone, Copy)]
@@ -140,6 +203,17 @@ pub trait Tool: Send + Sync + 'static {
     /// Whether [`Tool::recover`] is implemented (it asks the remote system whether the effect
     /// already exists).
     const HAS_RECOVER: bool = false;
+    /// How long a write takes to show in what [`Tool::recover`] reads (a search index, a
+    /// replica): the engine asks `recover` no sooner than this after the outcome became unknown
+    /// (`None`: at once). A record that is younger is left for later by a reconciler; a call
+    /// waits it out under its claim.
+    const RECOVER_SETTLE: Option<Duration> = None;
+    /// Whether `recover` is also asked before an execution that has no recorded result
+    /// (`#[tool(recover = ..., reconcile = "always")]`), not only after an unknown outcome: a
+    /// journal restored from a backup, a record past its ttl, or an effect made by another path
+    /// is then found and recorded instead of run again. Costs one `recover` (a read of the
+    /// remote system) before every first execution; ignored without a `recover` hook.
+    const RECOVER_FIRST: bool = false;
     /// Whether [`Tool::compensate`] is implemented.
     const HAS_COMPENSATE: bool = false;
     /// The role whose approval the call waits for, if any (see [`Tool::needs_approval`]).
@@ -245,6 +319,34 @@ pub trait Tool: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<Self::Output>, Self::Error>> + Send {
         let _ = (ctx, args);
         async { Ok(None) }
+    }
+
+    /// Ask the remote system whether the effect exists, with an answer for "cannot tell yet"
+    /// ([`Recovery::Inconclusive`]). The engine asks this, never [`Tool::recover`] directly.
+    ///
+    /// The default calls `recover`: `Some` is applied, `None` not applied, and an error
+    /// classified as transient ([`crate::ClassifyError::failure`] is
+    /// [`crate::Failure::Transient`]) inconclusive; any other error is the hook's failure (the
+    /// record stays in doubt). Implement it instead of `recover` to answer inconclusive
+    /// yourself.
+    fn verify(
+        &self,
+        ctx: &EffectCtx,
+        args: &Self::Args,
+    ) -> impl Future<Output = Result<Recovery<Self::Output>, Self::Error>> + Send {
+        let asked = self.recover(ctx, args);
+        async move {
+            match asked.await {
+                Ok(found) => Ok(Recovery::from(found)),
+                Err(e) => match crate::value::outcome::ClassifyError::failure(&e) {
+                    Some(crate::value::outcome::Failure::Transient { retry_after }) => Ok(Recovery::Inconclusive {
+                        reason: e.to_string(),
+                        retry_after,
+                    }),
+                    _ => Err(e),
+                },
+            }
+        }
     }
 
     /// Undo a completed compensable effect.

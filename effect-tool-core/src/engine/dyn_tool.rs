@@ -51,6 +51,23 @@ pub trait DynTool: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Reconcile `rec`, a stale claim or a record in doubt of this tool, with no caller
+    /// ([`Engine::reconcile_record`]). The default, for implementations of this trait other
+    /// than a [`Tool`]'s, skips it.
+    fn reconcile_json<'a>(
+        &'a self,
+        engine: &'a Engine,
+        rec: &'a crate::decide::record::EffectRecord,
+        run: RunContext,
+    ) -> BoxFuture<'a, Result<crate::engine::ReconcileVerdict, crate::call::error::StoreError>> {
+        let _ = (engine, rec, run);
+        Box::pin(async {
+            Ok(crate::engine::ReconcileVerdict::Skipped {
+                reason: "this tool cannot be reconciled without a caller".to_owned(),
+            })
+        })
+    }
+
     /// Run the tool's compensation for a recorded call (`args` and `output` as stored).
     fn compensate_json<'a>(
         &'a self,
@@ -129,6 +146,15 @@ impl<T: Tool> DynTool for T {
                 edited: report.edited,
             }
         })
+    }
+
+    fn reconcile_json<'a>(
+        &'a self,
+        engine: &'a Engine,
+        rec: &'a crate::decide::record::EffectRecord,
+        run: RunContext,
+    ) -> BoxFuture<'a, Result<crate::engine::ReconcileVerdict, crate::call::error::StoreError>> {
+        Box::pin(engine.reconcile_record(self, rec, run))
     }
 
     fn compensate_json<'a>(

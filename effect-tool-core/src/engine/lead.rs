@@ -20,9 +20,9 @@ use super::report::{Disposition, Settled};
 use crate::call::context::EffectCtx;
 use crate::call::error::{ApprovalPending, BlockReason, EffectError, StoreError};
 use crate::call::key;
-use crate::call::tool::Tool;
+use crate::call::tool::{Recovery, Tool};
 use crate::decide::policy::{Decision, decide};
-use crate::decide::record::{ApprovedEdit, Intent, Op, OpOutcome, RecordState, Rejected};
+use crate::decide::record::{ApprovedEdit, Intent, Millis, Op, OpOutcome, RecordState, Rejected};
 use crate::store::{Recorded, StoreExt};
 use crate::value::class::EffectClass;
 use crate::value::outcome::{Failure, Outcome};
@@ -50,9 +50,9 @@ macro_rules! stage {
 }
 
 /// How a `recover` asked under the claim ended.
-enum Recovered<O, E> {
+pub(super) enum Recovered<O, E> {
     /// It answered.
-    Answer(Result<Option<O>, E>),
+    Answer(Result<Recovery<O>, E>),
     /// It timed out or panicked.
     Unfinished(Unfinished),
     /// The lease had lapsed before it was asked: it was not.
@@ -86,6 +86,9 @@ struct Lead<'e, 'c, 'a, T: Tool> {
     /// The edited arguments a person approved the call with, found by the claim, until they
     /// are put in place ([`Lead::edited`]).
     edit: Option<ApprovedEdit>,
+    /// When the outcome the last claim took over became unknown (the journal's clock): what a
+    /// settle delay counts from.
+    unknown_since: Millis,
 }
 
 impl Engine {
@@ -117,6 +120,7 @@ impl Engine {
             poll: self.inner.config.poll_interval,
             lapses: 0,
             edit: None,
+            unknown_since: 0,
         };
         loop {
             let held = stage!(lead.claim().await);
@@ -129,14 +133,28 @@ impl Engine {
         }
     }
 
-    /// Ask the tool's `recover` hook under the claim, within the tool's timeout; a panic is an
-    /// answer nobody can trust. Not asked once the lease has lapsed; once asked, it is let
-    /// finish (it only reads), and what comes after checks the claim again (a renewal before
-    /// the tool starts, the fenced record of what it found).
-    async fn recover_held<T: Tool>(&self, tool: &T, held: &Held, args: &T::Args) -> Recovered<T::Output, T::Error> {
+    /// Ask the tool's `recover` check ([`Tool::verify`]) under the claim, within the tool's
+    /// timeout; a panic is an answer nobody can trust. A tool with a settle delay
+    /// ([`Tool::RECOVER_SETTLE`]) is asked no sooner than that after `since`, when the outcome
+    /// became unknown (the journal's clock); the claim is renewed meanwhile. Not asked once the
+    /// lease has lapsed; once asked, it is let finish (it only reads), and what comes after
+    /// checks the claim again (a renewal before the tool starts, the fenced record of what it
+    /// found).
+    pub(super) async fn recover_held<T: Tool>(
+        &self,
+        tool: &T,
+        held: &Held,
+        args: &T::Args,
+        since: Millis,
+    ) -> Recovered<T::Output, T::Error> {
         use futures::FutureExt;
-        let asked = std::panic::AssertUnwindSafe(tool.recover(&held.ctx, args)).catch_unwind();
+        let settle = settle_wait(T::RECOVER_SETTLE, since, self.inner.store.now());
         let asked = async {
+            if let Some(wait) = settle {
+                tracing::debug!(?wait, "waiting for the remote system to settle before asking recover");
+                tokio::time::sleep(wait).await;
+            }
+            let asked = std::panic::AssertUnwindSafe(tool.verify(&held.ctx, args)).catch_unwind();
             let answer = match T::TIMEOUT {
                 Some(limit) => match tokio::time::timeout(limit, asked).await {
                     Ok(answer) => answer,
@@ -153,6 +171,14 @@ impl Engine {
             Leased::Aborted => Recovered::Aborted,
         }
     }
+}
+
+/// How long to wait before asking `recover`, with a settle delay of `settle`, for an outcome
+/// unknown since `since`, at `now` (the journal's clock): `None` when nothing is left to wait.
+pub(super) fn settle_wait(settle: Option<Duration>, since: Millis, now: Millis) -> Option<Duration> {
+    let settle = settle?;
+    let waited = Duration::from_millis(now.saturating_sub(since).max(0) as u64);
+    Some(settle.saturating_sub(waited)).filter(|d| !d.is_zero())
 }
 
 impl<T: Tool> Lead<'_, '_, '_, T> {
@@ -227,13 +253,14 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             }) => {
                 // A person approved this call: its retries within this call (after a
                 // transient failure, or a recover that found nothing) need no new approval.
-                if let Some(b) = before {
+                if let Some(b) = &before {
                     if b.state == RecordState::Approved {
                         self.approval = None;
                     }
                     // The person edited the arguments: those run (`Lead::edited`).
                     self.edit = b.approved_edit();
                 }
+                self.unknown_since = before.as_ref().map_or(sent_at, |b| b.updated_at);
                 (attempt, previous)
             }
             Ok(OpOutcome::InFlight(rec)) => {
@@ -517,7 +544,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
     /// reconcile it with `recover` before anything else, or stop for a person.
     async fn take_over(&mut self, held: &Held) -> Step<(), T::Output, T::Error> {
         let Some(previous) = held.previous else {
-            return Step::Go(());
+            return self.check_first(held).await;
         };
         let (key, attempt) = (self.key(), held.attempt);
         tracing::info!(?previous, "taking over a claim whose outcome is unknown");
@@ -534,9 +561,18 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             let _ = self.store().mark_in_doubt(key, attempt, reason.to_string()).await;
             return Step::Done(self.call.blocked(reason));
         }
-        match self.engine.recover_held(self.call.tool, held, &self.args).await {
-            Recovered::Answer(Ok(Some(out))) => Step::Done(self.record(held, out, Disposition::Reconciled).await),
-            Recovered::Answer(Ok(None)) => {
+        let since = self.unknown_since;
+        match self.engine.recover_held(self.call.tool, held, &self.args, since).await {
+            Recovered::Answer(Ok(Recovery::Applied(out))) => {
+                Step::Done(self.record(held, out, Disposition::Reconciled).await)
+            }
+            Recovered::Answer(Ok(Recovery::Inconclusive { reason, .. })) => {
+                tracing::warn!(%reason, "recover was inconclusive on a record in doubt; it stays in doubt");
+                let reason = format!("recover was inconclusive ({reason}); ask again later");
+                let _ = self.store().mark_in_doubt(key, attempt, reason).await;
+                Step::Done(self.call.blocked(BlockReason::RecoverFailed))
+            }
+            Recovered::Answer(Ok(Recovery::NotApplied)) => {
                 // Recover ran under the lease, but a lease can still be lost (a paused process,
                 // a store that could not renew): only run while the claim is ours, else look
                 // again at what the newer attempt did.
@@ -579,6 +615,39 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             }
             Recovered::Aborted => Step::Done(shutting_down::<T>(key)),
         }
+    }
+
+    /// Stage 4b for a claim that took nothing over, for a tool that asks `recover` before every
+    /// first execution ([`Tool::RECOVER_FIRST`], `reconcile = "always"`): an effect the journal
+    /// does not know of (a restored journal, a record past its ttl, another path) is recorded
+    /// instead of made again. When `recover` cannot tell (inconclusive, failed), nothing runs:
+    /// the claim is released and the call blocked, to be called again later.
+    async fn check_first(&mut self, held: &Held) -> Step<(), T::Output, T::Error> {
+        if !(T::RECOVER_FIRST && T::HAS_RECOVER) {
+            return Step::Go(());
+        }
+        let (key, attempt) = (self.key(), held.attempt);
+        // Nothing of this journal's is unknown: no settle delay to wait out.
+        let why = match self
+            .engine
+            .recover_held(self.call.tool, held, &self.args, Millis::MIN)
+            .await
+        {
+            Recovered::Answer(Ok(Recovery::NotApplied)) => return Step::Go(()),
+            Recovered::Answer(Ok(Recovery::Applied(out))) => {
+                tracing::info!("recover found the effect before the first run; recording it, not running");
+                return Step::Done(self.record(held, out, Disposition::Reconciled).await);
+            }
+            Recovered::Answer(Ok(Recovery::Inconclusive { reason, .. })) => format!("was inconclusive ({reason})"),
+            Recovered::Answer(Err(e)) => format!("failed: {e}"),
+            Recovered::Unfinished(lost) => lost.reason(),
+            Recovered::Lapsed => return self.lapsed(held).await,
+            Recovered::Aborted => return Step::Done(shutting_down::<T>(key)),
+        };
+        tracing::warn!(%why, "recover before the first run could not tell whether the effect exists; not running");
+        let reason = format!("recover before the first run {why}; nothing ran, call again later");
+        let _ = self.store().release(key, attempt, Some(reason)).await;
+        Step::Done(self.call.blocked(BlockReason::RecoverFailed))
     }
 
     /// Stage 4c, start: the last look before the tool starts. A cancelled run, a shutting-down engine
@@ -754,11 +823,17 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 Step::Again
             }
             Decision::Reconcile => {
-                match self.engine.recover_held(self.call.tool, held, &self.args).await {
-                    Recovered::Answer(Ok(Some(out))) => {
+                let since = self.store().now();
+                match self.engine.recover_held(self.call.tool, held, &self.args, since).await {
+                    Recovered::Answer(Ok(Recovery::Applied(out))) => {
                         return Step::Done(self.record(held, out, Disposition::Reconciled).await);
                     }
-                    Recovered::Answer(Ok(None)) => {
+                    Recovered::Answer(Ok(Recovery::Inconclusive { reason: why, .. })) => {
+                        tracing::warn!(%why, "recover was inconclusive after an unknown outcome");
+                        let reason = format!("{reason}; then recover was inconclusive ({why}); ask again later");
+                        let _ = self.store().mark_in_doubt(key, attempt, reason).await;
+                    }
+                    Recovered::Answer(Ok(Recovery::NotApplied)) => {
                         // The effect did not land: safe to try again (or to fail as nothing).
                         let _ = self.store().release(key, attempt, Some(reason)).await;
                         if self.exec < self.call.tool.declared_retry().max_attempts {

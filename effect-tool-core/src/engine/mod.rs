@@ -44,7 +44,9 @@
 //! (the public report types), `entry.rs` (the entry points and the journaled path), `ongoing.rs`
 //! (the call on its way), `policies.rs` (stage 1b), `replay.rs`, `join.rs`, `lead.rs`, `execute.rs`, `lease.rs`,
 //! `complete.rs` (stage 4f's write), `errors.rs` (the errors the engine makes), `run_handle.rs` ([`RunHandle`]), `compensation.rs`,
-//! `budget.rs` (the run's budgets, spent), `observe.rs` (events and metrics), `instrumented.rs` (the store as the engine sees it),
+//! `budget.rs` (the run's budgets, spent), `reconcile.rs` (a record nobody calls again,
+//! reconciled by [`Engine::reconcile_record`]), `observe.rs` (events and metrics),
+//! `instrumented.rs` (the store as the engine sees it),
 //! `dyn_tool.rs` (tools behind a trait object).
 
 mod budget;
@@ -63,6 +65,7 @@ mod observe;
 mod ongoing;
 #[cfg(feature = "policy")]
 mod policies;
+pub mod reconcile;
 mod replay;
 mod report;
 mod run_handle;
@@ -72,5 +75,6 @@ pub(crate) use errors::output_mismatch;
 pub(crate) use execute::panic_message;
 pub use lifecycle::{DEFAULT_STORE_RETRY, Engine, EngineConfig};
 pub use observe::{CallEvent, EVENT_BUFFER, EngineEvent, METRICS, MetricInfo, MetricKind, describe_metrics};
+pub use reconcile::{RECONCILER_ACTOR, ReconcileVerdict};
 pub use report::{CallOptions, CallReport, Disposition, ShutdownReport};
 pub use run_handle::RunHandle;

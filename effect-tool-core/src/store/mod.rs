@@ -22,6 +22,7 @@
 //!   rooms of its own (schema and migrations, statements, the trait impl); `row.rs`, the one
 //!   decoding of a stored row for both SQL backends.
 //! - [`markers`], [`approval`]: finding a record from a marker; waiting for a person.
+//! - [`election`]: leases elected through the journal (one reconciler per journal).
 //!
 //! # Durability follows the class
 //!
@@ -38,6 +39,7 @@
 
 pub mod approval;
 mod backend;
+pub mod election;
 mod gc;
 mod layer;
 mod listing;

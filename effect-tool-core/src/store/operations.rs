@@ -6,8 +6,9 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::Store;
+use super::election::{ElectedLease, LeaseAnswer};
 use crate::call::error::StoreError;
-use crate::decide::record::{EffectRecord, Intent, Op, OpOutcome, Rejected, Verdict};
+use crate::decide::record::{EffectRecord, Holder, Intent, Op, OpOutcome, Rejected, Verdict};
 
 /// The named operations of the journal, built on [`Store::apply`].
 #[async_trait]
@@ -155,6 +156,23 @@ pub trait StoreExt: Store {
             )
             .await?,
         )
+    }
+    /// Take the lease `name` for `holder` for `lease_ms` (see [`super::election`]): the one
+    /// holder among every process on the journal, elected through it. A lease whose holder
+    /// stopped renewing (a killed process) is stale after its lease and taken over; a lease of
+    /// an earlier incarnation of the same worker identity at once.
+    async fn acquire_lease(&self, name: &str, holder: &Holder, lease_ms: u64) -> Result<LeaseAnswer, StoreError> {
+        super::election::acquire(self, name, holder, lease_ms).await
+    }
+    /// Extend `lease` for `lease_ms` from now. Refused ([`StoreError::Rejected`]) when another
+    /// holder took it over meanwhile: the caller has lost it and must stop what it guards.
+    async fn renew_lease(&self, lease: &ElectedLease, lease_ms: u64) -> Result<(), StoreError> {
+        self.renew(&lease.key, lease.attempt, lease_ms).await.map(drop)
+    }
+    /// Give `lease` back, so that another holder may take it at once.
+    async fn release_lease(&self, lease: &ElectedLease) -> Result<(), StoreError> {
+        let reason = Some(format!("lease {:?} released by its holder", lease.name));
+        self.release(&lease.key, lease.attempt, reason).await.map(drop)
     }
     /// Mark a completed compensable effect as undone.
     async fn mark_compensated(&self, key: &str, by: &str) -> Result<EffectRecord, StoreError> {

@@ -42,6 +42,7 @@ mod export;
 pub mod manifest;
 #[cfg(feature = "policy")]
 mod policy;
+mod reconcile;
 mod registry;
 pub mod review;
 mod validate;
@@ -53,6 +54,7 @@ pub use dispatch::{
     ToolResult, anthropic_tool_results_message,
 };
 pub use export::{ExportReport, mcp_annotations};
+pub use reconcile::{ReconcilePass, Reconciler, ReconcilerOptions};
 pub use registry::{DuplicateTool, Toolkit};
 pub use wire::{
     ProviderCall, ProviderRecord, ProviderRecorded, Turn, TurnResults, WireError, WireFormat, gemini_function_responses,
