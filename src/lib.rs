@@ -108,6 +108,10 @@ pub use effect_tool_core::{
     ClassifyError, EffectClass, EffectCtx, Failure, KeyRule, RetryPolicy, Tool, ToolError, ToolMeta, Toolkit, Window,
 };
 
+// What the model reads of an output (`#[tool(to_model = path)]`), and the engine's redaction
+// hook.
+pub use effect_tool_core::{ModelOutput, ModelPart, Redactor, Site};
+
 // Calling tools: the engine, a run, what a call returns and how it can fail.
 pub use effect_tool_core::{
     ApprovalPending, BlockReason, CallOptions, CallReport, CancellationToken, Disposition, EffectError, Engine,

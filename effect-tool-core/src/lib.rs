@@ -54,7 +54,9 @@ pub mod testing;
 
 pub use call::context::{EffectCtx, ProgressEvent, ProgressSink, RunContext};
 pub use call::error::{ApprovalPending, BlockReason, EffectError, SideEffectRetryBlocked, StoreError};
+pub use call::redact::{Redactor, Site};
 pub use call::tool::{Injected, KeyRule, Tool, ToolMeta, check_values, missing_value};
+pub use call::view::{ModelOutput, ModelPart};
 pub use decide::policy::{Decision, RetryPolicy};
 pub use decide::record::{EffectRecord, RecordState, Verdict};
 pub use engine::compensation::AbandonReport;

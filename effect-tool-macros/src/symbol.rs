@@ -12,6 +12,7 @@ pub const TIMEOUT: &str = "timeout";
 pub const RETRY: &str = "retry";
 pub const NAME: &str = "name";
 pub const DESCRIPTION: &str = "description";
+pub const TO_MODEL: &str = "to_model";
 pub const STRICT_INPUT: &str = "strict_input";
 pub const STRICT: &str = "strict";
 pub const SHARED_KEYS: &str = "shared_keys";
@@ -32,6 +33,7 @@ pub const KEYS: &[&str] = &[
     RETRY,
     NAME,
     DESCRIPTION,
+    TO_MODEL,
     STRICT_INPUT,
     STRICT,
     SHARED_KEYS,

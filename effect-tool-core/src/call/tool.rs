@@ -154,6 +154,9 @@ pub trait Tool: Send + Sync + 'static {
     const OPEN_WORLD: Option<bool> = None;
     /// Retry overrides, clamped to what the class allows.
     const RETRY: RetryPolicy = RetryPolicy::DEFAULT;
+    /// Whether [`Tool::to_model`] is implemented (`#[tool(to_model = path)]`): the model reads
+    /// a view of the output, not the output.
+    const HAS_VIEW: bool = false;
 
     /// The JSON Schema of [`Tool::Args`] as exported to models.
     fn input_schema() -> serde_json::Value {
@@ -171,6 +174,18 @@ pub trait Tool: Send + Sync + 'static {
     /// hand are then not checked); return
     /// `Some(effect_tool_core::value::schema::output_schema::<Self::Output>())` to have them checked.
     fn output_schema() -> Option<serde_json::Value> {
+        None
+    }
+
+    /// What the model reads of `output`, when it is not the output itself
+    /// (`#[tool(to_model = path)]`): a summary, an image, a form with fields left out. `None`
+    /// (the default): the output, as JSON text (a string as it is).
+    ///
+    /// The journal records the whole output and a replay returns it whole to code; every
+    /// result the model reads goes through this view, executed, replayed, shared or reconciled
+    /// (see [`crate::call::view`]). Implement it with [`Tool::HAS_VIEW`] set to `true`.
+    fn to_model(&self, output: &Self::Output) -> Option<crate::call::view::ModelOutput> {
+        let _ = output;
         None
     }
 
