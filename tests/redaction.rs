@@ -6,7 +6,10 @@
 //! Checked where it would leak: a capture of every log event of every target at TRACE, the
 //! SQLite journal's bytes on disk (WAL included), and PostgreSQL's rows read with SQL.
 //!
-//! A binary of its own: it installs a log subscriber (see `mcp_secret_values.rs`).
+//! A binary of its own: it installs a log subscriber for the whole process (tracing caches which
+//! events are wanted process-wide, so a subscriber set for one test only can miss events of
+//! tests running beside it; see `mcp_secret_values.rs`). Every test of this binary logs into
+//! the one capture, and none of them may leak.
 
 mod common;
 
@@ -56,6 +59,7 @@ impl Gateway {
             99 => Err(ToolError::unknown(format!(
                 "timeout after sending card {card} (session {TOKEN})"
             ))),
+            98 => Err(ToolError::unknown(format!("timeout after sending card {card}"))),
             _ => Ok(format!(
                 "charged {amount_cents} on {order_id}, receipt {TOKEN}, note: {note}"
             )),
@@ -136,11 +140,19 @@ fn redacting_engine(store: impl Store, seen: &Seen) -> Engine {
     })
 }
 
-// A current-thread runtime: every task runs on this thread, under the captured subscriber.
+/// The process's log capture, installed once by the first test that asks.
+fn capture() -> &'static Capture {
+    static CAPTURE: std::sync::OnceLock<Capture> = std::sync::OnceLock::new();
+    CAPTURE.get_or_init(|| {
+        let capture = Capture::default();
+        tracing::subscriber::set_global_default(capture.subscriber()).expect("the only subscriber of this binary");
+        capture
+    })
+}
+
 #[tokio::test]
 async fn no_sensitive_value_or_masked_token_in_the_sqlite_journal_file_or_the_logs() {
-    let capture = Capture::default();
-    let _guard = tracing::subscriber::set_default(capture.subscriber());
+    let capture = capture();
     let dir = ScratchDir::new("redaction-sqlite");
     let seen = Seen::default();
     let engine = redacting_engine(SqliteStore::open(dir.path().join("journal.db")).unwrap(), &seen);
@@ -172,6 +184,7 @@ async fn no_sensitive_value_or_masked_token_in_the_sqlite_journal_file_or_the_lo
 
 #[tokio::test]
 async fn without_a_hook_a_sensitive_value_is_still_cut_out_of_the_reason() {
+    let capture = capture();
     let dir = ScratchDir::new("redaction-nohook");
     let engine = Engine::new(SqliteStore::open(dir.path().join("journal.db")).unwrap());
     let d = Toolkit::new()
@@ -181,7 +194,7 @@ async fn without_a_hook_a_sensitive_value_is_still_cut_out_of_the_reason() {
     let call = ToolCall::new(
         "c1",
         "charge",
-        json!({"order_id": "B-1", "card": CARD, "amount_cents": 99, "note": "n"}).to_string(),
+        json!({"order_id": "B-1", "card": CARD, "amount_cents": 98, "note": "n"}).to_string(),
     );
     let r = d.call(&run, &call).await;
     assert!(r.blocked().is_some());
@@ -189,11 +202,13 @@ async fn without_a_hook_a_sensitive_value_is_still_cut_out_of_the_reason() {
     let rec = engine.store().get(&key).await.unwrap().unwrap();
     let reason = rec.reason.unwrap();
     assert!(reason.contains("timeout after sending card [sensitive]"), "{reason}");
+    assert!(!capture.text().contains(CARD), "no card number in the logs");
 }
 
 #[tokio::test]
 async fn a_persons_resolution_and_the_audit_trail_go_through_the_hook() {
     use effect_tool::{StoreExt, Verdict};
+    let _ = capture();
     let seen = Seen::default();
     let engine = redacting_engine(effect_tool::MemoryStore::new(), &seen);
     let d = Toolkit::new()
@@ -246,6 +261,7 @@ async fn no_sensitive_value_or_masked_token_in_postgres_rows() {
         pool_size: 2,
         ..PgOptions::default()
     };
+    let _ = capture();
     let store = PostgresStore::connect_with(&url, options).await.unwrap();
     let seen = Seen::default();
     exercise(redacting_engine(store, &seen), Arc::new(Gateway::default())).await;
