@@ -13,6 +13,7 @@
 //! | [`ToolOutput`], [`assert_tool_output`] | an output type has a JSON form | "`T` cannot be a tool's output" |
 //! | [`RecoverHook`], [`RecoverMethod`] | `recover = ...` names a function (method) of the right shape | "`recover = ...` names a function that is not a recover hook of this tool" |
 //! | [`CompensateHook`], [`CompensateMethod`] | `compensate = ...` names a function (method) of the right shape | "`compensate = ...` names a function that is not a compensation of this tool" |
+//! | [`ToModelHook`] | `to_model = ...` names a function (or closure) of the right shape | "`to_model = ...` is not a view of this tool's output" |
 //! | [`key_of`] | a `key = \|a\| ...` closure's value is `Display` | "`T` doesn't implement `std::fmt::Display`" |
 //! | [`approval_when`] | a `when = \|a\| ...` closure returns `bool` | "mismatched types" |
 //!
@@ -270,6 +271,41 @@ where
     #[inline]
     fn call_hook(self, _this: &'a S, _ctx: &'a EffectCtx, _args: &'a A, _output: &'a O) -> Self::Future {
         ::core::future::pending()
+    }
+}
+
+/// A function (or closure) named by `to_model = path`: `fn(output: &Output) -> ModelOutput`,
+/// with the tool's own `Output` type. It makes what the model reads of an output (a summary, an
+/// image, a form with fields left out: [`crate::ModelOutput`]); the journal keeps the whole
+/// output. Implemented for every function of that shape; one of another shape is a compile
+/// error naming this trait and the signature expected.
+#[diagnostic::on_unimplemented(
+    message = "`to_model = ...` is not a view of this tool's output",
+    label = "expected `fn(output: &{O}) -> ModelOutput`",
+    note = "a view makes what the model reads of an output; define it as `fn summary(output: &{O}) -> effect_tool::ModelOutput` (e.g. `ModelOutput::text(...)`, `ModelOutput::image(...)`); `effect_tool::hooks::ToModelHook` documents this check"
+)]
+pub trait ToModelHook<'a, O: 'a, M = HookFn> {
+    /// Make the view.
+    fn view(self, output: &'a O) -> effect_tool_core::ModelOutput;
+}
+
+impl<'a, O: 'a, F> ToModelHook<'a, O, HookFn> for F
+where
+    F: ::core::ops::FnOnce(&'a O) -> effect_tool_core::ModelOutput,
+{
+    #[inline]
+    fn view(self, output: &'a O) -> effect_tool_core::ModelOutput {
+        self(output)
+    }
+}
+
+impl<'a, O: 'a, F> ToModelHook<'a, O, NoHook> for F
+where
+    F: Unconstructible,
+{
+    #[inline]
+    fn view(self, _output: &'a O) -> effect_tool_core::ModelOutput {
+        effect_tool_core::ModelOutput::text("")
     }
 }
 

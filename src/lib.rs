@@ -111,6 +111,9 @@ pub use effect_tool_core::{
 // Reconciling unknown outcomes: what a recover check found, and the reconciler that needs no
 // caller.
 pub use effect_tool_core::Recovery;
+// What the model reads of an output (`#[tool(to_model = path)]`), and the engine's redaction
+// hook.
+pub use effect_tool_core::{ModelOutput, ModelPart, Redactor, Site};
 
 // Calling tools: the engine, a run, what a call returns and how it can fail.
 pub use effect_tool_core::{

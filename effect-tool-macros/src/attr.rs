@@ -49,6 +49,14 @@ pub enum KeySpec {
     Fields(Vec<Ident>),
 }
 
+/// What the model reads of the output: `to_model = path` or `to_model = |o| ...`.
+pub enum ViewSpec {
+    /// A function `fn(&Output) -> ModelOutput`.
+    Path(Path),
+    /// A closure over the output.
+    Closure(Box<ExprClosure>),
+}
+
 /// `retry(...)`.
 #[derive(Default)]
 pub struct Retry {
@@ -85,6 +93,7 @@ pub struct ToolAttrs {
     pub cost: Option<Set<Vec<Cost>>>,
     pub name: Option<Set<String>>,
     pub description: Option<Set<String>>,
+    pub to_model: Option<Set<ViewSpec>>,
     pub strict_input: Option<Set<()>>,
     pub strict: Option<Set<()>>,
     pub shared_keys: Option<Set<()>>,
@@ -139,6 +148,7 @@ impl ToolAttrs {
             COST => self.parse_cost(cx, &meta, key),
             NAME => self.parse_name(cx, &meta, key),
             DESCRIPTION => self.parse_description(cx, &meta, key),
+            TO_MODEL => self.parse_to_model(cx, &meta, key),
             STRICT_INPUT => parse_flag(
                 cx,
                 &meta,
@@ -472,6 +482,47 @@ impl ToolAttrs {
             let text = lit.value().trim().to_owned();
             set(cx, &mut self.description, key, lit.span(), text, DESCRIPTION);
         }
+        Ok(())
+    }
+
+    /// `to_model = path` (a string literal holding the path is accepted too) or
+    /// `to_model = |output| ...`.
+    fn parse_to_model(&mut self, cx: &Ctxt, meta: &ParseNestedMeta, key: Span) -> syn::Result<()> {
+        let value = meta.value()?;
+        let spec = if value.peek(LitStr) {
+            let lit: LitStr = value.parse()?;
+            match lit.parse::<Path>() {
+                Ok(path) => ViewSpec::Path(path),
+                Err(_) => {
+                    self.rejected.push(TO_MODEL);
+                    cx.error(
+                        lit.span(),
+                        format!("`{}` is not a path", lit.value()),
+                        "name the view function: `to_model = summary`, defined as `fn summary(output: &Output) -> ModelOutput`",
+                    );
+                    return Ok(());
+                }
+            }
+        } else {
+            match value.parse::<Expr>()? {
+                Expr::Path(p) if p.qself.is_none() => ViewSpec::Path(p.path),
+                Expr::Closure(closure) => ViewSpec::Closure(Box::new(closure)),
+                other => {
+                    self.rejected.push(TO_MODEL);
+                    cx.error_spanned(
+                        &other,
+                        "`to_model` takes the path of a function over the tool's output, or a closure",
+                        "write `to_model = summary`, defined as `fn summary(output: &Output) -> effect_tool::ModelOutput`, or `to_model = |o| ModelOutput::text(...)`",
+                    );
+                    return Ok(());
+                }
+            }
+        };
+        let span = match &spec {
+            ViewSpec::Path(p) => p.span(),
+            ViewSpec::Closure(c) => c.span(),
+        };
+        set(cx, &mut self.to_model, key, span, spec, TO_MODEL);
         Ok(())
     }
 

@@ -14,7 +14,7 @@ use syn::spanned::Spanned;
 use syn::{ExprClosure, Pat, Path, Type};
 
 use crate::ast::{Param, ToolFn, pascal_case};
-use crate::attr::{Class, KeySpec, ToolAttrs};
+use crate::attr::{Class, KeySpec, ToolAttrs, ViewSpec};
 use crate::unraw::unraw;
 
 /// Where the tool's function lives.
@@ -330,6 +330,7 @@ impl<'a> Gen<'a> {
             self.flag_items(),
             self.retry_item(),
             self.hook_items(),
+            self.view_items(),
         ];
         let call = self.call_fn();
         quote! {
@@ -640,6 +641,47 @@ impl<'a> Gen<'a> {
             });
         }
         quote!(#(#items)*)
+    }
+
+    /// `HAS_VIEW` and `to_model()`, calling the declared view (`to_model = path` or a closure,
+    /// its parameter typed as the tool's output) through the hook trait that names the
+    /// signature expected when it does not fit.
+    fn view_items(&self) -> TokenStream {
+        let Some(view) = &self.attrs.to_model else {
+            return TokenStream::new();
+        };
+        let p = &self.p;
+        let tool_ident = &self.names.tool;
+        let (span, view_fn) = match &view.value {
+            ViewSpec::Path(path) => (path.span(), self.replace_self(path.to_token_stream())),
+            ViewSpec::Closure(closure) => {
+                let mut closure: ExprClosure = match syn::parse2(self.replace_self(closure.to_token_stream())) {
+                    Ok(c) => c,
+                    Err(_) => (**closure).clone(),
+                };
+                if let Some(first) = closure.inputs.first_mut()
+                    && !matches!(first, Pat::Type(_))
+                {
+                    let pat = first.clone();
+                    let ty: Type = syn::parse_quote_spanned!(pat.span()=> &<#tool_ident as #p::Tool>::Output);
+                    *first = Pat::Type(syn::PatType {
+                        attrs: Vec::new(),
+                        pat: Box::new(pat),
+                        colon_token: Default::default(),
+                        ty: Box::new(ty),
+                    });
+                }
+                (closure.span(), closure.to_token_stream())
+            }
+        };
+        let hs = respan(&self.h, span);
+        let call = quote_spanned!(span=> #hs::ToModelHook::<Self::Output, _>::view(#view_fn, __output));
+        quote! {
+            const HAS_VIEW: bool = true;
+            fn to_model(&self, __output: &Self::Output) -> #p::Option<#p::ModelOutput> {
+                #p::Some(#call)
+            }
+        }
     }
 
     /// `call()`: the function called with the context, the arguments' fields and the values

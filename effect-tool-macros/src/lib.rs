@@ -96,6 +96,7 @@ use syn::spanned::Spanned;
 /// | `retry(max_attempts = 5, base_delay = "100ms", max_delay = "10s")` | retry limits within what the class allows |
 /// | `name = "..."` | the name the model sees (default: the function's name) |
 /// | `description = "..."` | what the model reads (default: the doc comment; one of the two is required) |
+/// | `to_model = path` or `to_model = \|o\| ...` | `fn(&Output) -> ModelOutput`: what the model reads of an output (a summary, an image, a redacted form); the journal keeps and replays the whole output, and every result the model reads, executed or replayed, goes through it |
 /// | `strict_input` | fail when a key is recorded under different arguments |
 /// | `shared_keys` | the keys are shared by every principal calling the tool (over authenticated MCP, each principal's keys are otherwise its own) |
 /// | `transactional` | the effect is a write to the database that holds the journal (SQLite, PostgreSQL), made in the journal's own transaction (`ctx.transaction::<SqliteTransaction>()`, `::<PgTransaction>()`): its writes and its record commit together, exactly once, never in doubt |

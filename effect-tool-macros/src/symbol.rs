@@ -14,6 +14,7 @@ pub const RETRY: &str = "retry";
 pub const COST: &str = "cost";
 pub const NAME: &str = "name";
 pub const DESCRIPTION: &str = "description";
+pub const TO_MODEL: &str = "to_model";
 pub const STRICT_INPUT: &str = "strict_input";
 pub const STRICT: &str = "strict";
 pub const SHARED_KEYS: &str = "shared_keys";
@@ -37,6 +38,7 @@ pub const KEYS: &[&str] = &[
     COST,
     NAME,
     DESCRIPTION,
+    TO_MODEL,
     STRICT_INPUT,
     STRICT,
     SHARED_KEYS,

@@ -15,6 +15,7 @@ mod dispatch_turns;
 mod dispatch_wire;
 mod macro_manifest;
 mod model_errors;
+mod model_view;
 mod schema_dialects;
 mod schema_snapshots;
 mod sensitive_names;

@@ -54,7 +54,10 @@
 //! # Results
 //!
 //! A tool's output comes back as text content (a string output as is, anything else as JSON)
-//! plus `structuredContent` when the output is a JSON object. Rejected calls (malformed
+//! plus `structuredContent` when the output is a JSON object. A tool that declares a view
+//! (`#[tool(to_model = path)]`) answers with the view's parts instead (text and `image`
+//! content) and no `structuredContent`, which would carry the whole output the view keeps from
+//! the model. Rejected calls (malformed
 //! arguments, unknown tool, schema violation), blocked calls, calls awaiting approval and
 //! failures come back as tool results with `isError: true` and a message the model can act on
 //! ([`crate::ToolResult::content`]). Every result's `_meta` carries
@@ -779,6 +782,21 @@ fn request_id_text(id: &rmcp::model::RequestId) -> String {
 pub fn to_call_tool_result(result: &ToolResult) -> CallToolResult {
     let text = vec![ContentBlock::text(result.content())];
     let (mut out, outcome) = match &result.outcome {
+        // A tool's view (`to_model`): its parts, and no `structuredContent`, which would carry
+        // the whole output the view keeps from the model.
+        ToolOutcome::Output(_) if result.view.is_some() => {
+            use crate::call::view::ModelPart;
+            let blocks = result
+                .model_output()
+                .parts()
+                .iter()
+                .map(|p| match p {
+                    ModelPart::Text { text } => ContentBlock::text(text.clone()),
+                    ModelPart::Image { mime_type, data } => ContentBlock::image(data.clone(), mime_type.clone()),
+                })
+                .collect();
+            (CallToolResult::success(blocks), "output")
+        }
         ToolOutcome::Output(v) => {
             let mut r = CallToolResult::success(text);
             if v.is_object() {

@@ -198,6 +198,8 @@ impl Bridge {
             tracing::warn!(error = %e, "could not publish the effect report in the ToolContext");
         }
         match &result.outcome {
+            // A tool's view (`to_model`): its parts, never the whole output it keeps from the model.
+            ToolOutcome::Output(_) if result.view.is_some() => Ok(view_output(&result.model_output())),
             ToolOutcome::Output(Value::String(s)) => Ok(ToolOutput::text(s.clone())),
             ToolOutcome::Output(v) => Ok(ToolOutput::json(v.clone())),
             _ => {
@@ -206,6 +208,23 @@ impl Bridge {
             }
         }
     }
+}
+
+/// A view's parts as rig's tool output: text blocks and base64 image blocks.
+fn view_output(view: &crate::call::view::ModelOutput) -> ToolOutput {
+    use crate::call::view::ModelPart;
+    use rig_core::completion::message::{ImageMediaType, MimeType, ToolResultContent};
+    let blocks: Vec<ToolResultContent> = view
+        .parts()
+        .iter()
+        .map(|p| match p {
+            ModelPart::Text { text } => ToolResultContent::text(text.clone()),
+            ModelPart::Image { mime_type, data } => {
+                ToolResultContent::image_base64(data.clone(), ImageMediaType::from_mime_type(mime_type), None)
+            }
+        })
+        .collect();
+    ToolOutput::content(blocks).unwrap_or_else(|_| ToolOutput::text(""))
 }
 
 fn outcome_name(outcome: &ToolOutcome) -> &'static str {

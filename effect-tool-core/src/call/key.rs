@@ -171,6 +171,34 @@ pub fn scrub(message: String, args: &Value, sensitive: &[&str]) -> String {
     out
 }
 
+/// `error` with the values of the sensitive fields of `args` cut out of its texts ([`scrub`]):
+/// the tool's own error text, and the text of an identical call's failure it shares. A tool
+/// error that echoes a `#[sensitive]` argument reaches no log, journal or model with it.
+pub fn scrub_error(
+    error: crate::call::error::EffectError<String>,
+    args: &Value,
+    sensitive: &[&str],
+) -> crate::call::error::EffectError<String> {
+    use crate::call::error::EffectError;
+    if sensitive.is_empty() {
+        return error;
+    }
+    match error {
+        EffectError::SharedFailure {
+            tool,
+            key,
+            failure,
+            message,
+        } => EffectError::SharedFailure {
+            tool,
+            key,
+            failure,
+            message: scrub(message, args, sensitive),
+        },
+        other => other.map_tool_error(|text| scrub(text, args, sensitive)),
+    }
+}
+
 /// The fingerprint of an input: SHA-256 hex of its canonical JSON (secrets already removed).
 pub fn fingerprint(redacted: &Value) -> String {
     sha256_hex(canonical::to_string(redacted).as_bytes())

@@ -2,12 +2,16 @@
 //!
 //! [`budget`] (what a run may spend), [`error`] (what a call can end with), [`context`] (`RunContext`, `EffectCtx`: the run and
 //! what a tool sees of its call), [`tool`] (the `Tool` trait the attribute implements),
-//! [`key`] (effect keys, fingerprints, redaction), [`stream`] (tools that yield progress).
+//! [`key`] (effect keys, fingerprints, redaction), [`stream`] (tools that yield progress),
+//! [`view`] (what the model reads of an output, `to_model`), [`redact`] (the engine's redaction
+//! hook).
 
 pub mod budget;
 pub mod context;
 pub mod error;
 pub mod key;
 pub(crate) mod lease;
+pub mod redact;
 pub mod stream;
 pub mod tool;
+pub mod view;

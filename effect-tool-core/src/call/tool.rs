@@ -247,6 +247,10 @@ pub trait Tool: Send + Sync + 'static {
     /// ([`crate::call::budget::Budgets::spend`]).
     const COSTS: &'static [&'static str] = &[];
 
+    /// Whether [`Tool::to_model`] is implemented (`#[tool(to_model = path)]`): the model reads
+    /// a view of the output, not the output.
+    const HAS_VIEW: bool = false;
+
     /// The JSON Schema of [`Tool::Args`] as exported to models.
     fn input_schema() -> serde_json::Value {
         crate::value::schema::input_schema::<Self::Args>()
@@ -286,6 +290,18 @@ pub trait Tool: Send + Sync + 'static {
     /// The retry limits: [`Tool::RETRY`], unless the tool is declared at run time.
     fn declared_retry(&self) -> RetryPolicy {
         Self::RETRY
+    }
+
+    /// What the model reads of `output`, when it is not the output itself
+    /// (`#[tool(to_model = path)]`): a summary, an image, a form with fields left out. `None`
+    /// (the default): the output, as JSON text (a string as it is).
+    ///
+    /// The journal records the whole output and a replay returns it whole to code; every
+    /// result the model reads goes through this view, executed, replayed, shared or reconciled
+    /// (see [`crate::call::view`]). Implement it with [`Tool::HAS_VIEW`] set to `true`.
+    fn to_model(&self, output: &Self::Output) -> Option<crate::call::view::ModelOutput> {
+        let _ = output;
+        None
     }
 
     /// A custom effect key from the arguments (`None`: the rule's default key).

@@ -34,6 +34,15 @@ pub trait DynTool: Send + Sync + 'static {
         None
     }
 
+    /// What the model reads of `output` (a recorded output of this tool) when the tool declares a
+    /// view ([`Tool::to_model`]); `None` when it reads the output itself. An output that no
+    /// longer decodes as the tool's output type gives a text that says the result cannot be
+    /// shown, never the output.
+    fn to_model_json(&self, output: &Value) -> Option<crate::call::view::ModelOutput> {
+        let _ = output;
+        None
+    }
+
     /// Decode `args` and call the tool through `engine`. Arguments that do not decode come back
     /// as [`EffectError::InvalidArguments`] and nothing runs. Tool errors become strings.
     fn call_json<'a>(
@@ -104,6 +113,19 @@ impl<T: Tool> DynTool for T {
             .map_err(|e| e.to_string())
     }
 
+    fn to_model_json(&self, output: &Value) -> Option<crate::call::view::ModelOutput> {
+        if !T::HAS_VIEW {
+            return None;
+        }
+        match serde_json::from_value::<T::Output>(output.clone()) {
+            Ok(out) => Tool::to_model(self, &out),
+            Err(e) => {
+                tracing::warn!(tool = T::NAME, error = %e, "a recorded output does not decode as the tool's output type; the model is told it cannot be shown");
+                Some(crate::call::view::unviewable(T::NAME))
+            }
+        }
+    }
+
     fn call_json<'a>(
         &'a self,
         engine: &'a Engine,
@@ -112,13 +134,14 @@ impl<T: Tool> DynTool for T {
         args: Value,
     ) -> BoxFuture<'a, CallReport<Value, String>> {
         Box::pin(async move {
-            let args: T::Args = match serde_json::from_value(args.clone()) {
+            let args_json = args;
+            let args: T::Args = match serde_json::from_value(args_json.clone()) {
                 Ok(a) => a,
                 Err(e) => {
                     // serde quotes the value it could not decode: never a sensitive one.
                     let err = EffectError::InvalidArguments {
                         tool: T::NAME.to_owned(),
-                        message: crate::call::key::scrub(e.to_string(), &args, T::SENSITIVE),
+                        message: crate::call::key::scrub(e.to_string(), &args_json, T::SENSITIVE),
                     };
                     return CallReport {
                         result: Err(err),
@@ -129,6 +152,13 @@ impl<T: Tool> DynTool for T {
                     };
                 }
             };
+            // The arguments as sent, to cut sensitive values out of error texts by value (a tool
+            // error that echoes a `#[sensitive]` argument).
+            let sent = if T::SENSITIVE.is_empty() {
+                Value::Null
+            } else {
+                args_json
+            };
             let report = engine.call_with_report(self, run, opts, args).await;
             let result = match report.result {
                 Ok(out) => serde_json::to_value(out).map_err(|e| EffectError::Codec {
@@ -136,7 +166,11 @@ impl<T: Tool> DynTool for T {
                     key: report.key.clone().unwrap_or_default(),
                     message: format!("output does not serialize: {e}"),
                 }),
-                Err(e) => Err(e.map_tool_error(|e| e.to_string())),
+                Err(e) => Err(crate::call::key::scrub_error(
+                    e.map_tool_error(|e| e.to_string()),
+                    &sent,
+                    T::SENSITIVE,
+                )),
             };
             CallReport {
                 result,

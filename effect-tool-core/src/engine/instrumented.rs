@@ -18,21 +18,78 @@ use std::time::Instant;
 
 use tracing::Instrument;
 
+use serde_json::Value;
+
 use crate::call::error::StoreError;
+use crate::call::redact::{Redactor, Site};
+use crate::decide::record::{AuditEntry, Op, Verdict};
 use crate::store::{BoxFuture, Brief, Layered, Operation, Store, StoreLayer};
 
-/// A store whose operations are traced and timed (see the module docs).
+/// A store whose operations are traced and timed (see the module docs), and whose writes go
+/// through the engine's redaction hook.
 pub(crate) type InstrumentedStore = Layered<Instruments>;
 
-/// The spans and the histogram of a store's operations.
+/// The spans and the histogram of a store's operations, and the redaction of its writes.
 pub(crate) struct Instruments {
     backend: &'static str,
+    redactor: RedactorSlot,
 }
 
-/// `inner`, its operations traced and timed.
-pub(crate) fn instrumented(inner: Arc<dyn Store>) -> InstrumentedStore {
+/// `inner`, its operations traced and timed, its writes redacted by what `redactor` holds.
+pub(crate) fn instrumented(inner: Arc<dyn Store>, redactor: RedactorSlot) -> InstrumentedStore {
     let backend = inner.backend_name();
-    Layered::new(inner, Instruments { backend })
+    Layered::new(inner, Instruments { backend, redactor })
+}
+
+/// The engine's redaction hook ([`Engine::with_redactor`](super::Engine::with_redactor)), set
+/// at most once, shared by the engine (for its logs) and its store's layer (for its writes).
+#[derive(Clone, Default)]
+pub(crate) struct RedactorSlot(Arc<std::sync::OnceLock<Arc<dyn Redactor>>>);
+
+impl RedactorSlot {
+    /// Set the hook; `Err` when one is set already.
+    pub(crate) fn set(&self, redactor: Arc<dyn Redactor>) -> Result<(), ()> {
+        self.0.set(redactor).map_err(drop)
+    }
+
+    /// `text` through the hook, if one is set.
+    pub(crate) fn text(&self, site: Site, mut text: String) -> String {
+        if let Some(r) = self.0.get() {
+            r.text(site, &mut text);
+        }
+        text
+    }
+
+    /// `value` through the hook, if one is set.
+    fn value(&self, site: Site, value: &mut Value) {
+        if let Some(r) = self.0.get() {
+            r.value(site, value);
+        }
+    }
+
+    /// `op` with every text and value it writes through the hook.
+    fn op(&self, mut op: Op) -> Op {
+        if self.0.get().is_none() {
+            return op;
+        }
+        match &mut op {
+            Op::Claim { intent, .. } => self.value(Site::Input, &mut intent.input),
+            Op::Complete { output, .. } => self.value(Site::Output, output),
+            Op::Release { reason, .. } | Op::Deny { reason, .. } => {
+                if let Some(r) = reason.take() {
+                    *reason = Some(self.text(Site::Reason, r));
+                }
+            }
+            Op::MarkInDoubt { reason, .. } => *reason = self.text(Site::Reason, std::mem::take(reason)),
+            Op::Resolve { verdict, .. } | Op::Amend { verdict, .. } => {
+                if let Verdict::Applied { output } = verdict {
+                    self.value(Site::Output, output);
+                }
+            }
+            _ => {}
+        }
+        op
+    }
 }
 
 impl Instruments {
@@ -67,6 +124,17 @@ impl Instruments {
 }
 
 impl StoreLayer for Instruments {
+    fn rewrite(&self, op: Op) -> Op {
+        self.redactor.op(op)
+    }
+
+    fn rewrite_audit(&self, mut entry: AuditEntry) -> AuditEntry {
+        if let Some(detail) = &mut entry.detail {
+            self.redactor.value(Site::Audit, detail);
+        }
+        entry
+    }
+
     fn around<'a, T: Brief + Send + 'a>(
         &'a self,
         op: Operation<'a>,

@@ -305,6 +305,25 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         self.redacted_input()
     }
 
+    /// An error text of the tool or its hooks as the journal and the logs may hold it: the
+    /// values of the `#[sensitive]` arguments cut out of it by value ([`key::scrub`]).
+    fn error_text(&self, e: &dyn std::fmt::Display) -> String {
+        let text = e.to_string();
+        if T::SENSITIVE.is_empty() {
+            return text;
+        }
+        match serde_json::to_value(&self.args) {
+            Ok(args) => key::scrub(text, &args, T::SENSITIVE),
+            // Arguments that do not serialize never reach a tool (the claim needs them).
+            Err(_) => text,
+        }
+    }
+
+    /// `text` as a log line may quote it: through the engine's redaction hook.
+    fn log_text(&self, text: &str) -> String {
+        self.engine.redact_text(crate::call::redact::Site::Log, text.to_owned())
+    }
+
     /// This call's input as the journal keeps it (sensitive fields redacted).
     fn redacted_input(&self) -> Result<Value, Settled<T::Output, T::Error>> {
         match serde_json::to_value(&self.args) {
@@ -596,7 +615,8 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             // unknown, so the call is blocked (never "failed, nothing happened", which would
             // invite a call in another form: a new key, a second effect).
             Recovered::Answer(Err(e)) => {
-                tracing::warn!(error = %e, "recover failed on a record in doubt; it stays in doubt");
+                let e = self.error_text(&e);
+                tracing::warn!(error = %self.log_text(&e), "recover failed on a record in doubt; it stays in doubt");
                 let reason = format!("recover failed: {e}");
                 let _ = self.store().mark_in_doubt(key, attempt, reason).await;
                 Step::Done(self.call.blocked(BlockReason::RecoverFailed))
@@ -742,7 +762,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                     classify(&e),
                     Outcome::Failed(Failure::Definitive | Failure::Transient { .. })
                 ) {
-                    let reason = format!("failed after its lease lapsed: {e}");
+                    let reason = format!("failed after its lease lapsed: {}", self.error_text(&e));
                     let _ = self.store().release(key, attempt, Some(reason)).await;
                 }
                 return Step::Done(self.claim_lost(held, false).await);
@@ -782,8 +802,8 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
     ) -> Step<std::convert::Infallible, T::Output, T::Error> {
         let (key, attempt) = (self.key(), held.attempt);
         let reason = match &failure {
-            Err(e) => e.to_string(),
-            Ok(lost) => lost.reason(),
+            Err(e) => self.error_text(e),
+            Ok(lost) => self.error_text(&lost.reason()),
         };
         let as_error = |failure: Result<Unfinished, T::Error>| match failure {
             Err(e) => tool_error::<T>(Some(key), outcome, e),
@@ -805,7 +825,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 last => last,
             };
         }
-        tracing::debug!(?decision, %reason, "tool failed");
+        tracing::debug!(?decision, reason = %self.log_text(&reason), "tool failed");
         match decision {
             Decision::Retry { after } => {
                 observe::tool_retried(T::NAME);
@@ -842,7 +862,8 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                         return failed(failure);
                     }
                     Recovered::Answer(Err(e)) => {
-                        tracing::warn!(error = %e, "recover failed after an unknown outcome");
+                        let e = self.error_text(&e);
+                        tracing::warn!(error = %self.log_text(&e), "recover failed after an unknown outcome");
                         let reason = format!("{reason}; then recover failed: {e}");
                         let _ = self.store().mark_in_doubt(key, attempt, reason).await;
                     }

@@ -75,6 +75,8 @@ pub(super) struct Inner {
     pub(super) policies: std::sync::RwLock<Option<Arc<crate::decide::cedar::Policies>>>,
     /// Every run's budgets unless the run has its own ([`Engine::with_budgets`]).
     pub(super) budgets: Option<Arc<crate::call::budget::Budgets>>,
+    /// The redaction hook ([`Engine::with_redactor`]), shared with the store's layer.
+    pub(super) redactor: instrumented::RedactorSlot,
 }
 
 /// One call in flight, counted while it lives.
@@ -170,9 +172,11 @@ impl Engine {
 
     /// An engine over `store` with `config`.
     pub fn with_config(store: impl Store, config: EngineConfig) -> Self {
+        let redactor = instrumented::RedactorSlot::default();
         Engine {
             inner: Arc::new(Inner {
-                store: Arc::new(instrumented::instrumented(Arc::new(store))),
+                store: Arc::new(instrumented::instrumented(Arc::new(store), redactor.clone())),
+                redactor,
                 config,
                 inflight: Inflight::default(),
                 draining: CancellationToken::new(),
@@ -248,6 +252,35 @@ impl Engine {
         };
         inner.budgets = Some(Arc::new(budgets));
         self
+    }
+
+    /// Give every text and value this engine stores or logs to `redactor` first (see
+    /// [`crate::call::redact`]): inputs and outputs before they are journaled, reasons (a
+    /// tool's error text on a released claim or a record in doubt), the details of audit
+    /// entries, and the engine's log lines that quote a tool's or a hook's error or a panic.
+    /// Values of `#[sensitive]` fields are cut out of error texts by value whether or not a
+    /// hook is set.
+    ///
+    /// It applies to every write through [`Engine::store`] (this engine's calls, the
+    /// dispatcher's, a person's resolution made through it), not to the store used directly.
+    ///
+    /// # Panics
+    ///
+    /// When a redaction hook is already set on this engine (or a clone): set it once, when
+    /// building the engine, before the first call.
+    pub fn with_redactor(self, redactor: impl crate::call::redact::Redactor) -> Self {
+        if self.inner.redactor.set(Arc::new(redactor)).is_err() {
+            panic!(
+                "Engine::with_redactor was called twice on one engine: give it one redaction hook (a hook can call several) when building the engine"
+            );
+        }
+        self
+    }
+
+    /// `text`, going to `site`, through the redaction hook ([`Engine::with_redactor`]), if one
+    /// is set.
+    pub fn redact_text(&self, site: crate::call::redact::Site, text: String) -> String {
+        self.inner.redactor.text(site, text)
     }
 
     /// Every decision of this engine (and its clones) from now on: each call's end, takeovers,

@@ -79,6 +79,12 @@ pub(crate) trait StoreLayer: Send + Sync + 'static {
         op
     }
 
+    /// The audit entry appended to the inner store in place of `entry` (by default `entry`
+    /// itself).
+    fn rewrite_audit(&self, entry: AuditEntry) -> AuditEntry {
+        entry
+    }
+
     /// The clock the wrapper shows, given the inner store's `now` (by default the same).
     fn now(&self, inner: Millis) -> Millis {
         inner
@@ -176,7 +182,7 @@ impl<L: StoreLayer> Store for Layered<L> {
     }
     async fn append_audit(&self, entry: AuditEntry) -> Result<(), StoreError> {
         let key = entry.key.clone();
-        let fut = self.inner.append_audit(entry);
+        let fut = self.inner.append_audit(self.layer.rewrite_audit(entry));
         self.layer
             .around(op("append-audit", Some(&key), Access::Write), fut)
             .await

@@ -308,6 +308,11 @@ pub struct ToolResult {
     /// the earlier call's recorded result, when the journal has it. [`ToolResult::content`]
     /// gives it to the model.
     pub recorded: Option<Value>,
+    /// What the model reads of the output (or of [`ToolResult::recorded`], or of the result an
+    /// attempt that took over recorded) when the tool declares a view (`#[tool(to_model =
+    /// path)]`, [`crate::Tool::to_model`]); `None`: the model reads the output itself. The
+    /// journal and [`ToolResult::output`] keep the whole value.
+    pub view: Option<crate::call::view::ModelOutput>,
 }
 
 impl ToolResult {
@@ -321,6 +326,7 @@ impl ToolResult {
             input_differs: None,
             edited: None,
             recorded: None,
+            view: None,
         }
     }
 
@@ -379,12 +385,17 @@ impl ToolResult {
         matches!(self.outcome, ToolOutcome::Rejected(_))
     }
 
-    /// The text the model reads: the output (a string output as is, anything else as JSON),
+    /// The text the model reads: the output (a string output as is, anything else as JSON; the
+    /// text of the tool's view when it declares one, [`ToolResult::view`]),
     /// or a message that says what happened and what the model can do. Written for a model:
     /// it never carries an operator's instructions (commands, journal paths); the errors'
     /// `Display` (for people) does.
     pub fn content(&self) -> String {
         let name = &self.name;
+        let shown = |v: &Value| match &self.view {
+            Some(view) => view.to_text(),
+            None => output_text(v),
+        };
         match &self.outcome {
             ToolOutcome::Output(v) => match &self.input_differs {
                 None if self.edited.is_some() => {
@@ -396,10 +407,10 @@ impl ToolResult {
                     };
                     format!(
                         "Note: a person reviewed this call of `{name}` and edited its arguments before approving it ({which}); it ran once, with the edited arguments, not yours. Its result: {}",
-                        output_text(v)
+                        shown(v)
                     )
                 }
-                None => output_text(v),
+                None => shown(v),
                 Some(fields) => {
                     let which = if fields.is_empty() {
                         String::new()
@@ -409,7 +420,7 @@ impl ToolResult {
                     let key = self.key.as_deref().unwrap_or_default();
                     format!(
                         "Note: this call of `{name}` did not run. An earlier call with other arguments{which} already ran under the same key (`{key}`), and the tool counts both as one action, so its recorded result is returned here, not a result for your arguments: {}",
-                        output_text(v)
+                        shown(v)
                     )
                 }
             },
@@ -436,35 +447,84 @@ impl ToolResult {
                 "Error: the arguments for `{name}` are {size} bytes, more than the {limit} bytes a call may carry. Nothing was run. Call `{name}` again with smaller arguments (split the work into several calls)."
             ),
             ToolOutcome::Rejected(Rejection::TurnCut { stop, calls }) => turn_cut_text(name, stop, *calls),
-            ToolOutcome::Blocked(b) => blocked_text(b, self.recorded.as_ref()),
+            ToolOutcome::Blocked(b) => blocked_text(b, self.recorded.as_ref().map(shown)),
             ToolOutcome::AwaitingApproval(a) => format!(
                 "`{}` has not run yet: it waits for approval by `{}` (key `{}`). Tell the user it needs approval. Once it is approved, calling it again with the same arguments runs it.",
                 a.tool, a.role, a.key
             ),
-            ToolOutcome::Failed(e) => failure_text(e),
+            ToolOutcome::Failed(e) => failure_text(e, self.view.as_ref()),
             ToolOutcome::Panicked { message } => format!(
                 "Error: `{name}` crashed while running ({message}). Whether it took effect is unknown: do not assume either way, and do not call it in another form; tell the user."
             ),
         }
     }
 
-    /// An OpenAI Chat Completions message: `{"role": "tool", "tool_call_id", "content"}`.
+    /// What the model reads, as parts: the tool's view of its output when it declares one
+    /// ([`ToolResult::view`]: text and images), else the text of [`ToolResult::content`].
+    pub fn model_output(&self) -> crate::call::view::ModelOutput {
+        match (&self.outcome, &self.view, &self.input_differs) {
+            (ToolOutcome::Output(_), Some(view), None) => view.clone(),
+            _ => crate::call::view::ModelOutput::text(self.content()),
+        }
+    }
+
+    /// An OpenAI Chat Completions message: `{"role": "tool", "tool_call_id", "content"}`. Its
+    /// content is text only (a tool message carries no image): an image of a view is named by
+    /// a line of text ([`crate::call::view::ModelOutput::to_text`]).
     pub fn to_openai_message(&self) -> Value {
         json!({"role": "tool", "tool_call_id": self.call_id, "content": self.content()})
     }
 
     /// An OpenAI Responses API input item: `{"type": "function_call_output", "call_id", "output"}`.
+    /// The output is the text of [`ToolResult::content`]; for a view with images, a list of
+    /// `input_text` and `input_image` parts (the image as a `data:` URL).
     pub fn to_openai_responses_item(&self) -> Value {
-        json!({"type": "function_call_output", "call_id": self.call_id, "output": self.content()})
+        let shown = self.model_output();
+        let output = if shown.has_images() {
+            use crate::call::view::ModelPart;
+            let parts: Vec<Value> = shown
+                .parts()
+                .iter()
+                .map(|p| match p {
+                    ModelPart::Text { text } => json!({"type": "input_text", "text": text}),
+                    ModelPart::Image { mime_type, data } => {
+                        json!({"type": "input_image", "image_url": format!("data:{mime_type};base64,{data}")})
+                    }
+                })
+                .collect();
+            Value::Array(parts)
+        } else {
+            Value::String(self.content())
+        };
+        json!({"type": "function_call_output", "call_id": self.call_id, "output": output})
     }
 
     /// An Anthropic `tool_result` content block: `{"type": "tool_result", "tool_use_id",
-    /// "content", "is_error"}`.
+    /// "content", "is_error"}`. The content is the text of [`ToolResult::content`]; for a view
+    /// with images, a list of `text` and `image` blocks (base64 sources).
     pub fn to_anthropic_block(&self) -> Value {
+        let shown = self.model_output();
+        let content = if shown.has_images() {
+            use crate::call::view::ModelPart;
+            let blocks: Vec<Value> = shown
+                .parts()
+                .iter()
+                .map(|p| match p {
+                    ModelPart::Text { text } => json!({"type": "text", "text": text}),
+                    ModelPart::Image { mime_type, data } => json!({
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": mime_type, "data": data},
+                    }),
+                })
+                .collect();
+            Value::Array(blocks)
+        } else {
+            Value::String(self.content())
+        };
         json!({
             "type": "tool_result",
             "tool_use_id": self.call_id,
-            "content": self.content(),
+            "content": content,
             "is_error": self.is_error(),
         })
     }
@@ -515,7 +575,7 @@ fn quoted_list(items: &[String]) -> String {
 const MAY_HAVE_HAPPENED: &str = "Do not call it in another form: other arguments, or another tool that does the same thing, would make a second, separate action.";
 
 /// The model's text for a blocked call.
-fn blocked_text(b: &SideEffectRetryBlocked, recorded: Option<&Value>) -> String {
+fn blocked_text(b: &SideEffectRetryBlocked, recorded: Option<String>) -> String {
     use crate::call::error::BlockReason;
     let (tool, key) = (&b.tool, &b.key);
     match b.reason {
@@ -523,7 +583,7 @@ fn blocked_text(b: &SideEffectRetryBlocked, recorded: Option<&Value>) -> String 
             let (stands, result) = match recorded {
                 Some(v) => (
                     ", and its result stands".to_owned(),
-                    format!(" The earlier call's result: {}", output_text(v)),
+                    format!(" The earlier call's result: {v}"),
                 ),
                 None => (
                     "; its result is not recorded yet (it is still running, or its outcome is unknown)".to_owned(),
@@ -546,7 +606,10 @@ fn blocked_text(b: &SideEffectRetryBlocked, recorded: Option<&Value>) -> String 
 
 /// The model's text for a failed call: what happened and what the model can do, once, as
 /// sentences. The errors' `Display` is for people (it names commands and the journal).
-fn failure_text(e: &EffectError<String>) -> String {
+///
+/// `view`: what the model reads of a result another attempt recorded
+/// ([`EffectError::ClaimLost`]), when the tool declares a view.
+fn failure_text(e: &EffectError<String>, view: Option<&crate::call::view::ModelOutput>) -> String {
     use crate::value::outcome::Failure;
     let unknown = |what: String| {
         format!(
@@ -584,7 +647,7 @@ fn failure_text(e: &EffectError<String>) -> String {
             ..
         } => format!(
             "`{tool}`: another attempt of this same call took over and recorded its result, which stands: {}",
-            output_text(recorded)
+            view.map_or_else(|| output_text(recorded), crate::call::view::ModelOutput::to_text)
         ),
         EffectError::ClaimLost { tool, .. } => unknown(format!(
             "`{tool}` was stopped: another attempt of this same call took over"
@@ -898,7 +961,8 @@ impl Dispatcher {
             Ok(report) => report,
             Err(panic) => {
                 let message = crate::engine::panic_message(panic.as_ref());
-                tracing::error!(tool = %call.name, call_id = %call.id, %message, "tool panicked");
+                let logged = self.engine.redact_text(crate::call::redact::Site::Log, message.clone());
+                tracing::error!(tool = %call.name, call_id = %call.id, message = %logged, "tool panicked");
                 return ToolResult::new(call, ToolOutcome::Panicked { message }, Disposition::Failed, None);
             }
         };
@@ -926,9 +990,17 @@ impl Dispatcher {
             }
             Err(e) => ToolOutcome::Failed(e),
         };
+        // The tool's view of what the model reads (`to_model`): of the output, or of a result
+        // another attempt recorded.
+        let view = match &outcome {
+            ToolOutcome::Output(v) => tool.to_model_json(v),
+            ToolOutcome::Failed(EffectError::ClaimLost { recorded: Some(v), .. }) => tool.to_model_json(v),
+            _ => None,
+        };
         let mut result = ToolResult::new(call, outcome, report.disposition, report.key);
         result.input_differs = input_differs;
         result.edited = edited;
+        result.view = view;
         if let Some(b) = result.blocked()
             && b.reason == crate::call::error::BlockReason::IdenticalReplan
         {
@@ -937,6 +1009,7 @@ impl Dispatcher {
                 Ok(Some(rec)) if rec.state == crate::decide::record::RecordState::Completed => rec.output.clone(),
                 _ => None,
             };
+            result.view = result.recorded.as_ref().and_then(|v| tool.to_model_json(v));
         }
         result
     }

@@ -433,10 +433,22 @@ impl ToolResult {
     /// [`ToolResult::content`]>}` for anything else, as Gemini reads them. The `id` is left out
     /// when the call came without one ([`Turn::from_gemini`]): Gemini then matches results by
     /// name and order.
+    ///
+    /// A tool that declares a view (`#[tool(to_model = path)]`) answers with the view's text as
+    /// the output, and its images as `inlineData` parts of the function response
+    /// (`functionResponse.parts`, Gemini's multimodal function responses).
     pub fn to_gemini_part(&self) -> Value {
-        let response = match (&self.outcome, &self.input_differs) {
-            (ToolOutcome::Output(v), None) => json!({"output": v}),
-            (ToolOutcome::Output(_), Some(_)) => json!({"output": self.content()}),
+        let mut images = Vec::new();
+        let response = match (&self.outcome, &self.input_differs, &self.view) {
+            (ToolOutcome::Output(_), None, Some(view)) => {
+                images = view
+                    .images()
+                    .map(|(mime, data)| json!({"inlineData": {"mimeType": mime, "data": data}}))
+                    .collect();
+                json!({"output": view.texts()})
+            }
+            (ToolOutcome::Output(v), None, None) => json!({"output": v}),
+            (ToolOutcome::Output(_), Some(_), _) => json!({"output": self.content()}),
             _ => json!({"error": self.content()}),
         };
         let mut part = serde_json::Map::new();
@@ -445,6 +457,9 @@ impl ToolResult {
         }
         part.insert("name".into(), json!(self.name));
         part.insert("response".into(), response);
+        if !images.is_empty() {
+            part.insert("parts".into(), Value::Array(images));
+        }
         json!({"functionResponse": part})
     }
 }
