@@ -31,13 +31,15 @@
 //!
 //! Its rooms: [`registry`](Toolkit) (the tools by name), `export` (definitions in each
 //! provider's shape, the export report, [`Toolkit::manifest`]), [`manifest`] (the manifest's
-//! text), `validate` (arguments checked against a tool's schema before a call), `dispatch`
+//! text), [`output`] (a tool's declared output: `outputSchema`, `structuredContent`, the check of
+//! one against the other), `validate` (arguments checked against a tool's schema before a call), `dispatch`
 //! ([`Dispatcher`]: one model turn's calls through the engine) and `with_engine`
 //! ([`Toolkit::dispatcher`], [`Toolkit::abandon_run`]).
 
 mod dispatch;
 mod export;
 pub mod manifest;
+pub mod output;
 mod registry;
 pub mod review;
 mod validate;
@@ -49,6 +51,7 @@ pub use dispatch::{
     anthropic_tool_results_message,
 };
 pub use export::{ExportReport, mcp_annotations};
+pub use output::{OutputSchema, mcp_output_schema};
 pub use registry::{DuplicateTool, Toolkit};
 pub use wire::{
     ProviderCall, ProviderRecord, ProviderRecorded, Turn, TurnResults, WireError, WireFormat, gemini_function_responses,
