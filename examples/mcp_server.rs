@@ -97,14 +97,14 @@ fn order(id: &str) -> Result<(&'static str, u64), DeskError> {
         .ok_or_else(|| DeskError::UnknownOrder(id.to_owned()))
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 struct OrderInfo {
     order_id: String,
     customer_email: String,
     total_cents: u64,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 struct Refund {
     refund_id: String,
     order_id: String,

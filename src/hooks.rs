@@ -11,6 +11,7 @@
 //! | [`ToolReturn`] | a tool function returns a `Result` | "a tool function must return `Result<Output, Error>`" |
 //! | [`ToolArg`], [`assert_tool_arg`] | an argument type has a JSON form and a schema | "`T` cannot be a tool argument" |
 //! | [`ToolOutput`], [`assert_tool_output`] | an output type has a JSON form | "`T` cannot be a tool's output" |
+//! | [`ToolOutputSchema`], [`assert_tool_output_schema`] | an output type has a JSON Schema | "`T` cannot be a tool's output: it has no JSON Schema" |
 //! | [`RecoverHook`], [`RecoverMethod`] | `recover = ...` names a function (method) of the right shape | "`recover = ...` names a function that is not a recover hook of this tool" |
 //! | [`CompensateHook`], [`CompensateMethod`] | `compensate = ...` names a function (method) of the right shape | "`compensate = ...` names a function that is not a compensation of this tool" |
 //! | [`ToModelHook`] | `to_model = ...` names a function (or closure) of the right shape | "`to_model = ...` is not a view of this tool's output" |
@@ -94,6 +95,27 @@ impl<T> ToolOutput for T where T: ::serde::Serialize + ::serde::de::DeserializeO
 /// Compiles only when `T` is a [`ToolOutput`]. `#[tool]` calls it at the output type, so a
 /// missing impl is reported at that type.
 pub const fn assert_tool_output<T: ToolOutput + ?Sized>() {}
+
+/// A type whose shape a tool's output can declare: schemars' `JsonSchema`, from which the
+/// toolkit exports the tool's output schema (MCP `outputSchema`, checked against every
+/// `structuredContent` the server sends), the manifest names the output's type and schema
+/// digest, and outputs a person records by hand are checked.
+///
+/// Implemented for every type that is `JsonSchema`. An output type without it is a compile
+/// error naming this trait: derive it on the type (`#[derive(schemars::JsonSchema)]`), or
+/// return a type that has it (`serde_json::Value` for output of no fixed shape).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a tool's output: it has no JSON Schema, so the tool's output shape cannot be declared to MCP clients (`outputSchema`) or to review (the manifest)",
+    label = "this output type has no JSON Schema",
+    note = "derive it on your type: `#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]`, or return a type that has one (String, u64, Vec<T>, `serde_json::Value` for output of no fixed shape, ...); `effect_tool::hooks::ToolOutputSchema` documents this check"
+)]
+pub trait ToolOutputSchema {}
+
+impl<T> ToolOutputSchema for T where T: ::schemars::JsonSchema + ?Sized {}
+
+/// Compiles only when `T` is a [`ToolOutputSchema`]. `#[tool]` calls it at the output type, so
+/// a missing impl is reported at that type.
+pub const fn assert_tool_output_schema<T: ToolOutputSchema + ?Sized>() {}
 
 /// The marker of the hook traits' impl for functions of the expected signature (the last type
 /// parameter, `M`, of [`RecoverHook`] and the others). You never name it.

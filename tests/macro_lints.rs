@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use effect_tool::{EffectCtx, Tool, ToolError, assert_declared, tool, tools, unique_tool_names};
 
 /// A refund.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Refund {
     /// The refund id.
     pub id: String,

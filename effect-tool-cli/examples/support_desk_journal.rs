@@ -21,14 +21,14 @@ use effect_tool::{CallOptions, EffectError, Engine, RunContext, ToolError, tool}
 use serde::{Deserialize, Serialize};
 
 /// What the mail API answered.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Sent {
     /// The message id.
     pub message_id: String,
 }
 
 /// A refund.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Refund {
     /// The refund id.
     pub refund_id: String,

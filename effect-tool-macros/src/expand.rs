@@ -202,10 +202,12 @@ impl<'a> Gen<'a> {
         let output_ty = self.output_ty();
         let out_hs = respan(&self.h, ok_span);
         let output_check = quote_spanned!(ok_span=> #out_hs::assert_tool_output::<#output_ty>(););
+        let schema_check = quote_spanned!(ok_span=> #out_hs::assert_tool_output_schema::<#output_ty>(););
         quote! {
             const _: () = {
                 #(#arg_checks)*
                 #output_check
+                #schema_check
             };
         }
     }
@@ -321,6 +323,7 @@ impl<'a> Gen<'a> {
         };
         let description = self.attrs.description.as_ref().map_or(&self.func.docs, |d| &d.value);
         let (output_item, error_item) = self.output_and_error();
+        let output_type = self.output_type_text();
         let items = [
             self.key_items(),
             self.cost_items(),
@@ -352,6 +355,10 @@ impl<'a> Gen<'a> {
                         (&&#p::output_schema::OutputSchemaProbe::<Self::Output>::new()).output_schema()
                     }
 
+                    fn output_type() -> &'static str {
+                        #output_type
+                    }
+
                     #call
                 }
             };
@@ -371,6 +378,21 @@ impl<'a> Gen<'a> {
 
     fn ret_span(&self) -> Span {
         self.func.ret.as_ref().map_or_else(Span::call_site, |r| r.span())
+    }
+
+    /// The output type as written (`Refund`, `Vec<Refund>`), for the manifest; `Self` as the
+    /// impl's type. When the return type is not written `Result<T, E>` (an alias), the
+    /// compiler's name of the output type.
+    fn output_type_text(&self) -> TokenStream {
+        let written = self.func.ret.as_ref().and_then(result_ok_type).map(|ty| {
+            let text = self.replace_self(ty.to_token_stream()).to_string();
+            let compact: String = text.split_whitespace().collect();
+            compact.replace(',', ", ")
+        });
+        match written {
+            Some(text) => quote!(#text),
+            None => quote!(::core::any::type_name::<Self::Output>()),
+        }
     }
 
     fn output_ty(&self) -> TokenStream {
@@ -749,6 +771,23 @@ fn strict_test(p: &TokenStream, attrs: &ToolAttrs, tool: &Ident, args: &Ident) -
 }
 
 /// The spans of `T` and `E` in a return type written `Result<T, E>`.
+/// The `T` of a return type written `Result<T, E>`.
+fn result_ok_type(ret: &Type) -> Option<&Type> {
+    let Type::Path(path) = ret else { return None };
+    let last = path.path.segments.last()?;
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    let mut types = args.args.iter().filter_map(|a| match a {
+        syn::GenericArgument::Type(t) => Some(t),
+        _ => None,
+    });
+    match (types.next(), types.next(), types.next()) {
+        (Some(ok), Some(_), None) if last.ident == "Result" => Some(ok),
+        _ => None,
+    }
+}
+
 fn result_args(ret: &Type) -> Option<(Span, Span)> {
     let Type::Path(path) = ret else { return None };
     let last = path.path.segments.last()?;

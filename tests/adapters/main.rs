@@ -12,6 +12,7 @@ mod gateway;
 mod http_idempotency;
 mod mcp_http_limits;
 mod mcp_http_python_client;
+mod mcp_output_keys;
 mod mcp_principals;
 mod mcp_stdio_python_client;
 mod rig_agent;

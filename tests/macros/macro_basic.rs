@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 static REFUNDS: AtomicUsize = AtomicUsize::new(0);
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Refund {
     pub id: String,
     pub amount_cents: u64,

@@ -54,10 +54,18 @@
 //! # Results
 //!
 //! A tool's output comes back as text content (a string output as is, anything else as JSON)
-//! plus `structuredContent` when the output is a JSON object. A tool that declares a view
-//! (`#[tool(to_model = path)]`) answers with the view's parts instead (text and `image`
-//! content) and no `structuredContent`, which would carry the whole output the view keeps from
-//! the model. Rejected calls (malformed
+//! plus `structuredContent`. A tool that declares its output (every `#[tool]`: the `Ok` type's
+//! JSON Schema) is listed with an `outputSchema`, and its `structuredContent` is the output as
+//! that schema has it: an object output as it is, any other wrapped as `{"result": <output>}`
+//! in both (see [`crate::toolkit::output`]). Before it is sent, `structuredContent` is checked
+//! against the `outputSchema`: an output that does not fit is a bug of the server, logged at
+//! ERROR (tool, key, the paths that do not fit, never a value), and the client gets an error
+//! result saying so (outcome `invalid-output`) instead of a structure that breaks the schema it
+//! was promised. A tool without a declared output (a manual `impl Tool` whose `output_schema`
+//! is `None`) has no `outputSchema`, and `structuredContent` only when its output is an object.
+//! A tool that declares a view (`#[tool(to_model = path)]`) answers with the view's parts
+//! instead (text and `image` content), with neither `outputSchema` nor `structuredContent`,
+//! which would carry the whole output the view keeps from the model. Rejected calls (malformed
 //! arguments, unknown tool, schema violation), blocked calls, calls awaiting approval and
 //! failures come back as tool results with `isError: true` and a message the model can act on
 //! ([`crate::ToolResult::content`]). Every result's `_meta` carries
@@ -65,6 +73,20 @@
 //! when the server refused the call itself), `effect-tool/outcome` (`output`, `rejected`,
 //! `blocked`, `awaiting-approval`, `failed`, `panicked`, `busy`) and `effect-tool/key` when the
 //! call reached the journal.
+//!
+//! # Idempotency keys from the client
+//!
+//! A client that sends its own idempotency key, as `idempotencyKey` in the request's `_meta`
+//! ([`IDEMPOTENCY_KEY_META`]; MCP has no such request parameter in the protocol versions rmcp
+//! speaks) or, over Streamable HTTP, as the `Idempotency-Key` header, has it used as the call's
+//! effect key instead of the tool's key rule ([`RunContext::with_client_key`]). The key is
+//! scoped to the tool and to the principal (`%client:principal:<principal>:<tool>:<key>`, see
+//! [`crate::call::key`]): no client reaches another tool's record or another principal's by
+//! naming a key, and a retry with the same key from a new session or another run gets the
+//! recorded result. The Stripe rule holds: the same key with other arguments is an error result
+//! (outcome `rejected`) that says to send a new key for new work, never the earlier call's
+//! result. A key longer than 255 bytes, or two different keys in `_meta` and the header, are
+//! refused before anything runs. Pure tools are not journaled: their keys are ignored.
 //!
 //! # Limits
 //!
@@ -167,6 +189,13 @@ pub const RUN_ID_META: [&str; 2] = ["effect-tool/run_id", "run_id"];
 pub const THREAD_ID_META: [&str; 2] = ["effect-tool/thread_id", "thread_id"];
 /// The `_meta` fields the server reads the model's tool-call id from, in order.
 pub const CALL_ID_META: [&str; 2] = ["effect-tool/call_id", "tool_call_id"];
+
+/// The `_meta` fields the server reads the client's idempotency key from, in order (MCP has no
+/// `idempotencyKey` request parameter in any protocol version rmcp speaks, so it travels in
+/// `_meta`; over Streamable HTTP, the `Idempotency-Key` header is read too).
+pub const IDEMPOTENCY_KEY_META: [&str; 2] = ["idempotencyKey", "effect-tool/idempotency_key"];
+/// The HTTP header the server reads the client's idempotency key from (feature `mcp-http`).
+pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
 
 /// Who is calling: the principal an [`Authenticator`] found for an HTTP request (feature
 /// `mcp-http`). Runs, threads and so keys are scoped to it: the run a client names in `_meta`
@@ -598,9 +627,40 @@ impl McpServer {
     ) -> CallToolResult {
         let caller = Caller::of(context);
         match self.call(request, context, &caller).await {
-            Ok(result) => to_call_tool_result(&result),
+            Ok((result, Some(client_key))) if is_input_mismatch(&result) => reused_key_result(&result, &client_key),
+            Ok((result, _)) => to_call_tool_result_with(&result, self.dispatcher.toolkit().output(&result.name)),
             Err(refusal) => refusal_result(&refusal),
         }
+    }
+
+    /// The client's idempotency key of a request: `_meta`'s ([`IDEMPOTENCY_KEY_META`]) or the
+    /// HTTP header's ([`IDEMPOTENCY_KEY_HEADER`]); refused when both are sent and differ, or
+    /// when it is longer than [`key::MAX_CLIENT_KEY_BYTES`](crate::call::key::MAX_CLIENT_KEY_BYTES).
+    fn client_key(&self, meta: &Map<String, Value>, caller: &Caller) -> Result<Option<String>, Refusal> {
+        let from_meta = first_str(meta, &IDEMPOTENCY_KEY_META);
+        let key = match (from_meta, caller.idempotency_key.as_deref()) {
+            (Some(m), Some(h)) if m != h => {
+                return Err(Refusal {
+                    outcome: "rejected",
+                    message: format!(
+                        "this request carries two idempotency keys, {m:?} in `_meta` and {h:?} in the `Idempotency-Key` header; send one (the same on every retry of this call); nothing was run"
+                    ),
+                });
+            }
+            (Some(k), _) | (None, Some(k)) => k,
+            (None, None) => return Ok(None),
+        };
+        let max = crate::call::key::MAX_CLIENT_KEY_BYTES;
+        if key.len() > max {
+            return Err(Refusal {
+                outcome: "rejected",
+                message: format!(
+                    "the idempotency key is {} bytes, more than the {max} this server accepts; send a shorter one (a UUID is enough); nothing was run",
+                    key.len()
+                ),
+            });
+        }
+        Ok(Some(key.to_owned()))
     }
 
     async fn call(
@@ -608,7 +668,7 @@ impl McpServer {
         mut request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
         caller: &Caller,
-    ) -> Result<ToolResult, Refusal> {
+    ) -> Result<(ToolResult, Option<String>), Refusal> {
         let mut meta: Map<String, Value> = context.meta.0.0.clone();
         if let Some(m) = &request.meta {
             for (k, v) in m.0.0.iter() {
@@ -633,7 +693,11 @@ impl McpServer {
                 ),
             });
         }
-        let run = self.run_for(&meta, caller.principal.as_ref(), context)?;
+        let client_key = self.client_key(&meta, caller)?;
+        let mut run = self.run_for(&meta, caller.principal.as_ref(), context)?;
+        if let Some(k) = &client_key {
+            run = run.with_client_key(k.clone());
+        }
         let call_id = first_str(&meta, &CALL_ID_META)
             .map(str::to_owned)
             .unwrap_or_else(|| format!("mcp-{}-{}", self.session.tag, request_id_text(&context.id)));
@@ -648,7 +712,7 @@ impl McpServer {
             .map_err(busy)?;
         let result = self.dispatcher.call(&run, &call).await;
         drop((place, session));
-        Ok(result)
+        Ok((result, client_key))
     }
 }
 
@@ -691,6 +755,8 @@ impl<T: rmcp::transport::Transport<RoleServer>> rmcp::transport::Transport<RoleS
 struct Caller {
     principal: Option<Principal>,
     limit_key: String,
+    /// The `Idempotency-Key` header of the HTTP request, if any.
+    idempotency_key: Option<String>,
 }
 
 impl Caller {
@@ -703,7 +769,17 @@ impl Caller {
             (None, Some(ip)) => format!("ip:{ip}"),
             (None, None) => "local".to_owned(),
         };
-        Caller { principal, limit_key }
+        let idempotency_key = parts
+            .and_then(|p| p.headers.get(IDEMPOTENCY_KEY_HEADER))
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned);
+        Caller {
+            principal,
+            limit_key,
+            idempotency_key,
+        }
     }
 
     #[cfg(not(feature = "mcp-http"))]
@@ -711,6 +787,7 @@ impl Caller {
         Caller {
             principal: None,
             limit_key: "local".to_owned(),
+            idempotency_key: None,
         }
     }
 
@@ -778,8 +855,25 @@ fn request_id_text(id: &rmcp::model::RequestId) -> String {
     }
 }
 
-/// The MCP result of a dispatched call (see the module docs).
+/// The MCP result of a dispatched call of a tool that declares no output (see the module
+/// docs): `structuredContent` is the output when it is a JSON object. For a tool that declares
+/// its output, [`to_call_tool_result_with`].
 pub fn to_call_tool_result(result: &ToolResult) -> CallToolResult {
+    to_call_tool_result_with(result, None)
+}
+
+/// The MCP result of a dispatched call of a tool whose declared output is `declared` (its
+/// `outputSchema`, [`crate::toolkit::OutputSchema`]): `structuredContent` is the output as the
+/// schema has it (wrapped under `result` when it is not an object, see
+/// [`crate::toolkit::output`]), checked against the schema first. An output that does not fit
+/// is a bug of the server, not of the call: it is logged (tool, key, which paths, never a
+/// value) and the client gets an error result saying so, never a structure that breaks the
+/// schema it was promised (outcome `invalid-output`; the call's disposition and key as for
+/// any result). Without `declared`, as [`to_call_tool_result`].
+pub fn to_call_tool_result_with(
+    result: &ToolResult,
+    declared: Option<&crate::toolkit::OutputSchema>,
+) -> CallToolResult {
     let text = vec![ContentBlock::text(result.content())];
     let (mut out, outcome) = match &result.outcome {
         // A tool's view (`to_model`): its parts, and no `structuredContent`, which would carry
@@ -797,13 +891,39 @@ pub fn to_call_tool_result(result: &ToolResult) -> CallToolResult {
                 .collect();
             (CallToolResult::success(blocks), "output")
         }
-        ToolOutcome::Output(v) => {
-            let mut r = CallToolResult::success(text);
-            if v.is_object() {
-                r.structured_content = Some(v.clone());
+        ToolOutcome::Output(v) => match declared {
+            Some(declared) => {
+                let structured = declared.structured_content(v);
+                match declared.check(&structured) {
+                    Ok(()) => {
+                        let mut r = CallToolResult::success(text);
+                        r.structured_content = Some(structured);
+                        (r, "output")
+                    }
+                    Err(violations) => {
+                        tracing::error!(
+                            tool = %result.name,
+                            key = result.key.as_deref().unwrap_or("-"),
+                            disposition = result.disposition.as_str(),
+                            %violations,
+                            "a tool's output does not fit the output schema it declares; the MCP client gets an error instead of the output"
+                        );
+                        let message = invalid_output_text(result, &violations);
+                        (
+                            CallToolResult::error(vec![ContentBlock::text(message)]),
+                            "invalid-output",
+                        )
+                    }
+                }
             }
-            (r, "output")
-        }
+            None => {
+                let mut r = CallToolResult::success(text);
+                if v.is_object() {
+                    r.structured_content = Some(v.clone());
+                }
+                (r, "output")
+            }
+        },
         ToolOutcome::Rejected(_) => (CallToolResult::error(text), "rejected"),
         ToolOutcome::Blocked(_) => (CallToolResult::error(text), "blocked"),
         ToolOutcome::AwaitingApproval(_) => (CallToolResult::error(text), "awaiting-approval"),
@@ -818,6 +938,43 @@ pub fn to_call_tool_result(result: &ToolResult) -> CallToolResult {
     }
     out = out.with_meta(Some(MetaObject(meta)));
     out
+}
+
+/// What the model reads when a tool's output does not fit its declared schema.
+fn invalid_output_text(result: &ToolResult, violations: &str) -> String {
+    let tool = &result.name;
+    let recorded = match &result.key {
+        Some(key) => format!("its result is recorded under the key `{key}`"),
+        None => "it has a result".to_owned(),
+    };
+    format!(
+        "Error: `{tool}` ran ({}) and {recorded}, but its output does not fit the output schema this server declares for it ({violations}). This is a bug in the server, not in your call, and it is in the server's log. Do not call `{tool}` again for this work: its effect is not undone and a new call returns the same output; tell the user the result could not be read, so that an operator can look it up.",
+        result.disposition.as_str()
+    )
+}
+
+/// Whether `result` is the journal's refusal of another input under the call's key.
+fn is_input_mismatch(result: &ToolResult) -> bool {
+    matches!(
+        &result.outcome,
+        ToolOutcome::Failed(crate::call::error::EffectError::InputMismatch { .. })
+    )
+}
+
+/// The result of a call whose idempotency key the client used before with other arguments
+/// (the Stripe rule: an error, never the earlier call's result).
+fn reused_key_result(result: &ToolResult, client_key: &str) -> CallToolResult {
+    let message = format!(
+        "Error: `{}` was not run: the idempotency key {client_key:?} was used before for a call of `{}` with other arguments, and an idempotency key names one request. Nothing happened now. For new work, send a new idempotency key; to get the earlier call's result, send its arguments unchanged with this key.",
+        result.name, result.name
+    );
+    let mut meta = Map::new();
+    meta.insert("effect-tool/outcome".into(), json!("rejected"));
+    meta.insert("effect-tool/disposition".into(), json!("not-run"));
+    if let Some(key) = &result.key {
+        meta.insert("effect-tool/key".into(), json!(key));
+    }
+    CallToolResult::error(vec![ContentBlock::text(message)]).with_meta(Some(MetaObject(meta)))
 }
 
 impl rmcp::ServerHandler for McpServer {

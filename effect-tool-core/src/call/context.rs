@@ -63,6 +63,9 @@ struct RunParts {
     run_id: String,
     thread_id: Option<String>,
     principal: Option<String>,
+    /// The client's own key for this call (an MCP `idempotencyKey`, an `Idempotency-Key`
+    /// header): the effect key, instead of the tool's rule.
+    client_key: Option<String>,
     agent: Option<String>,
     cancellation: CancellationToken,
     progress: Option<ProgressSink>,
@@ -78,6 +81,7 @@ impl std::fmt::Debug for RunContext {
             .field("run_id", &self.0.run_id)
             .field("thread_id", &self.0.thread_id)
             .field("principal", &self.0.principal)
+            .field("client_key", &self.0.client_key)
             .field("agent", &self.0.agent)
             .field("cancelled", &self.0.cancellation.is_cancelled())
             .field(
@@ -95,6 +99,7 @@ impl RunContext {
             run_id: run_id.into(),
             thread_id: None,
             principal: None,
+            client_key: None,
             agent: None,
             cancellation: CancellationToken::new(),
             progress: None,
@@ -143,6 +148,23 @@ impl RunContext {
     /// The principal the run acts for, if any ([`RunContext::with_principal`]).
     pub fn principal(&self) -> Option<&str> {
         self.0.principal.as_deref()
+    }
+
+    /// The client's own idempotency key for the calls made in this context (an MCP request's
+    /// `idempotencyKey`, an HTTP `Idempotency-Key` header): it becomes the effect key of a
+    /// journaled call instead of the tool's key rule, scoped to the tool and the principal
+    /// ([`crate::call::key::client_key`]), and a call under it with other arguments than the
+    /// recorded one fails with [`crate::EffectError::InputMismatch`] (the Stripe rule: never a
+    /// replay of another request). Meant for a context made per request, as the MCP server
+    /// makes one: every call made in it gets the same key.
+    pub fn with_client_key(mut self, key: impl Into<String>) -> Self {
+        Arc::make_mut(&mut self.0).client_key = Some(key.into());
+        self
+    }
+
+    /// The client's idempotency key, if any ([`RunContext::with_client_key`]).
+    pub fn client_key(&self) -> Option<&str> {
+        self.0.client_key.as_deref()
     }
 
     /// The agent running it, for the tools ([`EffectCtx::agent`]) and the `execute_tool`

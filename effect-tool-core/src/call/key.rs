@@ -17,6 +17,16 @@
 //! `shared_keys` ([`crate::Tool::SHARED_KEYS`]): then they are shared by every principal. (Run
 //! and thread ids carry the principal already when the MCP server makes them.)
 //!
+//! # The client's own key
+//!
+//! A call made in a run that carries the client's idempotency key
+//! ([`RunContext::with_client_key`]: the MCP server sets it from an `idempotencyKey` in the
+//! request's `_meta` or an `Idempotency-Key` HTTP header) is keyed by it instead of the tool's
+//! rule, whatever the window: `%client:<tool>:<key>`, or `%client:principal:<principal>:<tool>:<key>`
+//! for a principal ([`client_key`]). So a client's key never reaches another tool's record or
+//! another principal's, and it holds across runs and sessions, as an idempotency key must. No
+//! other key starts with `%client:` (an unscoped custom key starting with `%` gets another `%`).
+//!
 //! # No two scopes give one key
 //!
 //! Run, thread and principal ids go into a key escaped, so that no two calls whose scopes
@@ -272,6 +282,25 @@ fn custom_key_of(scope: Option<String>, custom: &str) -> String {
     }
 }
 
+/// The longest client idempotency key accepted, in bytes (as Stripe's): a longer one is
+/// refused before anything runs.
+pub const MAX_CLIENT_KEY_BYTES: usize = 255;
+
+/// The effect key of a call of `tool` made under the client's idempotency key `client` (see
+/// the module docs, "The client's own key"): scoped to the tool and to the run's principal,
+/// every part escaped ([`key_component`]).
+pub fn client_key(run: &RunContext, tool: &str, client: &str) -> String {
+    match run.principal() {
+        Some(p) => format!(
+            "%client:{PRINCIPAL}:{}:{}:{}",
+            key_component(p),
+            key_component(tool),
+            key_component(client)
+        ),
+        None => format!("%client:{}:{}", key_component(tool), key_component(client)),
+    }
+}
+
 /// The canonical input and key of a call, computed once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallKey {
@@ -328,6 +357,25 @@ fn with_fingerprint(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn client_keys_are_scoped_to_the_tool_and_the_principal() {
+        let run = RunContext::new("r1");
+        assert_eq!(client_key(&run, "refund", "abc"), "%client:refund:abc");
+        let alice = RunContext::new("r2").with_principal("alice");
+        assert_eq!(
+            client_key(&alice, "refund", "abc"),
+            "%client:principal:alice:refund:abc"
+        );
+        // Separators in a part cannot move a key into another tool's or principal's place.
+        assert_ne!(
+            client_key(&run, "principal", "alice:refund:abc"),
+            client_key(&alice, "refund", "abc")
+        );
+        assert_ne!(client_key(&run, "a:b", "c"), client_key(&run, "a", "b:c"));
+        // No custom key of a cross-run tool can be one.
+        assert_eq!(custom_key_of(None, "%client:refund:abc"), "%%client:refund:abc");
+    }
 
     #[test]
     fn default_key_shape() {
@@ -551,9 +599,9 @@ pub fn identify_with<T: crate::Tool>(
     // another one's key (refused, not merged).
     let canonical = canonical::try_to_string(&input).map_err(<serde_json::Error as serde::ser::Error>::custom)?;
     let custom = tool.key(args);
-    let keyed = custom.is_some() || T::KEY_RULE != KeyRule::Default;
+    let keyed = custom.is_some() || T::KEY_RULE != KeyRule::Default || run.client_key().is_some();
     let hash = sha256_hex(canonical.as_bytes());
-    let CallKey { key, fingerprint } = with_fingerprint(
+    let CallKey { mut key, fingerprint } = with_fingerprint(
         T::KEY_RULE,
         tool.declared_window(),
         T::SHARED_KEYS,
@@ -563,6 +611,9 @@ pub fn identify_with<T: crate::Tool>(
         hash,
         custom,
     );
+    if let Some(client) = run.client_key() {
+        key = client_key(run, T::NAME, client);
+    }
     // The key leaves sensitive values out; the fingerprint (and what is journaled) binds them.
     let (fingerprint, input) = match bound {
         Some(bound) => (fingerprint_bound(&bound), bound),

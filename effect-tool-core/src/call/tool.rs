@@ -262,8 +262,10 @@ pub trait Tool: Send + Sync + 'static {
     /// --output`, the console) is checked against it and `effect-tool show` can say what shape
     /// is expected.
     ///
-    /// `#[tool]` returns the schema when the output type implements [`schemars::JsonSchema`],
-    /// and `None` otherwise. The default, for a manual impl, is `None` (outputs recorded by
+    /// `#[tool]` returns the schema of the output type, which must implement
+    /// [`schemars::JsonSchema`] (a type without it is a compile error naming
+    /// `effect_tool::hooks::ToolOutputSchema`). The toolkit exports it as the tool's MCP
+    /// `outputSchema` ([`crate::toolkit::mcp_output_schema`]) and the manifest names its digest. The default, for a manual impl, is `None` (outputs recorded by
     /// hand are then not checked); return
     /// `Some(effect_tool_core::value::schema::output_schema::<Self::Output>())` to have them checked.
     fn output_schema() -> Option<serde_json::Value> {
@@ -302,6 +304,14 @@ pub trait Tool: Send + Sync + 'static {
     fn to_model(&self, output: &Self::Output) -> Option<crate::call::view::ModelOutput> {
         let _ = output;
         None
+    }
+
+    /// The output type's name as the manifest writes it (`# output: <tool>: <type> ...`, when
+    /// [`Tool::output_schema`] is `Some`): `#[tool]` gives the `Ok` type as written in the
+    /// function's signature (`Refund`, `Vec<Refund>`); the default is the compiler's name of
+    /// [`Tool::Output`].
+    fn output_type() -> &'static str {
+        std::any::type_name::<Self::Output>()
     }
 
     /// A custom effect key from the arguments (`None`: the rule's default key).

@@ -22,6 +22,12 @@ pub trait DynTool: Send + Sync + 'static {
         None
     }
 
+    /// The output type's name, for the manifest ([`Tool::output_type`]); `None`: unnamed (the
+    /// manifest writes `-`).
+    fn output_type(&self) -> Option<String> {
+        None
+    }
+
     /// The values the tool takes from the run (its `#[secret]` arguments,
     /// [`Tool::INJECTED`]): what a server or adapter must give its runs before the tool can run.
     fn injected(&self) -> &'static [crate::call::tool::Injected] {
@@ -97,6 +103,10 @@ impl<T: Tool> DynTool for T {
 
     fn output_schema(&self) -> Option<Value> {
         T::output_schema()
+    }
+
+    fn output_type(&self) -> Option<String> {
+        Some(T::output_type().to_owned())
     }
 
     fn injected(&self) -> &'static [crate::call::tool::Injected] {

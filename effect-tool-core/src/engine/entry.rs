@@ -303,6 +303,7 @@ impl Engine {
             key: &key,
             fingerprint: &fingerprint,
             keyed,
+            strict_input: T::STRICT_INPUT || run.client_key().is_some(),
             input_differs: std::sync::OnceLock::new(),
             policy_approval,
             approved,

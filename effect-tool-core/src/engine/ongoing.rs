@@ -15,6 +15,9 @@ pub(super) struct Call<'a, T> {
     /// Whether the tool declares its own key (an unkeyed irreversible call is refused under a
     /// new tool-call id).
     pub(super) keyed: bool,
+    /// Whether another input under the key fails the call ([`Tool::STRICT_INPUT`], or a key the
+    /// client sent: [`RunContext::client_key`]) instead of getting the recorded result.
+    pub(super) strict_input: bool,
     /// Set when the call gets a result made for another input
     /// ([`CallReport::input_differs`](super::CallReport::input_differs)).
     pub(super) input_differs: std::sync::OnceLock<Vec<String>>,

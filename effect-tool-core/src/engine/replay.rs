@@ -112,7 +112,8 @@ impl Engine {
 /// Whether a result made for another call (recorded, or being made by an identical call
 /// running in this process) may not be given to `call`: an unkeyed irreversible tool under a
 /// new tool-call id is blocked as an identical re-plan, and (when `check_input`) another input
-/// under the same key fails with `InputMismatch` for `STRICT_INPUT` tools and is logged for
+/// under the same key fails with `InputMismatch` for `STRICT_INPUT` tools and keys the client
+/// sent (the Stripe rule: another request under an idempotency key is an error) and is logged for
 /// others. `None`: the result may be reused.
 pub(super) fn reuse_refused<T: Tool, O>(
     call: &Call<'_, T>,
@@ -121,7 +122,7 @@ pub(super) fn reuse_refused<T: Tool, O>(
     check_input: bool,
 ) -> Option<Settled<O, T::Error>> {
     if check_input && fingerprint != call.fingerprint {
-        if T::STRICT_INPUT {
+        if call.strict_input {
             let err = EffectError::InputMismatch {
                 tool: T::NAME.to_owned(),
                 key: call.key.to_owned(),

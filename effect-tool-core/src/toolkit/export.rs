@@ -58,6 +58,8 @@ pub fn mcp_annotations(class: EffectClass, open_world: Option<bool>) -> Value {
 pub(crate) struct Definition<'a> {
     pub meta: &'a ToolMeta,
     pub schema: &'a Value,
+    /// The MCP `outputSchema`, when the tool declares its output.
+    pub output: Option<&'a Value>,
 }
 
 /// What exporting one tool for one dialect changed: whether it is strict, why not, and what the
@@ -187,6 +189,9 @@ impl Definition<'_> {
     pub fn mcp(&self) -> Value {
         let mut tool = self.base();
         tool.insert("inputSchema".into(), schema::compile(self.schema, Dialect::Mcp).schema);
+        if let Some(output) = self.output {
+            tool.insert("outputSchema".into(), output.clone());
+        }
         tool.insert(
             "annotations".into(),
             mcp_annotations(self.meta.class, self.meta.open_world),
@@ -222,6 +227,7 @@ impl Toolkit {
         self.entries.iter().map(|e| Definition {
             meta: &e.meta,
             schema: e.schema.schema(),
+            output: e.output.as_ref().map(|o| o.mcp()),
         })
     }
 
@@ -284,10 +290,12 @@ impl Toolkit {
         self.definitions().map(|d| d.anthropic()).collect()
     }
 
-    /// MCP `tools/list` entries: `{name, description, inputSchema, annotations, _meta}`, the
-    /// annotations derived from the class ([`mcp_annotations`]) and `_meta` carrying the
-    /// declaration (`effect-tool/class`, `effect-tool/key`, `effect-tool/window`,
-    /// `effect-tool/approval`).
+    /// MCP `tools/list` entries: `{name, description, inputSchema, outputSchema, annotations,
+    /// _meta}`, the annotations derived from the class ([`mcp_annotations`]) and `_meta`
+    /// carrying the declaration (`effect-tool/class`, `effect-tool/key`, `effect-tool/window`,
+    /// `effect-tool/approval`). `outputSchema` is there when the tool declares its output (every
+    /// `#[tool]` does): an object schema, a non-object output wrapped under `result` (see
+    /// [`crate::toolkit::output`]).
     pub fn mcp_tools(&self) -> Vec<Value> {
         self.definitions().map(|d| d.mcp()).collect()
     }
@@ -300,6 +308,9 @@ impl Toolkit {
     ///
     /// A tool that cannot be sent with OpenAI's `"strict": true` gets a comment line after the
     /// tools saying why (`# not strict: <tool>: <reason>`; see [`crate::toolkit::manifest::render_with_strict`]).
+    /// A tool that declares its output gets one naming the output type and its schema's digest
+    /// (`# output: <tool>: <type> schema=<digest>`; see [`crate::toolkit::manifest::render_outputs`]),
+    /// so that a changed output type or shape is a one-line diff too.
     pub fn manifest(&self) -> String {
         let not_strict: Vec<(&str, Vec<String>)> = self
             .export_report(crate::value::schema::Dialect::OpenAiStrict)
@@ -311,7 +322,14 @@ impl Toolkit {
             .tools()
             .filter_map(|t| Some((t.meta().name, t.approval_ttl()?)))
             .collect();
-        crate::toolkit::manifest::render_with_approval_ttls(&self.metas(), &approval_ttls, &not_strict)
+        let outputs: Vec<(&str, Option<&str>, &str)> = self
+            .entries
+            .iter()
+            .filter_map(|e| e.output.as_ref().map(|o| (e.meta.name, o.type_name(), o.digest())))
+            .collect();
+        let mut text = crate::toolkit::manifest::render_with_approval_ttls(&self.metas(), &approval_ttls, &not_strict);
+        text.push_str(&crate::toolkit::manifest::render_outputs(&outputs));
+        text
     }
 }
 

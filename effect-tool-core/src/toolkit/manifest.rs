@@ -123,6 +123,29 @@ pub fn render_with_approval_ttls(
     out
 }
 
+/// The prefix of a manifest's output lines ([`render_outputs`]).
+pub const OUTPUT_NOTE: &str = "# output: ";
+
+/// One comment line per tool that declares its output, sorted by name:
+/// `# output: <name>: <type> schema=<digest>`, the type as written in the tool's signature
+/// (`-` when not known) and the first 16 hex digits of the SHA-256 of its JSON Schema's
+/// canonical JSON ([`crate::toolkit::OutputSchema::digest`]). A changed output type, or a
+/// changed shape of the same type (a field added, renamed, made optional), is a one-line diff.
+/// `outputs` pairs a tool's name with its output type and digest; empty gives an empty text.
+pub fn render_outputs(outputs: &[(&str, Option<&str>, &str)]) -> String {
+    let mut notes: Vec<String> = outputs
+        .iter()
+        .map(|(name, ty, digest)| single_line(&format!("{OUTPUT_NOTE}{name}: {} schema={digest}", ty.unwrap_or("-"))))
+        .collect();
+    notes.sort();
+    let mut out = String::new();
+    for n in notes {
+        out.push_str(&n);
+        out.push('\n');
+    }
+    out
+}
+
 /// One tool's line (see [`render`]).
 pub fn line(meta: &ToolMeta) -> String {
     line_with_approval_ttl(meta, None)
@@ -292,6 +315,16 @@ mod tests {
             line(&m)
         );
         assert!(!line(&meta("refund", EffectClass::Idempotent)).contains("cost="));
+    }
+
+    #[test]
+    fn output_lines_are_sorted_one_per_tool() {
+        let text = render_outputs(&[("b", Some("Vec<Refund>"), "00ff"), ("a", None, "11ee")]);
+        assert_eq!(
+            text,
+            "# output: a: - schema=11ee\n# output: b: Vec<Refund> schema=00ff\n"
+        );
+        assert_eq!(render_outputs(&[]), "");
     }
 
     #[test]

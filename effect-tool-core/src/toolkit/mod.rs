@@ -31,7 +31,8 @@
 //!
 //! Its rooms: [`registry`](Toolkit) (the tools by name), `export` (definitions in each
 //! provider's shape, the export report, [`Toolkit::manifest`]), [`manifest`] (the manifest's
-//! text), `validate` (arguments checked against a tool's schema before a call), `dispatch`
+//! text), [`output`] (a tool's declared output: `outputSchema`, `structuredContent`, the check of
+//! one against the other), `validate` (arguments checked against a tool's schema before a call), `dispatch`
 //! ([`Dispatcher`]: one model turn's calls through the engine) and `with_engine`
 //! ([`Toolkit::dispatcher`], [`Toolkit::abandon_run`]); with the feature `policy`, `policy`
 //! (the tools' Cedar schema, `Toolkit::policy_tools`, `Toolkit::policy_schema`,
@@ -43,6 +44,7 @@ pub mod manifest;
 #[cfg(feature = "policy")]
 mod policy;
 mod reconcile;
+pub mod output;
 mod registry;
 pub mod review;
 mod validate;
@@ -55,6 +57,7 @@ pub use dispatch::{
 };
 pub use export::{ExportReport, mcp_annotations};
 pub use reconcile::{ReconcilePass, Reconciler, ReconcilerOptions};
+pub use output::{OutputSchema, mcp_output_schema};
 pub use registry::{DuplicateTool, Toolkit};
 pub use wire::{
     ProviderCall, ProviderRecord, ProviderRecorded, Turn, TurnResults, WireError, WireFormat, gemini_function_responses,

@@ -34,6 +34,8 @@ pub(super) struct Entry {
     pub(super) meta: ToolMeta,
     pub(super) schema: validate::ArgumentSchema,
     pub(super) type_name: &'static str,
+    /// The declared output, when the tool has an output schema ([`DynTool::output_schema`]).
+    pub(super) output: Option<super::output::OutputSchema>,
 }
 
 impl Entry {
@@ -77,6 +79,8 @@ impl Toolkit {
             meta: ToolMeta::of::<T>(),
             schema: validate::ArgumentSchema::new(T::input_schema()),
             type_name: std::any::type_name::<T>(),
+            output: T::output_schema()
+                .map(|schema| super::output::OutputSchema::new(Some(T::output_type().to_owned()), schema)),
             tool,
         };
         if let Some(&i) = self.by_name.get(T::NAME) {
@@ -102,6 +106,7 @@ impl Toolkit {
             meta,
             type_name,
             tool,
+            output: None,
         };
         let name = entry.meta.name;
         if let Some(&i) = self.by_name.get(name) {
@@ -166,6 +171,12 @@ impl Toolkit {
     /// The exported argument schema of the tool called `name`.
     pub fn input_schema(&self, name: &str) -> Option<&Value> {
         self.by_name.get(name).map(|&i| self.entries[i].schema.schema())
+    }
+
+    /// The declared output of the tool called `name`: its type, schema, digest and MCP form
+    /// (`None`: no such tool, or a tool without an output schema).
+    pub fn output(&self, name: &str) -> Option<&super::output::OutputSchema> {
+        self.by_name.get(name).and_then(|&i| self.entries[i].output.as_ref())
     }
 
     /// The argument schema of the tool called `name`, with its compiled validator.

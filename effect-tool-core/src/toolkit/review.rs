@@ -88,6 +88,9 @@ pub struct Declaration {
     /// Why the tool cannot be sent with OpenAI's `"strict": true` (empty: it can, or the
     /// source does not say).
     pub not_strict: Vec<String>,
+    /// The declared output, as the manifest's `# output:` line writes it
+    /// (`<type> schema=<digest>`; `None`: the source does not say).
+    pub output: Option<String>,
     /// Fields this version of effect-tool does not know, by name, with their text: compared as
     /// text and reported without an explanation.
     pub other: BTreeMap<String, String>,
@@ -114,6 +117,7 @@ impl Declaration {
             injected: Vec::new(),
             retry: RetryPolicy::DEFAULT,
             not_strict: Vec::new(),
+            output: None,
             other: BTreeMap::new(),
         }
     }
@@ -170,7 +174,8 @@ pub struct ParseError {
 /// `field=value` pairs; `class`, `key` and `window` are required, the other fields of the format
 /// take the declaration defaults when absent (a manifest printed before they existed), and a
 /// field this version does not know is kept in [`Declaration::other`]. `# not strict: <tool>:
-/// <reason>; <reason>` lines fill [`Declaration::not_strict`]; other `#` lines are comments.
+/// <reason>; <reason>` lines fill [`Declaration::not_strict`], `# output: <tool>: <type>
+/// schema=<digest>` lines [`Declaration::output`]; other `#` lines are comments.
 pub fn parse(text: &str) -> Result<Vec<Declaration>, ParseError> {
     let mut lines = text
         .lines()
@@ -197,9 +202,15 @@ pub fn parse(text: &str) -> Result<Vec<Declaration>, ParseError> {
     }
     let mut tools: Vec<Declaration> = Vec::new();
     let mut strictness: Vec<(usize, String, Vec<String>)> = Vec::new();
+    let mut outputs: Vec<(usize, String, String)> = Vec::new();
     for (n, l) in lines {
         let err = |message: String| ParseError { line: n, message };
-        if let Some(note) = l.strip_prefix("# not strict: ") {
+        if let Some(note) = l.strip_prefix(manifest::OUTPUT_NOTE) {
+            let (name, output) = note.split_once(": ").ok_or_else(|| {
+                err("an `# output:` line must read `# output: <tool>: <type> schema=<digest>`".into())
+            })?;
+            outputs.push((n, name.to_owned(), output.to_owned()));
+        } else if let Some(note) = l.strip_prefix("# not strict: ") {
             let (name, reasons) = note
                 .split_once(": ")
                 .ok_or_else(|| err("a `# not strict:` line must read `# not strict: <tool>: <reason>`".into()))?;
@@ -219,6 +230,17 @@ pub fn parse(text: &str) -> Result<Vec<Declaration>, ParseError> {
                 return Err(ParseError {
                     line: n,
                     message: format!("`# not strict:` names `{name}`, which has no line of its own"),
+                });
+            }
+        }
+    }
+    for (n, name, output) in outputs {
+        match tools.iter_mut().find(|t| t.name == name) {
+            Some(t) => t.output = Some(output),
+            None => {
+                return Err(ParseError {
+                    line: n,
+                    message: format!("`# output:` names `{name}`, which has no line of its own"),
                 });
             }
         }
@@ -525,7 +547,7 @@ pub fn diff_manifests(old: &str, new: &str) -> Result<Review, ParseError> {
 }
 
 /// The fields in the manifest's order, for sorting changes of one tool.
-const FIELDS: [&str; 15] = [
+const FIELDS: [&str; 16] = [
     "tool",
     "class",
     "key",
@@ -541,6 +563,7 @@ const FIELDS: [&str; 15] = [
     "injected",
     "retry",
     "strict",
+    "output",
 ];
 
 fn field_rank(field: &str) -> usize {
@@ -699,6 +722,9 @@ fn changed_fields(before: &Declaration, after: &Declaration) -> Vec<Change> {
     }
     if before.not_strict != after.not_strict {
         out.push(strict_change(&before.not_strict, &after.not_strict));
+    }
+    if before.output != after.output {
+        out.push(output_change(before.output.as_deref(), after.output.as_deref()));
     }
     out.extend(other_changes(before, after));
     out.into_iter()
@@ -1264,6 +1290,39 @@ fn strict_change(before: &[String], after: &[String]) -> Said {
     said("strict", risk, text(before), text(after), summary.to_owned(), effect)
 }
 
+/// The type of an `# output:` line's text (`<type> schema=<digest>`).
+fn output_type(text: &str) -> &str {
+    text.rsplit_once(" schema=").map_or(text, |(ty, _)| ty)
+}
+
+fn output_change(before: Option<&str>, after: Option<&str>) -> Said {
+    let text = |o: Option<&str>| o.unwrap_or("-").to_owned();
+    let (risk, summary, effect) = match (before, after) {
+        (Some(b), Some(a)) if output_type(b) != output_type(a) => (
+            Risk::Medium,
+            format!("output type `{}` → `{}`", output_type(b), output_type(a)),
+            "results recorded with the old type are replayed as they were recorded: one that no longer decodes fails its replay as a codec error for a person; MCP clients get the new `outputSchema`",
+        ),
+        (Some(b), Some(_)) => (
+            Risk::Medium,
+            format!("output type `{}` changed shape", output_type(b)),
+            "its JSON Schema changed (a field added, removed, renamed or retyped): results recorded before may no longer decode when replayed, and MCP clients that check `structuredContent` get the new `outputSchema`",
+        ),
+        (None, Some(a)) => (
+            Risk::Low,
+            format!("output declared as `{}`", output_type(a)),
+            "MCP clients now get an `outputSchema` and `structuredContent` checked against it",
+        ),
+        (Some(b), None) => (
+            Risk::Low,
+            format!("output `{}` no longer declared", output_type(b)),
+            "MCP clients no longer get an `outputSchema`; outputs recorded by hand are no longer checked",
+        ),
+        (None, None) => (Risk::Low, "output unchanged".to_owned(), ""),
+    };
+    said("output", risk, text(before), text(after), summary, effect.to_owned())
+}
+
 fn other_changes(before: &Declaration, after: &Declaration) -> Vec<Said> {
     let names: BTreeSet<&String> = before.other.keys().chain(after.other.keys()).collect();
     names
@@ -1720,6 +1779,41 @@ mod tests {
             review.to_text(),
             "medium  `t`: no longer strict: its schema can no longer be sent with OpenAI's `\"strict\": true`: `card` is optional\n"
         );
+    }
+
+    #[test]
+    fn a_changed_output_type_or_shape_is_reported() {
+        let v1 = "# output: t: Refund schema=00000000000000aa";
+        let v2 = "# output: t: Refund schema=00000000000000bb";
+        let v3 = "# output: t: Vec<Refund> schema=00000000000000cc";
+        let review = diff_manifests(&manifest_of(&[BASE, v1]), &manifest_of(&[BASE, v3])).unwrap();
+        assert_eq!(review.changes.len(), 1, "{}", review.to_text());
+        assert_eq!(review.changes[0].field, "output");
+        assert_eq!(review.changes[0].risk, Risk::Medium);
+        assert!(
+            review.to_text().contains("output type `Refund` → `Vec<Refund>`"),
+            "{}",
+            review.to_text()
+        );
+        let review = diff_manifests(&manifest_of(&[BASE, v1]), &manifest_of(&[BASE, v2])).unwrap();
+        assert!(
+            review.to_text().contains("output type `Refund` changed shape"),
+            "{}",
+            review.to_text()
+        );
+        let review = diff_manifests(&manifest_of(&[BASE]), &manifest_of(&[BASE, v1])).unwrap();
+        assert!(
+            review.to_text().contains("output declared as `Refund`"),
+            "{}",
+            review.to_text()
+        );
+        assert!(
+            diff_manifests(&manifest_of(&[BASE, v1]), &manifest_of(&[BASE, v1]))
+                .unwrap()
+                .is_empty()
+        );
+        let orphan = parse(&manifest_of(&[BASE, "# output: nope: X schema=1"])).unwrap_err();
+        assert!(orphan.message.contains("`nope`"), "{orphan}");
     }
 
     #[test]

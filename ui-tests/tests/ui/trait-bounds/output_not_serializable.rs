@@ -1,5 +1,6 @@
 use effect_tool::{tool, ToolError};
 
+#[derive(schemars::JsonSchema)]
 pub struct Receipt;
 
 /// Refund an order.

@@ -4,7 +4,7 @@ mod payments {
     pub struct Payments;
 
     // Not `pub`: the `pub` tool method below makes a `pub` tool type, whose `Tool` impl names it.
-    #[derive(serde::Serialize, serde::Deserialize)]
+    #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
     struct Receipt {
         id: String,
     }
