@@ -79,7 +79,11 @@ impl Toolkit {
             meta: ToolMeta::of::<T>(),
             schema: validate::ArgumentSchema::new(T::input_schema()),
             type_name: std::any::type_name::<T>(),
+            // A tool with a view (`to_model`) declares no output to MCP: the model reads the
+            // view's parts, and `structuredContent`, which an `outputSchema` requires, would
+            // carry the whole output the view keeps from it.
             output: T::output_schema()
+                .filter(|_| !T::HAS_VIEW)
                 .map(|schema| super::output::OutputSchema::new(Some(T::output_type().to_owned()), schema)),
             tool,
         };
