@@ -39,6 +39,13 @@ if [ ! -x /usr/sbin/pgbouncer ] && command -v apt-get >/dev/null 2>&1; then
     echo "scripts/test.sh: could not install pgbouncer (apt-get install pgbouncer)" >&2
 fi
 
+# The third-party MCP servers the gateway's tests front (tests/adapters/gateway.rs): npm's
+# filesystem, memory and everything servers and PyPI's mcp-server-git, at pinned versions.
+if [ -z "${EFFECT_TOOL_MCP_SERVERS:-}" ]; then
+  eval "$(scripts/mcp-servers.sh install)"
+fi
+export EFFECT_TOOL_REQUIRE_MCP_SERVERS=1
+
 if [ -z "${EFFECT_TOOL_PG_URL:-}" ]; then
   eval "$(.ci/postgres.sh start)"
   trap '.ci/postgres.sh stop' EXIT

@@ -101,9 +101,10 @@ pub const fn assert_tool_output<T: ToolOutput + ?Sized>() {}
 /// `structuredContent` the server sends), the manifest names the output's type and schema
 /// digest, and outputs a person records by hand are checked.
 ///
-/// Implemented for every type that is `JsonSchema`. An output type without it is a compile
-/// error naming this trait: derive it on the type (`#[derive(schemars::JsonSchema)]`), or
-/// return a type that has it (`serde_json::Value` for output of no fixed shape).
+/// Implemented for every type that is `JsonSchema`. `#[tool]` does not require it (a tool whose
+/// output type has none compiles, as before output schemas, and declares no output shape); call
+/// [`assert_tool_output_schema`] in a `const _: () = ...;` to require it of your own tools:
+/// a type without it is then a compile error naming this trait.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a tool's output: it has no JSON Schema, so the tool's output shape cannot be declared to MCP clients (`outputSchema`) or to review (the manifest)",
     label = "this output type has no JSON Schema",
@@ -113,8 +114,9 @@ pub trait ToolOutputSchema {}
 
 impl<T> ToolOutputSchema for T where T: ::schemars::JsonSchema + ?Sized {}
 
-/// Compiles only when `T` is a [`ToolOutputSchema`]. `#[tool]` calls it at the output type, so
-/// a missing impl is reported at that type.
+/// Compiles only when `T` is a [`ToolOutputSchema`]: `const _: () =
+/// effect_tool::hooks::assert_tool_output_schema::<Receipt>();` makes a tool's output type
+/// declare its shape.
 pub const fn assert_tool_output_schema<T: ToolOutputSchema + ?Sized>() {}
 
 /// The marker of the hook traits' impl for functions of the expected signature (the last type

@@ -164,6 +164,11 @@ pub enum Command {
     /// with --tools.
     #[command(subcommand)]
     Policy(PolicyCommand),
+
+    /// An MCP gateway: serve the tools of the upstream MCP servers of `effect-tool.gateway.toml`
+    /// (over stdio, or Streamable HTTP with --listen), every call through the journal under its
+    /// declaration; `gateway check` compares the file with the upstreams' live tools.
+    Gateway(crate::gateway::GatewayArgs),
     /// Serve the journal's metrics for Prometheus at `GET /metrics`, and with --tokens or
     /// --trusted-proxy the operator API at `/api/...`, until interrupted.
     ///

@@ -60,6 +60,12 @@ where
         Command::Canon { hash } => canon(hash, json, io),
         Command::Manifest(args) => manifest(args, json, io),
         Command::Policy(command) => policy(command, json, io),
+        Command::Gateway(args) if args.action.is_some() => {
+            let Some(&crate::gateway::GatewayAction::Check { write_digests }) = args.action.as_ref() else {
+                return Ok(());
+            };
+            crate::gateway::check(&args, write_digests, &mut *io.out).await
+        }
         command => {
             let store = open().await?;
             match command {
@@ -108,6 +114,7 @@ where
                     });
                     serve(store, listen, console, allowed_hosts, json, io).await
                 }
+                Command::Gateway(args) => crate::gateway::serve(&args, store).await,
                 Command::Key(_) | Command::Canon { .. } | Command::Manifest(_) | Command::Policy(_) => Ok(()),
             }
         }

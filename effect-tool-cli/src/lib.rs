@@ -95,6 +95,7 @@
 pub mod cli;
 pub mod commands;
 pub mod error;
+pub mod gateway;
 pub mod output;
 pub mod store;
 

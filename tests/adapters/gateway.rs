@@ -5,7 +5,8 @@
 //! upstream's own state: the file on disk, the memory server's file, the ledger file.
 //!
 //! The servers are found through `EFFECT_TOOL_MCP_SERVERS` (printed by the script). Without it
-//! a test says so loudly and passes, outside CI only: under `CI` it fails.
+//! a test says so loudly and passes, outside CI only: under `CI` (or
+//! `EFFECT_TOOL_REQUIRE_MCP_SERVERS`, which `scripts/test.sh` sets) it fails.
 
 #![cfg(all(feature = "gateway", feature = "sqlite"))]
 
@@ -23,8 +24,8 @@ use serde_json::{Value, json};
 fn servers() -> Option<PathBuf> {
     match std::env::var_os("EFFECT_TOOL_MCP_SERVERS") {
         Some(dir) => Some(PathBuf::from(dir)),
-        None if std::env::var_os("CI").is_some() => {
-            panic!("EFFECT_TOOL_MCP_SERVERS is unset under CI: run `eval \"$(scripts/mcp-servers.sh install)\"` first")
+        None if std::env::var_os("CI").is_some() || std::env::var_os("EFFECT_TOOL_REQUIRE_MCP_SERVERS").is_some() => {
+            panic!("EFFECT_TOOL_MCP_SERVERS is unset under CI (or EFFECT_TOOL_REQUIRE_MCP_SERVERS): run `eval \"$(scripts/mcp-servers.sh install)\"` first")
         }
         None => {
             eprintln!(

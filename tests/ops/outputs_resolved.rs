@@ -40,8 +40,8 @@ async fn send_receipt(to: String) -> Result<Receipt, ToolError> {
 }
 
 /// A hand-written tool whose output type has no JSON Schema: `Tool::output_schema` defaults to
-/// `None` (a `#[tool]` whose output type has none does not compile: see the ui-tests'
-/// `trait-bounds/output_without_schema`).
+/// `None` (as for a `#[tool]` whose output type has none: see the ui-tests'
+/// `pass/output_without_schema`).
 struct SendPlainReceipt;
 
 impl Tool for SendPlainReceipt {

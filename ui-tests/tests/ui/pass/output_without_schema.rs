@@ -1,7 +1,7 @@
 use effect_tool::{tool, ToolError};
 
-// A JSON form but no JSON Schema: the tool could not declare its output's shape (MCP
-// `outputSchema`, the manifest's `# output:` line).
+// A JSON form but no JSON Schema: the tool compiles (as before output schemas existed), and
+// declares no output shape (no MCP `outputSchema`, no manifest `# output:` line).
 #[derive(serde::Serialize, serde::Deserialize)]
 pub struct Receipt {
     pub id: String,
@@ -13,4 +13,7 @@ async fn refund(order_id: String) -> Result<Receipt, ToolError> {
     Ok(Receipt { id: order_id })
 }
 
-fn main() {}
+fn main() {
+    use effect_tool::Tool;
+    assert!(Refund::output_schema().is_none());
+}
