@@ -25,7 +25,9 @@ fn servers() -> Option<PathBuf> {
     match std::env::var_os("EFFECT_TOOL_MCP_SERVERS") {
         Some(dir) => Some(PathBuf::from(dir)),
         None if std::env::var_os("CI").is_some() || std::env::var_os("EFFECT_TOOL_REQUIRE_MCP_SERVERS").is_some() => {
-            panic!("EFFECT_TOOL_MCP_SERVERS is unset under CI (or EFFECT_TOOL_REQUIRE_MCP_SERVERS): run `eval \"$(scripts/mcp-servers.sh install)\"` first")
+            panic!(
+                "EFFECT_TOOL_MCP_SERVERS is unset under CI (or EFFECT_TOOL_REQUIRE_MCP_SERVERS): run `eval \"$(scripts/mcp-servers.sh install)\"` first"
+            )
         }
         None => {
             eprintln!(

@@ -41,10 +41,10 @@
 mod dispatch;
 mod export;
 pub mod manifest;
+pub mod output;
 #[cfg(feature = "policy")]
 mod policy;
 mod reconcile;
-pub mod output;
 mod registry;
 pub mod review;
 mod validate;
@@ -56,8 +56,8 @@ pub use dispatch::{
     ToolResult, anthropic_tool_results_message,
 };
 pub use export::{ExportReport, mcp_annotations};
-pub use reconcile::{ReconcilePass, Reconciler, ReconcilerOptions};
 pub use output::{OutputSchema, mcp_output_schema};
+pub use reconcile::{ReconcilePass, Reconciler, ReconcilerOptions};
 pub use registry::{DuplicateTool, Toolkit};
 pub use wire::{
     ProviderCall, ProviderRecord, ProviderRecorded, Turn, TurnResults, WireError, WireFormat, gemini_function_responses,
