@@ -80,9 +80,13 @@ pub async fn check(args: &GatewayArgs, write: bool, out: &mut dyn Write) -> Resu
         );
         return Ok(());
     }
-    let text = drift.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n\n");
+    // Each finding on lines of its own (its declaration is TOML to paste), on standard output;
+    // the error line only counts them (an error is printed on one line).
+    for finding in &drift {
+        let _ = writeln!(out, "{finding}\n");
+    }
     Err(CliError::Refused(format!(
-        "{} differs from the upstreams' live tools ({} finding(s)):\n\n{text}",
+        "{} differs from the upstreams' live tools ({} finding(s), above): review each, update the file, then run `effect-tool gateway check` again",
         args.config.display(),
         drift.len()
     )))
