@@ -285,6 +285,7 @@ async fn a_killed_reconciler_on_sqlite_loses_its_lease_to_another() {
     a_killed_reconciler_is_replaced(journal, dir.path()).await;
 }
 
+#[cfg(feature = "postgres")]
 fn postgres(case: &str) -> Option<Journal> {
     let Ok(url) = std::env::var("EFFECT_TOOL_PG_URL") else {
         assert!(

@@ -77,7 +77,8 @@ impl ReconcilePass {
     }
 }
 
-/// Finds records nobody calls again and reconciles them: see the [module](self).
+/// Finds records nobody calls again (stale claims, records in doubt of tools with `recover`) and
+/// reconciles them through [`Engine::reconcile_record`], one reconciler per journal at a time.
 ///
 /// ```no_run
 /// # async fn demo(engine: effect_tool_core::Engine, toolkit: effect_tool_core::Toolkit) {
