@@ -7,6 +7,8 @@
 // Every test binary compiles this whole module but uses only part of it.
 #![allow(dead_code, unused_macros, unused_imports)]
 
+#[cfg(all(feature = "console", feature = "sqlite"))]
+pub mod browser;
 pub mod capture;
 #[cfg(all(feature = "console", feature = "sqlite"))]
 pub mod console;

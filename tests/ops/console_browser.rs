@@ -12,17 +12,17 @@
 
 use crate::common;
 
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::browser::{act, browser, open_browser_at, open_record, shown_text, start_driver};
 use common::console::serve;
 use common::desk::{ApprovedRefund as Refund, SendEmail};
 use common::ledger::Downstream;
 use effect_tool::ops::console::{Console, Identity, StaticTokens};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{CallOptions, EffectClass, EffectCtx, Engine, RunContext, Store, StoreExt, Tool, ToolError, Toolkit};
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::Locator;
 
 const MARIA: &str = "tok-maria-manager-0001"; // manager, operator
 
@@ -71,131 +71,6 @@ impl Tool for PayInvoice {
         self.0.apply(&ctx.idempotency_key());
         Ok(format!("paid {amount} on {invoice}"))
     }
-}
-
-/// chromedriver on a free port, killed on drop.
-pub(crate) struct Driver {
-    child: Child,
-    pub(crate) port: u16,
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The browser's two programs, or `None` (the test skips, unless CI requires them).
-pub(crate) fn browser() -> Option<(String, String)> {
-    // The full path: chromedriver wants the browser's binary as a path.
-    let found = |names: &[&str]| {
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        names.iter().find_map(|n| {
-            std::env::split_paths(&path)
-                .map(|dir| dir.join(n))
-                .find(|p| p.is_file())
-                .map(|p| p.to_string_lossy().into_owned())
-        })
-    };
-    let chromium = found(&["chromium", "chromium-browser", "google-chrome"]);
-    let driver = found(&["chromedriver"]);
-    match (chromium, driver) {
-        (Some(c), Some(d)) => Some((c, d)),
-        _ => {
-            assert!(
-                std::env::var_os("EFFECT_TOOL_REQUIRE_BROWSER").is_none(),
-                "EFFECT_TOOL_REQUIRE_BROWSER is set but chromium or chromedriver is missing: apt-get install chromium chromium-driver"
-            );
-            eprintln!(
-                "SKIPPED: the browser test needs chromium and chromedriver (apt-get install chromium chromium-driver)"
-            );
-            None
-        }
-    }
-}
-
-pub(crate) fn start_driver(program: &str) -> Driver {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(program)
-        .arg(format!("--port={port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting chromedriver");
-    let until = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < until, "chromedriver did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Driver { child, port }
-}
-
-async fn open_browser(driver: &Driver, chromium: &str) -> Client {
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        serde_json::json!({
-            "binary": chromium,
-            // Root in a container: no sandbox; no GPU; /dev/shm may be small.
-            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--no-first-run", "--window-size=1280,1024"],
-        }),
-    );
-    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    ClientBuilder::new(connector)
-        .capabilities(caps)
-        .connect(&format!("http://127.0.0.1:{}", driver.port))
-        .await
-        .expect("a WebDriver session in headless Chromium")
-}
-
-/// The text of the element `css`, once it is shown and has some (the page may show an element
-/// before its script fills it in: on a loaded machine, the two are seen apart).
-pub(crate) async fn shown_text(browser: &Client, css: &str) -> String {
-    let until = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let el = browser
-            .wait()
-            .at_most(Duration::from_secs(20))
-            .for_element(Locator::Css(&format!("{css}:not([hidden])")))
-            .await
-            .unwrap_or_else(|e| panic!("`{css}` never showed: {e}"));
-        // The element may be replaced while it is read (the page re-renders): look again.
-        if let Ok(text) = el.text().await
-            && !text.is_empty()
-        {
-            return text;
-        }
-        assert!(
-            std::time::Instant::now() < until,
-            "`{css}` showed, and stayed empty for 20 s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Click `id` and wait for the page's answer in `#message` (the page reloads after an action).
-pub(crate) async fn act(browser: &Client, id: &str) -> String {
-    browser.find(Locator::Id(id)).await.unwrap().click().await.unwrap();
-    shown_text(browser, "#message").await
-}
-
-/// Open the list page and follow the link of the record under `key`.
-pub(crate) async fn open_record(browser: &Client, base: &str, key: &str) {
-    browser.goto(&format!("{base}/")).await.unwrap();
-    let link = browser
-        .wait()
-        .at_most(Duration::from_secs(20))
-        .for_element(Locator::Css(&format!("#records tbody tr[data-key=\"{key}\"] a")))
-        .await
-        .unwrap_or_else(|e| panic!("the list page never listed `{key}`: {e}"));
-    link.click().await.unwrap();
-    assert_eq!(shown_text(browser, "#record-key").await, key);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -272,7 +147,7 @@ async fn an_operator_approves_resolves_and_compensates_in_a_real_browser() {
         .clone();
 
     let driver = start_driver(&chromedriver);
-    let browser = open_browser(&driver, &chromium).await;
+    let browser = open_browser_at(&driver, &chromium, 1280).await;
     let outcome = async {
         // Signing in: the page asks for a token, keeps it in the tab.
         browser.goto(&format!("{base}/")).await.unwrap();

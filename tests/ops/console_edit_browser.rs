@@ -12,8 +12,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::browser::{act, browser, open_browser_at, open_record, shown_text, start_driver};
 use crate::common::console::serve;
-use crate::console_browser::{Driver, act, browser, open_record, shown_text, start_driver};
 use effect_tool::ops::console::{Console, Identity, StaticTokens};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{CallOptions, Engine, RunContext, Store, ToolError, Toolkit, tools};
@@ -35,24 +35,6 @@ impl Bank {
         self.paid.lock().unwrap().push((invoice_id.clone(), amount));
         Ok(format!("paid {amount} on {invoice_id}"))
     }
-}
-
-async fn open_browser_at(driver: &Driver, chromium: &str, width: u32) -> Client {
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        serde_json::json!({
-            "binary": chromium,
-            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--no-first-run", format!("--window-size={width},1000")],
-        }),
-    );
-    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    ClientBuilder::new(connector)
-        .capabilities(caps)
-        .connect(&format!("http://127.0.0.1:{}", driver.port))
-        .await
-        .expect("a WebDriver session in headless Chromium")
 }
 
 /// The texts of the list's cells that hold one word (no space) but are drawn on more than one
