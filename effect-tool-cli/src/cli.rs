@@ -41,6 +41,10 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// Who acts (approve, deny): a CLI token the identities file lists, or --local-admin.
+    #[command(flatten)]
+    pub identity: crate::identity::IdentityArgs,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
