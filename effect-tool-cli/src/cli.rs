@@ -82,13 +82,17 @@ pub enum Command {
     Approve {
         /// The effect key.
         key: String,
-        /// The role you approve as; it must be the role the tool asks for.
+        /// The role you approve as; it must be the role the tool asks for, and, with a CLI
+        /// token, one the identities file gives you (believed with --local-admin).
         #[arg(long = "as", value_name = "ROLE")]
         role: String,
         /// The fingerprint of the input you approve, or its first 16 or more hex digits.
         #[arg(long, value_name = "HEX")]
         fingerprint: Option<String>,
-        /// Who approves (recorded in the audit trail).
+        /// Who approves (recorded in the audit trail), believed with the role of --as.
+        /// Deprecated: use a CLI token (EFFECT_TOOL_TOKEN with --identities FILE) or
+        /// --local-admin; refused when an identities file is given, ignored with a token or
+        /// --local-admin.
         #[arg(long, env = "USER", value_name = "NAME")]
         by: Option<String>,
         /// Approve the call with edited arguments: a JSON object of the fields to change,
@@ -106,7 +110,8 @@ pub enum Command {
         /// Why, in words the model and the audit trail will read.
         #[arg(long)]
         reason: Option<String>,
-        /// Who denies (recorded in the audit trail).
+        /// Who denies (recorded in the audit trail). Deprecated, as for approve: use a CLI
+        /// token or --local-admin.
         #[arg(long, env = "USER", value_name = "NAME")]
         by: Option<String>,
     },

@@ -149,10 +149,14 @@ pub fn acting(args: &IdentityArgs, by: Option<String>) -> Result<Acting, CliErro
             ));
         }
     };
-    eprintln!(
-        "warning: deciding as `{}` named by --by (or $USER), with the role of --as believed, is deprecated and will be refused: use a CLI token ({TOKEN_VAR} with --identities FILE) or --local-admin",
-        clean(&by)
-    );
+    // Said to a person at a terminal; scripts read stdout and one `error:` line, unchanged
+    // until the mode is refused.
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!(
+            "warning: deciding as `{}` named by --by (or $USER), with the role of --as believed, is deprecated and will be refused: use a CLI token ({TOKEN_VAR} with --identities FILE) or --local-admin",
+            clean(&by)
+        );
+    }
     Ok(Acting {
         identities,
         actor: Actor::console(by),
