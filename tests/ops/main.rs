@@ -13,6 +13,7 @@ mod console_api;
 mod console_browser;
 mod console_edit_browser;
 mod console_hosts;
+mod console_identities;
 mod console_roles;
 mod outputs_resolved;
 mod people_notify;
