@@ -15,11 +15,11 @@ use std::sync::Arc;
 use common::console::{call, serve};
 use common::ledger::Downstream;
 use common::python::{client_passed, python, require_http_client, run_client};
+use effect_tool::adapters::mcp::{BearerTokens, McpHttpConfig, McpServer};
 use effect_tool::decide::identity::{Identities, Person};
 use effect_tool::ops::console::{Console, StaticTokens};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{EffectClass, EffectCtx, Engine, Store, Tool, ToolError, Toolkit};
-use effect_tool::adapters::mcp::{BearerTokens, McpHttpConfig, McpServer};
 
 /// Maria's MCP token (principal `00u1abc`, as her identity provider's `sub`).
 const MARIA_MCP: &str = "mcp-token-of-maria-00u1abc";
@@ -76,7 +76,12 @@ async fn refund_over_mcp(url: &str, disposition: &str) -> String {
     let python = python();
     require_http_client(&python);
     let args = r#"{"order_id": "A-1", "amount_cents": 1500}"#;
-    let out = run_client(&python, "approval_call.py", [url, MARIA_MCP, "refund", args, disposition]).await;
+    let out = run_client(
+        &python,
+        "approval_call.py",
+        [url, MARIA_MCP, "refund", args, disposition],
+    )
+    .await;
     let stdout = client_passed(&out);
     stdout
         .lines()
@@ -108,13 +113,23 @@ async fn a_person_who_called_over_mcp_cannot_approve_in_the_console_under_anothe
     let addr = serve(console).await;
     let me = call(addr, M_ROSSI, "GET", "/api/me", "").await;
     assert_eq!(me.json()["person"], "maria", "{}", me.body);
-    for (action, body) in [("/api/approve", approve.as_str()), ("/api/deny", &serde_json::json!({"key": key}).to_string())] {
+    for (action, body) in [
+        ("/api/approve", approve.as_str()),
+        ("/api/deny", &serde_json::json!({"key": key}).to_string()),
+    ] {
         let own = call(addr, M_ROSSI, "POST", action, body).await;
         assert_eq!(own.status, 403, "{action}: {}", own.body);
         let error = own.json()["error"].as_str().unwrap().to_owned();
-        assert!(error.contains("m.rossi (person `maria`) requested this call"), "{error}");
+        assert!(
+            error.contains("m.rossi (person `maria`) requested this call"),
+            "{error}"
+        );
         assert!(error.contains("as `00u1abc`"), "{error}");
-        assert!(own.json()["hint"].as_str().unwrap().contains("four eyes"), "{}", own.body);
+        assert!(
+            own.json()["hint"].as_str().unwrap().contains("four eyes"),
+            "{}",
+            own.body
+        );
     }
     assert_eq!(refunds.effects(), 0);
 
