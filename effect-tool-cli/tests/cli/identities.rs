@@ -192,3 +192,48 @@ async fn without_an_identities_file_by_still_decides_as_before() {
     assert!(out.ok().contains("(by carol)"));
     assert_eq!(j.get(&key).await.unwrap().decided_by.as_deref(), Some("carol"));
 }
+
+/// `POST path` to `addr` with a bearer token and a JSON body: the status and the body.
+fn post(addr: &str, token: &str, path: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    (head.split(' ').nth(1).unwrap().parse().unwrap(), body.to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_with_the_identities_file_knows_a_console_operator_by_their_mcp_principal() {
+    let j = Journal::sqlite("identities-serve");
+    let dir = TempDir::new("identities-serve");
+    let file = identities_file(&dir);
+    let tokens = dir.path.join("operators.tokens");
+    std::fs::write(
+        &tokens,
+        "tok-m-rossi-console-001 m.rossi release-manager\ntok-olaf-console-00002 olaf release-manager\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let key = j.key("deploy:own");
+    let parked = j.awaiting(&key, "00u1abc/r1", "deploy", "release-manager").await;
+    let body = serde_json::json!({ "key": key, "fingerprint": parked.fingerprint }).to_string();
+
+    let server = common::serve_with(&j, &["--tokens", tokens.to_str().unwrap(), "--identities", &file]);
+    let (status, answer) = post(&server.addr, "tok-m-rossi-console-001", "/api/approve", &body);
+    assert_eq!(status, 403, "{answer}");
+    assert!(
+        answer.contains("four eyes") && answer.contains("person `maria`"),
+        "{answer}"
+    );
+    let (status, answer) = post(&server.addr, "tok-olaf-console-00002", "/api/approve", &body);
+    assert_eq!(status, 200, "{answer}");
+    let rec = j.get(&key).await.unwrap();
+    // olaf's console name is not in the file: he is named as before.
+    assert_eq!(rec.decided_by.as_deref(), Some("olaf"));
+}
