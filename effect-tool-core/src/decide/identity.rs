@@ -125,14 +125,14 @@ pub struct Person {
 }
 
 impl Person {
-    /// Their names in `system`.
-    fn names_in(&self, system: IdentitySystem) -> &BTreeSet<String> {
+    /// Their names in `system`; `None` for [`IdentitySystem::Cli`], whose actor is named by
+    /// the person id its token resolved to.
+    fn names_in(&self, system: IdentitySystem) -> Option<&BTreeSet<String>> {
         match system {
-            IdentitySystem::Console => &self.console,
-            IdentitySystem::Mcp => &self.mcp,
-            IdentitySystem::LocalAdmin => &self.os_users,
-            // A CLI actor is named by the person id its token resolved to.
-            IdentitySystem::Cli => &EMPTY,
+            IdentitySystem::Console => Some(&self.console),
+            IdentitySystem::Mcp => Some(&self.mcp),
+            IdentitySystem::LocalAdmin => Some(&self.os_users),
+            IdentitySystem::Cli => None,
         }
     }
 
@@ -144,8 +144,6 @@ impl Person {
             .chain(self.os_users.iter().map(String::as_str))
     }
 }
-
-static EMPTY: BTreeSet<String> = BTreeSet::new();
 
 impl TryFrom<File> for Identities {
     type Error = IdentitiesError;
@@ -216,7 +214,10 @@ impl Identities {
         for system in [IdentitySystem::Console, IdentitySystem::Mcp, IdentitySystem::LocalAdmin] {
             for (i, a) in persons.iter().enumerate() {
                 for b in &persons[i + 1..] {
-                    if let Some(name) = a.names_in(system).intersection(b.names_in(system)).next() {
+                    let (Some(mine), Some(theirs)) = (a.names_in(system), b.names_in(system)) else {
+                        continue;
+                    };
+                    if let Some(name) = mine.intersection(theirs).next() {
                         return Err(IdentitiesError(format!(
                             "the {system} name `{name}` belongs to both `{}` and `{}`: a name is one person's",
                             a.id, b.id
@@ -251,10 +252,10 @@ impl Identities {
 
     /// The person `actor` is, if the map knows them.
     pub fn person(&self, actor: &Actor) -> Option<&Person> {
-        match actor.system {
-            IdentitySystem::Cli => self.persons.iter().find(|p| p.id == actor.name),
-            system => self.persons.iter().find(|p| p.names_in(system).contains(&actor.name)),
-        }
+        self.persons.iter().find(|p| match p.names_in(actor.system) {
+            Some(names) => names.contains(&actor.name),
+            None => p.id == actor.name,
+        })
     }
 
     /// The person whose CLI token is `token` (by its SHA-256), if any.

@@ -54,7 +54,9 @@ fn olaf() -> Person {
 }
 
 fn team() -> Identities {
-    Identities::new([maria(), olaf()]).unwrap()
+    let ids = Identities::new([maria(), olaf()]).unwrap();
+    assert!(!ids.is_empty());
+    ids
 }
 
 #[test]
@@ -234,6 +236,11 @@ fn a_map_that_would_make_a_name_two_people_is_refused() {
     assert!(twin(|p| p.mcp = ["00u1abc".to_owned()].into()).contains("mcp name `00u1abc`"));
     assert!(twin(|p| p.os_users = ["mrossi".to_owned()].into()).contains("local-admin name `mrossi`"));
     assert!(twin(|p| p.cli_tokens = [token_digest("tok-maria-cli-000001")].into()).contains("listed twice"));
+    assert!(
+        twin(|p| p.cli_tokens = [token_digest("tok-maria-cli-000001").to_ascii_uppercase()].into())
+            .contains("listed twice"),
+        "whatever the case of the hex"
+    );
     assert!(twin(|p| p.cli_tokens = ["tok-maria-cli-000001".to_owned()].into()).contains("not a SHA-256"));
     let g = "g".repeat(64);
     assert!(twin(move |p| p.cli_tokens = ["g".repeat(64)].into()).contains(&format!("`{g}`")));
