@@ -185,6 +185,28 @@ pub(crate) async fn act(browser: &Client, id: &str) -> String {
     shown_text(browser, "#message").await
 }
 
+/// Open the console at `base` and sign in with `token`: the page asks for it and keeps it in
+/// the tab; returns what the page then says of who is signed in.
+pub(crate) async fn sign_in(browser: &Client, base: &str, token: &str) -> String {
+    browser.goto(&format!("{base}/")).await.unwrap();
+    shown_text(browser, "#signin-view").await;
+    browser
+        .find(Locator::Id("signin-token"))
+        .await
+        .unwrap()
+        .send_keys(token)
+        .await
+        .unwrap();
+    browser
+        .find(Locator::Id("signin"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    shown_text(browser, "#whoami").await
+}
+
 /// Open the list page and follow the link of the record under `key`.
 pub(crate) async fn open_record(browser: &Client, base: &str, key: &str) {
     browser.goto(&format!("{base}/")).await.unwrap();

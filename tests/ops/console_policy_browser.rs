@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::common::console::serve;
 use crate::common::http::encode;
-use crate::console_browser::{browser, open_browser, shown_text, start_driver};
+use crate::console_browser::{browser, open_browser, shown_text, sign_in, start_driver};
 use effect_tool::decide::cedar::Policies;
 use effect_tool::ops::console::{Console, Identity, StaticTokens};
 use effect_tool::store::sqlite::SqliteStore;
@@ -89,23 +89,7 @@ async fn the_record_page_says_what_the_policies_decided() {
     let driver = start_driver(&chromedriver);
     let browser = open_browser(&driver, &chromium).await;
     let outcome = async {
-        browser.goto(&format!("{base}/")).await.unwrap();
-        shown_text(&browser, "#signin-view").await;
-        browser
-            .find(Locator::Id("signin-token"))
-            .await
-            .unwrap()
-            .send_keys(FINN)
-            .await
-            .unwrap();
-        browser
-            .find(Locator::Id("signin"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
-        assert!(shown_text(&browser, "#whoami").await.contains("finn"));
+        assert!(sign_in(&browser, &base, FINN).await.contains("finn"));
 
         let entry = |key: &str, action: &str| {
             let url = format!("{base}/record?key={}", encode(key));
