@@ -3,7 +3,8 @@
 //! manager; in the console she is `m.rossi`, a name four eyes could not tie to `00u1abc`
 //! without the identities map. With it, the console refuses her approval and takes another
 //! person's; the audit trail names the person and the system they came through; the call then
-//! runs once, counted by a ledger the engine cannot see.
+//! runs once, counted by a ledger the engine cannot see. The record page says the same refusal
+//! in a real browser.
 //!
 //! Needs `python3 -m pip install -r tests/mcp_client/requirements.txt` (scripts/test.sh does it).
 #![cfg(all(feature = "console", feature = "sqlite", feature = "mcp-http"))]
@@ -144,4 +145,38 @@ async fn a_person_who_called_over_mcp_cannot_approve_in_the_console_under_anothe
     assert_eq!(refund_over_mcp(&mcp.url(), "executed").await, key);
     assert_eq!(refunds.effects(), 1);
     mcp.shutdown().await.unwrap();
+}
+
+/// The same refusal on the record page, in a real browser (headless Chromium through
+/// WebDriver): maria, signed in as `m.rossi`, is told why she cannot approve her own call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_record_page_says_why_four_eyes_refuses_a_person_under_another_name() {
+    use crate::console_browser::{act, browser, open_browser, open_record, shown_text, sign_in, start_driver};
+    let Some((chromium, chromedriver)) = browser() else {
+        return;
+    };
+    let parked = common::console::parked_refund("00u1abc/checkout", |store| {
+        Console::new(store, StaticTokens::parse(TOKENS).unwrap()).with_identities(identities())
+    })
+    .await;
+    let base = format!("http://{}", parked.addr);
+    let driver = start_driver(&chromedriver);
+    let browser = open_browser(&driver, &chromium).await;
+    let outcome = async {
+        assert!(sign_in(&browser, &base, M_ROSSI).await.contains("m.rossi"));
+        open_record(&browser, &base, &parked.key).await;
+        let said = act(&browser, "approve").await;
+        assert!(
+            said.contains("m.rossi (person `maria`) requested this call") && said.contains("as `00u1abc`"),
+            "{said}"
+        );
+        assert!(said.contains("four eyes"), "{said}");
+        assert_eq!(shown_text(&browser, "#state").await, "awaiting-approval");
+    };
+    let result = tokio::time::timeout(std::time::Duration::from_secs(120), outcome).await;
+    let _ = browser.close().await;
+    drop(driver);
+    result.expect("the browser walk-through took over two minutes");
+    let rec = parked.store.get(&parked.key).await.unwrap().unwrap();
+    assert_eq!(rec.state, effect_tool::RecordState::AwaitingApproval);
 }
