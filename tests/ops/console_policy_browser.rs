@@ -109,7 +109,7 @@ async fn the_record_page_says_what_the_policies_decided() {
         );
         let fields = shown_text(&browser, "#record-fields").await;
         assert!(
-            fields.contains("not-journaled") && fields.contains("the call was not journaled"),
+            fields.contains("no-record") && fields.contains("the call was not journaled"),
             "{fields}"
         );
         assert!(

@@ -24,7 +24,7 @@
 //! | `GET /record?key=KEY` | the record page: input, attempts, audit trail, and the actions its state allows |
 //! | `GET /api/me` | who the request is from: `{"name", "roles", "resolver_role", "can_compensate", "person"}` (`person`: their id in the identities map, or `null`) |
 //! | `GET /api/records?state=&tool=&run=&limit=&offset=` | records, newest first; by default those that need a person (`in-doubt,awaiting-approval,stale`) |
-//! | `GET /api/record?key=KEY` | one record (its input without sensitive values) and its audit trail; a key with an audit trail and no record (a call the policies denied before it was journaled) answers `{"state": "not-journaled", "record": null, "audit"}` |
+//! | `GET /api/record?key=KEY` | one record (its input without sensitive values) and its audit trail; a key with an audit trail and no record (a call the policies denied before it was journaled, or a record collected since) answers `{"state": "no-record", "record": null, "audit"}` |
 //! | `POST /api/approve` `{"key", "fingerprint"}` | approve a parked call: the input shown, by its fingerprint (409 with `input_changed: {"fingerprint", "input"}` when another input is parked now); needs the role the tool asks for |
 //! | `POST /api/deny` `{"key", "reason"}` | deny it: the same role |
 //! | `POST /api/resolve` `{"key", "verdict": "applied", "output"}` or `{"key", "verdict": "not-applied"}` | settle a record in doubt: needs the resolver role (`operator` by default) |
@@ -619,10 +619,11 @@ async fn show(
     may_read(&console, &who)?;
     let audit = console.store.audit(Some(&q.key)).await.map_err(store_refusal)?;
     // A key with an audit trail and no record: a call the policies denied before anything was
-    // journaled (`policy-deny`). Its trail is what there is to read.
+    // journaled (`policy-deny`), or a record garbage collection dropped. Its trail is what
+    // there is to read.
     if !audit.is_empty() && console.store.get(&q.key).await.map_err(store_refusal)?.is_none() {
         return Ok(Json(json!({
-            "state": "not-journaled", "record": null, "audit": audit, "output_schema": null,
+            "state": "no-record", "record": null, "audit": audit, "output_schema": null,
             "tool": null, "waiting_ms": null, "edit": null,
         })));
     }

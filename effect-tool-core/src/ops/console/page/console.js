@@ -141,8 +141,9 @@ async function recordView(key, me) {
   };
   field("State", state);
   if (r === null) {
-    // No record, only an audit trail: a call the policies denied before it was journaled.
-    field("Record", "none: the call was not journaled; its audit trail says why");
+    // No record, only an audit trail: a call the policies denied before it was journaled (or
+    // a record collected since).
+    field("Record", "none: the call was not journaled, or its record was collected; its audit trail is below");
     $("record-input").textContent = "";
     showAudit(audit);
     return;
