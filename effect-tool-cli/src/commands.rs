@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::cli::{AbandonArgs, Cli, Command, KeyArgs, ListArgs, ManifestArgs, PolicyCommand, ResolveArgs, StateFilter};
 use crate::error::{CliError, not_found};
-use crate::identity::Acting;
+use crate::identity::{Acting, IdentityArgs};
 use crate::output::{Table, clean, shell_quote, time};
 
 /// Where a command reads and writes.
@@ -80,7 +80,7 @@ where
                     };
                     show(&*store, &key, json, io).await
                 }
-                Command::Resolve(args) => resolve(&*store, args, json, io).await,
+                Command::Resolve(args) => resolve(&*store, args, &identity, json, io).await,
                 Command::Approve {
                     key,
                     role,
@@ -95,7 +95,7 @@ where
                     let acting = crate::identity::acting(&identity, by)?;
                     deny(&*store, &key, reason, &acting, json, io).await
                 }
-                Command::Abandon(args) => abandon(&*store, args, json, io).await,
+                Command::Abandon(args) => abandon(&*store, args, &identity, json, io).await,
                 Command::Gc { dry_run } => gc(&*store, dry_run, json, io).await,
                 Command::Serve {
                     listen,
@@ -298,15 +298,6 @@ fn io_error(e: std::io::Error) -> CliError {
 
 fn record_json(rec: &EffectRecord) -> Value {
     serde_json::to_value(rec).unwrap_or(Value::Null)
-}
-
-fn who(by: Option<String>) -> Result<String, CliError> {
-    match by.map(|b| b.trim().to_owned()) {
-        Some(b) if !b.is_empty() => Ok(b),
-        _ => Err(CliError::Usage(
-            "say who decides: --by NAME (it goes into the audit trail; defaults to $USER, which is not set)".into(),
-        )),
-    }
 }
 
 fn read_stdin(io: &mut Io<'_>, what: &str) -> Result<String, CliError> {
@@ -640,8 +631,14 @@ fn next_step(rec: &EffectRecord, now: i64) -> Option<String> {
 // ---------------------------------------------------------------------------------------------
 // resolve, approve, deny
 
-async fn resolve(store: &dyn Store, args: ResolveArgs, json: bool, io: &mut Io<'_>) -> Result<(), CliError> {
-    let by = who(args.by)?;
+async fn resolve(
+    store: &dyn Store,
+    args: ResolveArgs,
+    identity: &IdentityArgs,
+    json: bool,
+    io: &mut Io<'_>,
+) -> Result<(), CliError> {
+    let by = crate::identity::acting(identity, args.by)?.audit_name();
     let verdict = if args.applied {
         let output = match args.output.as_deref() {
             None => {
@@ -943,11 +940,17 @@ async fn deny(
 // ---------------------------------------------------------------------------------------------
 // abandon
 
-async fn abandon(store: &dyn Store, args: AbandonArgs, json: bool, io: &mut Io<'_>) -> Result<(), CliError> {
+async fn abandon(
+    store: &dyn Store,
+    args: AbandonArgs,
+    identity: &IdentityArgs,
+    json: bool,
+    io: &mut Io<'_>,
+) -> Result<(), CliError> {
     let records = run_records(store, &args.run).await?;
     let plan = AbandonPlan::of(store, &records).await?;
     let marked = if args.mark_compensated && !plan.pending.is_empty() {
-        let by = who(args.by)?;
+        let by = crate::identity::acting(identity, args.by)?.audit_name();
         mark_by_hand(store, &plan.pending, &by).await
     } else {
         Marked::default()

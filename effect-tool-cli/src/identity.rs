@@ -1,4 +1,5 @@
-//! Who acts through the command (`approve`, `deny`): a person named by their CLI token, which
+//! Who acts through the command (`approve`, `deny`, `resolve`, `abandon --mark-compensated`):
+//! a person named by their CLI token, which
 //! the identities file lists by its SHA-256; or, explicitly, the local administrator (the OS
 //! user on this host, audited as such); or, deprecated, whoever `--by` names with the role of
 //! `--as` believed.
@@ -153,7 +154,7 @@ pub fn acting(args: &IdentityArgs, by: Option<String>) -> Result<Acting, CliErro
     // until the mode is refused.
     if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         eprintln!(
-            "warning: deciding as `{}` named by --by (or $USER), with the role of --as believed, is deprecated and will be refused: use a CLI token ({TOKEN_VAR} with --identities FILE) or --local-admin",
+            "warning: acting as `{}`, named by --by (or $USER) and believed (with the role of --as, for approve), is deprecated and will be refused: use a CLI token ({TOKEN_VAR} with --identities FILE) or --local-admin",
             clean(&by)
         );
     }

@@ -9,7 +9,11 @@ use common::{Journal, Output, TempDir, run};
 use effect_tool_core::RecordState;
 use effect_tool_core::decide::identity::token_digest;
 
-common::on_every_backend!(a_token_names_the_person_who_decides, local_admin_is_audited_as_such);
+common::on_every_backend!(
+    a_token_names_the_person_who_decides,
+    local_admin_is_audited_as_such,
+    a_resolution_names_its_person_too
+);
 
 const MARIA: &str = "tok-maria-cli-0000000001";
 const OLAF: &str = "tok-olaf-cli-00000000002";
@@ -232,4 +236,31 @@ async fn serve_with_the_identities_file_knows_a_console_operator_by_their_mcp_pr
     let rec = j.get(&key).await.unwrap();
     // olaf's console name is not in the file: he is named as before.
     assert_eq!(rec.decided_by.as_deref(), Some("olaf"));
+}
+
+async fn a_resolution_names_its_person_too(j: &Journal) {
+    let dir = TempDir::new("identities-resolve");
+    let file = identities_file(&dir);
+    let key = j.key("email:doubt");
+    j.in_doubt(&key, &j.run_id("r"), "send_email", serde_json::json!({"to": "a@b.c"}))
+        .await;
+    let resolve = ["resolve", key.as_str(), "--not-applied"];
+    // With the file, a resolution needs a token (or --local-admin) too.
+    assert!(
+        as_holder(j, &file, None, &resolve)
+            .fails(2)
+            .contains("EFFECT_TOOL_TOKEN")
+    );
+    assert_eq!(j.get(&key).await.unwrap().state, RecordState::InDoubt);
+    let text = as_holder(j, &file, Some(OLAF), &resolve).ok().to_owned();
+    assert!(text.contains("(by olaf (cli token))"), "{text}");
+    let rec = j.get(&key).await.unwrap();
+    assert_eq!(rec.decided_by.as_deref(), Some("olaf (cli token)"));
+    assert_eq!(rec.resolved_by(), Some("olaf (cli token)"), "a resolution, amendable");
+    let audit = j.store.audit(Some(&key)).await.unwrap();
+    let resolution = audit
+        .iter()
+        .find(|e| e.action == "resolve")
+        .expect("the resolution's entry");
+    assert_eq!(resolution.actor, "olaf (cli token)");
 }
