@@ -335,7 +335,8 @@ pub struct ResolveArgs {
     /// an output the tool recorded itself, nor on a record no person has resolved.
     #[arg(long)]
     pub amend: bool,
-    /// Who decides (recorded in the audit trail).
+    /// Who decides (recorded in the audit trail). Deprecated: use a CLI token
+    /// (EFFECT_TOOL_TOKEN with --identities FILE) or --local-admin.
     #[arg(long, env = "USER", value_name = "NAME")]
     pub by: Option<String>,
 }
@@ -349,7 +350,8 @@ pub struct AbandonArgs {
     /// `Engine::abandon_run` never runs it again) and mark the effects compensated.
     #[arg(long)]
     pub mark_compensated: bool,
-    /// Who undid them (recorded in the audit trail).
+    /// Who undid them (recorded in the audit trail). Deprecated: use a CLI token
+    /// (EFFECT_TOOL_TOKEN with --identities FILE) or --local-admin.
     #[arg(long, env = "USER", value_name = "NAME")]
     pub by: Option<String>,
 }

@@ -42,7 +42,7 @@
 //!
 //! ## Who approves
 //!
-//! `approve` and `deny` act as a named person. Give the identities file (`--identities FILE`
+//! `approve`, `deny`, `resolve` and `abandon --mark-compensated` act as a named person. Give the identities file (`--identities FILE`
 //! or `EFFECT_TOOL_IDENTITIES`: who is who across the console, MCP and this command; see
 //! `effect_tool::ops::identity`) and your CLI token (`EFFECT_TOOL_TOKEN`, or `--token-file
 //! FILE`; the file lists its SHA-256): the token names you and the roles you may approve as,
