@@ -25,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-core=(decide/policy.rs decide/record.rs call/key.rs value/canonical.rs value/marker.rs value/outcome.rs engine/entry.rs engine/replay.rs engine/join.rs engine/execute.rs engine/lead.rs engine/complete.rs engine/compensation.rs)
+core=(decide/policy.rs decide/record.rs decide/identity.rs call/key.rs value/canonical.rs value/marker.rs value/outcome.rs engine/entry.rs engine/replay.rs engine/join.rs engine/execute.rs engine/lead.rs engine/complete.rs engine/compensation.rs)
 files=()
 # The decision core's tests: effect-tool-core's library (unit tests) and integration tests, and
 # the root crate's tests of the engine's decisions and of the journals (the conformance suite).

@@ -41,6 +41,10 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// Who acts (approve, deny): a CLI token the identities file lists, or --local-admin.
+    #[command(flatten)]
+    pub identity: crate::identity::IdentityArgs,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -78,13 +82,17 @@ pub enum Command {
     Approve {
         /// The effect key.
         key: String,
-        /// The role you approve as; it must be the role the tool asks for.
+        /// The role you approve as; it must be the role the tool asks for, and, with a CLI
+        /// token, one the identities file gives you (believed with --local-admin).
         #[arg(long = "as", value_name = "ROLE")]
         role: String,
         /// The fingerprint of the input you approve, or its first 16 or more hex digits.
         #[arg(long, value_name = "HEX")]
         fingerprint: Option<String>,
-        /// Who approves (recorded in the audit trail).
+        /// Who approves (recorded in the audit trail), believed with the role of --as.
+        /// Deprecated: use a CLI token (EFFECT_TOOL_TOKEN with --identities FILE) or
+        /// --local-admin; refused when an identities file is given, ignored with a token or
+        /// --local-admin.
         #[arg(long, env = "USER", value_name = "NAME")]
         by: Option<String>,
         /// Approve the call with edited arguments: a JSON object of the fields to change,
@@ -102,7 +110,8 @@ pub enum Command {
         /// Why, in words the model and the audit trail will read.
         #[arg(long)]
         reason: Option<String>,
-        /// Who denies (recorded in the audit trail).
+        /// Who denies (recorded in the audit trail). Deprecated, as for approve: use a CLI
+        /// token or --local-admin.
         #[arg(long, env = "USER", value_name = "NAME")]
         by: Option<String>,
     },
@@ -326,7 +335,8 @@ pub struct ResolveArgs {
     /// an output the tool recorded itself, nor on a record no person has resolved.
     #[arg(long)]
     pub amend: bool,
-    /// Who decides (recorded in the audit trail).
+    /// Who decides (recorded in the audit trail). Deprecated: use a CLI token
+    /// (EFFECT_TOOL_TOKEN with --identities FILE) or --local-admin.
     #[arg(long, env = "USER", value_name = "NAME")]
     pub by: Option<String>,
 }
@@ -340,7 +350,8 @@ pub struct AbandonArgs {
     /// `Engine::abandon_run` never runs it again) and mark the effects compensated.
     #[arg(long)]
     pub mark_compensated: bool,
-    /// Who undid them (recorded in the audit trail).
+    /// Who undid them (recorded in the audit trail). Deprecated: use a CLI token
+    /// (EFFECT_TOOL_TOKEN with --identities FILE) or --local-admin.
     #[arg(long, env = "USER", value_name = "NAME")]
     pub by: Option<String>,
 }

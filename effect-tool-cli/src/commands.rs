@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::cli::{AbandonArgs, Cli, Command, KeyArgs, ListArgs, ManifestArgs, PolicyCommand, ResolveArgs, StateFilter};
 use crate::error::{CliError, not_found};
+use crate::identity::{Acting, IdentityArgs};
 use crate::output::{Table, clean, shell_quote, time};
 
 /// Where a command reads and writes.
@@ -55,6 +56,7 @@ where
     Fut: std::future::Future<Output = Result<Arc<dyn Store>, CliError>>,
 {
     let json = cli.json;
+    let identity = cli.identity;
     match cli.command {
         Command::Key(args) => key(args, json, io),
         Command::Canon { hash } => canon(hash, json, io),
@@ -78,16 +80,22 @@ where
                     };
                     show(&*store, &key, json, io).await
                 }
-                Command::Resolve(args) => resolve(&*store, args, json, io).await,
+                Command::Resolve(args) => resolve(&*store, args, &identity, json, io).await,
                 Command::Approve {
                     key,
                     role,
                     fingerprint,
                     by,
                     edit,
-                } => approve(&*store, &key, &role, fingerprint, by, edit, json, io).await,
-                Command::Deny { key, reason, by } => deny(&*store, &key, reason, by, json, io).await,
-                Command::Abandon(args) => abandon(&*store, args, json, io).await,
+                } => {
+                    let acting = crate::identity::acting(&identity, by)?;
+                    approve(&*store, &key, &role, fingerprint, &acting, edit, json, io).await
+                }
+                Command::Deny { key, reason, by } => {
+                    let acting = crate::identity::acting(&identity, by)?;
+                    deny(&*store, &key, reason, &acting, json, io).await
+                }
+                Command::Abandon(args) => abandon(&*store, args, &identity, json, io).await,
                 Command::Gc { dry_run } => gc(&*store, dry_run, json, io).await,
                 Command::Serve {
                     listen,
@@ -100,7 +108,18 @@ where
                     allowed_origins,
                 } => {
                     let proxy = (trusted_proxies, proxy_secret_file);
+                    let identities = match &identity.identities {
+                        Some(path) => Some(
+                            effect_tool_core::ops::identity::read_identities(path)
+                                .map_err(|e| CliError::Usage(e.to_string()))?,
+                        ),
+                        None => None,
+                    };
                     let console = console(&store, tokens, proxy, resolver_role)?.map(|c| {
+                        let c = match identities {
+                            Some(identities) => c.with_identities(identities),
+                            None => c,
+                        };
                         let c = if reader_roles.is_empty() {
                             c
                         } else {
@@ -279,15 +298,6 @@ fn io_error(e: std::io::Error) -> CliError {
 
 fn record_json(rec: &EffectRecord) -> Value {
     serde_json::to_value(rec).unwrap_or(Value::Null)
-}
-
-fn who(by: Option<String>) -> Result<String, CliError> {
-    match by.map(|b| b.trim().to_owned()) {
-        Some(b) if !b.is_empty() => Ok(b),
-        _ => Err(CliError::Usage(
-            "say who decides: --by NAME (it goes into the audit trail; defaults to $USER, which is not set)".into(),
-        )),
-    }
 }
 
 fn read_stdin(io: &mut Io<'_>, what: &str) -> Result<String, CliError> {
@@ -621,8 +631,14 @@ fn next_step(rec: &EffectRecord, now: i64) -> Option<String> {
 // ---------------------------------------------------------------------------------------------
 // resolve, approve, deny
 
-async fn resolve(store: &dyn Store, args: ResolveArgs, json: bool, io: &mut Io<'_>) -> Result<(), CliError> {
-    let by = who(args.by)?;
+async fn resolve(
+    store: &dyn Store,
+    args: ResolveArgs,
+    identity: &IdentityArgs,
+    json: bool,
+    io: &mut Io<'_>,
+) -> Result<(), CliError> {
+    let by = crate::identity::acting(identity, args.by)?.audit_name();
     let verdict = if args.applied {
         let output = match args.output.as_deref() {
             None => {
@@ -688,14 +704,15 @@ async fn approve(
     key: &str,
     role: &str,
     fingerprint: Option<String>,
-    by: Option<String>,
+    acting: &Acting,
     edit: Option<String>,
     json: bool,
     io: &mut Io<'_>,
 ) -> Result<(), CliError> {
-    let by = who(by)?;
+    let by = acting.audit_name();
     let parked = store.get(key).await?.ok_or_else(|| not_found(key))?;
-    four_eyes(&parked, &by, "approve")?;
+    acting.four_eyes(&parked, "approve")?;
+    acting.holds(role, "approve")?;
     let edited = match &edit {
         Some(text) => Some(edited_input(&parked.input, text)?),
         None => None,
@@ -830,20 +847,6 @@ fn edited_input(input: &Value, text: &str) -> Result<Value, CliError> {
     Ok(Value::Object(edited))
 }
 
-/// Four eyes, as the console checks it: nobody approves or denies a call they requested (a
-/// run the MCP server scopes to their name, see `EffectRecord::requested_by`).
-fn four_eyes(rec: &EffectRecord, by: &str, action: &str) -> Result<(), CliError> {
-    if rec.requested_by(by) {
-        return Err(CliError::Refused(format!(
-            "{} requested {} (run `{}`) and cannot {action} it: four eyes, another person holding the role must decide",
-            clean(by),
-            clean(&rec.key),
-            clean(&rec.run_id)
-        )));
-    }
-    Ok(())
-}
-
 /// One line from stdin (the answer to a question).
 fn read_line(io: &mut Io<'_>) -> Result<String, CliError> {
     let mut line = Vec::new();
@@ -908,13 +911,16 @@ async fn deny(
     store: &dyn Store,
     key: &str,
     reason: Option<String>,
-    by: Option<String>,
+    acting: &Acting,
     json: bool,
     io: &mut Io<'_>,
 ) -> Result<(), CliError> {
-    let by = who(by)?;
+    let by = acting.audit_name();
     if let Some(parked) = store.get(key).await? {
-        four_eyes(&parked, &by, "deny")?;
+        acting.four_eyes(&parked, "deny")?;
+        if let Some(role) = &parked.approval_role {
+            acting.holds(role, "deny")?;
+        }
     }
     let rec = store.deny(key, &by, reason).await?;
     if json {
@@ -934,11 +940,17 @@ async fn deny(
 // ---------------------------------------------------------------------------------------------
 // abandon
 
-async fn abandon(store: &dyn Store, args: AbandonArgs, json: bool, io: &mut Io<'_>) -> Result<(), CliError> {
+async fn abandon(
+    store: &dyn Store,
+    args: AbandonArgs,
+    identity: &IdentityArgs,
+    json: bool,
+    io: &mut Io<'_>,
+) -> Result<(), CliError> {
     let records = run_records(store, &args.run).await?;
     let plan = AbandonPlan::of(store, &records).await?;
     let marked = if args.mark_compensated && !plan.pending.is_empty() {
-        let by = who(args.by)?;
+        let by = crate::identity::acting(identity, args.by)?.audit_name();
         mark_by_hand(store, &plan.pending, &by).await
     } else {
         Marked::default()

@@ -40,6 +40,18 @@
 //! added (`effect-tool canon < a.json | sha256sum` hashes the canonical form); on a terminal a
 //! newline is added for readability. `canon --hash` prints the SHA-256 hex with a newline.
 //!
+//! ## Who approves
+//!
+//! `approve`, `deny`, `resolve` and `abandon --mark-compensated` act as a named person. Give the identities file (`--identities FILE`
+//! or `EFFECT_TOOL_IDENTITIES`: who is who across the console, MCP and this command; see
+//! `effect_tool::ops::identity`) and your CLI token (`EFFECT_TOOL_TOKEN`, or `--token-file
+//! FILE`; the file lists its SHA-256): the token names you and the roles you may approve as,
+//! four eyes refuses your own calls under any of your names (an MCP principal's `sub`, say),
+//! and the audit trail says `maria (cli token)`. For break-glass work, `--local-admin` acts as
+//! the local administrator, audited as `local administrator on host H, OS user U`, with the
+//! role of `--as` believed. Without an identities file, `--by NAME` (default `$USER`) with the
+//! role of `--as` believed still works, deprecated; with one, it is refused.
+//!
 //! ## Correcting a resolution
 //!
 //! A verdict stands once given: `resolve` on a record a person already resolved is refused,
@@ -96,6 +108,7 @@ pub mod cli;
 pub mod commands;
 pub mod error;
 pub mod gateway;
+pub mod identity;
 pub mod output;
 pub mod store;
 

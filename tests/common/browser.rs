@@ -3,8 +3,8 @@
 //!
 //! [`browser`] finds the two programs (a test skips loudly without them, unless
 //! `EFFECT_TOOL_REQUIRE_BROWSER=1`, as CI sets it, where it fails); [`start_driver`] starts
-//! chromedriver; [`open_browser_at`] opens a session; [`shown_text`], [`act`] and
-//! [`open_record`] are what an operator does on a page.
+//! chromedriver; [`open_browser_at`] (or [`open_browser`]) opens a session; [`sign_in`],
+//! [`shown_text`], [`act`] and [`open_record`] are what an operator does on a page.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -135,4 +135,31 @@ pub async fn open_record(browser: &Client, base: &str, key: &str) {
         .unwrap_or_else(|e| panic!("the list page never listed `{key}`: {e}"));
     link.click().await.unwrap();
     assert_eq!(shown_text(browser, "#record-key").await, key);
+}
+
+/// A WebDriver session in headless Chromium, 1280 px wide.
+pub async fn open_browser(driver: &Driver, chromium: &str) -> Client {
+    open_browser_at(driver, chromium, 1280).await
+}
+
+/// Open the console at `base` and sign in with `token`: the page asks for it and keeps it in
+/// the tab; returns what the page then says of who is signed in.
+pub async fn sign_in(browser: &Client, base: &str, token: &str) -> String {
+    browser.goto(&format!("{base}/")).await.unwrap();
+    shown_text(browser, "#signin-view").await;
+    browser
+        .find(Locator::Id("signin-token"))
+        .await
+        .unwrap()
+        .send_keys(token)
+        .await
+        .unwrap();
+    browser
+        .find(Locator::Id("signin"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    shown_text(browser, "#whoami").await
 }

@@ -13,6 +13,8 @@ mod console_api;
 mod console_browser;
 mod console_edit_browser;
 mod console_hosts;
+mod console_identities;
+mod console_policy_browser;
 mod console_roles;
 mod outputs_resolved;
 mod people_notify;

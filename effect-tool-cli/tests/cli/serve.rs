@@ -10,7 +10,7 @@ use std::process::Command;
 use common::{Journal, serve_with};
 
 /// One HTTP/1.1 request: the status and the body.
-fn http(addr: &str, request: &str) -> (u16, String) {
+pub(crate) fn http(addr: &str, request: &str) -> (u16, String) {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream.write_all(request.as_bytes()).unwrap();
     let mut raw = String::new();

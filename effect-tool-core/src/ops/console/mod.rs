@@ -22,9 +22,9 @@
 //! |---|---|
 //! | `GET /` | the list page: the records that need a person, with filters and paging |
 //! | `GET /record?key=KEY` | the record page: input, attempts, audit trail, and the actions its state allows |
-//! | `GET /api/me` | who the request is from: `{"name", "roles", "resolver_role", "can_compensate"}` |
+//! | `GET /api/me` | who the request is from: `{"name", "roles", "resolver_role", "can_compensate", "person"}` (`person`: their id in the identities map, or `null`) |
 //! | `GET /api/records?state=&tool=&run=&limit=&offset=` | records, newest first; by default those that need a person (`in-doubt,awaiting-approval,stale`) |
-//! | `GET /api/record?key=KEY` | one record (its input without sensitive values) and its audit trail |
+//! | `GET /api/record?key=KEY` | one record (its input without sensitive values) and its audit trail; a key with an audit trail and no record (a call the policies denied before it was journaled, or a record collected since) answers `{"state": "no-record", "record": null, "audit"}` |
 //! | `POST /api/approve` `{"key", "fingerprint"}` | approve a parked call: the input shown, by its fingerprint (409 with `input_changed: {"fingerprint", "input"}` when another input is parked now); needs the role the tool asks for |
 //! | `POST /api/deny` `{"key", "reason"}` | deny it: the same role |
 //! | `POST /api/resolve` `{"key", "verdict": "applied", "output"}` or `{"key", "verdict": "not-applied"}` | settle a record in doubt: needs the resolver role (`operator` by default) |
@@ -43,15 +43,21 @@
 //! **Four eyes.** Nobody approves or denies a call of their own run. The journal knows who
 //! requested a call only by its run id: the MCP server scopes an authenticated principal's
 //! runs as `<principal id>/...` (`/` and `%` escaped), and an application may scope its users'
-//! runs the same way. The console refuses an identity whose [`Identity::name`], or one of its
-//! [`Identity::principals`], is that prefix. The comparison is of strings from two identity
-//! systems: a console name and an MCP principal's id (a JWT's `sub`, or the name of an MCP
-//! static token). Where one person has two different names (console `maria`, MCP `sub`
-//! `00u1abc`), four eyes cannot see it unless it is told: give the MCP ids in the tokens file
-//! (`as=00u1abc`), or in the identities of an [`OperatorAuth`] of the application's
-//! ([`Identity::calling_tools_as`]); behind a proxy, have it send as the user the same claim the
-//! MCP server takes as `sub`. Where two people share a name across the systems, the console
-//! refuses the one it should not (it fails closed).
+//! runs the same way. The console refuses an operator who is the same person as that
+//! principal ([`same_person`](crate::decide::identity::same_person)): their
+//! [`Identity::name`] or one of their [`Identity::principals`] is the principal's id, or the
+//! identities map ([`Console::with_identities`], `effect-tool serve --identities FILE`) gives
+//! the operator's console name and the principal's id one person. Where one person has two
+//! names (console `maria`, MCP `sub` `00u1abc`), four eyes cannot see it unless it is told:
+//! map them in the identities file (`console = ["maria"]`, `mcp = ["00u1abc"]` under one
+//! `[[person]]`), give the MCP ids in the tokens file (`as=00u1abc`), or in the identities of
+//! an [`OperatorAuth`] of the application's ([`Identity::calling_tools_as`]); behind a proxy,
+//! have it send as the user the same claim the MCP server takes as `sub`. Names the map does
+//! not know are each a person of their own; names equal as strings are always one person
+//! (the map only joins names): where two people share a name across the systems, the console
+//! refuses the one it should not (it fails closed). The audit trail names an operator the map
+//! knows by their person id and the console name they came through (`maria (console
+//! m.rossi)`), any other by their name.
 //!
 //! **The pages** hold no data: they are the same for everyone and served without an identity.
 //! Their script asks the API for everything, and a person without the authenticating proxy
@@ -96,6 +102,7 @@ use serde_json::{Value, json};
 
 use crate::call::context::RunContext;
 use crate::call::error::StoreError;
+use crate::decide::identity::{Actor, Identities};
 use crate::decide::record::{EffectRecord, RecordState, Verdict};
 use crate::engine::Engine;
 use crate::engine::dyn_tool::DynTool;
@@ -117,6 +124,7 @@ pub struct Console {
     run_context: Arc<RunContextFn>,
     hosts: Vec<Authority>,
     origins: Option<Vec<String>>,
+    identities: Identities,
 }
 
 impl std::fmt::Debug for Console {
@@ -148,7 +156,23 @@ impl Console {
                 .map(|h| Authority::parse(h).expect("a loopback name"))
                 .collect(),
             origins: None,
+            identities: Identities::default(),
         }
+    }
+
+    /// Know who is who across the console, MCP and the CLI ([`crate::ops::identity`]): four
+    /// eyes then refuses an operator whose person requested the call under any of their names
+    /// (an MCP principal's `sub`, say), and the audit trail names an operator the map knows by
+    /// their person id and the console name they came through (`maria (console m.rossi)`).
+    /// Operators the map does not know are compared and named as before, by their name.
+    pub fn with_identities(mut self, identities: Identities) -> Self {
+        self.identities = identities;
+        self
+    }
+
+    /// How the audit trail names `who`.
+    fn actor_name(&self, who: &Identity) -> String {
+        self.identities.audit_name(&Actor::console(who.name.clone()))
     }
 
     /// The names (`host` or `host:port`) the console answers to, in place of the default
@@ -593,8 +617,17 @@ async fn show(
     Query(q): Query<KeyQuery>,
 ) -> Result<Json<Value>, Refusal> {
     may_read(&console, &who)?;
-    let rec = record_or_404(&console, &q.key).await?;
     let audit = console.store.audit(Some(&q.key)).await.map_err(store_refusal)?;
+    // A key with an audit trail and no record: a call the policies denied before anything was
+    // journaled (`policy-deny`), or a record garbage collection dropped. Its trail is what
+    // there is to read.
+    if !audit.is_empty() && console.store.get(&q.key).await.map_err(store_refusal)?.is_none() {
+        return Ok(Json(json!({
+            "state": "no-record", "record": null, "audit": audit, "output_schema": null,
+            "tool": null, "waiting_ms": null, "edit": null,
+        })));
+    }
+    let rec = record_or_404(&console, &q.key).await?;
     let now = console.store.now();
     let output_schema = output_schema(&console, &rec.tool).await;
     let tool = tool_json(&console, &rec).await;
@@ -641,7 +674,7 @@ async fn output_schema(console: &Console, tool: &str) -> Option<Value> {
 }
 
 /// The role an approval or denial of `rec` needs, checked against `who`; four eyes included.
-fn may_decide(rec: &EffectRecord, who: &Identity, action: &str) -> Result<String, Refusal> {
+fn may_decide(identities: &Identities, rec: &EffectRecord, who: &Identity, action: &str) -> Result<String, Refusal> {
     let Some(role) = rec.approval_role.clone() else {
         return Err(Refusal(
             StatusCode::CONFLICT,
@@ -656,14 +689,18 @@ fn may_decide(rec: &EffectRecord, who: &Identity, action: &str) -> Result<String
             "ask someone who holds the role",
         ));
     }
-    // Four eyes: the operator's name, and the MCP principal ids the operator calls tools
-    // under (`Identity::principals`), against the run (or thread) the call was made in.
-    let mut own = std::iter::once(&who.name).chain(&who.principals);
-    if own.any(|id| rec.requested_by(id)) {
+    // Four eyes: the operator's person (every name the identities map gives them), and the
+    // MCP principal ids the operator calls tools under (`Identity::principals`), against the
+    // principal the run (or thread) was made under.
+    if let Err(requester) = identities.four_eyes(rec, &Actor::console(who.name.clone()), &who.principals) {
+        let person = identities
+            .person(&Actor::console(who.name.clone()))
+            .map(|p| format!(" (person `{}`)", p.id))
+            .unwrap_or_default();
         return Err(Refusal(
             StatusCode::FORBIDDEN,
             format!(
-                "{} requested this call (run `{}`) and cannot {action} it",
+                "{}{person} requested this call (run `{}`, as `{requester}`) and cannot {action} it",
                 who.name, rec.run_id
             ),
             "four eyes: another person holding the role must decide",
@@ -697,7 +734,8 @@ async fn approve(
     // Who may decide comes first: a person who may not approve this call is told so, whatever
     // the request carries.
     let rec = record_or_404(&console, &body.key).await?;
-    let role = may_decide(&rec, &who, "approve")?;
+    let role = may_decide(&console.identities, &rec, &who, "approve")?;
+    let by = console.actor_name(&who);
     let Some(fingerprint) = body.fingerprint.as_deref().filter(|f| !f.is_empty()) else {
         return Err(Refusal(
             StatusCode::BAD_REQUEST,
@@ -712,10 +750,10 @@ async fn approve(
         Some(input) => {
             console
                 .store
-                .approve_edited(&body.key, &who.name, &role, fingerprint, input)
+                .approve_edited(&body.key, &by, &role, fingerprint, input)
                 .await
         }
-        None => console.store.approve(&body.key, &who.name, &role, fingerprint).await,
+        None => console.store.approve(&body.key, &by, &role, fingerprint).await,
     };
     match approved {
         Ok(rec) => Ok(Json(json!({ "record": rec })).into_response()),
@@ -741,19 +779,23 @@ async fn deny(
     Json(body): Json<Decision>,
 ) -> Result<Json<Value>, Refusal> {
     let rec = record_or_404(&console, &body.key).await?;
-    may_decide(&rec, &who, "deny")?;
+    may_decide(&console.identities, &rec, &who, "deny")?;
     let rec = console
         .store
-        .deny(&body.key, &who.name, body.reason)
+        .deny(&body.key, &console.actor_name(&who), body.reason)
         .await
         .map_err(store_refusal)?;
     Ok(Json(json!({ "record": rec })))
 }
 
 async fn me(State(console): State<Arc<Console>>, axum::Extension(who): axum::Extension<Identity>) -> Json<Value> {
+    let person = console
+        .identities
+        .person(&Actor::console(who.name.clone()))
+        .map(|p| p.id.clone());
     Json(json!({
         "name": who.name, "roles": who.roles, "resolver_role": console.resolver_role,
-        "can_compensate": console.engine.is_some(),
+        "can_compensate": console.engine.is_some(), "person": person,
     }))
 }
 
@@ -792,7 +834,7 @@ async fn compensate(
     let tools: Vec<Arc<dyn DynTool>> = console.tools.values().cloned().collect();
     let run = (console.run_context)(&body.run);
     let report = engine
-        .abandon_run_by(&run, &tools, &who.name)
+        .abandon_run_by(&run, &tools, &console.actor_name(&who))
         .await
         .map_err(store_refusal)?;
     let failed: Vec<Value> = report
@@ -827,10 +869,11 @@ async fn settle(console: &Arc<Console>, who: &Identity, body: Resolution, amend:
         ));
     }
     let store = &console.store;
+    let by = console.actor_name(who);
     let rec = if amend {
-        store.amend(&body.key, &who.name, body.verdict).await
+        store.amend(&body.key, &by, body.verdict).await
     } else {
-        store.resolve(&body.key, &who.name, body.verdict).await
+        store.resolve(&body.key, &by, body.verdict).await
     }
     .map_err(store_refusal)?;
     Ok(Json(json!({ "record": rec })))

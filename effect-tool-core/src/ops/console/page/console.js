@@ -140,6 +140,14 @@ async function recordView(key, me) {
     fields.appendChild(text("dd", value, name === "State" ? { id: "state", class: "state" } : {}));
   };
   field("State", state);
+  if (r === null) {
+    // No record, only an audit trail: a call the policies denied before it was journaled (or
+    // a record collected since).
+    field("Record", "none: the call was not journaled, or its record was collected; its audit trail is below");
+    $("record-input").textContent = "";
+    showAudit(audit);
+    return;
+  }
   field("Tool", r.tool);
   field("Description", tool && tool.description);
   field("Class", (tool && tool.class) || r.class);
@@ -276,15 +284,45 @@ async function recordView(key, me) {
     });
   }
 
+  showAudit(audit);
+}
+
+// The audit trail, one row an entry; a policy's decision in words, any other detail as JSON.
+function showAudit(audit) {
   const trail = document.querySelector("#audit tbody");
   for (const entry of audit) {
     const row = document.createElement("tr");
+    row.dataset.action = entry.action;
     row.appendChild(text("td", when(entry.at)));
     row.appendChild(text("td", entry.actor));
     row.appendChild(text("td", entry.action));
-    row.appendChild(text("td", entry.detail === null || entry.detail === undefined ? "" : JSON.stringify(entry.detail)));
+    const policy = policyWords(entry);
+    row.appendChild(policy === null
+      ? text("td", entry.detail === null || entry.detail === undefined ? "" : JSON.stringify(entry.detail))
+      : text("td", policy, { class: "policy" }));
     trail.appendChild(row);
   }
+}
+
+// What a Cedar policy decided (`policy-deny`, `policy-approval`, `policy-shadow`), in words:
+// the decision, the policies that made it, the reason or role; null for any other entry.
+function policyWords(entry) {
+  const d = entry.detail;
+  if (!entry.action.startsWith("policy-") || !d || typeof d !== "object") return null;
+  const ids = Array.isArray(d.policies) && d.policies.length > 0
+    ? (d.policies.length === 1 ? "policy " : "policies ") + d.policies.join(", ")
+    : "the policies";
+  let what;
+  if (d.decision === "deny") what = "denied the call" + (d.reason ? ": " + d.reason : "");
+  else if (d.decision === "require-approval") what = "required approval by role " + d.role;
+  else what = "decided " + d.decision;
+  const declared = d.declared_role ? " (the declaration's role " + d.declared_role + " stays)" : "";
+  const who = d.principal ? " Principal: " + d.principal + "." : "";
+  if (d.mode === "shadow") {
+    return "Shadow mode, nothing enforced: " + ids + " would have " + what + declared + "." + who;
+  }
+  const after = d.decision === "deny" ? " Nothing ran, and nothing was journaled." : "";
+  return ids.charAt(0).toUpperCase() + ids.slice(1) + " " + what + declared + "." + after + who;
 }
 
 // The top-level fields of a journaled input that stand for a sensitive value: the journal
