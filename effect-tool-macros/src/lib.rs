@@ -36,6 +36,7 @@ mod fallback;
 mod pin;
 mod print;
 mod rules;
+mod stream;
 mod symbol;
 mod tools;
 mod unraw;
