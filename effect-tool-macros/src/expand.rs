@@ -780,9 +780,10 @@ impl<'a> Gen<'a> {
                 // Each item is progress, the last the output; none at all is a definitive
                 // failure, made by the error type (`hooks::StreamError`).
                 let (_, err_span) = self.result_spans();
-                let empty_hook = respan(&quote!(#h::StreamError::empty_stream), err_span);
+                let hs = respan(h, err_span);
                 let tool_name = &self.tool_name;
-                let empty = quote!(|| -> Self::Error { #empty_hook(#tool_name) });
+                let empty_error = quote_spanned!(err_span=> <Self::Error as #hs::StreamError>::empty_stream(#tool_name));
+                let empty = quote!(|| #empty_error);
                 let last = quote!(#p::stream::last);
                 if stream.setup {
                     quote! {
