@@ -782,7 +782,8 @@ impl<'a> Gen<'a> {
                 let (_, err_span) = self.result_spans();
                 let hs = respan(h, err_span);
                 let tool_name = &self.tool_name;
-                let empty_error = quote_spanned!(err_span=> <Self::Error as #hs::StreamError>::empty_stream(#tool_name));
+                let empty_error =
+                    quote_spanned!(err_span=> <Self::Error as #hs::StreamError>::empty_stream(#tool_name));
                 let empty = quote!(|| #empty_error);
                 let last = quote!(#p::stream::last);
                 if stream.setup {

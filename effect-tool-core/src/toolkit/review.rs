@@ -1182,7 +1182,10 @@ fn recover_settle_change(before: Option<Duration>, after: Option<Duration>) -> S
             format!("recover settle shortened: {} → {}", text(before), text(after)),
             format!(
                 "`recover` is now asked {} an unknown outcome: a write the remote shows later than that is answered \"not applied\", and the effect can be made again",
-                after.map_or_else(|| "at once after".to_owned(), |d| format!("{} after", manifest::format_duration(d)))
+                after.map_or_else(
+                    || "at once after".to_owned(),
+                    |d| format!("{} after", manifest::format_duration(d))
+                )
             ),
         )
     } else {
@@ -1786,6 +1789,16 @@ mod tests {
 
     #[test]
     fn when_recover_is_asked_changes() {
+        // The review of `BASE` with `recover=yes` written `from`, then `to`.
+        let one = |from: &str, to: &str| {
+            let review = diff_manifests(
+                &manifest_of(&[&BASE.replace("recover=yes", from)]),
+                &manifest_of(&[&BASE.replace("recover=yes", to)]),
+            )
+            .unwrap();
+            assert_eq!(review.changes.len(), 1, "{review:?}");
+            format!("{} {}", review.changes[0].risk.as_str(), review.changes[0].sentence())
+        };
         assert_eq!(
             one("recover=yes", "recover=yes recover_first=yes"),
             "low `t`: recover asked first: asks the remote before every first execution: an effect the journal does \
