@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use effect_tool::{
-    CallOptions, EffectCtx, EffectError, Engine, MemoryStore, RunContext, Tool, ToolCall, ToolError, tool, toolkit,
+    CallOptions, EffectCtx, EffectError, Engine, Filter, MemoryStore, RunContext, Store, Tool, ToolCall, ToolError,
+    tool, toolkit,
 };
 use futures::Stream;
 use futures::stream::{self, StreamExt};
@@ -81,6 +82,13 @@ async fn a_stream_tool_reports_progress_and_records_its_last_item() {
         .map(|v| v["done"].as_u64().unwrap())
         .collect();
     assert_eq!(progress, [1, 2, 3], "every item is progress, in order");
+    let records = engine.store().list(&Filter::default()).await.unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        records[0].output,
+        Some(serde_json::json!({"stage": "billing: live", "done": 3})),
+        "the journal records the last item"
+    );
 
     // The same key again: the recorded last item, no step made, no progress reported.
     seen.lock().unwrap().clear();
@@ -305,7 +313,7 @@ async fn find_invoice(_ctx: &EffectCtx, args: &SendInvoiceArgs) -> Result<Option
 
 #[tokio::test]
 async fn a_recover_first_tool_finds_its_effect_on_an_emptied_journal() {
-    assert!(SendInvoice::RECOVER_FIRST);
+    const { assert!(SendInvoice::RECOVER_FIRST) };
     assert_eq!(SendInvoice::RECOVER_SETTLE, Some(Duration::from_millis(1)));
     let args = SendInvoiceArgs { number: "INV-1".into() };
     let run = RunContext::new("run-invoice");
