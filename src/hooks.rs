@@ -60,9 +60,9 @@ impl<T, E> ToolReturn for ::core::result::Result<T, E> {
 /// same arguments would yield nothing again).
 ///
 /// Implemented for every type that is `From<ToolError>`, [`ToolError`](effect_tool_core::ToolError)
-/// itself among them; the value is `ToolError::definitive("tool `<name>`'s stream ended without
-/// a value ...")` converted. Another error type is a compile error naming this trait: implement
-/// `From<effect_tool::ToolError>` for it.
+/// itself among them; the value is a definitive [`ToolError`](effect_tool_core::ToolError) that
+/// names the tool and says its stream ended without a value, converted. Another error type is a
+/// compile error naming this trait: implement `From<effect_tool::ToolError>` for it.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be the error of a `stream` tool: it cannot say that the stream ended without a value",
     label = "this error type has no `From<ToolError>`",
