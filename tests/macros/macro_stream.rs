@@ -315,6 +315,12 @@ async fn find_invoice(_ctx: &EffectCtx, args: &SendInvoiceArgs) -> Result<Option
 async fn a_recover_first_tool_finds_its_effect_on_an_emptied_journal() {
     const { assert!(SendInvoice::RECOVER_FIRST) };
     assert_eq!(SendInvoice::RECOVER_SETTLE, Some(Duration::from_millis(1)));
+    let manifest = toolkit![SendInvoice, RollOut].manifest();
+    assert!(
+        manifest.contains(" recover=yes recover_first=yes recover_settle=1ms compensate=no "),
+        "{manifest}"
+    );
+    assert!(manifest.contains("# output: roll_out: Step schema="), "{manifest}");
     let args = SendInvoiceArgs { number: "INV-1".into() };
     let run = RunContext::new("run-invoice");
     let first = Engine::new(MemoryStore::new());
