@@ -123,7 +123,8 @@ pub fn render_with_approval_ttls(
 
 /// What a tool's line says beyond its [`ToolMeta`], each only when declared (a tool that
 /// declares none of them keeps the line [`render`] writes, so a manifest committed before these
-/// fields existed stays the same).
+/// fields existed stays the same). Build it with `..LineExtras::default()` for the fields you do
+/// not set: later releases may add fields for new declarations.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LineExtras {
     /// `approval_ttl=<duration>` after `approval` (when the tool has an approval): how long a
