@@ -9,6 +9,7 @@
 //! | item | checks that | the error reads |
 //! |---|---|---|
 //! | [`ToolReturn`] | a tool function returns a `Result` | "a tool function must return `Result<Output, Error>`" |
+//! | [`StreamError`] | a `stream` tool's error can say that the stream yielded nothing | "`E` cannot be the error of a `stream` tool" |
 //! | [`ToolArg`], [`assert_tool_arg`] | an argument type has a JSON form and a schema | "`T` cannot be a tool argument" |
 //! | [`ToolOutput`], [`assert_tool_output`] | an output type has a JSON form | "`T` cannot be a tool's output" |
 //! | [`ToolOutputSchema`], [`assert_tool_output_schema`] | an output type has a JSON Schema | "`T` cannot be a tool's output: it has no JSON Schema" |
@@ -51,6 +52,32 @@ impl<T, E> ToolReturn for ::core::result::Result<T, E> {
     #[inline]
     fn into_result(self) -> ::core::result::Result<T, E> {
         self
+    }
+}
+
+/// The error type of a `#[tool(stream)]` function: it can say that the stream ended without a
+/// value, so there is no output to record (a definitive failure: running it again with the
+/// same arguments would yield nothing again).
+///
+/// Implemented for every type that is `From<ToolError>`, [`ToolError`](effect_tool_core::ToolError)
+/// itself among them; the value is a definitive [`ToolError`](effect_tool_core::ToolError) that
+/// names the tool and says its stream ended without a value, converted. Another error type is a
+/// compile error naming this trait: implement `From<effect_tool::ToolError>` for it.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the error of a `stream` tool: it cannot say that the stream ended without a value",
+    label = "this error type has no `From<ToolError>`",
+    note = "implement `From<effect_tool::ToolError>` for `{Self}` (a stream that yields nothing fails definitively with a `ToolError::definitive(..)`), or use `ToolError`; `effect_tool::hooks::StreamError` documents this check"
+)]
+pub trait StreamError: Sized {
+    /// The error of a stream of tool `tool` that ended without a value.
+    fn empty_stream(tool: &str) -> Self;
+}
+
+impl<E: From<effect_tool_core::ToolError>> StreamError for E {
+    fn empty_stream(tool: &str) -> Self {
+        E::from(effect_tool_core::ToolError::definitive(format!(
+            "tool `{tool}`'s stream ended without a value, so there is no output to record; make the stream yield at least one item (its last item is the output)"
+        )))
     }
 }
 

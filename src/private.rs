@@ -32,7 +32,7 @@ pub use effect_tool_core::value::schema::assert_strict;
 pub use effect_tool_core::value::schema::probe as output_schema;
 pub use effect_tool_core::{
     EffectClass, EffectCtx, Injected, KeyRule, RetryPolicy, RunContext, Tool, ToolMeta, Toolkit, Window, call::context,
-    call::tool, call::view::ModelOutput, decide::policy, value::class,
+    call::stream, call::tool, call::view::ModelOutput, decide::policy, value::class,
 };
 
 // What errors name is documented in `crate::hooks`; the generated code names it there.

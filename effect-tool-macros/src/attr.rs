@@ -83,6 +83,12 @@ pub struct ToolAttrs {
     pub window: Option<Set<&'static str>>,
     pub ttl: Option<Set<u64>>,
     pub recover: Option<Set<Path>>,
+    /// `recover_first`: ask `recover` before every first execution, not only after an unknown
+    /// outcome (`Tool::RECOVER_FIRST`).
+    pub recover_first: Option<Set<()>>,
+    /// `recover_settle = "30s"`: how long a write takes to show in what `recover` reads, in
+    /// milliseconds (`Tool::RECOVER_SETTLE`).
+    pub recover_settle: Option<Set<u64>>,
     pub compensate: Option<Set<Path>>,
     pub approval: Option<Set<String>>,
     /// `approval_ttl = "2h"`: how long a person's approval stays valid, in milliseconds.
@@ -98,6 +104,8 @@ pub struct ToolAttrs {
     pub strict: Option<Set<()>>,
     pub shared_keys: Option<Set<()>>,
     pub transactional: Option<Set<()>>,
+    /// `stream`: the function returns a stream of progress values, the last one the output.
+    pub stream: Option<Set<()>>,
     pub open_world: Option<Set<bool>>,
     pub krate: Option<Set<Path>>,
     /// Keys written with a value that was rejected (already reported): rules about a missing
@@ -140,6 +148,23 @@ impl ToolAttrs {
             TTL => self.parse_duration_key(cx, &meta, key, TTL),
             TIMEOUT => self.parse_duration_key(cx, &meta, key, TIMEOUT),
             APPROVAL_TTL => self.parse_duration_key(cx, &meta, key, APPROVAL_TTL),
+            RECOVER_SETTLE => self.parse_duration_key(cx, &meta, key, RECOVER_SETTLE),
+            RECOVER_FIRST => parse_flag(
+                cx,
+                &meta,
+                &mut self.recover_first,
+                key,
+                RECOVER_FIRST,
+                "write `recover_first` to ask `recover` before every first execution (a restored journal then records an effect that exists instead of making it again)",
+            ),
+            STREAM => parse_flag(
+                cx,
+                &meta,
+                &mut self.stream,
+                key,
+                STREAM,
+                "write `stream` on a tool that returns `impl Stream<Item = Result<Output, Error>>`: each item is progress, the last one the output",
+            ),
             RECOVER => self.parse_hook(cx, &meta, key, RECOVER),
             COMPENSATE => self.parse_hook(cx, &meta, key, COMPENSATE),
             APPROVAL => self.parse_approval(cx, &meta, key),
@@ -287,7 +312,7 @@ impl ToolAttrs {
         Ok(())
     }
 
-    /// `ttl = "24h"`, `approval_ttl = "2h"` or `timeout = "30s"`.
+    /// `ttl = "24h"`, `approval_ttl = "2h"`, `recover_settle = "30s"` or `timeout = "30s"`.
     fn parse_duration_key(
         &mut self,
         cx: &Ctxt,
@@ -303,6 +328,7 @@ impl ToolAttrs {
                 let slot = match name {
                     TTL => &mut self.ttl,
                     APPROVAL_TTL => &mut self.approval_ttl,
+                    RECOVER_SETTLE => &mut self.recover_settle,
                     _ => &mut self.timeout,
                 };
                 set(cx, slot, key, lit.span(), ms, name);
@@ -619,7 +645,8 @@ fn key_fields(cx: &Ctxt, meta: &ParseNestedMeta, key: Span) -> syn::Result<Vec<I
     Ok(fields)
 }
 
-/// A flag (`strict_input`, `strict`, `shared_keys`, `transactional`): no value.
+/// A flag (`strict_input`, `strict`, `shared_keys`, `transactional`, `stream`,
+/// `recover_first`): no value.
 fn parse_flag(
     cx: &Ctxt,
     meta: &ParseNestedMeta,
@@ -651,7 +678,7 @@ fn string_value(cx: &Ctxt, input: ParseStream, key: &'static str) -> syn::Result
     let quoted = match key {
         EFFECT => symbol::nearest(&written, CLASSES).unwrap_or("idempotent").to_owned(),
         WINDOW => symbol::nearest(&written, WINDOWS).unwrap_or("run").to_owned(),
-        TTL | APPROVAL_TTL | TIMEOUT | BASE_DELAY | MAX_DELAY => match &expr {
+        TTL | APPROVAL_TTL | RECOVER_SETTLE | TIMEOUT | BASE_DELAY | MAX_DELAY => match &expr {
             Expr::Lit(syn::ExprLit {
                 lit: syn::Lit::Int(n), ..
             }) if n.suffix().is_empty() => format!("{}s", n.base10_digits()),
@@ -666,7 +693,9 @@ fn string_value(cx: &Ctxt, input: ParseStream, key: &'static str) -> syn::Result
         _ => written,
     };
     let note = match key {
-        TTL | APPROVAL_TTL | TIMEOUT | BASE_DELAY | MAX_DELAY => " (a number and a unit: ms, s, m, h, d)",
+        TTL | APPROVAL_TTL | RECOVER_SETTLE | TIMEOUT | BASE_DELAY | MAX_DELAY => {
+            " (a number and a unit: ms, s, m, h, d)"
+        }
         EFFECT => " (one of `pure`, `idempotent`, `compensable`, `irreversible`)",
         _ => "",
     };

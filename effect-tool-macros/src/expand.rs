@@ -158,6 +158,8 @@ struct Gen<'a> {
     fn_name: String,
     /// The name the model sees.
     tool_name: String,
+    /// `#[tool(stream)]`: the stream's shape (its item is the output and error).
+    stream: Option<crate::stream::Shape<'a>>,
 }
 
 impl<'a> Gen<'a> {
@@ -169,6 +171,11 @@ impl<'a> Gen<'a> {
             names: Names::new(func, target),
             tool_name: attrs.name.as_ref().map_or_else(|| fn_name.clone(), |n| n.value.clone()),
             fn_name,
+            stream: attrs
+                .stream
+                .as_ref()
+                .and(func.ret.as_ref())
+                .and_then(crate::stream::shape),
             func,
             attrs,
             target,
@@ -366,6 +373,10 @@ impl<'a> Gen<'a> {
     /// The spans of `T` and `E` when the return type is written `Result<T, E>`, else the whole
     /// return type's: where errors about the output or error type point.
     fn result_spans(&self) -> (Span, Span) {
+        if let Some(stream) = &self.stream {
+            let item_span = stream.item.span();
+            return result_args(stream.item).unwrap_or((item_span, item_span));
+        }
         let ret_span = self.ret_span();
         self.func
             .ret
@@ -382,7 +393,11 @@ impl<'a> Gen<'a> {
     /// impl's type. When the return type is not written `Result<T, E>` (an alias), the
     /// compiler's name of the output type.
     fn output_type_text(&self) -> TokenStream {
-        let written = self.func.ret.as_ref().and_then(result_ok_type).map(|ty| {
+        let written = match &self.stream {
+            Some(stream) => result_ok_type(stream.item),
+            None => self.func.ret.as_ref().and_then(result_ok_type),
+        };
+        let written = written.map(|ty| {
             let text = self.replace_self(ty.to_token_stream()).to_string();
             let compact: String = text.split_whitespace().collect();
             compact.replace(',', ", ")
@@ -393,9 +408,18 @@ impl<'a> Gen<'a> {
         }
     }
 
+    /// The type whose `ToolReturn` gives the output and the error: the return type, or a
+    /// stream's item.
+    fn returned(&self) -> TokenStream {
+        match &self.stream {
+            Some(stream) => self.replace_self(stream.item.to_token_stream()),
+            None => self.replace_self(self.func.ret.to_token_stream()),
+        }
+    }
+
     fn output_ty(&self) -> TokenStream {
         let (ok_span, _) = self.result_spans();
-        let ret = self.replace_self(self.func.ret.to_token_stream());
+        let ret = self.returned();
         let h = &self.h;
         quote_spanned!(ok_span=> <#ret as #h::ToolReturn>::Output)
     }
@@ -406,7 +430,7 @@ impl<'a> Gen<'a> {
     /// that makes the tool type public.
     fn output_and_error(&self) -> (TokenStream, TokenStream) {
         let (_, err_span) = self.result_spans();
-        let ret = self.replace_self(self.func.ret.to_token_stream());
+        let ret = self.returned();
         let h = &self.h;
         let output_ty = self.output_ty();
         let error_ty = quote_spanned!(err_span=> <#ret as #h::ToolReturn>::Error);
@@ -622,14 +646,26 @@ impl<'a> Gen<'a> {
         quote!(const RETRY: #p::RetryPolicy = #p::RetryPolicy { #(#fields)* #rest };)
     }
 
-    /// `recover()` and `compensate()`, calling the declared hooks.
+    /// `recover()` (with `RECOVER_FIRST` and `RECOVER_SETTLE` when declared) and `compensate()`,
+    /// calling the declared hooks.
     fn hook_items(&self) -> TokenStream {
         let p = &self.p;
         let h = &self.h;
         let mut items = Vec::new();
         if let Some(recover) = &self.attrs.recover {
             let call = hook_call(h, &recover.value, self.target, "recover", quote!(__ctx, __args));
+            let mut recover_options = TokenStream::new();
+            if self.attrs.recover_first.is_some() {
+                recover_options.extend(quote!(
+                    const RECOVER_FIRST: bool = true;
+                ));
+            }
+            if let Some(settle) = &self.attrs.recover_settle {
+                let d = self.duration(settle.value);
+                recover_options.extend(quote!(const RECOVER_SETTLE: #p::Option<#p::Duration> = #p::Some(#d);));
+            }
             items.push(quote! {
+                #recover_options
                 const HAS_RECOVER: bool = true;
                 async fn recover(
                     &self,
@@ -738,13 +774,37 @@ impl<'a> Gen<'a> {
         let ret_span = self.ret_span();
         let into_result = respan(&quote!(#h::ToolReturn::into_result), ret_span);
         let call_ret = respan(&quote!(#p::Result<Self::Output, Self::Error>), ret_span);
+        let body = match &self.stream {
+            None => quote!(#into_result(#callee(#(#call_args),*).await)),
+            Some(stream) => {
+                // Each item is progress, the last the output; none at all is a definitive
+                // failure, made by the error type (`hooks::StreamError`).
+                let (_, err_span) = self.result_spans();
+                let hs = respan(h, err_span);
+                let tool_name = &self.tool_name;
+                let empty_error =
+                    quote_spanned!(err_span=> <Self::Error as #hs::StreamError>::empty_stream(#tool_name));
+                let empty = quote!(|| #empty_error);
+                let last = quote!(#p::stream::last);
+                if stream.setup {
+                    quote! {
+                        match #into_result(#callee(#(#call_args),*).await) {
+                            #p::Ok(__stream) => #last(__ctx, __stream, #empty).await,
+                            #p::Err(__error) => #p::Err(__error),
+                        }
+                    }
+                } else {
+                    quote!(#last(__ctx, #callee(#(#call_args),*).await, #empty).await)
+                }
+            }
+        };
         quote! {
             async fn call(
                 &self,
                 __ctx: &#p::EffectCtx,
                 __args: Self::Args,
             ) -> #call_ret {
-                #into_result(#callee(#(#call_args),*).await)
+                #body
             }
         }
     }

@@ -1,6 +1,6 @@
 //! What is emitted when a declaration has errors: the errors, the function as written (so the
 //! rest of the crate type-checks and IDEs keep working) and, when the signature is sound, a
-//! minimal tool type (class and name only) so code that names the tool does not fail with a
+//! minimal tool type (class, name and whether it streams) so code that names the tool does not fail with a
 //! cascade of secondary errors.
 
 use proc_macro2::TokenStream;
@@ -18,11 +18,15 @@ pub fn emit(
 ) -> TokenStream {
     let mut out = errors.to_compile_error();
     out.extend(original);
-    if func.sound {
+    // A stream returned without `stream` (or `stream` on something else) has no output type to
+    // give the minimal tool: its errors are enough.
+    let streams = func.ret.as_ref().is_some_and(crate::stream::is_stream);
+    if func.sound && streams == attrs.stream.is_some() {
         let minimal = ToolAttrs {
             effect: attrs.effect,
             name: attrs.name,
             krate: attrs.krate,
+            stream: attrs.stream,
             ..ToolAttrs::default()
         };
         out.extend(expand::tool(func, &minimal, target));

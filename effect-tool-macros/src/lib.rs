@@ -36,6 +36,7 @@ mod fallback;
 mod pin;
 mod print;
 mod rules;
+mod stream;
 mod symbol;
 mod tools;
 mod unraw;
@@ -89,6 +90,8 @@ use syn::spanned::Spanned;
 /// | `window = "run" \| "thread" \| "cross-run"` | where the key is unique (default `run`) |
 /// | `ttl = "24h"` | how long the record lives |
 /// | `recover = path` | `async fn(&EffectCtx, &Args) -> Result<Option<Output>, Error>`: did the effect already happen? |
+/// | `recover_first` | with `recover`: ask it before every first execution too, not only after an unknown outcome, so an effect a restored journal (or an expired record) does not know of is recorded instead of made again; costs one `recover` per first execution |
+/// | `recover_settle = "30s"` | with `recover`: how long a write takes to show in what it reads (a search index, a replica); it is asked no sooner than that after the outcome became unknown |
 /// | `compensate = path` | `async fn(&EffectCtx, &Args, &Output) -> Result<(), Error>`: undo it (required for `compensable`) |
 /// | `approval = "role"`, `when = \|a\| bool` | the call waits for a person's approval (when the condition holds) |
 /// | `approval_ttl = "2h"` | how long a person's approval stays valid (default 24h); a call after it parks again |
@@ -100,6 +103,7 @@ use syn::spanned::Spanned;
 /// | `strict_input` | fail when a key is recorded under different arguments |
 /// | `shared_keys` | the keys are shared by every principal calling the tool (over authenticated MCP, each principal's keys are otherwise its own) |
 /// | `transactional` | the effect is a write to the database that holds the journal (SQLite, PostgreSQL), made in the journal's own transaction (`ctx.transaction::<SqliteTransaction>()`, `::<PgTransaction>()`): its writes and its record commit together, exactly once, never in doubt |
+/// | `stream` | the function returns `impl Stream<Item = Result<Output, Error>>` (or `Result<impl Stream<..>, Error>`, when a set-up may fail first): each item is progress (`RunContext::with_progress`; over MCP, `notifications/progress` to a client that sent a `progressToken`), the last is the output that is recorded; no item at all is a definitive failure. A replay returns the recorded last item and reports no progress. Not with `transactional` |
 /// | `strict` | `cargo test` fails, with the reasons, if the arguments' schema cannot be sent with OpenAI's `"strict": true` (a generated `#[cfg(test)]` test) |
 /// | `open_world = true \| false` | the MCP `openWorldHint` |
 /// | `crate = "path"` | where effect-tool is, for crates that re-export it |

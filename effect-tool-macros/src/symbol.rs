@@ -5,6 +5,8 @@ pub const KEY: &str = "key";
 pub const WINDOW: &str = "window";
 pub const TTL: &str = "ttl";
 pub const RECOVER: &str = "recover";
+pub const RECOVER_FIRST: &str = "recover_first";
+pub const RECOVER_SETTLE: &str = "recover_settle";
 pub const COMPENSATE: &str = "compensate";
 pub const APPROVAL: &str = "approval";
 pub const APPROVAL_TTL: &str = "approval_ttl";
@@ -20,6 +22,7 @@ pub const STRICT: &str = "strict";
 pub const SHARED_KEYS: &str = "shared_keys";
 pub const OPEN_WORLD: &str = "open_world";
 pub const TRANSACTIONAL: &str = "transactional";
+pub const STREAM: &str = "stream";
 pub const CRATE: &str = "crate";
 
 /// Every key of `#[tool(...)]`, in the order the docs list them.
@@ -29,6 +32,8 @@ pub const KEYS: &[&str] = &[
     WINDOW,
     TTL,
     RECOVER,
+    RECOVER_FIRST,
+    RECOVER_SETTLE,
     COMPENSATE,
     APPROVAL,
     APPROVAL_TTL,
@@ -43,6 +48,7 @@ pub const KEYS: &[&str] = &[
     STRICT,
     SHARED_KEYS,
     TRANSACTIONAL,
+    STREAM,
     OPEN_WORLD,
     CRATE,
 ];

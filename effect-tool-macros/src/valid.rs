@@ -56,7 +56,13 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
         pure_key(attrs.strict_input.as_ref().map(|s| s.key), symbol::STRICT_INPUT);
         pure_key(attrs.shared_keys.as_ref().map(|s| s.key), symbol::SHARED_KEYS);
         pure_key(attrs.transactional.as_ref().map(|s| s.key), symbol::TRANSACTIONAL);
+        pure_key(attrs.recover_first.as_ref().map(|s| s.key), symbol::RECOVER_FIRST);
+        pure_key(attrs.recover_settle.as_ref().map(|s| s.key), symbol::RECOVER_SETTLE);
     }
+    if class != Some(Class::Pure) {
+        recover_options(cx, attrs, func);
+    }
+    stream_rules(cx, attrs, func);
 
     if let (Some(tx), Some(_)) = (&attrs.transactional, &attrs.approval) {
         cx.error(
@@ -211,6 +217,55 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
             retry.value.base_delay_span.unwrap_or(retry.span),
             "`base_delay` is longer than `max_delay`",
             "make `max_delay` at least `base_delay`: it caps every delay between attempts",
+        );
+    }
+}
+
+/// `recover_first` and `recover_settle` say when the `recover` hook is asked: without one there
+/// is nothing to ask.
+fn recover_options(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
+    if attrs.recover.is_some() || attrs.rejected.contains(&symbol::RECOVER) {
+        return;
+    }
+    if let Some(first) = &attrs.recover_first {
+        cx.error(
+            first.key,
+            format!("`recover_first` without `recover`: tool `{}` has no hook to ask before its first execution", func.ident),
+            "name the function that looks the effect up in the remote system: `recover = find_it, recover_first` with `async fn find_it(ctx: &EffectCtx, args: &Args) -> Result<Option<Output>, Error>`; or remove `recover_first`",
+        );
+    }
+    if let Some(settle) = &attrs.recover_settle {
+        cx.error(
+            settle.key,
+            format!("`recover_settle` without `recover`: tool `{}` has no hook to wait for", func.ident),
+            "name the function that looks the effect up in the remote system: `recover = find_it, recover_settle = \"30s\"`; or remove `recover_settle`",
+        );
+    }
+}
+
+/// `stream` needs a return type written as a stream, a stream needs `stream`, and a stream's
+/// progress cannot be told from inside the journal's transaction.
+fn stream_rules(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
+    let Some(ret) = &func.ret else { return };
+    let streams = crate::stream::is_stream(ret);
+    match (&attrs.stream, streams) {
+        (Some(_), false) => cx.error_spanned(
+            ret,
+            format!("`{}` is a `stream` tool and does not return a stream: its items are the progress, the last one the output", func.ident),
+            "write `-> impl Stream<Item = Result<Step, ToolError>>` (the items as written there are recorded), or `-> Result<impl Stream<Item = Result<Step, ToolError>>, ToolError>` when the set-up can fail first; or remove `stream` for a tool that returns one output",
+        ),
+        (None, true) => cx.error_spanned(
+            ret,
+            format!("`{}` returns a stream, and a tool records one output", func.ident),
+            "add `stream` to `#[tool(...)]`: each item is then reported as progress and the last one recorded as the output (what a replay returns)",
+        ),
+        _ => {}
+    }
+    if let (Some(stream), Some(_)) = (&attrs.stream, &attrs.transactional) {
+        cx.error(
+            stream.key,
+            "a `transactional` tool cannot be a `stream`: its progress would tell the caller of writes that the journal's transaction can still roll back",
+            "remove `stream` and return the last value (the transaction makes the call exactly once), or remove `transactional` and keep the progress",
         );
     }
 }

@@ -14,5 +14,6 @@ mod mcp_http_limits;
 mod mcp_http_python_client;
 mod mcp_output_keys;
 mod mcp_principals;
+mod mcp_progress_python_client;
 mod mcp_stdio_python_client;
 mod rig_agent;

@@ -63,3 +63,23 @@ pub fn client_passed(out: &Output) -> String {
     assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
     stdout
 }
+
+/// `target/<profile>/examples/<name>`, built by `cargo test --all-features` (or
+/// `cargo build --example <name> --features <its features>`, which the message says).
+#[allow(dead_code)]
+pub fn example_binary(name: &str, features: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("the test binary lives in target/<profile>/deps");
+    let bin = profile_dir
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.exists(),
+        "{} is missing: build it with `cargo build --example {name} --features {features}` (cargo test --all-features builds it)",
+        bin.display()
+    );
+    bin
+}

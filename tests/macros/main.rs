@@ -13,4 +13,5 @@ mod decl_secrets;
 mod decl_serde;
 mod macro_basic;
 mod macro_runtime;
+mod macro_stream;
 mod macro_strict;

@@ -100,6 +100,15 @@
 //! The client's `notifications/cancelled` cancels the call's run context, which reaches the
 //! tool ([`crate::EffectCtx::cancellation`]).
 //!
+//! # Progress
+//!
+//! A `tools/call` whose `_meta` carries a `progressToken` receives the values the tool reports
+//! ([`crate::EffectCtx::progress`]; every item of a `#[tool(stream)]`, the last one included)
+//! as `notifications/progress` with that token: `progress` counts 1,
+//! 2, 3, ..., `message` is the value (a string as it is, anything else as JSON text, cut at
+//! 1000 characters). They are all sent before the call's result. A replayed call runs nothing
+//! and reports no progress: its result is the recorded output.
+//!
 //! # Logs
 //!
 //! rmcp logs every request and response in full at DEBUG and TRACE (target `rmcp`), whatever
@@ -164,6 +173,7 @@ pub use rmcp;
 #[cfg(feature = "gateway")]
 pub mod gateway;
 mod limits;
+mod progress;
 mod seal;
 pub use limits::McpLimits;
 use limits::{Busy, Gate, Gates};
@@ -710,7 +720,10 @@ impl McpServer {
             .enter(&caller.limit_key, caller.scope_name())
             .await
             .map_err(busy)?;
-        let result = self.dispatcher.call(&run, &call).await;
+        let result = match progress::Progress::of(&meta, &context.peer, run) {
+            (run, Some(progress)) => progress.around(self.dispatcher.call(&run, &call)).await,
+            (run, None) => self.dispatcher.call(&run, &call).await,
+        };
         drop((place, session));
         Ok((result, client_key))
     }

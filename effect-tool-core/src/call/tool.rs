@@ -206,10 +206,10 @@ pub trait Tool: Send + Sync + 'static {
     /// How long a write takes to show in what [`Tool::recover`] reads (a search index, a
     /// replica): the engine asks `recover` no sooner than this after the outcome became unknown
     /// (`None`: at once). A record that is younger is left for later by a reconciler; a call
-    /// waits it out under its claim.
+    /// waits it out under its claim. `#[tool(recover = ..., recover_settle = "30s")]` sets it.
     const RECOVER_SETTLE: Option<Duration> = None;
     /// Whether `recover` is also asked before an execution that has no recorded result
-    /// (`#[tool(recover = ..., reconcile = "always")]`), not only after an unknown outcome: a
+    /// (`#[tool(recover = ..., recover_first)]`), not only after an unknown outcome: a
     /// journal restored from a backup, a record past its ttl, or an effect made by another path
     /// is then found and recorded instead of run again. Costs one `recover` (a read of the
     /// remote system) before every first execution; ignored without a `recover` hook.

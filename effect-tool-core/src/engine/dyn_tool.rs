@@ -40,6 +40,18 @@ pub trait DynTool: Send + Sync + 'static {
         None
     }
 
+    /// Whether `recover` is asked before every first execution ([`Tool::RECOVER_FIRST`], with a
+    /// `recover` hook).
+    fn recover_first(&self) -> bool {
+        false
+    }
+
+    /// How long after an unknown outcome `recover` is first asked ([`Tool::RECOVER_SETTLE`],
+    /// with a `recover` hook; `None`: at once).
+    fn recover_settle(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// What the model reads of `output` (a recorded output of this tool) when the tool declares a
     /// view ([`Tool::to_model`]); `None` when it reads the output itself. An output that no
     /// longer decodes as the tool's output type gives a text that says the result cannot be
@@ -115,6 +127,14 @@ impl<T: Tool> DynTool for T {
 
     fn approval_ttl(&self) -> Option<std::time::Duration> {
         T::APPROVAL_TTL
+    }
+
+    fn recover_first(&self) -> bool {
+        T::RECOVER_FIRST && T::HAS_RECOVER
+    }
+
+    fn recover_settle(&self) -> Option<std::time::Duration> {
+        T::RECOVER_SETTLE.filter(|_| T::HAS_RECOVER)
     }
 
     fn check_output(&self, output: &Value) -> Result<(), String> {

@@ -301,7 +301,7 @@ impl Toolkit {
     }
 
     /// The manifest: every tool's name, class, key rule, window, approval (and its ttl, when
-    /// declared) and hooks as stable
+    /// declared) and hooks (and when `recover` is asked, when declared) as stable
     /// text, one line per tool sorted by name (see [`crate::toolkit::manifest`]). Commit it beside the
     /// code and compare it in a test, so a changed effect declaration is a one-line diff in
     /// review.
@@ -318,16 +318,23 @@ impl Toolkit {
             .filter(|r| !r.strict)
             .map(|r| (r.tool, r.not_strict))
             .collect();
-        let approval_ttls: Vec<(&str, std::time::Duration)> = self
+        let extras: Vec<(&str, crate::toolkit::manifest::LineExtras)> = self
             .tools()
-            .filter_map(|t| Some((t.meta().name, t.approval_ttl()?)))
+            .map(|t| {
+                let extras = crate::toolkit::manifest::LineExtras {
+                    approval_ttl: t.approval_ttl(),
+                    recover_first: t.recover_first(),
+                    recover_settle: t.recover_settle(),
+                };
+                (t.meta().name, extras)
+            })
             .collect();
         let outputs: Vec<(&str, Option<&str>, &str)> = self
             .entries
             .iter()
             .filter_map(|e| e.output.as_ref().map(|o| (e.meta.name, o.type_name(), o.digest())))
             .collect();
-        let mut text = crate::toolkit::manifest::render_with_approval_ttls(&self.metas(), &approval_ttls, &not_strict);
+        let mut text = crate::toolkit::manifest::render_with_extras(&self.metas(), &extras, &not_strict);
         text.push_str(&crate::toolkit::manifest::render_outputs(&outputs));
         text
     }

@@ -58,7 +58,10 @@ pub const HEADER: &str = "# effect-tool manifest v1: one line per tool, sorted b
 /// are each principal's own, and their lines say nothing of it. A tool that declares a cost
 /// (`#[tool(cost(refund_cents = |a| ...))]`) ends its line with `cost=<unit,unit>`: the run's
 /// spend budgets it charges ([`crate::call::budget::Budgets::spend`]); the others' lines say
-/// nothing of it.
+/// nothing of it. A tool whose `recover` hook is asked before every first execution
+/// (`#[tool(recover_first)]`) has `recover_first=yes` after `recover`, and one that waits for
+/// its writes to show (`#[tool(recover_settle = "30s")]`) `recover_settle=<duration>`
+/// ([`render_with_extras`]); the others' lines say nothing of it.
 /// The key rule is written as in the source (`default`, `fields(order_id, amount_cents)` or
 /// `custom(|a| ...)`); durations as in declarations (`500ms`, `30s`, `5m`, `24h`, `7d`). The
 /// description is left out: rewording it changes no contract. The text depends only on the
@@ -97,17 +100,61 @@ pub fn render_with_strict(tools: &[ToolMeta], not_strict: &[(&str, Vec<String>)]
 /// [`render_with_strict`], with the approvals' ttls: a tool of `approval_ttls` (its name, and
 /// its declared `approval_ttl`) has `approval_ttl=<duration>` after its `approval` field. A tool
 /// that declares none keeps the line [`render`] writes, so a manifest committed before the field
-/// existed stays the same. [`crate::Toolkit::manifest`] calls it with its tools' declarations.
+/// existed stays the same. See [`render_with_extras`] for every such field.
 pub fn render_with_approval_ttls(
     tools: &[ToolMeta],
     approval_ttls: &[(&str, Duration)],
     not_strict: &[(&str, Vec<String>)],
 ) -> String {
+    let extras: Vec<(&str, LineExtras)> = approval_ttls
+        .iter()
+        .map(|(name, ttl)| {
+            (
+                *name,
+                LineExtras {
+                    approval_ttl: Some(*ttl),
+                    ..LineExtras::default()
+                },
+            )
+        })
+        .collect();
+    render_with_extras(tools, &extras, not_strict)
+}
+
+/// What a tool's line says beyond its [`ToolMeta`], each only when declared (a tool that
+/// declares none of them keeps the line [`render`] writes, so a manifest committed before these
+/// fields existed stays the same). Build it with `..LineExtras::default()` for the fields you do
+/// not set: later releases may add fields for new declarations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LineExtras {
+    /// `approval_ttl=<duration>` after `approval` (when the tool has an approval): how long a
+    /// person's approval stays valid ([`crate::Tool::APPROVAL_TTL`]).
+    pub approval_ttl: Option<Duration>,
+    /// `recover_first=yes` after `recover` (when the tool has a `recover` hook): `recover` is
+    /// asked before every first execution ([`crate::Tool::RECOVER_FIRST`]).
+    pub recover_first: bool,
+    /// `recover_settle=<duration>` after `recover` (when the tool has a `recover` hook): how long
+    /// after an unknown outcome `recover` is first asked ([`crate::Tool::RECOVER_SETTLE`]).
+    pub recover_settle: Option<Duration>,
+}
+
+/// [`render_with_strict`], each tool of `extras` (its name, and what its line says beyond its
+/// [`ToolMeta`]) written with [`line_with`]. [`crate::Toolkit::manifest`] calls it with its
+/// tools' declarations.
+pub fn render_with_extras(
+    tools: &[ToolMeta],
+    extras: &[(&str, LineExtras)],
+    not_strict: &[(&str, Vec<String>)],
+) -> String {
     let mut lines: Vec<String> = tools
         .iter()
         .map(|meta| {
-            let ttl = approval_ttls.iter().find(|(n, _)| *n == meta.name).map(|(_, d)| *d);
-            line_with_approval_ttl(meta, ttl)
+            let extra = extras
+                .iter()
+                .find(|(n, _)| *n == meta.name)
+                .map(|(_, e)| *e)
+                .unwrap_or_default();
+            line_with(meta, &extra)
         })
         .collect();
     lines.sort();
@@ -153,12 +200,26 @@ pub fn line(meta: &ToolMeta) -> String {
 
 /// One tool's line with its approval's ttl, if declared (`approval_ttl=2h` after `approval`).
 pub fn line_with_approval_ttl(meta: &ToolMeta, approval_ttl: Option<Duration>) -> String {
+    line_with(
+        meta,
+        &LineExtras {
+            approval_ttl,
+            ..LineExtras::default()
+        },
+    )
+}
+
+/// One tool's line with what it says beyond its [`ToolMeta`] ([`LineExtras`]): `approval_ttl=`
+/// after `approval`, `recover_first=yes` and `recover_settle=` after `recover`, each only when
+/// declared (and only with an approval, or a `recover` hook, to qualify).
+pub fn line_with(meta: &ToolMeta, extras: &LineExtras) -> String {
+    let approval_ttl = extras.approval_ttl;
     let mut s = String::new();
     let opt = |d: Option<Duration>| d.map_or_else(|| "-".to_owned(), format_duration);
     let yes = |b: bool| if b { "yes" } else { "no" };
     let _ = write!(
         s,
-        "{} class={} key={} window={}{} ttl={} timeout={} approval={}{} recover={} compensate={} sensitive={} injected={} retry={}x{}..{}",
+        "{} class={} key={} window={}{} ttl={} timeout={} approval={}{} recover={}{} compensate={} sensitive={} injected={} retry={}x{}..{}",
         meta.name,
         meta.class,
         single_line(&meta.key_rule.to_string()),
@@ -176,6 +237,7 @@ pub fn line_with_approval_ttl(meta: &ToolMeta, approval_ttl: Option<Duration>) -
             _ => String::new(),
         },
         yes(meta.has_recover),
+        recover_extras(meta.has_recover, extras),
         yes(meta.has_compensate),
         if meta.sensitive.is_empty() {
             "-".to_owned()
@@ -193,6 +255,18 @@ pub fn line_with_approval_ttl(meta: &ToolMeta, approval_ttl: Option<Duration>) -
     );
     if !meta.costs.is_empty() {
         let _ = write!(s, " cost={}", meta.costs.join(","));
+    }
+    s
+}
+
+/// ` recover_first=yes recover_settle=30s` (each when declared) after `recover=yes`.
+fn recover_extras(has_recover: bool, extras: &LineExtras) -> String {
+    let mut s = String::new();
+    if has_recover && extras.recover_first {
+        s.push_str(" recover_first=yes");
+    }
+    if let (true, Some(d)) = (has_recover, extras.recover_settle) {
+        let _ = write!(s, " recover_settle={}", format_duration(d));
     }
     s
 }
@@ -325,6 +399,25 @@ mod tests {
             "# output: a: - schema=11ee\n# output: b: Vec<Refund> schema=00ff\n"
         );
         assert_eq!(render_outputs(&[]), "");
+    }
+
+    #[test]
+    fn when_recover_is_asked_follows_recover_and_only_when_declared() {
+        let mut m = meta("send_invoice", EffectClass::Irreversible);
+        let extras = LineExtras {
+            recover_first: true,
+            recover_settle: Some(Duration::from_secs(30)),
+            ..LineExtras::default()
+        };
+        // Without a `recover` hook there is nothing to ask: the line says nothing of it.
+        assert_eq!(line_with(&m, &extras), line(&m));
+        m.has_recover = true;
+        let text = line_with(&m, &extras);
+        assert!(
+            text.contains(" recover=yes recover_first=yes recover_settle=30s compensate=no "),
+            "{text}"
+        );
+        assert_eq!(line_with(&m, &LineExtras::default()), line(&m));
     }
 
     #[test]

@@ -77,6 +77,11 @@ pub struct Declaration {
     pub approval_ttl: Option<Duration>,
     /// Whether a `recover` hook is declared.
     pub recover: bool,
+    /// Whether `recover` is asked before every first execution (`recover_first=yes`).
+    pub recover_first: bool,
+    /// How long after an unknown outcome `recover` is first asked (`recover_settle=30s`;
+    /// `None`: at once).
+    pub recover_settle: Option<Duration>,
     /// Whether a `compensate` hook is declared.
     pub compensate: bool,
     /// The sensitive argument fields (model-supplied values the journal never keeps).
@@ -112,6 +117,8 @@ impl Declaration {
             approval_when: None,
             approval_ttl: None,
             recover: false,
+            recover_first: false,
+            recover_settle: None,
             compensate: false,
             sensitive: Vec::new(),
             injected: Vec::new(),
@@ -290,6 +297,12 @@ fn parse_line(line: &str) -> Result<Declaration, String> {
     }
     if let Some(r) = take("recover") {
         d.recover = parse_yes(r).map_err(|e| field_err("recover", e))?;
+    }
+    if let Some(f) = take("recover_first") {
+        d.recover_first = parse_yes(f).map_err(|e| field_err("recover_first", e))?;
+    }
+    if let Some(t) = take("recover_settle") {
+        d.recover_settle = parse_optional_duration(t).map_err(|e| field_err("recover_settle", e))?;
     }
     if let Some(c) = take("compensate") {
         d.compensate = parse_yes(c).map_err(|e| field_err("compensate", e))?;
@@ -547,7 +560,7 @@ pub fn diff_manifests(old: &str, new: &str) -> Result<Review, ParseError> {
 }
 
 /// The fields in the manifest's order, for sorting changes of one tool.
-const FIELDS: [&str; 16] = [
+const FIELDS: [&str; 18] = [
     "tool",
     "class",
     "key",
@@ -558,6 +571,8 @@ const FIELDS: [&str; 16] = [
     "approval",
     "approval_ttl",
     "recover",
+    "recover_first",
+    "recover_settle",
     "compensate",
     "sensitive",
     "injected",
@@ -711,6 +726,12 @@ fn changed_fields(before: &Declaration, after: &Declaration) -> Vec<Change> {
     }
     if before.recover != after.recover {
         out.push(recover_change(after));
+    }
+    if before.recover_first != after.recover_first {
+        out.push(recover_first_change(after.recover_first));
+    }
+    if before.recover_settle != after.recover_settle {
+        out.push(recover_settle_change(before.recover_settle, after.recover_settle));
     }
     if before.compensate != after.compensate {
         out.push(compensate_change(after.compensate));
@@ -1128,6 +1149,58 @@ fn recover_change(after: &Declaration) -> Said {
     )
 }
 
+/// `recover` asked before every first execution, or no longer.
+fn recover_first_change(now: bool) -> Said {
+    if now {
+        said(
+            "recover_first",
+            Risk::Low,
+            yes(false),
+            yes(true),
+            "recover asked first".into(),
+            "asks the remote before every first execution: an effect the journal does not know of (a restored journal, an expired record) is recorded instead of made again; one more `recover` call per first execution".into(),
+        )
+    } else {
+        said(
+            "recover_first",
+            Risk::Medium,
+            yes(true),
+            yes(false),
+            "recover no longer asked first".into(),
+            "a first execution no longer asks the remote: after a journal is restored from a backup, or a record expires, the effect is made again".into(),
+        )
+    }
+}
+
+/// The settle delay before `recover` is asked changed (`None`: at once).
+fn recover_settle_change(before: Option<Duration>, after: Option<Duration>) -> Said {
+    let text = |d: Option<Duration>| d.map_or_else(|| "none".to_owned(), manifest::format_duration);
+    let (b, a) = (before.unwrap_or_default(), after.unwrap_or_default());
+    let (risk, summary, effect) = if a < b {
+        (
+            Risk::Medium,
+            format!("recover settle shortened: {} → {}", text(before), text(after)),
+            format!(
+                "`recover` is now asked {} an unknown outcome: a write the remote shows later than that is answered \"not applied\", and the effect can be made again",
+                after.map_or_else(
+                    || "at once after".to_owned(),
+                    |d| format!("{} after", manifest::format_duration(d))
+                )
+            ),
+        )
+    } else {
+        (
+            Risk::Low,
+            format!("recover settle lengthened: {} → {}", text(before), text(after)),
+            format!(
+                "`recover` waits {} after an unknown outcome before asking: a call in doubt takes that long to settle",
+                text(after)
+            ),
+        )
+    };
+    said("recover_settle", risk, text_of(before), text_of(after), summary, effect)
+}
+
 fn compensate_change(now: bool) -> Said {
     if now {
         said(
@@ -1437,7 +1510,7 @@ fn tool_added(d: &Declaration) -> Change {
 /// `d`'s manifest line without the name (for a tool added or removed).
 fn manifest_fields(d: &Declaration) -> String {
     let mut s = format!(
-        "class={} key={} window={}{} ttl={} timeout={} approval={}{} recover={} compensate={} sensitive={} injected={} retry={}",
+        "class={} key={} window={}{} ttl={} timeout={} approval={}{} recover={}{}{} compensate={} sensitive={} injected={} retry={}",
         d.class,
         d.key,
         d.window,
@@ -1449,6 +1522,10 @@ fn manifest_fields(d: &Declaration) -> String {
             .map(|t| format!(" approval_ttl={}", text_of(Some(t))))
             .unwrap_or_default(),
         yes(d.recover),
+        if d.recover_first { " recover_first=yes" } else { "" },
+        d.recover_settle
+            .map(|t| format!(" recover_settle={}", text_of(Some(t))))
+            .unwrap_or_default(),
         yes(d.compensate),
         list_text(&d.sensitive),
         list_text(&d.injected),
@@ -1708,6 +1785,53 @@ mod tests {
             "`t`: approval added: every call now waits for `finance` to approve it before it runs"
         );
         assert_eq!(review.changes[0].risk, Risk::Low);
+    }
+
+    #[test]
+    fn when_recover_is_asked_changes() {
+        // The review of `BASE` with `recover=yes` written `from`, then `to`.
+        let one = |from: &str, to: &str| {
+            let review = diff_manifests(
+                &manifest_of(&[&BASE.replace("recover=yes", from)]),
+                &manifest_of(&[&BASE.replace("recover=yes", to)]),
+            )
+            .unwrap();
+            assert_eq!(review.changes.len(), 1, "{review:?}");
+            format!("{} {}", review.changes[0].risk.as_str(), review.changes[0].sentence())
+        };
+        assert_eq!(
+            one("recover=yes", "recover=yes recover_first=yes"),
+            "low `t`: recover asked first: asks the remote before every first execution: an effect the journal does \
+             not know of (a restored journal, an expired record) is recorded instead of made again; one more \
+             `recover` call per first execution"
+        );
+        assert_eq!(
+            one("recover=yes recover_first=yes", "recover=yes"),
+            "medium `t`: recover no longer asked first: a first execution no longer asks the remote: after a journal \
+             is restored from a backup, or a record expires, the effect is made again"
+        );
+        assert_eq!(
+            one("recover=yes recover_settle=1m", "recover=yes recover_settle=5s"),
+            "medium `t`: recover settle shortened: 1m → 5s: `recover` is now asked 5s after an unknown outcome: a \
+             write the remote shows later than that is answered \"not applied\", and the effect can be made again"
+        );
+        assert_eq!(
+            one("recover=yes recover_settle=5s", "recover=yes"),
+            "medium `t`: recover settle shortened: 5s → none: `recover` is now asked at once after an unknown \
+             outcome: a write the remote shows later than that is answered \"not applied\", and the effect can be \
+             made again"
+        );
+        assert_eq!(
+            one("recover=yes", "recover=yes recover_settle=30s"),
+            "low `t`: recover settle lengthened: none → 30s: `recover` waits 30s after an unknown outcome before \
+             asking: a call in doubt takes that long to settle"
+        );
+        let line = BASE.replace("recover=yes", "recover=yes recover_first=yes recover_settle=30s");
+        let parsed = parse(&manifest_of(&[&line])).unwrap();
+        assert!(parsed[0].recover_first);
+        assert_eq!(parsed[0].recover_settle, Some(Duration::from_secs(30)));
+        assert!(parsed[0].other.is_empty());
+        assert_eq!(format!("t {}", manifest_fields(&parsed[0])), line);
     }
 
     #[test]
