@@ -15,4 +15,5 @@ mod mcp_http_python_client;
 mod mcp_output_keys;
 mod mcp_principals;
 mod mcp_stdio_python_client;
+mod mcp_tasks;
 mod rig_agent;
