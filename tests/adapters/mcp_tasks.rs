@@ -104,7 +104,11 @@ async fn call_for_task<H: ClientHandler>(
     args: Value,
     run: &str,
 ) -> CreateTaskResult {
-    match client.call_tool_once(params(tool, args, run)).await.expect("the server answers") {
+    match client
+        .call_tool_once(params(tool, args, run))
+        .await
+        .expect("the server answers")
+    {
         CallToolResponse::Task(task) => task,
         other => panic!("`{tool}` was answered without a task: {other:?}"),
     }
@@ -119,7 +123,10 @@ fn key_of(task: &CreateTaskResult) -> String {
 /// assertion: the person has decided by then, and the server runs one call).
 async fn until_settled<H: ClientHandler>(client: &RunningService<RoleClient, H>, id: &str) -> TaskPayload {
     for _ in 0..600 {
-        let got = client.get_task(GetTaskParams::new(id)).await.expect("tasks/get answers");
+        let got = client
+            .get_task(GetTaskParams::new(id))
+            .await
+            .expect("tasks/get answers");
         if got.task.status() != TaskStatus::Working {
             return got.task.payload;
         }
@@ -147,7 +154,10 @@ fn text(result: &CallToolResult) -> String {
 async fn approve(store: &dyn Store, key: &str) {
     let record = store.get(key).await.unwrap().expect("the parked record");
     assert_eq!(record.state, RecordState::AwaitingApproval, "{record:?}");
-    store.approve(key, "alice", "finance", &record.fingerprint).await.unwrap();
+    store
+        .approve(key, "alice", "finance", &record.fingerprint)
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -164,7 +174,10 @@ async fn an_approval_is_a_task_that_completes_once_a_person_approves_and_the_pay
         .await
         .unwrap();
     assert_eq!(today.is_error, Some(true), "{}", text(&today));
-    assert_eq!(today.meta.as_ref().unwrap().0["effect-tool/outcome"], "awaiting-approval");
+    assert_eq!(
+        today.meta.as_ref().unwrap().0["effect-tool/outcome"],
+        "awaiting-approval"
+    );
     plain.cancel().await.unwrap();
 
     let client = connect(server, tasks_client()).await;
@@ -181,7 +194,11 @@ async fn an_approval_is_a_task_that_completes_once_a_person_approves_and_the_pay
     // The same call made again is the same task, and nothing ran.
     let again = call_for_task(&client, "pay", json!({"invoice_id": "inv-1"}), "run-1").await;
     assert_eq!(again.task.task_id, task.task.task_id);
-    assert_eq!(payments.ledger.requests(), 0, "nothing is paid before a person approves");
+    assert_eq!(
+        payments.ledger.requests(),
+        0,
+        "nothing is paid before a person approves"
+    );
 
     // A person approves; the server runs the call, and the task's result is the call's.
     approve(&*store, &key).await;
@@ -270,9 +287,14 @@ async fn another_principal_can_neither_read_nor_cancel_a_task() {
     let task = call_for_task(&alice, "pay", json!({"invoice_id": "inv-9"}), "run-1").await;
     let id = task.task.task_id.clone();
     // Bob has the id (it leaked, or he guessed the key): no such task for him.
-    let refused = bob.get_task(GetTaskParams::new(&id)).await.expect_err("Bob reads no task of Alice's");
+    let refused = bob
+        .get_task(GetTaskParams::new(&id))
+        .await
+        .expect_err("Bob reads no task of Alice's");
     assert!(refused.to_string().contains("task not found"), "{refused}");
-    bob.cancel_task(CancelTaskParams::new(&id)).await.expect("acknowledged, as for any id");
+    bob.cancel_task(CancelTaskParams::new(&id))
+        .await
+        .expect("acknowledged, as for any id");
     // Alice's task is still hers, and still waits.
     let got = alice.get_task(GetTaskParams::new(&id)).await.unwrap();
     assert_eq!(got.task.status(), TaskStatus::Working, "{got:?}");
@@ -316,7 +338,10 @@ async fn a_restarted_server_answers_the_task_from_the_journal() {
     let store = SqliteStore::open(&db).unwrap();
     let server = McpServer::new(toolkit(&payments), Engine::new(store.clone()));
     let client = connect(server, tasks_client()).await;
-    let got = client.get_task(GetTaskParams::new(&id)).await.expect("the task outlives its server");
+    let got = client
+        .get_task(GetTaskParams::new(&id))
+        .await
+        .expect("the task outlives its server");
     assert_eq!(got.task.status(), TaskStatus::Working);
     assert_eq!(got.meta.as_ref().unwrap().0["effect-tool/state"], "awaiting-approval");
 
@@ -347,7 +372,9 @@ async fn a_restarted_server_answers_the_task_from_the_journal() {
 async fn a_gateway_tool_that_needs_approval_is_a_task_and_runs_once_after_approval() {
     use effect_tool::adapters::mcp::gateway::{Declarations, Gateway};
 
-    let Some(servers) = crate::gateway::servers() else { return };
+    let Some(servers) = crate::gateway::servers() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let memory = dir.path().join("memory.jsonl");
     let decls = Declarations::parse(&format!(
@@ -369,10 +396,19 @@ approval = "ops"
     let gateway = Gateway::start(&decls).await.expect("the gateway starts");
     let store = SqliteStore::open(dir.path().join("journal.db")).unwrap();
     let client = connect(gateway.server(Engine::new(store.clone())), tasks_client()).await;
-    let args = json!({"entities": [{"name": "Ada", "entityType": "person", "observations": ["wrote the first program"]}]});
+    let args =
+        json!({"entities": [{"name": "Ada", "entityType": "person", "observations": ["wrote the first program"]}]});
     let task = call_for_task(&client, "create_entities", args, "run-1").await;
-    assert!(task.task.status_message.as_deref().unwrap().contains("role `ops`"), "{task:?}");
-    let created = || std::fs::read_to_string(&memory).unwrap_or_default().matches("\"Ada\"").count();
+    assert!(
+        task.task.status_message.as_deref().unwrap().contains("role `ops`"),
+        "{task:?}"
+    );
+    let created = || {
+        std::fs::read_to_string(&memory)
+            .unwrap_or_default()
+            .matches("\"Ada\"")
+            .count()
+    };
     assert_eq!(created(), 0, "nothing ran before approval");
 
     let key = key_of(&task);

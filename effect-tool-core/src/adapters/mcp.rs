@@ -74,6 +74,16 @@
 //! `blocked`, `awaiting-approval`, `failed`, `panicked`, `busy`) and `effect-tool/key` when the
 //! call reached the journal.
 //!
+//! # Tasks: calls that wait for a person
+//!
+//! A client that declares MCP's Tasks extension (`io.modelcontextprotocol/tasks`, as rmcp 3.x
+//! implements it) gets a task instead of an error result for a call that parks for approval
+//! or stops in doubt. `tasks/get` reads the record from the journal each time (`working` while
+//! a person has to approve or resolve it, `completed` with the call's result once a person has
+//! decided and the server has run the call); the server runs the call itself after the
+//! decision ([`McpServer::with_task_wait`] bounds the wait, `tasks/cancel` ends it). A task id
+//! is good for the principal that made the call only. Other clients get the answers above.
+//!
 //! # Idempotency keys from the client
 //!
 //! A client that sends its own idempotency key, as `idempotencyKey` in the request's `_meta`

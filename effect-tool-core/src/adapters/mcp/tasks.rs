@@ -70,7 +70,7 @@ use serde_json::{Map, Value, json};
 use sha2::Sha256;
 use tokio_util::sync::CancellationToken;
 
-use super::{Caller, Dispatched, McpServer, to_call_tool_result_with};
+use super::{Caller, Dispatched, McpServer, is_input_mismatch, to_call_tool_result_with};
 use crate::decide::record::{EffectRecord, Millis, RecordState};
 use crate::engine::Disposition;
 use crate::store::approval::wait_while;
@@ -186,7 +186,9 @@ impl Tasks {
     ) -> Option<CreateTaskResult> {
         let result = &dispatched.result;
         let key = result.key.as_deref()?;
-        if matches!(result.outcome, ToolOutcome::Output(_) | ToolOutcome::Rejected(_)) {
+        // An output or a refusal is the answer; so is another input under the key (the record
+        // that waits is another call's).
+        if matches!(result.outcome, ToolOutcome::Output(_) | ToolOutcome::Rejected(_)) || is_input_mismatch(result) {
             return None;
         }
         let store = server.dispatcher.engine().store();
@@ -226,7 +228,13 @@ impl Tasks {
                         finished: None,
                     },
                 );
-                self.spawn(server.dispatcher.clone(), id.clone(), dispatched, answer.clone(), cancel);
+                self.spawn(
+                    server.dispatcher.clone(),
+                    id.clone(),
+                    dispatched,
+                    answer.clone(),
+                    cancel,
+                );
             }
         }
         let (message, state) = waiting_message(&record);
@@ -320,9 +328,7 @@ impl Tasks {
         // What this server holds of it, if anything.
         let held = self.live().get(id).map(|t| {
             let payload = match &t.state {
-                LiveState::Done(answer) => Some(TaskPayload::Completed {
-                    result: object(answer),
-                }),
+                LiveState::Done(answer) => Some(TaskPayload::Completed { result: object(answer) }),
                 LiveState::Cancelled => Some(TaskPayload::Cancelled),
                 LiveState::Waiting | LiveState::Running => None,
             };
@@ -411,7 +417,13 @@ fn from_record(
             };
             let answer = to_call_tool_result_with(&replay, toolkit.output(tool));
             let message = format!("`{tool}` completed; its result is recorded");
-            (TaskPayload::Completed { result: object(&answer) }, message, state)
+            (
+                TaskPayload::Completed {
+                    result: object(&answer),
+                },
+                message,
+                state,
+            )
         }
         _ if holds => (
             TaskPayload::Working,
@@ -448,27 +460,26 @@ fn from_record(
 
 /// What a task waiting for a person says, and its `effect-tool/state`.
 fn waiting_message(record: &EffectRecord) -> (String, &'static str) {
-    let key = crate::value::shell::quote(&record.key);
+    let tool = &record.tool;
     match record.state {
         RecordState::InDoubt => (
             format!(
-                "`{}` is in doubt: it may or may not have happened, and a person must resolve it (`effect-tool show {key}`, then `effect-tool resolve {key} --applied --output '<json>'` or `--not-applied`); the server continues the call then",
-                record.tool
+                "`{tool}` is in doubt: it may or may not have happened, and a person must resolve it: {}; the server continues the call then",
+                crate::value::commands::resolve_commands(&record.key, false)
             ),
             "in-doubt",
         ),
-        _ => (
-            format!(
-                "`{}` waits for a person's approval{} (`effect-tool approve {key}`); the server runs it once approved",
-                record.tool,
-                record
-                    .approval_role
-                    .as_deref()
-                    .map(|r| format!(" (role `{r}`)"))
-                    .unwrap_or_default()
-            ),
-            "awaiting-approval",
-        ),
+        _ => {
+            let key = crate::value::shell::quote(&record.key);
+            let role = record.approval_role.as_deref().unwrap_or("approver");
+            (
+                format!(
+                    "`{tool}` waits for approval by a person of role `{role}` (`effect-tool approve {key} --as {}`, or the console); the server runs it once approved",
+                    crate::value::shell::quote(role)
+                ),
+                "awaiting-approval",
+            )
+        }
     }
 }
 
@@ -500,10 +511,7 @@ fn not_found() -> rmcp::ErrorData {
 }
 
 fn internal(e: crate::call::error::StoreError) -> rmcp::ErrorData {
-    rmcp::ErrorData::internal_error(
-        format!("the journal could not be read ({e}); poll again later"),
-        None,
-    )
+    rmcp::ErrorData::internal_error(format!("the journal could not be read ({e}); poll again later"), None)
 }
 
 fn now_millis() -> Millis {
