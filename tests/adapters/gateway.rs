@@ -21,7 +21,7 @@ use rmcp::service::{RoleClient, RunningService};
 use serde_json::{Value, json};
 
 /// The folder `scripts/mcp-servers.sh install` filled, or `None` (outside CI) to skip.
-fn servers() -> Option<PathBuf> {
+pub(crate) fn servers() -> Option<PathBuf> {
     match std::env::var_os("EFFECT_TOOL_MCP_SERVERS") {
         Some(dir) => Some(PathBuf::from(dir)),
         None if std::env::var_os("CI").is_some() || std::env::var_os("EFFECT_TOOL_REQUIRE_MCP_SERVERS").is_some() => {
@@ -49,7 +49,7 @@ fn ledger_server() -> String {
         .to_string()
 }
 
-fn node_server(servers: &Path, package: &str) -> String {
+pub(crate) fn node_server(servers: &Path, package: &str) -> String {
     servers
         .join("node_modules/@modelcontextprotocol")
         .join(package)

@@ -16,4 +16,5 @@ mod mcp_output_keys;
 mod mcp_principals;
 mod mcp_progress_python_client;
 mod mcp_stdio_python_client;
+mod mcp_tasks;
 mod rig_agent;

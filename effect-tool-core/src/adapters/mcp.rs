@@ -74,6 +74,16 @@
 //! `blocked`, `awaiting-approval`, `failed`, `panicked`, `busy`) and `effect-tool/key` when the
 //! call reached the journal.
 //!
+//! # Tasks: calls that wait for a person
+//!
+//! A client that declares MCP's Tasks extension (`io.modelcontextprotocol/tasks`, as rmcp 3.x
+//! implements it) gets a task instead of an error result for a call that parks for approval
+//! or stops in doubt. `tasks/get` reads the record from the journal each time (`working` while
+//! a person has to approve or resolve it, `completed` with the call's result once a person has
+//! decided and the server has run the call); the server runs the call itself after the
+//! decision ([`McpServer::with_task_wait`] bounds the wait, `tasks/cancel` ends it). A task id
+//! is good for the principal that made the call only. Other clients get the answers above.
+//!
 //! # Idempotency keys from the client
 //!
 //! A client that sends its own idempotency key, as `idempotencyKey` in the request's `_meta`
@@ -155,6 +165,7 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::ServiceExt;
 use rmcp::model::{
@@ -175,6 +186,7 @@ pub mod gateway;
 mod limits;
 mod progress;
 mod seal;
+mod tasks;
 pub use limits::McpLimits;
 use limits::{Busy, Gate, Gates};
 use seal::Sealer;
@@ -327,6 +339,8 @@ pub struct McpServer {
     sealer: Arc<Sealer>,
     /// This session: its tag (in its default run and fallback call ids) and its limit.
     session: Arc<Session>,
+    /// The tasks of calls that wait for a person (see [`McpServer::with_task_wait`]).
+    tasks: Arc<tasks::Tasks>,
 }
 
 /// One MCP session of a server (a stdio connection, an HTTP session, or one stateless HTTP
@@ -416,7 +430,19 @@ impl McpServer {
             gates: Arc::new(Gates::new(limits)),
             session: Session::new(&limits),
             limits,
+            tasks: Arc::new(tasks::Tasks::new(tasks::DEFAULT_TASK_WAIT)),
         }
+    }
+
+    /// How long the server waits for a person's decision on a call it answered with an MCP
+    /// task (default a day): a client that declared the Tasks extension
+    /// (`io.modelcontextprotocol/tasks`) gets a task, instead of an error result, for a call
+    /// that parks for approval or stops in doubt; the server runs the call once a person has
+    /// decided, and the task's result is the call's. Past `wait`, the task completes with the
+    /// answer the call first got (the record stays for a person; calling again runs it then).
+    pub fn with_task_wait(mut self, wait: Duration) -> Self {
+        self.tasks = Arc::new(tasks::Tasks::new(wait));
+        self
     }
 
     /// The run of every call whose `_meta` names none, in every session (scoped by principal
@@ -637,8 +663,7 @@ impl McpServer {
     ) -> CallToolResult {
         let caller = Caller::of(context);
         match self.call(request, context, &caller).await {
-            Ok((result, Some(client_key))) if is_input_mismatch(&result) => reused_key_result(&result, &client_key),
-            Ok((result, _)) => to_call_tool_result_with(&result, self.dispatcher.toolkit().output(&result.name)),
+            Ok(dispatched) => self.answer(&dispatched),
             Err(refusal) => refusal_result(&refusal),
         }
     }
@@ -678,7 +703,7 @@ impl McpServer {
         mut request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
         caller: &Caller,
-    ) -> Result<(ToolResult, Option<String>), Refusal> {
+    ) -> Result<Dispatched, Refusal> {
         let mut meta: Map<String, Value> = context.meta.0.0.clone();
         if let Some(m) = &request.meta {
             for (k, v) in m.0.0.iter() {
@@ -725,8 +750,47 @@ impl McpServer {
             (run, None) => self.dispatcher.call(&run, &call).await,
         };
         drop((place, session));
-        Ok((result, client_key))
+        Ok(Dispatched {
+            result,
+            client_key,
+            run,
+            call,
+        })
     }
+
+    /// The answer to one `tools/call`: as [`McpServer::handle_call`]'s, or a task when the call
+    /// waits for a person and the client declared the Tasks extension (see `mcp/tasks.rs`).
+    async fn respond(&self, request: CallToolRequestParams, context: &RequestContext<RoleServer>) -> CallToolResponse {
+        let caller = Caller::of(context);
+        match self.call(request, context, &caller).await {
+            Ok(dispatched) => {
+                let answer = self.answer(&dispatched);
+                let tasks_declared = context.client_capabilities().is_some_and(|c| c.supports_tasks());
+                if tasks_declared && let Some(task) = self.tasks.park(self, &caller, &dispatched, &answer).await {
+                    return task.into();
+                }
+                answer.into()
+            }
+            Err(refusal) => refusal_result(&refusal).into(),
+        }
+    }
+
+    /// The MCP result of a dispatched call.
+    fn answer(&self, d: &Dispatched) -> CallToolResult {
+        match &d.client_key {
+            Some(client_key) if is_input_mismatch(&d.result) => reused_key_result(&d.result, client_key),
+            _ => to_call_tool_result_with(&d.result, self.dispatcher.toolkit().output(&d.result.name)),
+        }
+    }
+}
+
+/// A call as the server dispatched it: its result, the client's idempotency key, and the run
+/// and call (which a task dispatches again once a person has decided).
+struct Dispatched {
+    result: ToolResult,
+    client_key: Option<String>,
+    run: RunContext,
+    call: ToolCall,
 }
 
 /// A transport whose `tools/call` requests have their sensitive arguments sealed as they are
@@ -992,7 +1056,7 @@ fn reused_key_result(result: &ToolResult, client_key: &str) -> CallToolResult {
 
 impl rmcp::ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
+        let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tasks().build());
         config.server_info = self.info.clone();
         config.instructions = self.instructions.clone();
         config
@@ -1013,7 +1077,34 @@ impl rmcp::ServerHandler for McpServer {
     ) -> Result<CallToolResponse, rmcp::ErrorData> {
         let name: Cow<'_, str> = request.name.clone();
         tracing::debug!(tool = %name, "MCP tools/call");
-        Ok(self.handle_call(request, &context).await.into())
+        Ok(self.respond(request, &context).await)
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, rmcp::ErrorData> {
+        self.tasks.get(self, &Caller::of(&context), &request.task_id).await
+    }
+
+    async fn update_task(
+        &self,
+        _request: rmcp::model::UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), rmcp::ErrorData> {
+        // No task of this server asks the client for input: acknowledged, as the extension
+        // asks of any `tasks/update`.
+        Ok(())
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), rmcp::ErrorData> {
+        self.tasks.cancel(self, &Caller::of(&context), &request.task_id).await;
+        Ok(())
     }
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::call::error::StoreError;
-use crate::decide::record::RecordState;
+use crate::decide::record::{EffectRecord, RecordState};
 use crate::store::Store;
 
 /// What a person decided about a call that waited for approval
@@ -41,26 +41,39 @@ pub(crate) async fn wait_for_approval(
     key: &str,
     timeout: Duration,
 ) -> Result<ApprovalAnswer, StoreError> {
+    let Some(rec) = wait_while(store, key, &[RecordState::AwaitingApproval], timeout).await? else {
+        return Ok(ApprovalAnswer::TimedOut);
+    };
+    Ok(match rec {
+        Some(rec) if rec.state == RecordState::Approved => ApprovalAnswer::Approved { by: rec.decided_by },
+        Some(rec) if rec.state == RecordState::Denied => ApprovalAnswer::Denied {
+            by: rec.decided_by,
+            reason: rec.reason,
+        },
+        other => ApprovalAnswer::Other(other.map(|r| r.state)),
+    })
+}
+
+/// Wait until the record under `key` is in none of `states` (a person decided: approved,
+/// denied, resolved), or `timeout` passes: `Some` of the record as it is then (`None` when it
+/// is gone), `None` when the time ran out first.
+pub(crate) async fn wait_while(
+    store: &Arc<dyn Store>,
+    key: &str,
+    states: &[RecordState],
+    timeout: Duration,
+) -> Result<Option<Option<EffectRecord>>, StoreError> {
     let deadline = tokio::time::Instant::now() + timeout;
     let mut poll = WAIT_POLL.0;
     loop {
         let rec = store.get(key).await?;
         match rec {
-            Some(rec) if rec.state == RecordState::AwaitingApproval => {}
-            Some(rec) if rec.state == RecordState::Approved => {
-                return Ok(ApprovalAnswer::Approved { by: rec.decided_by });
-            }
-            Some(rec) if rec.state == RecordState::Denied => {
-                return Ok(ApprovalAnswer::Denied {
-                    by: rec.decided_by,
-                    reason: rec.reason,
-                });
-            }
-            other => return Ok(ApprovalAnswer::Other(other.map(|r| r.state))),
+            Some(rec) if states.contains(&rec.state) => {}
+            other => return Ok(Some(other)),
         }
         let now = tokio::time::Instant::now();
         if now >= deadline {
-            return Ok(ApprovalAnswer::TimedOut);
+            return Ok(None);
         }
         tokio::select! {
             _ = store.changed(key) => {}
