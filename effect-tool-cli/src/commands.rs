@@ -115,6 +115,7 @@ where
                     serve(store, listen, console, allowed_hosts, json, io).await
                 }
                 Command::Gateway(args) => crate::gateway::serve(&args, store).await,
+                Command::Grant(args) => crate::grant::grant(&*store, args, json, io).await,
                 Command::Key(_) | Command::Canon { .. } | Command::Manifest(_) | Command::Policy(_) => Ok(()),
             }
         }
@@ -259,11 +260,11 @@ async fn stopped() {
     }
 }
 
-fn write(out: &mut dyn Write, text: &str) -> Result<(), CliError> {
+pub(crate) fn write(out: &mut dyn Write, text: &str) -> Result<(), CliError> {
     out.write_all(text.as_bytes()).map_err(io_error)
 }
 
-fn write_json(out: &mut dyn Write, value: &Value) -> Result<(), CliError> {
+pub(crate) fn write_json(out: &mut dyn Write, value: &Value) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(value).map_err(|e| CliError::Store(format!("cannot encode JSON: {e}")))?;
     write(out, &text)?;
     write(out, "\n")
@@ -281,7 +282,7 @@ fn record_json(rec: &EffectRecord) -> Value {
     serde_json::to_value(rec).unwrap_or(Value::Null)
 }
 
-fn who(by: Option<String>) -> Result<String, CliError> {
+pub(crate) fn who(by: Option<String>) -> Result<String, CliError> {
     match by.map(|b| b.trim().to_owned()) {
         Some(b) if !b.is_empty() => Ok(b),
         _ => Err(CliError::Usage(

@@ -96,6 +96,7 @@ pub mod cli;
 pub mod commands;
 pub mod error;
 pub mod gateway;
+pub mod grant;
 pub mod output;
 pub mod store;
 

@@ -135,7 +135,7 @@ pub(crate) fn start_driver(program: &str) -> Driver {
     Driver { child, port }
 }
 
-async fn open_browser(driver: &Driver, chromium: &str) -> Client {
+pub(crate) async fn open_browser(driver: &Driver, chromium: &str) -> Client {
     let mut caps = serde_json::Map::new();
     caps.insert(
         "goog:chromeOptions".into(),

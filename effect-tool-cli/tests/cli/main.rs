@@ -9,6 +9,7 @@
 mod common;
 
 mod flows;
+mod grants;
 mod libpq_env;
 mod manifest_review;
 mod markers;

@@ -6,6 +6,7 @@
 
 mod decision_core;
 mod fuzz_regressions;
+mod grants;
 mod jcs;
 mod key_props;
 mod record_mutants;
