@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::cli::{AbandonArgs, Cli, Command, KeyArgs, ListArgs, ManifestArgs, PolicyCommand, ResolveArgs, StateFilter};
 use crate::error::{CliError, not_found};
+use crate::emit::{io_error, who, write, write_json};
 use crate::output::{Table, clean, shell_quote, time};
 
 /// Where a command reads and writes.
@@ -115,7 +116,7 @@ where
                     serve(store, listen, console, allowed_hosts, json, io).await
                 }
                 Command::Gateway(args) => crate::gateway::serve(&args, store).await,
-                Command::Grant(args) => crate::grant::grant(&*store, args, json, io).await,
+                Command::Grant(args) => crate::grant::grant(&*store, args, json, &mut *io.out).await,
                 Command::Key(_) | Command::Canon { .. } | Command::Manifest(_) | Command::Policy(_) => Ok(()),
             }
         }
@@ -260,35 +261,8 @@ async fn stopped() {
     }
 }
 
-pub(crate) fn write(out: &mut dyn Write, text: &str) -> Result<(), CliError> {
-    out.write_all(text.as_bytes()).map_err(io_error)
-}
-
-pub(crate) fn write_json(out: &mut dyn Write, value: &Value) -> Result<(), CliError> {
-    let text = serde_json::to_string_pretty(value).map_err(|e| CliError::Store(format!("cannot encode JSON: {e}")))?;
-    write(out, &text)?;
-    write(out, "\n")
-}
-
-fn io_error(e: std::io::Error) -> CliError {
-    if e.kind() == std::io::ErrorKind::BrokenPipe {
-        CliError::OutputClosed
-    } else {
-        CliError::Store(format!("cannot write the output: {e}"))
-    }
-}
-
 fn record_json(rec: &EffectRecord) -> Value {
     serde_json::to_value(rec).unwrap_or(Value::Null)
-}
-
-pub(crate) fn who(by: Option<String>) -> Result<String, CliError> {
-    match by.map(|b| b.trim().to_owned()) {
-        Some(b) if !b.is_empty() => Ok(b),
-        _ => Err(CliError::Usage(
-            "say who decides: --by NAME (it goes into the audit trail; defaults to $USER, which is not set)".into(),
-        )),
-    }
 }
 
 fn read_stdin(io: &mut Io<'_>, what: &str) -> Result<String, CliError> {

@@ -9,8 +9,8 @@ use effect_tool_core::decide::grant::{Condition, Grant};
 use effect_tool_core::store::{GrantError, GrantsExt, NewGrant};
 use serde_json::{Value, json};
 
-use crate::commands::{Io, who, write, write_json};
 use crate::error::CliError;
+use crate::emit::{who, write, write_json};
 use crate::output::{Table, clean, time};
 
 /// `effect-tool grant`.
@@ -76,7 +76,7 @@ pub enum GrantAction {
 }
 
 /// Run `effect-tool grant ...`.
-pub async fn grant(store: &dyn Store, args: GrantArgs, json: bool, io: &mut Io<'_>) -> Result<(), CliError> {
+pub async fn grant(store: &dyn Store, args: GrantArgs, json: bool, out: &mut dyn std::io::Write) -> Result<(), CliError> {
     match args.action {
         GrantAction::Add {
             tool,
@@ -116,10 +116,10 @@ pub async fn grant(store: &dyn Store, args: GrantArgs, json: bool, io: &mut Io<'
                 GrantError::Store(e) => e.into(),
             })?;
             if json {
-                return write_json(io.out, &grant_json(&g, store.now()));
+                return write_json(out, &grant_json(&g, store.now()));
             }
             write(
-                io.out,
+                out,
                 &format!(
                     "granted {}: calls of {} {} run without waiting for a person, until {}, approved by {}; revoke it with `effect-tool grant revoke {}`\n",
                     clean(&g.id),
@@ -135,10 +135,10 @@ pub async fn grant(store: &dyn Store, args: GrantArgs, json: bool, io: &mut Io<'
             let grants = store.grants(tool.as_deref()).await?;
             let now = store.now();
             if json {
-                return write_json(io.out, &Value::Array(grants.iter().map(|g| grant_json(g, now)).collect()));
+                return write_json(out, &Value::Array(grants.iter().map(|g| grant_json(g, now)).collect()));
             }
             if grants.is_empty() {
-                return write(io.out, "no standing approvals\n");
+                return write(out, "no standing approvals\n");
             }
             let mut table = Table::new(vec!["STATE", "TOOL", "ROLE", "BY", "UNTIL", "WHEN", "ID"]);
             for g in &grants {
@@ -152,7 +152,7 @@ pub async fn grant(store: &dyn Store, args: GrantArgs, json: bool, io: &mut Io<'
                     g.id.clone(),
                 ]);
             }
-            table.write(io.out).map_err(|e| CliError::Store(format!("cannot write the output: {e}")))
+            table.write(out).map_err(crate::emit::io_error)
         }
         GrantAction::Revoke { id, by } => {
             let by = who(by)?;
@@ -163,11 +163,11 @@ pub async fn grant(store: &dyn Store, args: GrantArgs, json: bool, io: &mut Io<'
                 )));
             };
             if json {
-                return write_json(io.out, &grant_json(&g, store.now()));
+                return write_json(out, &grant_json(&g, store.now()));
             }
             let r = g.revoked.as_ref().map(|r| (r.by.as_str(), r.at)).unwrap_or((by.as_str(), 0));
             write(
-                io.out,
+                out,
                 &format!(
                     "revoked {} (by {} at {}): calls of {} wait for a person again\n",
                     clean(&g.id),

@@ -94,6 +94,7 @@
 
 pub mod cli;
 pub mod commands;
+pub mod emit;
 pub mod error;
 pub mod gateway;
 pub mod grant;

@@ -173,7 +173,7 @@ pub trait Store: Send + Sync + 'static {
     /// `grants`). The default keeps none and refuses, saying which stores do.
     async fn put_grant(&self, grant: &Grant) -> Result<(), StoreError> {
         let _ = grant;
-        Err(super::grant::unsupported())
+        Err(no_grants())
     }
 
     /// The standing approvals, of `tool` only if given, revoked and expired ones included,
@@ -196,7 +196,7 @@ pub trait Store: Send + Sync + 'static {
     /// The default refuses, as [`Store::put_grant`] does.
     async fn revoke_grant(&self, id: &str, by: &str) -> Result<Option<Grant>, StoreError> {
         let _ = (id, by);
-        Err(super::grant::unsupported())
+        Err(no_grants())
     }
 
     /// Completes when a person's decision on `key` (approve, deny, resolve, amend) was made,
@@ -369,4 +369,12 @@ impl std::fmt::Debug for StoreClock {
 /// `input:<tool>` (a declared tool's name holds no `:`).
 pub fn input_schema_name(tool: &str) -> String {
     format!("input:{tool}")
+}
+
+/// The refusal of a store that keeps no standing approvals.
+fn no_grants() -> StoreError {
+    StoreError::Backend(
+        "this journal keeps no standing approvals (its store does not implement `Store::put_grant`): nothing was granted or revoked; use a store that keeps them (memory, SQLite, PostgreSQL)"
+            .to_owned(),
+    )
 }

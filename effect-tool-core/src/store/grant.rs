@@ -107,14 +107,6 @@ fn new_id() -> Result<String, StoreError> {
     ))
 }
 
-/// The refusal of a store that keeps no grants.
-pub(super) fn unsupported() -> StoreError {
-    StoreError::Backend(
-        "this journal keeps no standing approvals (its store does not implement `Store::put_grant`): nothing was granted; use a store that keeps them (memory, SQLite, PostgreSQL)"
-            .to_owned(),
-    )
-}
-
 /// A grant as the SQL backends keep it: its JSON, under [`GRANT_FORMAT`].
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(super) fn encode(grant: &Grant) -> String {
