@@ -58,7 +58,7 @@ pub enum GrantAction {
         by: Option<String>,
     },
     /// List the standing approvals, oldest first, with their state (live, revoked, expired,
-    /// not yet valid).
+    /// not-yet-valid).
     List {
         /// Only those of this tool.
         #[arg(long)]
@@ -143,7 +143,7 @@ pub async fn grant(store: &dyn Store, args: GrantArgs, json: bool, out: &mut dyn
             let mut table = Table::new(vec!["STATE", "TOOL", "ROLE", "BY", "UNTIL", "WHEN", "ID"]);
             for g in &grants {
                 table.row(vec![
-                    state(g, now).to_owned(),
+                    g.state(now).to_owned(),
                     g.tool.clone(),
                     g.role.clone(),
                     g.granted_by.clone(),
@@ -180,19 +180,6 @@ pub async fn grant(store: &dyn Store, args: GrantArgs, json: bool, out: &mut dyn
     }
 }
 
-/// `live`, `revoked`, `expired` or `not yet valid` at `now`.
-pub fn state(g: &Grant, now: i64) -> &'static str {
-    if g.revoked.is_some() {
-        "revoked"
-    } else if now >= g.valid_until {
-        "expired"
-    } else if now < g.valid_from {
-        "not yet valid"
-    } else {
-        "live"
-    }
-}
-
 /// The grant's condition and scope in words.
 fn condition_text(g: &Grant) -> String {
     let mut parts: Vec<String> = g.when.iter().map(|c| clean(&c.to_string())).collect();
@@ -213,7 +200,7 @@ fn condition_text(g: &Grant) -> String {
 fn grant_json(g: &Grant, now: i64) -> Value {
     let mut v = serde_json::to_value(g).unwrap_or(Value::Null);
     if let Some(o) = v.as_object_mut() {
-        o.insert("state".to_owned(), json!(state(g, now)));
+        o.insert("state".to_owned(), json!(g.state(now)));
     }
     v
 }

@@ -208,6 +208,20 @@ pub fn pick<'g>(grants: &'g [Grant], call: &GrantCall<'_>, now: Millis) -> Optio
 }
 
 impl Grant {
+    /// Its state at `now`: `revoked`, `expired`, `not-yet-valid` or `live` (the first that
+    /// holds, in that order).
+    pub fn state(&self, now: Millis) -> &'static str {
+        if self.revoked.is_some() {
+            "revoked"
+        } else if now >= self.valid_until {
+            "expired"
+        } else if now < self.valid_from {
+            "not-yet-valid"
+        } else {
+            "live"
+        }
+    }
+
     /// What a claim under this grant names ([`crate::decide::record::Op::ClaimGranted`]).
     pub fn usage(&self) -> GrantUse {
         GrantUse {

@@ -89,7 +89,7 @@ pub trait GrantsExt: Store {
             .grants(tool)
             .await?
             .into_iter()
-            .filter(|g| g.revoked.is_none() && g.valid_from <= now && now < g.valid_until)
+            .filter(|g| g.state(now) == "live")
             .collect())
     }
 }

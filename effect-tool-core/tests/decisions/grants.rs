@@ -50,6 +50,22 @@ fn call<'a>(input: &'a Value, run_id: &'a str) -> GrantCall<'a> {
 }
 
 #[test]
+fn a_grants_state_at_a_time() {
+    let g = grant();
+    assert_eq!(g.state(NOW), "live");
+    assert_eq!(g.state(NOW - 1000), "live");
+    assert_eq!(g.state(NOW - 1001), "not-yet-valid");
+    assert_eq!(g.state(NOW + 1000), "expired");
+    let mut r = grant();
+    r.revoked = Some(Revocation {
+        by: "bob".into(),
+        at: NOW,
+    });
+    assert_eq!(r.state(NOW), "revoked");
+    assert_eq!(r.state(NOW + 1000), "revoked", "a revocation outranks the end");
+}
+
+#[test]
 fn a_live_grant_covers_a_call_meeting_its_condition() {
     let args = input(5000);
     assert_eq!(covers(&grant(), &call(&args, "r1"), NOW), Ok(()));
@@ -299,6 +315,15 @@ fn granted(fingerprint: &str) -> Op {
     }
 }
 
+/// [`granted`] with its intent changed by `change`.
+fn granted_with(change: impl FnOnce(&mut Intent)) -> Op {
+    let mut op = granted("f");
+    if let Op::ClaimGranted { intent, .. } = &mut op {
+        change(intent);
+    }
+    op
+}
+
 #[test]
 fn a_granted_claim_claims_where_the_call_would_park() {
     let op = granted("f");
@@ -319,25 +344,7 @@ fn a_granted_claim_claims_where_the_call_would_park() {
     assert_eq!((d["fingerprint"].clone(), d["attempt"].clone()), (json!("f"), json!(1)));
     assert_eq!(d["voided"], Value::Null);
     // An idempotent tool's granted claim needs no flush of its own, as its plain claim.
-    let Op::ClaimGranted {
-        mut intent,
-        lease_ms,
-        takeover_in_doubt,
-        grant,
-    } = granted("f")
-    else {
-        unreachable!()
-    };
-    intent.class = EffectClass::Idempotent;
-    assert!(
-        !Op::ClaimGranted {
-            intent,
-            lease_ms,
-            takeover_in_doubt,
-            grant
-        }
-        .needs_flush()
-    );
+    assert!(!granted_with(|i| i.class = EffectClass::Idempotent).needs_flush());
 }
 
 fn record(state: RecordState, fingerprint: &str) -> EffectRecord {
@@ -395,22 +402,7 @@ fn a_granted_claim_takes_over_a_stale_claim_as_a_claim_does() {
 
 #[test]
 fn a_call_needing_no_approval_claims_plainly_under_a_grant() {
-    let Op::ClaimGranted {
-        mut intent,
-        lease_ms,
-        takeover_in_doubt,
-        grant,
-    } = granted("f")
-    else {
-        unreachable!()
-    };
-    intent.approval = None;
-    let op = Op::ClaimGranted {
-        intent,
-        lease_ms,
-        takeover_in_doubt,
-        grant,
-    };
+    let op = granted_with(|i| i.approval = None);
     let t = transition("k", Current::Absent, op, NOW).unwrap();
     let rec = t.write.unwrap();
     assert_eq!((rec.state, rec.decided_by.as_deref()), (RecordState::Claimed, None));

@@ -29,23 +29,10 @@ pub(super) struct GrantsQuery {
     tool: Option<String>,
 }
 
-/// The state of `g` at `now`, as the page and scripts read it.
-fn state(g: &Grant, now: Millis) -> &'static str {
-    if g.revoked.is_some() {
-        "revoked"
-    } else if now >= g.valid_until {
-        "expired"
-    } else if now < g.valid_from {
-        "not-yet-valid"
-    } else {
-        "live"
-    }
-}
-
 fn grant_json(g: &Grant, now: Millis) -> Value {
     let mut v = serde_json::to_value(g).unwrap_or(Value::Null);
     if let Some(o) = v.as_object_mut() {
-        o.insert("state".to_owned(), json!(state(g, now)));
+        o.insert("state".to_owned(), json!(g.state(now)));
     }
     v
 }
