@@ -76,10 +76,16 @@ async fn main() {
     };
     let small = call(run.clone(), "A-1", 1200).await;
     println!("2. refund A-1 1200: {}", small.disposition.as_str());
-    check("a covered refund runs without waiting", small.disposition == Disposition::Executed);
+    check(
+        "a covered refund runs without waiting",
+        small.disposition == Disposition::Executed,
+    );
     let key = small.key.clone().expect("a journaled call has a key");
     let rec = store.get(&key).await.unwrap().expect("the record");
-    check("its record names the granter", rec.decided_by.as_deref() == Some("alice"));
+    check(
+        "its record names the granter",
+        rec.decided_by.as_deref() == Some("alice"),
+    );
     let audit = store.audit(Some(&key)).await.unwrap();
     check(
         "its audit entry names the grant",
@@ -92,16 +98,28 @@ async fn main() {
 
     let big = call(run.clone(), "A-2", 9000).await;
     println!("3. refund A-2 9000: {}", big.disposition.as_str());
-    check("over the limit, it waits for a person", big.disposition == Disposition::AwaitingApproval);
+    check(
+        "over the limit, it waits for a person",
+        big.disposition == Disposition::AwaitingApproval,
+    );
 
     let own = call(RunContext::new("alice/support-run-2"), "A-3", 100).await;
     println!("4. alice's own refund A-3 100: {}", own.disposition.as_str());
-    check("the granter's own call waits", own.disposition == Disposition::AwaitingApproval);
+    check(
+        "the granter's own call waits",
+        own.disposition == Disposition::AwaitingApproval,
+    );
 
     engine.revoke_grant(&grant.id, "bob").await.unwrap();
     let after = call(run, "A-4", 100).await;
-    println!("5. after bob revoked it, refund A-4 100: {}", after.disposition.as_str());
-    check("after the revocation, it waits", after.disposition == Disposition::AwaitingApproval);
+    println!(
+        "5. after bob revoked it, refund A-4 100: {}",
+        after.disposition.as_str()
+    );
+    check(
+        "after the revocation, it waits",
+        after.disposition == Disposition::AwaitingApproval,
+    );
 
     let refunds = REFUNDS.lock().unwrap().clone();
     println!("payment backend refunded: {refunds:?}");

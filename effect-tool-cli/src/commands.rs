@@ -14,8 +14,8 @@ use effect_tool_core::{KeyRule, RunContext, Store, StoreExt, Verdict};
 use serde_json::{Value, json};
 
 use crate::cli::{AbandonArgs, Cli, Command, KeyArgs, ListArgs, ManifestArgs, PolicyCommand, ResolveArgs, StateFilter};
-use crate::error::{CliError, not_found};
 use crate::emit::{io_error, who, write, write_json};
+use crate::error::{CliError, not_found};
 use crate::output::{Table, clean, shell_quote, time};
 
 /// Where a command reads and writes.

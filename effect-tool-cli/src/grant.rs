@@ -9,8 +9,8 @@ use effect_tool_core::decide::grant::{Condition, Grant};
 use effect_tool_core::store::{GrantError, GrantsExt, NewGrant};
 use serde_json::{Value, json};
 
-use crate::error::CliError;
 use crate::emit::{who, write, write_json};
+use crate::error::CliError;
 use crate::output::{Table, clean, time};
 
 /// `effect-tool grant`.
@@ -76,7 +76,12 @@ pub enum GrantAction {
 }
 
 /// Run `effect-tool grant ...`.
-pub async fn grant(store: &dyn Store, args: GrantArgs, json: bool, out: &mut dyn std::io::Write) -> Result<(), CliError> {
+pub async fn grant(
+    store: &dyn Store,
+    args: GrantArgs,
+    json: bool,
+    out: &mut dyn std::io::Write,
+) -> Result<(), CliError> {
     match args.action {
         GrantAction::Add {
             tool,
@@ -165,7 +170,11 @@ pub async fn grant(store: &dyn Store, args: GrantArgs, json: bool, out: &mut dyn
             if json {
                 return write_json(out, &grant_json(&g, store.now()));
             }
-            let r = g.revoked.as_ref().map(|r| (r.by.as_str(), r.at)).unwrap_or((by.as_str(), 0));
+            let r = g
+                .revoked
+                .as_ref()
+                .map(|r| (r.by.as_str(), r.at))
+                .unwrap_or((by.as_str(), 0));
             write(
                 out,
                 &format!(

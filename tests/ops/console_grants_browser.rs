@@ -44,7 +44,13 @@ async fn sign_in(browser: &Client, base: &str, token: &str, name: &str) {
     shown_text(browser, "#signin-view").await;
     let field = browser.find(Locator::Id("signin-token")).await.unwrap();
     field.send_keys(token).await.unwrap();
-    browser.find(Locator::Id("signin")).await.unwrap().click().await.unwrap();
+    browser
+        .find(Locator::Id("signin"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     assert!(shown_text(browser, "#whoami").await.contains(name));
     shown_text(browser, "#grants-view").await;
 }
@@ -95,14 +101,29 @@ async fn an_operator_grants_and_another_revokes_in_a_real_browser() {
     let body = r#"{"tool": "pay_invoice", "role": "finance", "valid_until": 99999999999999}"#;
     let refused = call(addr, CAROL, "POST", "/api/grants", body).await;
     assert_eq!(refused.status, 403, "{}", refused.body);
-    assert!(refused.json()["error"].as_str().unwrap().contains("needs role `finance`"));
+    assert!(
+        refused.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("needs role `finance`")
+    );
 
     let driver = start_driver(&chromedriver);
     let browser = open_browser(&driver, &chromium).await;
     let granted = async {
         sign_in(&browser, &base, ALICE, "alice").await;
-        assert!(shown_text(&browser, "#grants-empty").await.contains("No standing approvals"));
-        let roles = browser.find(Locator::Id("grant-role")).await.unwrap().text().await.unwrap();
+        assert!(
+            shown_text(&browser, "#grants-empty")
+                .await
+                .contains("No standing approvals")
+        );
+        let roles = browser
+            .find(Locator::Id("grant-role"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
         assert_eq!(roles.trim(), "finance", "the roles alice holds");
         browser
             .find(Locator::Id("grant-tool"))
@@ -138,19 +159,44 @@ async fn an_operator_grants_and_another_revokes_in_a_real_browser() {
     assert_eq!(paid.disposition, Disposition::Executed, "{:?}", paid.result);
     let key = paid.key.unwrap();
     let audit = store.audit(Some(&key)).await.unwrap();
-    let used = audit.iter().find(|e| e.action == "grant-used").expect("the grant's use is audited");
-    assert_eq!((used.actor.as_str(), used.detail.as_ref().unwrap()["grant"].as_str()), ("alice", Some(id.as_str())));
+    let used = audit
+        .iter()
+        .find(|e| e.action == "grant-used")
+        .expect("the grant's use is audited");
+    assert_eq!(
+        (used.actor.as_str(), used.detail.as_ref().unwrap()["grant"].as_str()),
+        ("alice", Some(id.as_str()))
+    );
     assert_eq!(pay("inv-2", 4_500).await.disposition, Disposition::Replayed);
     assert_eq!(pay("inv-3", 5_001).await.disposition, Disposition::AwaitingApproval);
 
     // Carol may not revoke it; bob (another finance person) does, on the page.
-    let refused = call(addr, CAROL, "POST", "/api/grants/revoke", &format!(r#"{{"id": "{id}"}}"#)).await;
+    let refused = call(
+        addr,
+        CAROL,
+        "POST",
+        "/api/grants/revoke",
+        &format!(r#"{{"id": "{id}"}}"#),
+    )
+    .await;
     assert_eq!(refused.status, 403, "{}", refused.body);
     let revoked = async {
-        browser.find(Locator::Id("signout")).await.unwrap().click().await.unwrap();
+        browser
+            .find(Locator::Id("signout"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
         sign_in(&browser, &base, BOB, "bob").await;
         let button = format!("#grants tbody tr[data-id=\"{id}\"] button.revoke");
-        browser.find(Locator::Css(&button)).await.unwrap().click().await.unwrap();
+        browser
+            .find(Locator::Css(&button))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
         let done = shown_text(&browser, "#message").await;
         assert!(done.starts_with(&format!("Revoked {id}")), "{done}");
         // The table is drawn again from the journal.

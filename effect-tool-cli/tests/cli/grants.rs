@@ -19,7 +19,17 @@ async fn grant_add_list_revoke(j: &Journal) {
     });
     let when = r#"{"arg": "cents", "at_most": 5000}"#;
     let add = |extra: &[&str]| {
-        let mut args = vec!["grant", "add", tool.as_str(), "--as", "finance", "--by", "alice", "--for", "1h"];
+        let mut args = vec![
+            "grant",
+            "add",
+            tool.as_str(),
+            "--as",
+            "finance",
+            "--by",
+            "alice",
+            "--for",
+            "1h",
+        ];
         args.extend_from_slice(extra);
         j.cli(&args)
     };
@@ -34,7 +44,10 @@ async fn grant_add_list_revoke(j: &Journal) {
     assert!(refused.fails(1).contains("cannot test"), "{refused:?}");
     let usage = add(&["--when", "cents <= 5000"]);
     assert!(usage.fails(2).contains("write one test as JSON"), "{usage:?}");
-    assert!(j.store.grants(Some(&tool)).await.unwrap().is_empty(), "a refused grant was kept");
+    assert!(
+        j.store.grants(Some(&tool)).await.unwrap().is_empty(),
+        "a refused grant was kept"
+    );
 
     let made = add(&["--when", when, "--json"]).json();
     let id = made["id"].as_str().unwrap().to_owned();
@@ -55,7 +68,10 @@ async fn grant_add_list_revoke(j: &Journal) {
     let listed = j.cli(&["grant", "list", "--tool", &tool]);
     let listed = listed.ok();
     assert!(listed.starts_with("STATE") && listed.contains(&id), "{listed}");
-    assert!(listed.contains("live") && listed.contains("where cents <= 5000"), "{listed}");
+    assert!(
+        listed.contains("live") && listed.contains("where cents <= 5000"),
+        "{listed}"
+    );
 
     let revoked = j.cli(&["grant", "revoke", &id, "--by", "bob"]);
     let revoked = revoked.ok();
@@ -64,7 +80,11 @@ async fn grant_add_list_revoke(j: &Journal) {
     assert_eq!(again["revoked"]["by"], json!("bob"), "the first revocation stands");
     assert_eq!(again["state"], json!("revoked"));
     assert!(j.store.grant(&id).await.unwrap().unwrap().revoked.is_some());
-    assert_eq!(j.store.live_grants(Some(&tool)).await.unwrap().len(), 1, "the other grant");
+    assert_eq!(
+        j.store.live_grants(Some(&tool)).await.unwrap().len(),
+        1,
+        "the other grant"
+    );
     let listed = j.cli(&["--json", "grant", "list", "--tool", &tool]).json();
     let states: Vec<_> = listed.as_array().unwrap().iter().map(|g| g["state"].clone()).collect();
     assert_eq!(states, [json!("revoked"), json!("live")]);

@@ -254,7 +254,10 @@ pub fn revoke(grant: &mut Grant, by: &str, now: Millis) -> Option<AuditEntry> {
     if grant.revoked.is_some() {
         return None;
     }
-    grant.revoked = Some(Revocation { by: by.to_owned(), at: now });
+    grant.revoked = Some(Revocation {
+        by: by.to_owned(),
+        at: now,
+    });
     Some(AuditEntry {
         key: audit_key(&grant.id),
         at: now,

@@ -7,9 +7,9 @@
 //! [`cedar`] (a deployment's Cedar policies: allow, deny with a reason, require an approval).
 
 pub mod budget;
-pub mod grant;
 #[cfg(feature = "policy")]
 #[cfg_attr(docsrs, doc(cfg(feature = "policy")))]
 pub mod cedar;
+pub mod grant;
 pub mod policy;
 pub mod record;

@@ -167,7 +167,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Keep `grant`, a new standing approval ([`crate::decide::grant`]), with its audit entry
     /// ([`crate::decide::grant::created_entry`]) in the same atomic section. Refused when a
-    /// grant of its id exists. The caller checked it ([`StoreExt::add_grant`](super::StoreExt::add_grant)).
+    /// grant of its id exists. The caller checked it ([`GrantsExt::add_grant`](super::GrantsExt::add_grant)).
     ///
     /// The built-in stores keep grants (memory: per store; SQLite: `effect_grants`; PostgreSQL:
     /// `grants`). The default keeps none and refuses, saying which stores do.

@@ -61,9 +61,9 @@ pub mod transaction;
 pub(crate) use backend::StoreClock;
 pub use backend::{Store, input_schema_name};
 pub use gc::collectable;
-pub use grant::{GrantError, GrantsExt, NewGrant};
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use gc::{GcPace, collectable_sql};
+pub use grant::{GrantError, GrantsExt, NewGrant};
 #[cfg(feature = "testing")]
 pub(crate) use layer::Access;
 pub(crate) use layer::{BoxFuture, Brief, Layered, Operation, StoreLayer};

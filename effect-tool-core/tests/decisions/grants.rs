@@ -71,8 +71,14 @@ fn a_live_grant_covers_a_call_meeting_its_condition() {
     assert_eq!(covers(&grant(), &call(&args, "r1"), NOW), Ok(()));
     // The first instant of its period counts, the last does not.
     assert_eq!(covers(&grant(), &call(&args, "r1"), NOW - 1000), Ok(()));
-    assert_eq!(covers(&grant(), &call(&args, "r1"), NOW + 1000), Err(NotCovered::Expired));
-    assert_eq!(covers(&grant(), &call(&args, "r1"), NOW - 1001), Err(NotCovered::NotYet));
+    assert_eq!(
+        covers(&grant(), &call(&args, "r1"), NOW + 1000),
+        Err(NotCovered::Expired)
+    );
+    assert_eq!(
+        covers(&grant(), &call(&args, "r1"), NOW - 1001),
+        Err(NotCovered::NotYet)
+    );
 }
 
 #[test]
@@ -89,10 +95,16 @@ fn each_reason_a_grant_does_not_cover_a_call() {
         by: "bob".into(),
         at: NOW - 1,
     });
-    assert_eq!(covers(&g, &call(&args, "r1"), NOW), Err(NotCovered::Revoked("bob".into())));
+    assert_eq!(
+        covers(&g, &call(&args, "r1"), NOW),
+        Err(NotCovered::Revoked("bob".into()))
+    );
     let mut g = grant();
     g.run_id = Some("r2".into());
-    assert_eq!(covers(&g, &call(&args, "r1"), NOW), Err(NotCovered::OtherRun("r2".into())));
+    assert_eq!(
+        covers(&g, &call(&args, "r1"), NOW),
+        Err(NotCovered::OtherRun("r2".into()))
+    );
     assert_eq!(covers(&g, &call(&args, "r2"), NOW), Ok(()));
     let too_much = input(5001);
     assert_eq!(
@@ -171,8 +183,14 @@ fn the_first_covering_grant_is_picked() {
     small.when[0].test = Test::AtMost(10.0);
     let big = grant();
     let grants = [small, big];
-    assert_eq!(pick(&grants, &call(&input(5), "r"), NOW).map(|g| g.id.as_str()), Some("g-small"));
-    assert_eq!(pick(&grants, &call(&input(50), "r"), NOW).map(|g| g.id.as_str()), Some("g-1"));
+    assert_eq!(
+        pick(&grants, &call(&input(5), "r"), NOW).map(|g| g.id.as_str()),
+        Some("g-small")
+    );
+    assert_eq!(
+        pick(&grants, &call(&input(50), "r"), NOW).map(|g| g.id.as_str()),
+        Some("g-1")
+    );
     assert!(pick(&grants, &call(&input(50_000), "r"), NOW).is_none());
 }
 
@@ -219,9 +237,18 @@ fn a_condition_is_checked_against_the_tools_argument_schema() {
     let s = schema();
     assert_eq!(check_condition("refund", &cond("cents", Test::AtMost(1.0)), &s), Ok(()));
     assert_eq!(check_condition("refund", &cond("rate", Test::AtLeast(1.0)), &s), Ok(()));
-    assert_eq!(check_condition("refund", &cond("order", Test::Prefix("A".into())), &s), Ok(()));
-    assert_eq!(check_condition("refund", &cond("meta.channel", Test::Prefix("w".into())), &s), Ok(()));
-    assert_eq!(check_condition("refund", &cond("any", Test::Equals(json!(1))), &s), Ok(()));
+    assert_eq!(
+        check_condition("refund", &cond("order", Test::Prefix("A".into())), &s),
+        Ok(())
+    );
+    assert_eq!(
+        check_condition("refund", &cond("meta.channel", Test::Prefix("w".into())), &s),
+        Ok(())
+    );
+    assert_eq!(
+        check_condition("refund", &cond("any", Test::Equals(json!(1))), &s),
+        Ok(())
+    );
     assert_eq!(check_condition("refund", &cond("any", Test::OneOf(vec![])), &s), Ok(()));
     match check_condition("refund", &cond("amount", Test::AtMost(1.0)), &s) {
         Err(BadGrant::NoSuchArgument { arg, known, .. }) => {
@@ -269,7 +296,12 @@ fn a_revocation_is_audited_once_and_never_overwritten() {
     let mut g = grant();
     let entry = revoke(&mut g, "bob", NOW).expect("a first revocation is audited");
     assert_eq!(
-        (entry.key.as_str(), entry.actor.as_str(), entry.action.as_str(), entry.at),
+        (
+            entry.key.as_str(),
+            entry.actor.as_str(),
+            entry.action.as_str(),
+            entry.at
+        ),
         ("grant:g-1", "bob", "grant-revoked", NOW)
     );
     assert!(revoke(&mut g, "carol", NOW + 5).is_none());
@@ -281,7 +313,10 @@ fn a_revocation_is_audited_once_and_never_overwritten() {
         })
     );
     let made = effect_tool_core::decide::grant::created_entry(&grant());
-    assert_eq!((made.key.as_str(), made.actor.as_str(), made.action.as_str()), ("grant:g-1", "alice", "grant"));
+    assert_eq!(
+        (made.key.as_str(), made.actor.as_str(), made.action.as_str()),
+        ("grant:g-1", "alice", "grant")
+    );
     assert_eq!(made.at, NOW - 2000);
     assert_eq!(made.detail.unwrap()["when"][0]["at_most"], json!(5000.0));
 }
@@ -338,9 +373,15 @@ fn a_granted_claim_claims_where_the_call_would_park() {
     assert_eq!(rec.approval_role.as_deref(), Some("finance"));
     assert!(matches!(t.outcome, OpOutcome::Claimed { attempt: 1, .. }));
     let audit = t.audit.expect("the grant's use is audited");
-    assert_eq!((audit.action.as_str(), audit.actor.as_str(), audit.key.as_str()), ("grant-used", "alice", "k"));
+    assert_eq!(
+        (audit.action.as_str(), audit.actor.as_str(), audit.key.as_str()),
+        ("grant-used", "alice", "k")
+    );
     let d = audit.detail.unwrap();
-    assert_eq!((d["grant"].clone(), d["role"].clone()), (json!("g-1"), json!("finance")));
+    assert_eq!(
+        (d["grant"].clone(), d["role"].clone()),
+        (json!("g-1"), json!("finance"))
+    );
     assert_eq!((d["fingerprint"].clone(), d["attempt"].clone()), (json!("f"), json!(1)));
     assert_eq!(d["voided"], Value::Null);
     // An idempotent tool's granted claim needs no flush of its own, as its plain claim.
@@ -379,13 +420,19 @@ fn a_persons_approval_is_used_as_it_is_and_a_voided_one_replaced_by_the_grant() 
     // Approved by a person for this input: the plain claim, the person stays the approver.
     let t = transition("k", Some(&record(RecordState::Approved, "f")), granted("f"), NOW).unwrap();
     let rec = t.write.unwrap();
-    assert_eq!((rec.state, rec.decided_by.as_deref()), (RecordState::Claimed, Some("bob")));
+    assert_eq!(
+        (rec.state, rec.decided_by.as_deref()),
+        (RecordState::Claimed, Some("bob"))
+    );
     assert!(t.audit.is_none());
     // Approved for another input: that approval is voided, the grant approves this one, and
     // its entry says what was voided.
     let t = transition("k", Some(&record(RecordState::Approved, "f0")), granted("f"), NOW).unwrap();
     let rec = t.write.unwrap();
-    assert_eq!((rec.state, rec.decided_by.as_deref()), (RecordState::Claimed, Some("alice")));
+    assert_eq!(
+        (rec.state, rec.decided_by.as_deref()),
+        (RecordState::Claimed, Some("alice"))
+    );
     let audit = t.audit.unwrap();
     assert_eq!(audit.action, "grant-used");
     assert_eq!(audit.detail.unwrap()["voided"]["approved_by"], json!("bob"));

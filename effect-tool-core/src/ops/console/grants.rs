@@ -76,7 +76,10 @@ pub(super) async fn create(
     if !who.has_role(&body.role) {
         return Err(Refusal(
             StatusCode::FORBIDDEN,
-            format!("{} needs role `{}` to approve calls in it in advance", who.name, body.role),
+            format!(
+                "{} needs role `{}` to approve calls in it in advance",
+                who.name, body.role
+            ),
             "ask someone who holds the role",
         ));
     }

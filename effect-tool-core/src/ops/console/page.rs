@@ -27,7 +27,10 @@ pub(super) fn routes() -> axum::Router {
             "/console.js",
             get(|| async { asset(SCRIPT, "text/javascript; charset=utf-8") }),
         )
-        .route("/grants", get(|| async { asset(GRANTS_HTML, "text/html; charset=utf-8") }))
+        .route(
+            "/grants",
+            get(|| async { asset(GRANTS_HTML, "text/html; charset=utf-8") }),
+        )
         .route(
             "/grants.js",
             get(|| async { asset(GRANTS_SCRIPT, "text/javascript; charset=utf-8") }),

@@ -48,9 +48,7 @@ impl PostgresStore {
                 .await
                 .map_err(pg)
         })?;
-        rows.iter()
-            .map(|r| decode(r.get(0), r.get(1), r.get(2)))
-            .collect()
+        rows.iter().map(|r| decode(r.get(0), r.get(1), r.get(2))).collect()
     }
 
     /// Revoke the grant `id` in one transaction, its row locked, with its audit entry.

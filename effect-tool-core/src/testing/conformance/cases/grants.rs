@@ -78,13 +78,22 @@ pub async fn grants_kept_listed_revoked<H: Harness>() {
     let mut bad = new_grant(&tool, hour);
     bad.when[0].arg = "amount".to_owned();
     let refused = s.add_grant(bad).await.unwrap_err().to_string();
-    assert!(refused.contains("no argument `amount`") && refused.contains("cents"), "{refused}");
-    assert!(s.grants(Some(&tool)).await.unwrap().is_empty(), "a refused grant was kept");
+    assert!(
+        refused.contains("no argument `amount`") && refused.contains("cents"),
+        "{refused}"
+    );
+    assert!(
+        s.grants(Some(&tool)).await.unwrap().is_empty(),
+        "a refused grant was kept"
+    );
 
     let g = s.add_grant(new_grant(&tool, hour)).await.unwrap();
     assert!(g.id.starts_with("g-") && g.id.len() == 18, "{}", g.id);
     let other = s.add_grant(new_grant(&format!("{tool}_x"), hour)).await;
-    assert!(matches!(other, Err(GrantError::Bad(_))), "another tool has no schema here");
+    assert!(
+        matches!(other, Err(GrantError::Bad(_))),
+        "another tool has no schema here"
+    );
     assert_eq!(s.grants(Some(&tool)).await.unwrap(), vec![g.clone()]);
     assert!(s.grants(None).await.unwrap().contains(&g));
     assert_eq!(s.grant(&g.id).await.unwrap(), Some(g.clone()));
@@ -133,10 +142,16 @@ pub async fn granted_claim_is_audited<H: Harness>() {
     s.complete(&k, attempt, json!("paid")).await.unwrap();
     let trail = s.audit(Some(&k)).await.unwrap();
     assert_eq!(trail.len(), 1, "{trail:?}");
-    assert_eq!((trail[0].actor.as_str(), trail[0].action.as_str()), ("alice", "grant-used"));
+    assert_eq!(
+        (trail[0].actor.as_str(), trail[0].action.as_str()),
+        ("alice", "grant-used")
+    );
     assert_eq!(trail[0].detail.as_ref().unwrap()["grant"], json!("g-1"));
     // Through `apply` too, and a granted claim of a recorded key replays it.
-    assert!(matches!(s.apply(&k, op(needs.clone())).await.unwrap(), OpOutcome::Recorded(_)));
+    assert!(matches!(
+        s.apply(&k, op(needs.clone())).await.unwrap(),
+        OpOutcome::Recorded(_)
+    ));
 
     let no = key("granted-denied");
     assert!(matches!(
@@ -144,7 +159,10 @@ pub async fn granted_claim_is_audited<H: Harness>() {
         OpOutcome::AwaitingApproval(_)
     ));
     s.deny(&no, "dave", None).await.unwrap();
-    assert!(matches!(s.apply(&no, op(needs.clone())).await.unwrap(), OpOutcome::Denied(_)));
+    assert!(matches!(
+        s.apply(&no, op(needs.clone())).await.unwrap(),
+        OpOutcome::Denied(_)
+    ));
     assert_eq!(s.audit(Some(&no)).await.unwrap().len(), 1, "only the denial");
 }
 
@@ -185,7 +203,10 @@ pub async fn engine_uses_grants<H: Harness>() {
     assert_eq!(covered.disposition, Disposition::Executed, "{:?}", covered.result);
     let k = format!("refund:B-{n}");
     let rec = s.get(&k).await.unwrap().unwrap();
-    assert_eq!((rec.state, rec.decided_by.as_deref()), (RecordState::Completed, Some("alice")));
+    assert_eq!(
+        (rec.state, rec.decided_by.as_deref()),
+        (RecordState::Completed, Some("alice"))
+    );
     let trail = s.audit(Some(&k)).await.unwrap();
     assert!(
         trail
@@ -231,7 +252,10 @@ pub async fn grants_across_handles<H: Harness>() {
         .put_input_schema(&tool, &serde_json::to_value(schemars::schema_for!(RefundArgs)).unwrap())
         .await
         .unwrap();
-    let g = first.add_grant(new_grant(&tool, first.now() + 3_600_000)).await.unwrap();
+    let g = first
+        .add_grant(new_grant(&tool, first.now() + 3_600_000))
+        .await
+        .unwrap();
     assert_eq!(second.grant(&g.id).await.unwrap(), Some(g.clone()));
     second.revoke_grant(&g.id, "bob").await.unwrap();
     assert!(first.grant(&g.id).await.unwrap().unwrap().revoked.is_some());
