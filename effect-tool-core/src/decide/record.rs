@@ -343,18 +343,16 @@ impl EffectRecord {
 /// `name`, as [`EffectRecord::requested_by`] says of a record: its run or thread is scoped to
 /// `name` (`<name>/...`, escaped).
 pub fn requested_by(run_id: &str, thread_id: Option<&str>, name: &str) -> bool {
-    {
-        let mut scope = String::with_capacity(name.len() + 1);
-        for c in name.chars() {
-            match c {
-                '%' => scope.push_str("%25"),
-                '/' => scope.push_str("%2F"),
-                c => scope.push(c),
-            }
+    let mut scope = String::with_capacity(name.len() + 1);
+    for c in name.chars() {
+        match c {
+            '%' => scope.push_str("%25"),
+            '/' => scope.push_str("%2F"),
+            c => scope.push(c),
         }
-        scope.push('/');
-        run_id.starts_with(&scope) || thread_id.is_some_and(|t| t.starts_with(&scope))
     }
+    scope.push('/');
+    run_id.starts_with(&scope) || thread_id.is_some_and(|t| t.starts_with(&scope))
 }
 
 /// What a claim says about the call that wants to run.
