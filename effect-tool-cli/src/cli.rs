@@ -178,6 +178,9 @@ pub enum Command {
     /// (over stdio, or Streamable HTTP with --listen), every call through the journal under its
     /// declaration; `gateway check` compares the file with the upstreams' live tools.
     Gateway(crate::gateway::GatewayArgs),
+    /// Standing approvals: approve a tool's calls in advance (`grant add`), list them, revoke
+    /// them.
+    Grant(crate::grant::GrantArgs),
     /// Serve the journal's metrics for Prometheus at `GET /metrics`, and with --tokens or
     /// --trusted-proxy the operator API at `/api/...`, until interrupted.
     ///

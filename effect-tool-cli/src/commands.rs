@@ -14,6 +14,7 @@ use effect_tool_core::{KeyRule, RunContext, Store, StoreExt, Verdict};
 use serde_json::{Value, json};
 
 use crate::cli::{AbandonArgs, Cli, Command, KeyArgs, ListArgs, ManifestArgs, PolicyCommand, ResolveArgs, StateFilter};
+use crate::emit::{io_error, who, write, write_json};
 use crate::error::{CliError, not_found};
 use crate::identity::{Acting, IdentityArgs};
 use crate::output::{Table, clean, shell_quote, time};
@@ -134,6 +135,7 @@ where
                     serve(store, listen, console, allowed_hosts, json, io).await
                 }
                 Command::Gateway(args) => crate::gateway::serve(&args, store).await,
+                Command::Grant(args) => crate::grant::grant(&*store, args, json, &mut *io.out).await,
                 Command::Key(_) | Command::Canon { .. } | Command::Manifest(_) | Command::Policy(_) => Ok(()),
             }
         }
@@ -275,24 +277,6 @@ async fn stopped() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
-fn write(out: &mut dyn Write, text: &str) -> Result<(), CliError> {
-    out.write_all(text.as_bytes()).map_err(io_error)
-}
-
-fn write_json(out: &mut dyn Write, value: &Value) -> Result<(), CliError> {
-    let text = serde_json::to_string_pretty(value).map_err(|e| CliError::Store(format!("cannot encode JSON: {e}")))?;
-    write(out, &text)?;
-    write(out, "\n")
-}
-
-fn io_error(e: std::io::Error) -> CliError {
-    if e.kind() == std::io::ErrorKind::BrokenPipe {
-        CliError::OutputClosed
-    } else {
-        CliError::Store(format!("cannot write the output: {e}"))
     }
 }
 

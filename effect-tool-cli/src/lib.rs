@@ -106,8 +106,10 @@
 
 pub mod cli;
 pub mod commands;
+pub mod emit;
 pub mod error;
 pub mod gateway;
+pub mod grant;
 pub mod identity;
 pub mod output;
 pub mod store;

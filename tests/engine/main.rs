@@ -11,6 +11,7 @@ mod common;
 
 mod approvals_bind;
 mod approvals_edit;
+mod approvals_granted;
 mod approvals_ttl;
 mod budgets;
 mod engine_cancellation;

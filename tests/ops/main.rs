@@ -12,6 +12,7 @@ mod approvals_stale;
 mod console_api;
 mod console_browser;
 mod console_edit_browser;
+mod console_grants_browser;
 mod console_hosts;
 mod console_identities;
 mod console_policy_browser;

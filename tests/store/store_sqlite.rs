@@ -270,9 +270,10 @@ mod sqlite_specifics {
                     |r| r.get(0),
                 )
                 .unwrap();
-            assert_eq!(schema, "5");
+            let current = effect_tool_core::store::sqlite::SCHEMA_VERSION;
+            assert_eq!(schema, current.to_string());
             let user_version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-            assert_eq!(user_version, 5);
+            assert_eq!(user_version, i64::from(current));
             let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
             assert_eq!(mode, "wal");
         });

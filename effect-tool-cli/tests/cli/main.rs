@@ -10,6 +10,7 @@ mod common;
 
 mod flows;
 mod identities;
+mod grants;
 mod libpq_env;
 mod manifest_review;
 mod markers;

@@ -335,17 +335,24 @@ impl EffectRecord {
     /// that id. A deployment whose operators and principals come from different identity
     /// systems names them the same way (e.g. both by e-mail address) for this to hold.
     pub fn requested_by(&self, name: &str) -> bool {
-        let mut scope = String::with_capacity(name.len() + 1);
-        for c in name.chars() {
-            match c {
-                '%' => scope.push_str("%25"),
-                '/' => scope.push_str("%2F"),
-                c => scope.push(c),
-            }
-        }
-        scope.push('/');
-        self.run_id.starts_with(&scope) || self.thread_id.as_deref().is_some_and(|t| t.starts_with(&scope))
+        requested_by(&self.run_id, self.thread_id.as_deref(), name)
     }
+}
+
+/// Whether the call of `run_id` (and `thread_id`) is requested by the person or principal
+/// `name`, as [`EffectRecord::requested_by`] says of a record: its run or thread is scoped to
+/// `name` (`<name>/...`, escaped).
+pub fn requested_by(run_id: &str, thread_id: Option<&str>, name: &str) -> bool {
+    let mut scope = String::with_capacity(name.len() + 1);
+    for c in name.chars() {
+        match c {
+            '%' => scope.push_str("%25"),
+            '/' => scope.push_str("%2F"),
+            c => scope.push(c),
+        }
+    }
+    scope.push('/');
+    run_id.starts_with(&scope) || thread_id.is_some_and(|t| t.starts_with(&scope))
 }
 
 /// What a claim says about the call that wants to run.
@@ -508,6 +515,33 @@ pub enum Op {
         /// The tool-call ids.
         call_ids: Vec<String>,
     },
+    /// [`Op::Claim`] of a call covered by a standing approval ([`crate::decide::grant`]): where
+    /// the claim would park the call for a person's approval, it claims instead, the record
+    /// naming the granter as its approver and the audit entry (`grant-used`) naming the grant.
+    /// Anywhere else it is the plain claim (a grant never overrides a denial, a record in doubt
+    /// or a parked call). The caller checked the grant covers the call, and checks again after
+    /// the claim committed, before the tool runs ([`crate::decide::grant::covers`]).
+    ClaimGranted {
+        /// The call.
+        intent: Intent,
+        /// How long the claim is held before others may take it over.
+        lease_ms: u64,
+        /// Whether a record in doubt may be taken over.
+        takeover_in_doubt: bool,
+        /// The grant that stands in for a person's approval.
+        grant: GrantUse,
+    },
+}
+
+/// The grant an [`Op::ClaimGranted`] uses: what the record and its audit entry name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantUse {
+    /// The grant's id.
+    pub id: String,
+    /// Who granted it (the record's approver).
+    pub by: String,
+    /// The role it was granted in (the role the call needs).
+    pub role: String,
 }
 
 impl Op {
@@ -519,7 +553,7 @@ impl Op {
     /// covers it. Flushing more is always allowed.
     pub fn needs_flush(&self) -> bool {
         match self {
-            Op::Claim { intent, .. } => intent.class.claim_needs_flush(),
+            Op::Claim { intent, .. } | Op::ClaimGranted { intent, .. } => intent.class.claim_needs_flush(),
             _ => true,
         }
     }
@@ -548,6 +582,7 @@ impl Op {
             Op::Deny { .. } => "deny",
             Op::MarkCompensated { .. } => "mark-compensated",
             Op::Share { .. } => "share",
+            Op::ClaimGranted { .. } => "claim-granted",
         }
     }
 
@@ -897,7 +932,24 @@ fn transition_unaudited<'o>(
         now,
     };
     match &*op {
-        Op::Claim { .. } => claim(at, current, op),
+        Op::Claim { .. } => claim(at, current, op, None),
+        Op::ClaimGranted { .. } => {
+            let Op::ClaimGranted {
+                intent,
+                lease_ms,
+                takeover_in_doubt,
+                grant,
+            } = op.into_owned()
+            else {
+                unreachable!("matched as a granted claim")
+            };
+            let claim_op = Op::Claim {
+                intent,
+                lease_ms,
+                takeover_in_doubt,
+            };
+            claim(at, current, std::borrow::Cow::Owned(claim_op), Some(&grant))
+        }
         &Op::Renew { attempt, lease_ms } => renew(at, current, attempt, lease_ms),
         Op::Complete { .. } => complete(at, current, op),
         &Op::Release { attempt, ref reason } => release(at, current, attempt, reason),
@@ -978,7 +1030,13 @@ impl OpAt<'_> {
 
 /// [`Op::Claim`]: claim the key to execute, park the call for approval, or tell the caller
 /// what the key holds (a result to replay, a claim to wait for, a record in doubt, ...).
-fn claim<'o>(at: OpAt<'_>, current: Current<'_>, op: std::borrow::Cow<'o, Op>) -> Result<Transition, Rejected> {
+/// `grant`: a standing approval that stands in for a person's where the call would park.
+fn claim<'o>(
+    at: OpAt<'_>,
+    current: Current<'_>,
+    op: std::borrow::Cow<'o, Op>,
+    grant: Option<&GrantUse>,
+) -> Result<Transition, Rejected> {
     use RecordState as S;
     let &Op::Claim {
         ref intent,
@@ -1030,7 +1088,8 @@ fn claim<'o>(at: OpAt<'_>, current: Current<'_>, op: std::borrow::Cow<'o, Op>) -
         unreachable!("matched as a claim")
     };
     let mut rec = fresh(key, intent, at.now, prev, floor);
-    if park {
+    let granted = grant.filter(|_| park);
+    if park && granted.is_none() {
         return Ok(park_for_approval(rec, voided.as_deref().zip(prev), audit));
     }
     let attempt = prev.map_or(floor, |p| p.attempt) + 1;
@@ -1038,8 +1097,9 @@ fn claim<'o>(at: OpAt<'_>, current: Current<'_>, op: std::borrow::Cow<'o, Op>) -
     rec.attempt = attempt;
     rec.lease_until = Some(at.now + lease_ms as i64);
     keep_approver(&mut rec, prev, voided.is_some());
-    let audit = match (prev, previous) {
-        (Some(p), Some(state)) => Some(take_over(at, &mut rec, p, state)),
+    let audit = match (prev, previous, granted) {
+        (Some(p), Some(state), _) => Some(take_over(at, &mut rec, p, state)),
+        (_, _, Some(g)) => Some(grant_used(&mut rec, g, audit, at.now)),
         _ => audit,
     };
     let before = if follows {
@@ -1121,6 +1181,26 @@ fn park_for_approval(
         outcome: OpOutcome::AwaitingApproval(rec.clone()),
         write: Some(std::sync::Arc::new(rec)),
         audit,
+    }
+}
+
+/// The claim `rec` approved by the standing approval `g` instead of parking: the granter is its
+/// approver, and the audit entry names the grant (and the approval it replaced as voided, if
+/// any: `voided`).
+fn grant_used(rec: &mut EffectRecord, g: &GrantUse, voided: Option<AuditEntry>, now: Millis) -> AuditEntry {
+    rec.decided_by = Some(g.by.clone());
+    AuditEntry {
+        key: rec.key.clone(),
+        at: now,
+        actor: g.by.clone(),
+        action: "grant-used".to_owned(),
+        detail: Some(serde_json::json!({
+            "grant": g.id,
+            "role": g.role,
+            "fingerprint": rec.fingerprint,
+            "attempt": rec.attempt,
+            "voided": voided.and_then(|v| v.detail),
+        })),
     }
 }
 

@@ -73,7 +73,7 @@ impl RedactorSlot {
             return op;
         }
         match &mut op {
-            Op::Claim { intent, .. } => self.value(Site::Input, &mut intent.input),
+            Op::Claim { intent, .. } | Op::ClaimGranted { intent, .. } => self.value(Site::Input, &mut intent.input),
             Op::Complete { output, .. } => self.value(Site::Output, output),
             Op::Release { reason, .. } | Op::Deny { reason, .. } => {
                 if let Some(r) = reason.take() {

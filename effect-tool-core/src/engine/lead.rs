@@ -223,11 +223,20 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             Ok(input) => input,
             Err(settled) => return Step::Done(settled),
         };
-        let claim = Op::Claim {
+        let mut claim = Op::Claim {
             intent: self.intent(input),
             lease_ms: inner.config.lease.as_millis() as u64,
             takeover_in_doubt: T::HAS_RECOVER || T::CLASS == EffectClass::Idempotent,
         };
+        // A call that would park for a person: a standing approval covering it claims instead.
+        let mut grant = None;
+        if let (Some(role), Op::Claim { intent, .. }) = (self.approval.as_deref(), &claim)
+            && let Some(g) = self.engine.covering_grant(role, intent).await
+        {
+            let recheck = (role.to_owned(), intent.clone());
+            claim = super::grant::granted(claim, &g);
+            grant = Some((g, recheck));
+        }
         // The lease runs from when the claim was sent (the journal's from when it was written).
         let sent = Instant::now();
         let sent_at = self.store().now();
@@ -261,6 +270,16 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                     self.edit = b.approved_edit();
                 }
                 self.unknown_since = before.as_ref().map_or(sent_at, |b| b.updated_at);
+                // The grant read again before anything runs: revoked or lapsed since, the
+                // claim is given back and the call claims again.
+                if let Some((g, (role, intent))) = &grant
+                    && !self
+                        .engine
+                        .grant_still_covers(self.key(), attempt, g, role, intent)
+                        .await
+                {
+                    return Step::Again;
+                }
                 (attempt, previous)
             }
             Ok(OpOutcome::InFlight(rec)) => {

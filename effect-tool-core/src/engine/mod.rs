@@ -56,6 +56,7 @@ pub mod dyn_tool;
 mod entry;
 mod errors;
 mod execute;
+mod grant;
 mod instrumented;
 mod join;
 mod lead;

@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::{Filter, Listing, Recorded};
 use crate::call::error::StoreError;
 use crate::decide::budget::{Spend, SpendOutcome};
+use crate::decide::grant::Grant;
 use crate::decide::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome};
 
 /// A journal backend.
@@ -164,6 +165,40 @@ pub trait Store: Send + Sync + 'static {
         ))
     }
 
+    /// Keep `grant`, a new standing approval ([`crate::decide::grant`]), with its audit entry
+    /// ([`crate::decide::grant::created_entry`]) in the same atomic section. Refused when a
+    /// grant of its id exists. The caller checked it ([`GrantsExt::add_grant`](super::GrantsExt::add_grant)).
+    ///
+    /// The built-in stores keep grants (memory: per store; SQLite: `effect_grants`; PostgreSQL:
+    /// `grants`). The default keeps none and refuses, saying which stores do.
+    async fn put_grant(&self, grant: &Grant) -> Result<(), StoreError> {
+        let _ = grant;
+        Err(no_grants())
+    }
+
+    /// The standing approvals, of `tool` only if given, revoked and expired ones included,
+    /// oldest first. The default (a store that keeps none) has none.
+    async fn grants(&self, tool: Option<&str>) -> Result<Vec<Grant>, StoreError> {
+        let _ = tool;
+        Ok(Vec::new())
+    }
+
+    /// The grant `id`, if the journal has it: read after every revocation committed before it
+    /// was asked (the engine asks again after a granted claim, before the tool runs). The
+    /// default looks through [`Store::grants`].
+    async fn grant(&self, id: &str) -> Result<Option<Grant>, StoreError> {
+        Ok(self.grants(None).await?.into_iter().find(|g| g.id == id))
+    }
+
+    /// Revoke the grant `id` as `by`, at the journal's clock, with its audit entry
+    /// ([`crate::decide::grant::revoke`]) in the same atomic section; a grant revoked already
+    /// stays as it was. The grant as it is now, or `None` when the journal has no grant `id`.
+    /// The default refuses, as [`Store::put_grant`] does.
+    async fn revoke_grant(&self, id: &str, by: &str) -> Result<Option<Grant>, StoreError> {
+        let _ = (id, by);
+        Err(no_grants())
+    }
+
     /// Completes when a person's decision on `key` (approve, deny, resolve, amend) was made,
     /// so that a task waiting for it
     /// ([`RunHandle::wait_for_approval`](crate::RunHandle::wait_for_approval)) reads the record
@@ -285,6 +320,18 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     async fn spend(&self, spend: &Spend) -> Result<SpendOutcome, StoreError> {
         (**self).spend(spend).await
     }
+    async fn put_grant(&self, grant: &Grant) -> Result<(), StoreError> {
+        (**self).put_grant(grant).await
+    }
+    async fn grants(&self, tool: Option<&str>) -> Result<Vec<Grant>, StoreError> {
+        (**self).grants(tool).await
+    }
+    async fn grant(&self, id: &str) -> Result<Option<Grant>, StoreError> {
+        (**self).grant(id).await
+    }
+    async fn revoke_grant(&self, id: &str, by: &str) -> Result<Option<Grant>, StoreError> {
+        (**self).revoke_grant(id, by).await
+    }
 }
 
 /// A journal's clock: the system's ([`crate::decide::record::now_millis`]) unless a simulation gave
@@ -322,4 +369,12 @@ impl std::fmt::Debug for StoreClock {
 /// `input:<tool>` (a declared tool's name holds no `:`).
 pub fn input_schema_name(tool: &str) -> String {
     format!("input:{tool}")
+}
+
+/// The refusal of a store that keeps no standing approvals.
+fn no_grants() -> StoreError {
+    StoreError::Backend(
+        "this journal keeps no standing approvals (its store does not implement `Store::put_grant`): nothing was granted or revoked; use a store that keeps them (memory, SQLite, PostgreSQL)"
+            .to_owned(),
+    )
 }

@@ -16,6 +16,7 @@ use serde_json::Value;
 use super::{Filter, Listing, Recorded, Store};
 use crate::call::error::StoreError;
 use crate::decide::budget::{Spend, SpendOutcome};
+use crate::decide::grant::Grant;
 use crate::decide::record::{AuditEntry, EffectRecord, Millis, Op, OpOutcome};
 use crate::value::marker::MarkerSecret;
 
@@ -221,8 +222,36 @@ impl<L: StoreLayer> Store for Layered<L> {
             .around(op("spend", Some(&spend.key), Access::Write), fut)
             .await
     }
+    async fn put_grant(&self, grant: &Grant) -> Result<(), StoreError> {
+        let fut = self.inner.put_grant(grant);
+        self.layer.around(op("put-grant", None, Access::Write), fut).await
+    }
+    async fn grants(&self, tool: Option<&str>) -> Result<Vec<Grant>, StoreError> {
+        let fut = self.inner.grants(tool);
+        self.layer.around(op("grants", None, Access::Read), fut).await
+    }
+    async fn grant(&self, id: &str) -> Result<Option<Grant>, StoreError> {
+        let fut = self.inner.grant(id);
+        self.layer.around(op("grant", None, Access::Read), fut).await
+    }
+    async fn revoke_grant(&self, id: &str, by: &str) -> Result<Option<Grant>, StoreError> {
+        let fut = self.inner.revoke_grant(id, by);
+        self.layer.around(op("revoke-grant", None, Access::Write), fut).await
+    }
     fn backend_name(&self) -> &'static str {
         self.inner.backend_name()
+    }
+}
+
+impl Brief for Vec<Grant> {
+    fn brief(&self) -> String {
+        format!("{} grants", self.len())
+    }
+}
+
+impl Brief for Option<Grant> {
+    fn brief(&self) -> String {
+        found(self)
     }
 }
 
@@ -427,6 +456,22 @@ mod tests {
             self.saw("spend");
             Ok(SpendOutcome::Spent { charged: Vec::new() })
         }
+        async fn put_grant(&self, _: &Grant) -> Result<(), StoreError> {
+            self.saw("put_grant");
+            Ok(())
+        }
+        async fn grants(&self, _: Option<&str>) -> Result<Vec<Grant>, StoreError> {
+            self.saw("grants");
+            Ok(Vec::new())
+        }
+        async fn grant(&self, _: &str) -> Result<Option<Grant>, StoreError> {
+            self.saw("grant");
+            Ok(None)
+        }
+        async fn revoke_grant(&self, _: &str, _: &str) -> Result<Option<Grant>, StoreError> {
+            self.saw("revoke_grant");
+            Ok(None)
+        }
         fn backend_name(&self) -> &'static str {
             self.saw("backend_name");
             "probe"
@@ -453,6 +498,10 @@ mod tests {
         "changed",
         "begin_transaction",
         "spend",
+        "put_grant",
+        "grants",
+        "grant",
+        "revoke_grant",
         "backend_name",
     ];
 
@@ -491,6 +540,23 @@ mod tests {
                 charges: Vec::new(),
             })
             .await;
+        let grant = crate::decide::grant::Grant {
+            id: "g".into(),
+            tool: "t".into(),
+            role: "r".into(),
+            granted_by: "probe".into(),
+            when: Vec::new(),
+            valid_from: 0,
+            valid_until: 1,
+            run_id: None,
+            principal: None,
+            created_at: 0,
+            revoked: None,
+        };
+        let _ = store.put_grant(&grant).await;
+        let _ = store.grants(None).await;
+        let _ = store.grant("g").await;
+        let _ = store.revoke_grant("g", "probe").await;
         let _ = store.backend_name();
     }
 

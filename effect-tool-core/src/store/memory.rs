@@ -34,6 +34,8 @@ struct Inner {
     output_schemas: HashMap<String, serde_json::Value, foldhash::fast::RandomState>,
     /// The runs' budgets ([`Store::spend`]): per (run, budget), the total and the keys charged.
     budgets: HashMap<(String, String), BudgetSpent, foldhash::fast::RandomState>,
+    /// The standing approvals ([`Store::put_grant`]), oldest first.
+    grants: Vec<crate::decide::grant::Grant>,
 }
 
 /// What a run spent of one budget.
@@ -175,6 +177,43 @@ impl Store for MemoryStore {
                 })
             }
         }
+    }
+
+    /// Under the store's one lock, with its audit entry.
+    async fn put_grant(&self, grant: &crate::decide::grant::Grant) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        if inner.grants.iter().any(|g| g.id == grant.id) {
+            return Err(StoreError::Backend(format!(
+                "a grant `{}` exists already: nothing was granted; make it again (it gets a new id)",
+                grant.id
+            )));
+        }
+        inner.grants.push(grant.clone());
+        inner.audit.push(crate::decide::grant::created_entry(grant));
+        Ok(())
+    }
+
+    async fn grants(&self, tool: Option<&str>) -> Result<Vec<crate::decide::grant::Grant>, StoreError> {
+        Ok(self
+            .lock()
+            .grants
+            .iter()
+            .filter(|g| tool.is_none_or(|t| g.tool == t))
+            .cloned()
+            .collect())
+    }
+
+    /// Under the store's one lock, with its audit entry.
+    async fn revoke_grant(&self, id: &str, by: &str) -> Result<Option<crate::decide::grant::Grant>, StoreError> {
+        let now = self.now();
+        let mut inner = self.lock();
+        let Some(grant) = inner.grants.iter_mut().find(|g| g.id == id) else {
+            return Ok(None);
+        };
+        let entry = crate::decide::grant::revoke(grant, by, now);
+        let grant = grant.clone();
+        inner.audit.extend(entry);
+        Ok(Some(grant))
     }
 
     async fn get(&self, key: &str) -> Result<Option<EffectRecord>, StoreError> {

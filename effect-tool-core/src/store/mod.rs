@@ -23,6 +23,8 @@
 //!   decoding of a stored row for both SQL backends.
 //! - [`markers`], [`approval`]: finding a record from a marker; waiting for a person.
 //! - [`election`]: leases elected through the journal (one reconciler per journal).
+//! - [`grant`]: standing approvals ([`GrantsExt`]: make, list, revoke), kept by every built-in
+//!   store (`Store::put_grant`, `grants`, `grant`, `revoke_grant`).
 //!
 //! # Durability follows the class
 //!
@@ -41,6 +43,7 @@ pub mod approval;
 mod backend;
 pub mod election;
 mod gc;
+pub mod grant;
 mod layer;
 mod listing;
 pub mod markers;
@@ -60,6 +63,7 @@ pub use backend::{Store, input_schema_name};
 pub use gc::collectable;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use gc::{GcPace, collectable_sql};
+pub use grant::{GrantError, GrantsExt, NewGrant};
 #[cfg(feature = "testing")]
 pub(crate) use layer::Access;
 pub(crate) use layer::{BoxFuture, Brief, Layered, Operation, StoreLayer};

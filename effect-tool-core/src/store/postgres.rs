@@ -276,6 +276,7 @@ macro_rules! bounded {
 
 mod batch;
 mod connect;
+mod grants;
 mod libpq;
 mod listen;
 mod query;
@@ -667,6 +668,25 @@ impl PostgresStore {
         Ok(row.map(|r| r.get(0)))
     }
 
+    /// [`PostgresStore::insert`] with `audit` appended in the same statement.
+    async fn insert_audited(
+        &self,
+        client: &deadpool_postgres::Object,
+        rec: &EffectRecord,
+        audit: &AuditEntry,
+    ) -> Result<Option<i64>, StoreError> {
+        let p = RecordParams::new(rec);
+        let detail = audit.detail.as_ref().map(|d| d.to_string());
+        let mut params = p.refs();
+        params.extend_from_slice(&[&audit.at, &audit.actor, &audit.action, &detail]);
+        let row = self
+            .rows(client, &self.shared.sql.insert_audited, &params)
+            .await?
+            .into_iter()
+            .next();
+        Ok(row.map(|r| r.get(0)))
+    }
+
     /// Write `rec` over the row at `row_version` (and `attempt`, and `holder` as stored), with
     /// the op's audit entry; the new row version, or `None` if the row changed since it was read.
     #[allow(clippy::too_many_arguments)]
@@ -786,9 +806,10 @@ impl PostgresStore {
             let mut t = transition(key, current.as_ref().map(|(rec, ..)| rec), op, db_now)?;
             let audit = t.audit.take();
             let Some(rec) = &t.write else { return Ok(t.outcome) };
-            let written = match &current {
-                None => self.insert(client, rec).await?,
-                Some((before, row_version, holder)) => {
+            let written = match (&current, audit) {
+                (None, None) => self.insert(client, rec).await?,
+                (None, Some(audit)) => self.insert_audited(client, rec, &audit).await?,
+                (Some((before, row_version, holder)), audit) => {
                     self.update(
                         client,
                         rec,

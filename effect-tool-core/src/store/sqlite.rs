@@ -205,6 +205,7 @@ struct Inner {
 }
 
 mod checkpoint;
+mod grants;
 mod rows;
 mod schema;
 mod statements;

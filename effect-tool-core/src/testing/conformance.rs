@@ -133,7 +133,7 @@ macro_rules! conformance_tests {
                 claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
                 amend_corrects_a_resolution, resolve_checks_the_output, approve_and_deny, approve_edited_binds_and_carries, approval_binds_its_input, shared_results_keep_their_call_ids, engine_decisions_are_audited, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
                 audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored, worker_takes_over_its_previous_incarnation,
-                budgets_spent_atomically);
+                budgets_spent_atomically, grants_kept_listed_revoked, granted_claim_is_audited, engine_uses_grants);
         }
     };
     ($prefix:ident, $harness:ty, durable) => {
@@ -144,7 +144,8 @@ macro_rules! conformance_tests {
                 claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
                 amend_corrects_a_resolution, resolve_checks_the_output, approve_and_deny, approve_edited_binds_and_carries, approval_binds_its_input, shared_results_keep_their_call_ids, engine_decisions_are_audited, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
                 audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored, worker_takes_over_its_previous_incarnation,
-                budgets_spent_atomically, future_version_refused, fencing_across_handles, budgets_across_handles);
+                budgets_spent_atomically, future_version_refused, fencing_across_handles, budgets_across_handles,
+                grants_kept_listed_revoked, granted_claim_is_audited, engine_uses_grants, grants_across_handles);
             #[test]
             fn processes_race_same_keys() {
                 $crate::testing::conformance::run::<$harness, _, _>("processes_race_same_keys", || {
@@ -770,6 +771,8 @@ pub mod crash {
 /// The cases, each a function over a [`Harness`].
 pub mod cases {
     use super::*;
+    mod grants;
+    pub use grants::{engine_uses_grants, granted_claim_is_audited, grants_across_handles, grants_kept_listed_revoked};
 
     fn intent(run: &str) -> Intent {
         Intent {

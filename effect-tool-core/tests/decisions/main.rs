@@ -7,6 +7,7 @@
 mod decision_core;
 mod fuzz_regressions;
 mod identity;
+mod grants;
 mod jcs;
 mod key_props;
 mod record_mutants;

@@ -29,6 +29,7 @@
 //! | `POST /api/deny` `{"key", "reason"}` | deny it: the same role |
 //! | `POST /api/resolve` `{"key", "verdict": "applied", "output"}` or `{"key", "verdict": "not-applied"}` | settle a record in doubt: needs the resolver role (`operator` by default) |
 //! | `POST /api/amend` (the same body) | correct a resolution |
+//! | `GET /grants`, `GET /api/grants`, `POST /api/grants`, `POST /api/grants/revoke` | standing approvals: list, make (as the operator, in a role they hold), revoke (see `grants.rs`) |
 //! | `POST /api/compensate` `{"run"}` | abandon a run: compensate each of its completed compensable effects once, newest first ([`Engine::abandon_run_by`](crate::Engine::abandon_run_by)); needs the resolver role and [`Console::with_engine`] |
 //!
 //! **Who may read and act.** No request is served without an identity from the
@@ -84,6 +85,7 @@
 //! Give the proxy an address of its own where the machine is shared.
 
 mod auth;
+mod grants;
 mod page;
 
 pub use auth::{Identity, OperatorAuth, StaticTokens, TokensError, TrustedHeader};
@@ -279,6 +281,8 @@ impl Console {
             .route("/api/resolve", post(resolve))
             .route("/api/amend", post(amend))
             .route("/api/compensate", post(compensate))
+            .route("/api/grants", get(grants::list).post(grants::create))
+            .route("/api/grants/revoke", post(grants::revoke))
             .layer(axum::middleware::from_fn_with_state(state.clone(), gate))
             .with_state(state.clone());
         page::routes()

@@ -1,4 +1,5 @@
-//! The console's pages: one HTML shell (the list at `/`, a record at `/record`), its script and
+//! The console's pages: one HTML shell (the list at `/`, a record at `/record`), the standing
+//! approvals' page (`/grants`, its own script beside the console's), the script and
 //! its style sheet, compiled into the binary. They hold no data and are served without an
 //! identity; the script reads everything from the API.
 
@@ -9,6 +10,8 @@ use axum::routing::get;
 const HTML: &str = include_str!("page/index.html");
 const SCRIPT: &str = include_str!("page/console.js");
 const STYLE: &str = include_str!("page/console.css");
+const GRANTS_HTML: &str = include_str!("page/grants.html");
+const GRANTS_SCRIPT: &str = include_str!("page/grants.js");
 
 /// No script but the console's own (none inline), requests only to this server, no framing, no
 /// forms posted anywhere: what a page showing a model's inputs needs.
@@ -23,6 +26,14 @@ pub(super) fn routes() -> axum::Router {
         .route(
             "/console.js",
             get(|| async { asset(SCRIPT, "text/javascript; charset=utf-8") }),
+        )
+        .route(
+            "/grants",
+            get(|| async { asset(GRANTS_HTML, "text/html; charset=utf-8") }),
+        )
+        .route(
+            "/grants.js",
+            get(|| async { asset(GRANTS_SCRIPT, "text/javascript; charset=utf-8") }),
         )
         .route(
             "/console.css",

@@ -91,6 +91,22 @@ CREATE TABLE {schema}.budget_spends (
 );
 "#,
     ),
+    (
+        5,
+        "standing approvals",
+        r#"
+-- One row per standing approval (effect_tool_core::decide::grant): its JSON in body (row format
+-- `format`), a revocation written into it.
+CREATE TABLE {schema}.grants (
+    id         text PRIMARY KEY,
+    tool       text NOT NULL,
+    format     bigint NOT NULL,
+    body       text NOT NULL,
+    created_at bigint NOT NULL
+);
+CREATE INDEX grants_tool ON {schema}.grants (tool, created_at);
+"#,
+    ),
 ];
 
 /// The newest migration this build knows.

@@ -13,6 +13,9 @@ pub(super) struct Sql {
     pub(super) batch_unflushed: Stmt,
     pub(super) read: Stmt,
     pub(super) insert: Stmt,
+    /// [`Sql::insert`] with the transition's audit entry in the same statement: a new record
+    /// whose first write is audited (a claim a standing approval approved).
+    pub(super) insert_audited: Stmt,
     pub(super) update: Stmt,
     /// [`Sql::update`] that also sends the record's key on the schema's notification channel
     /// ([`listen`]), in the same transaction: a person's decision.
@@ -114,6 +117,20 @@ impl Sql {
                     "INSERT INTO {s}.records ({COLS}) VALUES ({VALUES}) ON CONFLICT (key) DO NOTHING RETURNING row_version"
                 ),
                 &RECORD_TYPES,
+            ),
+            insert_audited: Stmt::new(
+                format!(
+                    "WITH ins AS (INSERT INTO {s}.records ({COLS}) VALUES ({VALUES}) ON CONFLICT (key) DO NOTHING RETURNING key, row_version),
+                 aud AS (
+                   INSERT INTO {s}.audit (key, at, actor, action, detail)
+                   SELECT key, $22, $23, $24, $25::text::json FROM ins)
+                 SELECT row_version FROM ins"
+                ),
+                &RECORD_TYPES
+                    .iter()
+                    .cloned()
+                    .chain([Type::INT8, Type::TEXT, Type::TEXT, Type::TEXT])
+                    .collect::<Vec<_>>(),
             ),
             update: update(""),
             update_notify: update(&format!(", pg_notify('{channel}', key)::text")),

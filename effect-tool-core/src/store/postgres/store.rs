@@ -25,7 +25,9 @@ impl Store for PostgresStore {
             if let Some(outcome) = self.claim_fast(key, &op).await? {
                 return Ok(outcome);
             }
-        } else {
+        } else if !matches!(op, Op::ClaimGranted { .. }) {
+            // A granted claim takes the general path (its first write is audited), leaving
+            // this store's own claims' fast path as it was.
             match self.apply_held(key, &op).await? {
                 HeldWrite::Written(outcome) => return Ok(outcome),
                 HeldWrite::NotHeld => {}
@@ -223,6 +225,26 @@ impl Store for PostgresStore {
                 charged: charges.into_iter().map(|c| c.budget).collect(),
             })
         })
+    }
+
+    /// One transaction, its audit entry in it.
+    async fn put_grant(&self, grant: &crate::decide::grant::Grant) -> Result<(), StoreError> {
+        if self.insert_grant(grant).await? {
+            return Ok(());
+        }
+        Err(StoreError::Backend(format!(
+            "a grant `{}` exists already: nothing was granted; make it again (it gets a new id)",
+            grant.id
+        )))
+    }
+
+    async fn grants(&self, tool: Option<&str>) -> Result<Vec<crate::decide::grant::Grant>, StoreError> {
+        self.read_grants(tool).await
+    }
+
+    /// One transaction, the grant's row locked, its audit entry in it.
+    async fn revoke_grant(&self, id: &str, by: &str) -> Result<Option<crate::decide::grant::Grant>, StoreError> {
+        self.revoke_grant_pg(id, by).await
     }
 
     async fn append_audit(&self, entry: AuditEntry) -> Result<(), StoreError> {

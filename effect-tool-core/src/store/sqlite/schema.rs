@@ -4,7 +4,7 @@
 use super::*;
 
 /// The version of the SQLite schema this build writes and reads.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 pub(super) const SCHEMA_V1: &str = "
 CREATE TABLE IF NOT EXISTS effect_records (
@@ -88,13 +88,27 @@ CREATE TABLE IF NOT EXISTS effect_budget_spends (
 );
 ";
 
+/// Version 6: `effect_grants`, the standing approvals ([`crate::decide::grant`]): one row per
+/// grant, its JSON in `body` (row format `format`), revocations written into it.
+pub(super) const SCHEMA_V6: &str = "
+CREATE TABLE IF NOT EXISTS effect_grants (
+    id TEXT PRIMARY KEY NOT NULL,
+    tool TEXT NOT NULL,
+    format INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS effect_grants_tool ON effect_grants (tool, created_at);
+";
+
 /// Every schema version and the SQL that brings the previous one to it, in order.
-pub(super) const MIGRATIONS: [(u32, &str); 5] = [
+pub(super) const MIGRATIONS: [(u32, &str); 6] = [
     (1, SCHEMA_V1),
     (2, SCHEMA_V2),
     (3, SCHEMA_V3),
     (4, SCHEMA_V4),
     (5, SCHEMA_V5),
+    (6, SCHEMA_V6),
 ];
 
 pub(super) enum Migrate {

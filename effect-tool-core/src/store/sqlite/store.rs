@@ -105,6 +105,31 @@ impl Store for SqliteStore {
         }
     }
 
+    /// One `IMMEDIATE` transaction on a pooled connection, its audit entry in it.
+    async fn put_grant(&self, grant: &crate::decide::grant::Grant) -> Result<(), StoreError> {
+        let grant = grant.clone();
+        self.read(move |conn| match grants::put_grant(conn, &grant) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(StoreError::Backend(format!(
+                "a grant `{}` exists already: nothing was granted; make it again (it gets a new id)",
+                grant.id
+            ))),
+            Err(e) => Err(backend(e)),
+        })
+        .await
+    }
+
+    async fn grants(&self, tool: Option<&str>) -> Result<Vec<crate::decide::grant::Grant>, StoreError> {
+        let tool = tool.map(str::to_owned);
+        self.read(move |conn| grants::read_grants(conn, tool.as_deref())).await
+    }
+
+    /// One `IMMEDIATE` transaction on a pooled connection, its audit entry in it.
+    async fn revoke_grant(&self, id: &str, by: &str) -> Result<Option<crate::decide::grant::Grant>, StoreError> {
+        let (id, by, now) = (id.to_owned(), by.to_owned(), self.now());
+        self.read(move |conn| grants::revoke_grant(conn, &id, &by, now)).await
+    }
+
     async fn audit(&self, key: Option<&str>) -> Result<Vec<AuditEntry>, StoreError> {
         let key = key.map(str::to_owned);
         self.read(move |conn| read_audit(conn, key.as_deref())).await

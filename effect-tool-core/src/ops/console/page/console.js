@@ -71,6 +71,8 @@ async function boot() {
   const params = new URLSearchParams(location.search);
   if (location.pathname.endsWith("/record")) {
     await recordView(params.get("key") || "", me.json);
+  } else if (location.pathname.endsWith("/grants") && typeof grantsView === "function") {
+    await grantsView(me.json);
   } else {
     await listView(params);
   }
