@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use effect_tool::adapters::mcp::gateway::{Declarations, Drift, Gateway, JOURNAL_NAME, write_digests};
+use effect_tool::adapters::mcp::gateway::{Declarations, Drift, Gateway, write_digests};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{Engine, Filter, RecordState, Store, StoreExt, Verdict};
 use rmcp::model::{CallToolRequestParams, CallToolResult, RequestMetaObject};
@@ -21,7 +21,7 @@ use rmcp::service::{RoleClient, RunningService};
 use serde_json::{Value, json};
 
 /// The folder `scripts/mcp-servers.sh install` filled, or `None` (outside CI) to skip.
-fn servers() -> Option<PathBuf> {
+pub(super) fn servers() -> Option<PathBuf> {
     match std::env::var_os("EFFECT_TOOL_MCP_SERVERS") {
         Some(dir) => Some(PathBuf::from(dir)),
         None if std::env::var_os("CI").is_some() || std::env::var_os("EFFECT_TOOL_REQUIRE_MCP_SERVERS").is_some() => {
@@ -38,7 +38,7 @@ fn servers() -> Option<PathBuf> {
     }
 }
 
-fn python() -> String {
+pub(super) fn python() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned())
 }
 
@@ -49,7 +49,7 @@ fn ledger_server() -> String {
         .to_string()
 }
 
-fn node_server(servers: &Path, package: &str) -> String {
+pub(super) fn node_server(servers: &Path, package: &str) -> String {
     servers
         .join("node_modules/@modelcontextprotocol")
         .join(package)
@@ -59,7 +59,7 @@ fn node_server(servers: &Path, package: &str) -> String {
 }
 
 /// A gateway served in process to rmcp's client, over a SQLite journal at `db`.
-async fn serve(decls: &Declarations, db: &Path) -> (Gateway, RunningService<RoleClient, ()>, SqliteStore) {
+pub(super) async fn serve(decls: &Declarations, db: &Path) -> (Gateway, RunningService<RoleClient, ()>, SqliteStore) {
     let gateway = Gateway::start(decls).await.expect("the gateway starts");
     let store = SqliteStore::open(db).expect("the journal opens");
     let server = gateway.server(Engine::new(store.clone()));
@@ -72,7 +72,7 @@ async fn serve(decls: &Declarations, db: &Path) -> (Gateway, RunningService<Role
 }
 
 /// Call `tool` in run `run` under the model's call id `call`.
-async fn call(
+pub(super) async fn call(
     client: &RunningService<RoleClient, ()>,
     tool: &str,
     args: Value,
@@ -87,7 +87,7 @@ async fn call(
     client.call_tool(params).await.expect("the gateway answers")
 }
 
-fn text(result: &CallToolResult) -> String {
+pub(super) fn text(result: &CallToolResult) -> String {
     result
         .content
         .iter()
@@ -161,8 +161,9 @@ timeout = "30s"
     );
     assert_eq!(text(&retried), text(&first), "the retry reads the recorded result");
 
-    // The journal names the upstream tool in the call's input; the result's _meta says the
-    // re-plan was a replay, under the key the declaration makes.
+    // The journal names the upstream tool (as `list`, `show` and the console show it) and keeps
+    // the model's arguments as the input; the result's _meta says the re-plan was a replay,
+    // under the key the declaration makes.
     let meta = serde_json::to_value(&replanned.meta).unwrap();
     assert_eq!(meta["effect-tool/disposition"], "replayed", "{meta}");
     assert!(
@@ -171,8 +172,8 @@ timeout = "30s"
     );
     let records = store.list(&Filter::default()).await.unwrap();
     assert_eq!(records.len(), 1, "{records:?}");
-    assert_eq!(records[0].tool, JOURNAL_NAME);
-    assert_eq!(records[0].input["tool"], "edit_file");
+    assert_eq!(records[0].tool, "edit_file");
+    assert_eq!(records[0].input, args);
 
     // A read-only tool is served as pure and reads the file.
     let read = call(
@@ -320,13 +321,19 @@ async fn an_upstream_that_hangs_after_acting_is_in_doubt_and_never_run_again() {
             &in_doubt[0].key,
             "alice",
             Verdict::Applied {
-                output: json!("appended pay invoice 7"),
+                // What the upstream answers: its `structuredContent`, which fits the
+                // `outputSchema` it lists (the SDK wraps a string under `result`).
+                output: json!({"result": "appended pay invoice 7"}),
             },
         )
         .await
         .unwrap();
     let resolved = call(&client, "append", args, "run-1", "call-3").await;
     assert_ne!(resolved.is_error, Some(true), "{}", text(&resolved));
+    assert_eq!(
+        resolved.structured_content,
+        Some(json!({"result": "appended pay invoice 7"}))
+    );
     assert_eq!(lines(&ledger), 1);
     client.cancel().await.unwrap();
     gateway.shutdown().await;
@@ -394,7 +401,7 @@ fn declaration_errors_name_the_line_and_what_to_write() {
 
 /// `target/<profile>/examples/gateway_filesystem`, built by `cargo test --all-features` (or
 /// `cargo build --all-features --example gateway_filesystem`).
-fn gateway_binary() -> PathBuf {
+pub(super) fn gateway_binary() -> PathBuf {
     let exe = std::env::current_exe().expect("the test's own path");
     let bin = exe
         .parent()
@@ -495,7 +502,9 @@ async fn a_gateway_killed_mid_call_and_restarted_leaves_a_record_a_person_resolv
             &waiting[0].key,
             "alice",
             Verdict::Applied {
-                output: json!("appended ship order 12"),
+                // What the upstream answers: its `structuredContent`, which fits the
+                // `outputSchema` it lists (the SDK wraps a string under `result`).
+                output: json!({"result": "appended ship order 12"}),
             },
         )
         .await
