@@ -397,6 +397,14 @@ fn declaration_errors_name_the_line_and_what_to_write() {
     )
     .unwrap_err();
     assert_eq!(e.line, 5, "{e}");
+    // Durations as `#[tool]` writes them, read by humantime; a number without a unit is refused.
+    let t = "[upstreams.a]\ncommand = \"x\"\n[upstreams.a.tools.t]\nclass = \"irreversible\"\n";
+    let e = Declarations::parse(&format!("{t}timeout = \"30\"\n")).unwrap_err();
+    assert!(e.to_string().contains("write `timeout = \"30s\"`"), "{e}");
+    let d = Declarations::parse(&format!("{t}timeout = \"1h30m\"\nttl = \"7d\"\n")).unwrap();
+    let decl = &d.upstreams["a"].tools["t"];
+    assert_eq!(decl.timeout, Some(Duration::from_secs(5400)));
+    assert_eq!(decl.ttl, Some(Duration::from_secs(7 * 86_400)));
 }
 
 /// `target/<profile>/examples/gateway_filesystem`, built by `cargo test --all-features` (or
