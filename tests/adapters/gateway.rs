@@ -96,16 +96,16 @@ pub(super) fn text(result: &CallToolResult) -> String {
         .join("\n")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn filesystem_edit_replanned_and_retried_applies_once_and_undeclared_writers_are_not_served() {
-    let Some(servers) = servers() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
+/// The filesystem server's root, made under `dir`, with `note.txt` in it holding one `x` (an
+/// edit that doubles it reads `xxx` when applied twice); and the declarations that front the
+/// server with its `edit_file` declared: `(root, note, declarations)`.
+pub(super) fn filesystem_with_note(servers: &Path, dir: &Path) -> (PathBuf, PathBuf, String) {
+    let root = dir.join("root");
     std::fs::create_dir(&root).unwrap();
     let root = root.canonicalize().unwrap();
     let note = root.join("note.txt");
     std::fs::write(&note, "x").unwrap();
-    let decls = Declarations::parse(&format!(
+    let text = format!(
         r#"
 [upstreams.fs]
 command = "node"
@@ -116,10 +116,18 @@ class = "irreversible"
 key = ["path", "edits"]
 timeout = "30s"
 "#,
-        fs = node_server(&servers, "server-filesystem"),
+        fs = node_server(servers, "server-filesystem"),
         root = root.display().to_string(),
-    ))
-    .unwrap();
+    );
+    (root, note, text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filesystem_edit_replanned_and_retried_applies_once_and_undeclared_writers_are_not_served() {
+    let Some(servers) = servers() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (_, note, toml) = filesystem_with_note(&servers, dir.path());
+    let decls = Declarations::parse(&toml).unwrap();
     let (gateway, client, store) = serve(&decls, &dir.path().join("journal.db")).await;
 
     // Served: the declared writer and the read-only tools (as pure); not served: writers the
@@ -315,7 +323,18 @@ async fn an_upstream_that_hangs_after_acting_is_in_doubt_and_never_run_again() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(lines(&ledger), 1, "{}", text(&again));
 
-    // A person looks at the ledger and says it happened: the next call reads that.
+    // A person looks at the ledger and says it happened: the next call reads that. The journal
+    // keeps the upstream's outputSchema: an output that does not fit it is refused.
+    let wrong = store
+        .resolve(
+            &in_doubt[0].key,
+            "alice",
+            Verdict::Applied {
+                output: json!("appended pay invoice 7"),
+            },
+        )
+        .await;
+    assert!(wrong.is_err(), "{wrong:?}");
     store
         .resolve(
             &in_doubt[0].key,

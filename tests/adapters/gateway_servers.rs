@@ -16,7 +16,7 @@ use effect_tool::adapters::mcp::gateway::Declarations;
 use effect_tool::{Filter, RecordState, Store};
 use serde_json::{Value, json};
 
-use super::gateway::{call, gateway_binary, node_server, python, serve, servers, text};
+use super::gateway::{call, filesystem_with_note, gateway_binary, node_server, python, serve, servers, text};
 use crate::common::python::{client_passed, client_script, require_sdk};
 
 /// The author of every commit, in the test's own `git` and in the git server's environment.
@@ -186,23 +186,9 @@ timeout = "30s"
 async fn a_key_of_one_upstream_tool_never_replays_another() {
     let Some(servers) = servers() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    std::fs::create_dir(&root).unwrap();
-    let root = root.canonicalize().unwrap();
+    let (root, _, toml) = filesystem_with_note(&servers, dir.path());
     let decls = Declarations::parse(&format!(
-        r#"
-[upstreams.fs]
-command = "node"
-args = [{fs:?}, {root:?}]
-
-[upstreams.fs.tools.write_file]
-class = "idempotent"
-
-[upstreams.fs.tools.create_directory]
-class = "idempotent"
-"#,
-        fs = node_server(&servers, "server-filesystem"),
-        root = root.display().to_string(),
+        "{toml}\n[upstreams.fs.tools.write_file]\nclass = \"idempotent\"\n\n[upstreams.fs.tools.create_directory]\nclass = \"idempotent\"\n"
     ))
     .unwrap();
     let (gateway, client, store) = serve(&decls, &dir.path().join("journal.db")).await;
@@ -455,30 +441,9 @@ fn the_python_sdk_client_drives_the_gateway_and_an_edit_sent_twice_applies_once(
     let python = python();
     require_sdk(&python, "import mcp", "the Python MCP SDK");
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    std::fs::create_dir(&root).unwrap();
-    let root = root.canonicalize().unwrap();
-    let note = root.join("note.txt");
-    std::fs::write(&note, "x").unwrap();
+    let (_, note, toml) = filesystem_with_note(&servers, dir.path());
     let config = dir.path().join("effect-tool.gateway.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[upstreams.fs]
-command = "node"
-args = [{fs:?}, {root:?}]
-
-[upstreams.fs.tools.edit_file]
-class = "irreversible"
-key = ["path", "edits"]
-timeout = "30s"
-"#,
-            fs = node_server(&servers, "server-filesystem"),
-            root = root.display().to_string(),
-        ),
-    )
-    .unwrap();
+    std::fs::write(&config, toml).unwrap();
     let out = std::process::Command::new(&python)
         .arg(client_script("gateway_client.py"))
         .arg(gateway_binary())

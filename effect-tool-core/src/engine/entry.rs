@@ -411,7 +411,7 @@ impl Engine {
         Some((result, disposition))
     }
 
-    /// Write `T`'s output schema ([`Tool::output_schema`]) to the journal, once per tool and
+    /// Write `tool`'s output schema ([`Tool::declared_output_schema`]) to the journal, once per tool and
     /// engine, so that a person recording an output by hand is checked against it. A failed
     /// write is logged and tried again on the next call: the call itself goes on (its claim
     /// meets the same journal, and says so if it is down).
@@ -438,12 +438,12 @@ impl Engine {
             Some(_) => {
                 self.inner
                     .store
-                    .put_input_schema(tool.declared_name(), &T::input_schema())
+                    .put_input_schema(tool.declared_name(), &tool.declared_input_schema())
                     .await
             }
             None => Ok(()),
         };
-        let output = match T::output_schema() {
+        let output = match tool.declared_output_schema() {
             Some(schema) => self.inner.store.put_output_schema(tool.declared_name(), &schema).await,
             None => Ok(()),
         };

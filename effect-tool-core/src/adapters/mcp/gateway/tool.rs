@@ -212,6 +212,14 @@ impl<const CLASS: usize, const RECOVER: bool> Tool for Via<CLASS, RECOVER> {
         self.0.exposed
     }
 
+    fn declared_input_schema(&self) -> Value {
+        self.0.input_schema.clone()
+    }
+
+    fn declared_output_schema(&self) -> Option<Value> {
+        self.0.output_schema.clone()
+    }
+
     fn declared_approval(&self) -> Option<&'static str> {
         self.0.approval
     }
