@@ -13,6 +13,7 @@ mod approvals_bind;
 mod approvals_edit;
 mod approvals_ttl;
 mod budgets;
+mod declared_names;
 mod engine_cancellation;
 mod engine_core;
 mod engine_faults_hang;
