@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use effect_tool::adapters::mcp::gateway::{Declarations, Drift, Gateway, JOURNAL_NAME, write_digests};
+use effect_tool::adapters::mcp::gateway::{Declarations, Drift, Gateway, write_digests};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{Engine, Filter, RecordState, Store, StoreExt, Verdict};
 use rmcp::model::{CallToolRequestParams, CallToolResult, RequestMetaObject};
@@ -38,7 +38,7 @@ pub(crate) fn servers() -> Option<PathBuf> {
     }
 }
 
-fn python() -> String {
+pub(super) fn python() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned())
 }
 
@@ -59,7 +59,7 @@ pub(crate) fn node_server(servers: &Path, package: &str) -> String {
 }
 
 /// A gateway served in process to rmcp's client, over a SQLite journal at `db`.
-async fn serve(decls: &Declarations, db: &Path) -> (Gateway, RunningService<RoleClient, ()>, SqliteStore) {
+pub(super) async fn serve(decls: &Declarations, db: &Path) -> (Gateway, RunningService<RoleClient, ()>, SqliteStore) {
     let gateway = Gateway::start(decls).await.expect("the gateway starts");
     let store = SqliteStore::open(db).expect("the journal opens");
     let server = gateway.server(Engine::new(store.clone()));
@@ -72,7 +72,7 @@ async fn serve(decls: &Declarations, db: &Path) -> (Gateway, RunningService<Role
 }
 
 /// Call `tool` in run `run` under the model's call id `call`.
-async fn call(
+pub(super) async fn call(
     client: &RunningService<RoleClient, ()>,
     tool: &str,
     args: Value,
@@ -87,7 +87,7 @@ async fn call(
     client.call_tool(params).await.expect("the gateway answers")
 }
 
-fn text(result: &CallToolResult) -> String {
+pub(super) fn text(result: &CallToolResult) -> String {
     result
         .content
         .iter()
@@ -96,16 +96,16 @@ fn text(result: &CallToolResult) -> String {
         .join("\n")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn filesystem_edit_replanned_and_retried_applies_once_and_undeclared_writers_are_not_served() {
-    let Some(servers) = servers() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
+/// The filesystem server's root, made under `dir`, with `note.txt` in it holding one `x` (an
+/// edit that doubles it reads `xxx` when applied twice); and the declarations that front the
+/// server with its `edit_file` declared: `(root, note, declarations)`.
+pub(super) fn filesystem_with_note(servers: &Path, dir: &Path) -> (PathBuf, PathBuf, String) {
+    let root = dir.join("root");
     std::fs::create_dir(&root).unwrap();
     let root = root.canonicalize().unwrap();
     let note = root.join("note.txt");
     std::fs::write(&note, "x").unwrap();
-    let decls = Declarations::parse(&format!(
+    let text = format!(
         r#"
 [upstreams.fs]
 command = "node"
@@ -116,10 +116,18 @@ class = "irreversible"
 key = ["path", "edits"]
 timeout = "30s"
 "#,
-        fs = node_server(&servers, "server-filesystem"),
+        fs = node_server(servers, "server-filesystem"),
         root = root.display().to_string(),
-    ))
-    .unwrap();
+    );
+    (root, note, text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filesystem_edit_replanned_and_retried_applies_once_and_undeclared_writers_are_not_served() {
+    let Some(servers) = servers() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (_, note, toml) = filesystem_with_note(&servers, dir.path());
+    let decls = Declarations::parse(&toml).unwrap();
     let (gateway, client, store) = serve(&decls, &dir.path().join("journal.db")).await;
 
     // Served: the declared writer and the read-only tools (as pure); not served: writers the
@@ -161,8 +169,9 @@ timeout = "30s"
     );
     assert_eq!(text(&retried), text(&first), "the retry reads the recorded result");
 
-    // The journal names the upstream tool in the call's input; the result's _meta says the
-    // re-plan was a replay, under the key the declaration makes.
+    // The journal names the upstream tool (as `list`, `show` and the console show it) and keeps
+    // the model's arguments as the input; the result's _meta says the re-plan was a replay,
+    // under the key the declaration makes.
     let meta = serde_json::to_value(&replanned.meta).unwrap();
     assert_eq!(meta["effect-tool/disposition"], "replayed", "{meta}");
     assert!(
@@ -171,8 +180,8 @@ timeout = "30s"
     );
     let records = store.list(&Filter::default()).await.unwrap();
     assert_eq!(records.len(), 1, "{records:?}");
-    assert_eq!(records[0].tool, JOURNAL_NAME);
-    assert_eq!(records[0].input["tool"], "edit_file");
+    assert_eq!(records[0].tool, "edit_file");
+    assert_eq!(records[0].input, args);
 
     // A read-only tool is served as pure and reads the file.
     let read = call(
@@ -314,8 +323,9 @@ async fn an_upstream_that_hangs_after_acting_is_in_doubt_and_never_run_again() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(lines(&ledger), 1, "{}", text(&again));
 
-    // A person looks at the ledger and says it happened: the next call reads that.
-    store
+    // A person looks at the ledger and says it happened: the next call reads that. The journal
+    // keeps the upstream's outputSchema: an output that does not fit it is refused.
+    let wrong = store
         .resolve(
             &in_doubt[0].key,
             "alice",
@@ -323,10 +333,26 @@ async fn an_upstream_that_hangs_after_acting_is_in_doubt_and_never_run_again() {
                 output: json!("appended pay invoice 7"),
             },
         )
+        .await;
+    assert!(wrong.is_err(), "{wrong:?}");
+    store
+        .resolve(
+            &in_doubt[0].key,
+            "alice",
+            Verdict::Applied {
+                // What the upstream answers: its `structuredContent`, which fits the
+                // `outputSchema` it lists (the SDK wraps a string under `result`).
+                output: json!({"result": "appended pay invoice 7"}),
+            },
+        )
         .await
         .unwrap();
     let resolved = call(&client, "append", args, "run-1", "call-3").await;
     assert_ne!(resolved.is_error, Some(true), "{}", text(&resolved));
+    assert_eq!(
+        resolved.structured_content,
+        Some(json!({"result": "appended pay invoice 7"}))
+    );
     assert_eq!(lines(&ledger), 1);
     client.cancel().await.unwrap();
     gateway.shutdown().await;
@@ -390,11 +416,19 @@ fn declaration_errors_name_the_line_and_what_to_write() {
     )
     .unwrap_err();
     assert_eq!(e.line, 5, "{e}");
+    // Durations as `#[tool]` writes them, read by humantime; a number without a unit is refused.
+    let t = "[upstreams.a]\ncommand = \"x\"\n[upstreams.a.tools.t]\nclass = \"irreversible\"\n";
+    let e = Declarations::parse(&format!("{t}timeout = \"30\"\n")).unwrap_err();
+    assert!(e.to_string().contains("write `timeout = \"30s\"`"), "{e}");
+    let d = Declarations::parse(&format!("{t}timeout = \"1h30m\"\nttl = \"7d\"\n")).unwrap();
+    let decl = &d.upstreams["a"].tools["t"];
+    assert_eq!(decl.timeout, Some(Duration::from_secs(5400)));
+    assert_eq!(decl.ttl, Some(Duration::from_secs(7 * 86_400)));
 }
 
 /// `target/<profile>/examples/gateway_filesystem`, built by `cargo test --all-features` (or
 /// `cargo build --all-features --example gateway_filesystem`).
-fn gateway_binary() -> PathBuf {
+pub(super) fn gateway_binary() -> PathBuf {
     let exe = std::env::current_exe().expect("the test's own path");
     let bin = exe
         .parent()
@@ -495,7 +529,9 @@ async fn a_gateway_killed_mid_call_and_restarted_leaves_a_record_a_person_resolv
             &waiting[0].key,
             "alice",
             Verdict::Applied {
-                output: json!("appended ship order 12"),
+                // What the upstream answers: its `structuredContent`, which fits the
+                // `outputSchema` it lists (the SDK wraps a string under `result`).
+                output: json!({"result": "appended ship order 12"}),
             },
         )
         .await

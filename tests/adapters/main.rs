@@ -9,6 +9,7 @@
 mod common;
 
 mod gateway;
+mod gateway_servers;
 mod http_idempotency;
 mod mcp_http_limits;
 mod mcp_http_python_client;

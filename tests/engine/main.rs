@@ -14,6 +14,7 @@ mod approvals_edit;
 mod approvals_granted;
 mod approvals_ttl;
 mod budgets;
+mod declared_names;
 mod engine_cancellation;
 mod engine_core;
 mod engine_faults_hang;

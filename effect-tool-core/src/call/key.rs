@@ -606,13 +606,13 @@ pub fn identify_with<T: crate::Tool>(
         tool.declared_window(),
         T::SHARED_KEYS,
         run,
-        T::NAME,
+        tool.declared_name(),
         &input,
         hash,
         custom,
     );
     if let Some(client) = run.client_key() {
-        key = client_key(run, T::NAME, client);
+        key = client_key(run, tool.declared_name(), client);
     }
     // The key leaves sensitive values out; the fingerprint (and what is journaled) binds them.
     let (fingerprint, input) = match bound {

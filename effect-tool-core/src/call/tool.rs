@@ -272,6 +272,28 @@ pub trait Tool: Send + Sync + 'static {
         None
     }
 
+    /// The name this tool's calls are journaled, keyed and reported under: [`Tool::NAME`],
+    /// unless the tool is declared at run time (each tool of the MCP gateway is one type per
+    /// effect class, named by its upstream tool). The engine reads the name only through this
+    /// method: two tools of one type with different names never share a key or a record.
+    fn declared_name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    /// The arguments' JSON Schema the journal keeps for a person's edit of a parked call
+    /// ([`crate::Store::put_input_schema`]): [`Tool::input_schema`], unless the tool is declared
+    /// at run time (a tool of the MCP gateway: the upstream's `inputSchema`).
+    fn declared_input_schema(&self) -> serde_json::Value {
+        Self::input_schema()
+    }
+
+    /// The output's JSON Schema the journal keeps for a person's record of an output
+    /// ([`crate::Store::put_output_schema`]): [`Tool::output_schema`], unless the tool is
+    /// declared at run time (a tool of the MCP gateway: the upstream's `outputSchema`).
+    fn declared_output_schema(&self) -> Option<serde_json::Value> {
+        Self::output_schema()
+    }
+
     /// The approving role of this tool's calls: [`Tool::APPROVAL`], unless the tool is declared
     /// at run time (a tool of the MCP gateway, whose declaration is read from a file) and says
     /// otherwise. The engine journals this role with every call that [`Tool::needs_approval`].

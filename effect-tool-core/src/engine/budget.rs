@@ -34,7 +34,7 @@ impl Engine {
         let Some(budgets) = self.budgets_of(run) else {
             return Ok(());
         };
-        let charges = budgets.charges_for_call(T::NAME, &tool.costs(args));
+        let charges = budgets.charges_for_call(tool.declared_name(), &tool.costs(args));
         if charges.is_empty() {
             return Ok(());
         }
@@ -52,20 +52,20 @@ impl Engine {
         let spend = Spend {
             run_id: run.run_id().to_owned(),
             key: key.to_owned(),
-            tool: T::NAME.to_owned(),
+            tool: tool.declared_name().to_owned(),
             charges,
         };
         match store.spend(&spend).await {
             Ok(SpendOutcome::Spent { .. }) => Ok(()),
             Ok(SpendOutcome::Exceeded(overdraft)) => {
-                observe::budget_exceeded(&self.inner.events, T::NAME, run.run_id(), key, &overdraft);
+                observe::budget_exceeded(&self.inner.events, tool.declared_name(), run.run_id(), key, &overdraft);
                 Err(EffectError::BudgetExceeded {
-                    tool: T::NAME.to_owned(),
+                    tool: tool.declared_name().to_owned(),
                     key: journaled.then(|| key.to_owned()),
                     overdraft,
                 })
             }
-            Err(e) => Err(store_error::<T>(e)),
+            Err(e) => Err(store_error::<T>(tool.declared_name(), e)),
         }
     }
 

@@ -150,8 +150,8 @@ impl<T: Tool> DynTool for T {
         match serde_json::from_value::<T::Output>(output.clone()) {
             Ok(out) => Tool::to_model(self, &out),
             Err(e) => {
-                tracing::warn!(tool = T::NAME, error = %e, "a recorded output does not decode as the tool's output type; the model is told it cannot be shown");
-                Some(crate::call::view::unviewable(T::NAME))
+                tracing::warn!(tool = Tool::declared_name(self), error = %e, "a recorded output does not decode as the tool's output type; the model is told it cannot be shown");
+                Some(crate::call::view::unviewable(Tool::declared_name(self)))
             }
         }
     }
@@ -170,7 +170,7 @@ impl<T: Tool> DynTool for T {
                 Err(e) => {
                     // serde quotes the value it could not decode: never a sensitive one.
                     let err = EffectError::InvalidArguments {
-                        tool: T::NAME.to_owned(),
+                        tool: Tool::declared_name(self).to_owned(),
                         message: crate::call::key::scrub(e.to_string(), &args_json, T::SENSITIVE),
                     };
                     return CallReport {
@@ -192,7 +192,7 @@ impl<T: Tool> DynTool for T {
             let report = engine.call_with_report(self, run, opts, args).await;
             let result = match report.result {
                 Ok(out) => serde_json::to_value(out).map_err(|e| EffectError::Codec {
-                    tool: T::NAME.to_owned(),
+                    tool: Tool::declared_name(self).to_owned(),
                     key: report.key.clone().unwrap_or_default(),
                     message: format!("output does not serialize: {e}"),
                 }),
@@ -230,7 +230,7 @@ impl<T: Tool> DynTool for T {
         Box::pin(async move {
             let key = ctx.effect_key().unwrap_or_default();
             let codec = |message: String| EffectError::Codec {
-                tool: T::NAME.to_owned(),
+                tool: Tool::declared_name(self).to_owned(),
                 key: key.to_owned(),
                 message,
             };
@@ -256,7 +256,7 @@ impl<T: Tool> DynTool for T {
             self.compensate(ctx, &args, &output)
                 .await
                 .map_err(|e| EffectError::Tool {
-                    tool: T::NAME.to_owned(),
+                    tool: Tool::declared_name(self).to_owned(),
                     key: ctx.effect_key().map(str::to_owned),
                     failure: crate::ClassifyError::failure(&e).unwrap_or(crate::Failure::Unknown),
                     error: e.to_string(),

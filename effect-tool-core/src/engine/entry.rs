@@ -54,9 +54,9 @@ impl Engine {
     ) -> CallReport<T::Output, T::Error> {
         let span = tracing::info_span!(
             "execute_tool",
-            otel.name = %observe::OtelName(T::NAME),
+            otel.name = %observe::OtelName(tool.declared_name()),
             gen_ai.operation.name = "execute_tool",
-            gen_ai.tool.name = T::NAME,
+            gen_ai.tool.name = tool.declared_name(),
             gen_ai.tool.call.id = opts.call_id.as_deref(),
             gen_ai.tool.type = "function",
             gen_ai.agent.name = run.agent(),
@@ -72,7 +72,7 @@ impl Engine {
         let work = async move {
             let Some(_active) = self.inner.enter() else {
                 let err = EffectError::ShuttingDown {
-                    tool: T::NAME.to_owned(),
+                    tool: tool.declared_name().to_owned(),
                     key: None,
                 };
                 return CallReport {
@@ -100,7 +100,7 @@ impl Engine {
             };
             observe::call_ended(
                 &self.inner.events,
-                T::NAME,
+                tool.declared_name(),
                 T::CLASS,
                 report.disposition,
                 report.result.as_ref().err().map(EffectError::kind),
@@ -133,26 +133,26 @@ impl Engine {
         };
         // Stage 1b: a pure call is asked too (not audited: nothing of it is journaled).
         #[cfg(feature = "policy")]
-        if let super::policies::Gate::Denied { by, reason } = self.ask_policies::<T>(run, None, &args, None).await {
-            return super::policies::denied::<T>(by, reason, None);
+        if let super::policies::Gate::Denied { by, reason } = self.ask_policies(tool, run, None, &args, None).await {
+            return super::policies::denied::<T>(tool.declared_name(), by, reason, None);
         }
         // Budgets: a pure call has no effect key; its spend is bound to the model's call id
         // (a turn delivered twice is charged once), else to this call alone.
         let budget_key = self
             .budgets_of(run)
-            .map(|_| pure_budget_key(run.run_id(), T::NAME, opts.call_id.as_deref()));
+            .map(|_| pure_budget_key(run.run_id(), tool.declared_name(), opts.call_id.as_deref()));
         if let Some(key) = &budget_key
             && let Err(err) = self.spend_call(tool, run, key, false, &args).await
         {
             let disposition = refused(&err);
             return report(Err(err), disposition);
         }
-        let mut ctx = EffectCtx::new(run.clone(), T::NAME, T::CLASS, opts.call_id, None, 1, None);
+        let mut ctx = EffectCtx::new(run.clone(), tool.declared_name(), T::CLASS, opts.call_id, None, 1, None);
         for exec in 1.. {
             if run.cancellation().is_cancelled() {
                 return report(
                     Err(EffectError::Cancelled {
-                        tool: T::NAME.to_owned(),
+                        tool: tool.declared_name().to_owned(),
                         key: None,
                     }),
                     Disposition::Failed,
@@ -167,7 +167,7 @@ impl Engine {
                 Exec::Cancelled | Exec::Lapsed => {
                     return report(
                         Err(EffectError::Cancelled {
-                            tool: T::NAME.to_owned(),
+                            tool: tool.declared_name().to_owned(),
                             key: None,
                         }),
                         Disposition::Failed,
@@ -177,13 +177,13 @@ impl Engine {
             let mut decision = decide(policy_input::<T>(outcome, exec, tool.declared_retry()));
             if matches!(decision, Decision::Retry { .. })
                 && let Some(key) = &budget_key
-                && !self.spend_retry(T::NAME, run, key, exec).await
+                && !self.spend_retry(tool.declared_name(), run, key, exec).await
             {
                 decision = Decision::Fail;
             }
             match decision {
                 Decision::Retry { after } => {
-                    observe::tool_retried(T::NAME);
+                    observe::tool_retried(tool.declared_name());
                     tracing::debug!(after_ms = after.as_millis() as u64, "retrying pure tool");
                     tokio::select! {
                         biased;
@@ -193,8 +193,8 @@ impl Engine {
                 }
                 _ => {
                     let err = match result {
-                        Err(e) => tool_error::<T>(None, outcome, e),
-                        Ok(lost) => lost.into_error(T::NAME, None),
+                        Err(e) => tool_error::<T>(tool.declared_name(), None, outcome, e),
+                        Ok(lost) => lost.into_error(tool.declared_name(), None),
                     };
                     return report(Err(err), Disposition::Failed);
                 }
@@ -229,7 +229,7 @@ impl Engine {
             Ok(identity) => identity,
             Err(e) => {
                 let err = EffectError::InvalidArguments {
-                    tool: T::NAME.to_owned(),
+                    tool: tool.declared_name().to_owned(),
                     message: format!("arguments do not serialize: {e}"),
                 };
                 return Err(failed(Err(err), None));
@@ -237,14 +237,14 @@ impl Engine {
         };
         tracing::Span::current().record("effect_tool.key", key.as_str());
         let (fingerprint, input) = match self.marker_secret().await {
-            Err(e) => return Err(failed(Err(store_error::<T>(e)), Some(key))),
+            Err(e) => return Err(failed(Err(store_error::<T>(tool.declared_name(), e)), Some(key))),
             Ok(secret) if !T::SENSITIVE.is_empty() => match key::identify_with(tool, run, args, secret.as_ref()) {
                 Ok(bound) => (bound.fingerprint, bound.input),
                 Err(_) => (fingerprint, input),
             },
             Ok(_) => (fingerprint, input),
         };
-        self.write_output_schema::<T>().await;
+        self.write_output_schema(tool).await;
         Ok(Identified {
             key,
             fingerprint,
@@ -286,11 +286,15 @@ impl Engine {
         // Stage 1b.
         #[cfg(feature = "policy")]
         let policy_approval = {
-            let declared = if tool.needs_approval(&args) { T::APPROVAL } else { None };
-            match self.ask_policies::<T>(run, Some(&key), &args, declared).await {
+            let declared = if tool.needs_approval(&args) {
+                tool.declared_approval()
+            } else {
+                None
+            };
+            match self.ask_policies(tool, run, Some(&key), &args, declared).await {
                 super::policies::Gate::Go(role) => role,
                 super::policies::Gate::Denied { by, reason } => {
-                    return super::policies::denied::<T>(by, reason, Some(&key));
+                    return super::policies::denied::<T>(tool.declared_name(), by, reason, Some(&key));
                 }
             }
         };
@@ -337,11 +341,11 @@ impl Engine {
             match self
                 .inner
                 .inflight
-                .join(&key, &fingerprint, opts.call_id.as_deref(), T::NAME)
+                .join(&key, &fingerprint, opts.call_id.as_deref(), tool.declared_name())
             {
                 Role::Follower(slot) => {
-                    if slot.tool != T::NAME {
-                        let err = key_of_another_tool::<T>(&key, slot.tool);
+                    if slot.tool != tool.declared_name() {
+                        let err = key_of_another_tool::<T>(tool.declared_name(), &key, slot.tool);
                         return report((Err(err), Disposition::Failed));
                     }
                     // Whatever the leader did, the key has been seen since the lookup.
@@ -358,7 +362,7 @@ impl Engine {
                     } else {
                         Box::pin(self.lead(&call, input, args, unseen)).await
                     };
-                    leader.publish::<T>(&settled);
+                    leader.publish::<T>(call.name(), &settled);
                     return report(settled);
                 }
             }
@@ -392,7 +396,7 @@ impl Engine {
             return Some(refused);
         }
         let result = match result {
-            Ok(v) => decode_output::<T>(call.key, v),
+            Ok(v) => decode_output::<T>(call.name(), call.key, v),
             Err(e) => Err(from_leader::<T>(e, call.run)),
         };
         if result.is_ok() && leader_input != call.fingerprint {
@@ -407,35 +411,40 @@ impl Engine {
         Some((result, disposition))
     }
 
-    /// Write `T`'s output schema ([`Tool::output_schema`]) to the journal, once per tool and
+    /// Write `tool`'s output schema ([`Tool::declared_output_schema`]) to the journal, once per tool and
     /// engine, so that a person recording an output by hand is checked against it. A failed
     /// write is logged and tried again on the next call: the call itself goes on (its claim
     /// meets the same journal, and says so if it is down).
-    async fn write_output_schema<T: Tool>(&self) {
+    async fn write_output_schema<T: Tool>(&self, tool: &T) {
         let written = |inner: &Inner| {
             inner
                 .output_schemas
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(T::NAME)
+                .insert(tool.declared_name())
         };
         if self
             .inner
             .output_schemas
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .contains(T::NAME)
+            .contains(tool.declared_name())
         {
             return;
         }
         // A tool that waits for approval: its arguments' schema too, so that a person's edit
         // of them is checked ([`crate::StoreExt::approve_edited`]).
-        let input = match T::APPROVAL {
-            Some(_) => self.inner.store.put_input_schema(T::NAME, &T::input_schema()).await,
+        let input = match tool.declared_approval() {
+            Some(_) => {
+                self.inner
+                    .store
+                    .put_input_schema(tool.declared_name(), &tool.declared_input_schema())
+                    .await
+            }
             None => Ok(()),
         };
-        let output = match T::output_schema() {
-            Some(schema) => self.inner.store.put_output_schema(T::NAME, &schema).await,
+        let output = match tool.declared_output_schema() {
+            Some(schema) => self.inner.store.put_output_schema(tool.declared_name(), &schema).await,
             None => Ok(()),
         };
         match input.and(output) {
@@ -443,7 +452,7 @@ impl Engine {
                 written(&self.inner);
             }
             Err(e) => {
-                tracing::warn!(tool = T::NAME, error = %e, "could not write the tool's output schema to the journal; an output a person records by hand is not checked until it is")
+                tracing::warn!(tool = tool.declared_name(), error = %e, "could not write the tool's output schema to the journal; an output a person records by hand is not checked until it is")
             }
         }
     }

@@ -128,14 +128,14 @@ impl Leader<'_> {
     }
 
     /// Give the followers `T`'s `settled` call (converted only if someone waits for it).
-    pub(super) fn publish<T: Tool>(mut self, settled: &Settled<T::Output, T::Error>) {
+    pub(super) fn publish<T: Tool>(mut self, tool: &str, settled: &Settled<T::Output, T::Error>) {
         if !self.leave() {
             return;
         }
         let (result, disposition) = settled;
         let shared = match result {
             Ok(out) => serde_json::to_value(out).map_err(|e| EffectError::Codec {
-                tool: T::NAME.to_owned(),
+                tool: tool.to_owned(),
                 key: self.key.to_owned(),
                 message: format!("output does not serialize: {e}"),
             }),

@@ -193,7 +193,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
     fn intent(&self, input: Value) -> Intent {
         let call = self.call;
         Intent {
-            tool: T::NAME.to_owned(),
+            tool: self.call.name().to_owned(),
             class: T::CLASS,
             run_id: call.run.run_id().to_owned(),
             thread_id: call.run.thread_id().map(str::to_owned),
@@ -213,10 +213,10 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
     async fn claim(&mut self) -> Step<Held, T::Output, T::Error> {
         let (call, inner) = (self.call, &self.engine.inner);
         if call.run.cancellation().is_cancelled() {
-            return Step::Done(cancelled::<T>(self.key()));
+            return Step::Done(cancelled::<T>(self.call.name(), self.key()));
         }
         if inner.draining.is_cancelled() {
-            return Step::Done(shutting_down::<T>(self.key()));
+            return Step::Done(shutting_down::<T>(self.call.name(), self.key()));
         }
         let first = self.first_input.is_some();
         let input = match self.next_input() {
@@ -248,7 +248,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         let (attempt, previous) = match claimed {
             Err(StoreError::Rejected(Rejected::KeyOfAnotherTool { recorded_tool, .. })) => {
                 let err = EffectError::KeyOfAnotherTool {
-                    tool: T::NAME.to_owned(),
+                    tool: self.call.name().to_owned(),
                     key: self.key().to_owned(),
                     recorded_tool,
                 };
@@ -300,7 +300,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         let lease = LeaseClock::new(sent, inner.config.lease);
         let ctx = EffectCtx::new(
             call.run.clone(),
-            T::NAME,
+            self.call.name(),
             T::CLASS,
             call.call_id.clone(),
             Some(key),
@@ -354,7 +354,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             )),
             Err(e) => {
                 let err = EffectError::InvalidArguments {
-                    tool: T::NAME.to_owned(),
+                    tool: self.call.name().to_owned(),
                     message: format!("arguments do not serialize: {e}"),
                 };
                 Err((Err(err), Disposition::Failed))
@@ -389,7 +389,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             OpOutcome::AwaitingApproval(rec) => {
                 let pending = ApprovalPending {
                     key,
-                    tool: T::NAME.to_owned(),
+                    tool: self.call.name().to_owned(),
                     run_id: call.run.run_id().to_owned(),
                     role: rec.approval_role.unwrap_or_default(),
                 };
@@ -399,18 +399,18 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 );
             }
             OpOutcome::Denied(rec) => EffectError::Denied {
-                tool: T::NAME.to_owned(),
+                tool: self.call.name().to_owned(),
                 key,
                 by: rec.decided_by.unwrap_or_else(|| "a person".to_owned()),
                 reason: rec.reason,
             },
             OpOutcome::Compensated(_) => EffectError::Compensated {
-                tool: T::NAME.to_owned(),
+                tool: self.call.name().to_owned(),
                 key,
             },
             OpOutcome::Claimed { .. } | OpOutcome::InFlight(_) | OpOutcome::Done(_) => {
                 let e = StoreError::Backend("claim answered with a non-claim outcome".to_owned());
-                store_error::<T>(e)
+                store_error::<T>(self.call.name(), e)
             }
         };
         (Err(err), Disposition::Failed)
@@ -428,7 +428,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         if matches!(error, StoreError::Backend(_)) {
             self.release_hidden_claim(&error, sent_at).await;
         }
-        (Err(store_error::<T>(error)), Disposition::Failed)
+        (Err(store_error::<T>(self.call.name(), error)), Disposition::Failed)
     }
 
     /// Look for a claim this call wrote though its answer was lost, with backoff, for at most
@@ -496,7 +496,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
     async fn edited(&mut self, held: &Held, edit: ApprovedEdit) -> Step<(), T::Output, T::Error> {
         let call = self.call;
         let invalid = |message: String| EffectError::InvalidArguments {
-            tool: T::NAME.to_owned(),
+            tool: self.call.name().to_owned(),
             message,
         };
         let mut args = match serde_json::to_value(&self.args) {
@@ -552,7 +552,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                     // and the edited key's record (a replay).
                     let _ = self
                         .engine
-                        .complete_under_claim(T::NAME, self.key(), held, value, again)
+                        .complete_under_claim(self.call.name(), self.key(), held, value, again)
                         .await;
                 }
                 Step::Done((Ok(out), report.disposition))
@@ -586,7 +586,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         };
         let (key, attempt) = (self.key(), held.attempt);
         tracing::info!(?previous, "taking over a claim whose outcome is unknown");
-        observe::taken_over(&self.engine.inner.events, T::NAME, key, attempt);
+        observe::taken_over(&self.engine.inner.events, self.call.name(), key, attempt);
         if T::HAS_RECOVER && !self.reconfirm(held).await {
             tracing::warn!("the claim's lease lapsed before reconciling; not asking recover");
             return self.lapsed(held).await;
@@ -626,7 +626,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                         if matches!(e, StoreError::Rejected(_)) {
                             return Step::Again;
                         }
-                        Step::Done((Err(store_error::<T>(e)), Disposition::Failed))
+                        Step::Done((Err(store_error::<T>(self.call.name(), e)), Disposition::Failed))
                     }
                 }
             }
@@ -652,7 +652,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 tracing::warn!("the claim's lease lapsed before reconciling; not asking recover");
                 self.lapsed(held).await
             }
-            Recovered::Aborted => Step::Done(shutting_down::<T>(key)),
+            Recovered::Aborted => Step::Done(shutting_down::<T>(self.call.name(), key)),
         }
     }
 
@@ -681,7 +681,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             Recovered::Answer(Err(e)) => format!("failed: {e}"),
             Recovered::Unfinished(lost) => lost.reason(),
             Recovered::Lapsed => return self.lapsed(held).await,
-            Recovered::Aborted => return Step::Done(shutting_down::<T>(key)),
+            Recovered::Aborted => return Step::Done(shutting_down::<T>(self.call.name(), key)),
         };
         tracing::warn!(%why, "recover before the first run could not tell whether the effect exists; not running");
         let reason = format!("recover before the first run {why}; nothing ran, call again later");
@@ -696,12 +696,12 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         let stop = if self.call.run.cancellation().is_cancelled() {
             Some((
                 "the run was cancelled before the tool started",
-                cancelled::<T>(self.key()),
+                cancelled::<T>(self.call.name(), self.key()),
             ))
         } else if self.engine.inner.draining.is_cancelled() {
             Some((
                 "the engine shut down before the tool started",
-                shutting_down::<T>(self.key()),
+                shutting_down::<T>(self.call.name(), self.key()),
             ))
         } else {
             None
@@ -802,7 +802,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 };
                 let _ = self.store().mark_in_doubt(key, attempt, reason.to_owned()).await;
                 let err = EffectError::Interrupted {
-                    tool: T::NAME.to_owned(),
+                    tool: self.call.name().to_owned(),
                     key: key.to_owned(),
                 };
                 return Step::Done((Err(err), Disposition::Failed));
@@ -825,13 +825,16 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             Ok(lost) => self.error_text(&lost.reason()),
         };
         let as_error = |failure: Result<Unfinished, T::Error>| match failure {
-            Err(e) => tool_error::<T>(Some(key), outcome, e),
-            Ok(lost) => lost.into_error(T::NAME, Some(key)),
+            Err(e) => tool_error::<T>(self.call.name(), Some(key), outcome, e),
+            Ok(lost) => lost.into_error(self.call.name(), Some(key)),
         };
         let failed = |failure| Step::Done((Err(as_error(failure)), Disposition::Failed));
         let mut decision = decide(policy_input::<T>(outcome, self.exec, self.call.tool.declared_retry()));
         if matches!(decision, Decision::Retry { .. })
-            && !self.engine.spend_retry(T::NAME, self.call.run, key, attempt).await
+            && !self
+                .engine
+                .spend_retry(self.call.name(), self.call.run, key, attempt)
+                .await
         {
             // The run's retry budget is spent: end as the last attempt would.
             decision = match decide(policy_input::<T>(
@@ -847,7 +850,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         tracing::debug!(?decision, reason = %self.log_text(&reason), "tool failed");
         match decision {
             Decision::Retry { after } => {
-                observe::tool_retried(T::NAME);
+                observe::tool_retried(self.call.name());
                 if let Err(e) = self.store().release(key, attempt, Some(reason)).await {
                     tracing::warn!(error = %e, "could not release the claim before retrying");
                 }
@@ -930,7 +933,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         let again = || serde_json::to_value(&out).ok();
         match self
             .engine
-            .complete_under_claim(T::NAME, key, held, output, again)
+            .complete_under_claim(self.call.name(), key, held, output, again)
             .await
         {
             Completion::Written | Completion::Failed => (Ok(out), disposition),
@@ -976,7 +979,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         );
         observe::claim_lost(
             &self.engine.inner.events,
-            T::NAME,
+            self.call.name(),
             self.key(),
             held.attempt,
             current,
@@ -988,7 +991,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             tracing::warn!(error = %e, "could not audit the lost claim");
         }
         let err = EffectError::ClaimLost {
-            tool: T::NAME.to_owned(),
+            tool: self.call.name().to_owned(),
             key: self.key().to_owned(),
             attempt: held.attempt,
             finished,

@@ -33,11 +33,16 @@ pub(super) struct Call<'a, T> {
 }
 
 impl<T: Tool> Call<'_, T> {
+    /// The name the call is journaled under ([`Tool::declared_name`]).
+    pub(super) fn name(&self) -> &'static str {
+        self.tool.declared_name()
+    }
+
     /// The call stops with [`SideEffectRetryBlocked`] for `reason`.
     pub(super) fn blocked<O>(&self, reason: BlockReason) -> Settled<O, T::Error> {
         let err = SideEffectRetryBlocked {
             key: self.key.to_owned(),
-            tool: T::NAME.to_owned(),
+            tool: self.name().to_owned(),
             run_id: self.run.run_id().to_owned(),
             reason,
         };

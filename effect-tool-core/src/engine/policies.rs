@@ -58,6 +58,7 @@ impl Engine {
     /// approval denies it). `declared`: the role the declaration asks for this call.
     pub(super) async fn ask_policies<T: Tool>(
         &self,
+        tool: &T,
         run: &RunContext,
         key: Option<&str>,
         args: &T::Args,
@@ -77,9 +78,9 @@ impl Engine {
             run_id: run.run_id(),
             thread_id: run.thread_id(),
             agent: run.agent(),
-            tool: T::NAME,
+            tool: tool.declared_name(),
             class: T::CLASS,
-            declared_approval: T::APPROVAL,
+            declared_approval: tool.declared_approval(),
             args: &args,
         };
         let mode = policies.mode();
@@ -94,18 +95,18 @@ impl Engine {
                 policies,
             };
         }
-        observe::policy_decided(&self.inner.events, T::NAME, key, &decision, mode);
+        observe::policy_decided(&self.inner.events, tool.declared_name(), key, &decision, mode);
         if decision != PolicyDecision::Allow {
             match mode {
                 PolicyMode::Shadow => tracing::info!(
-                    tool = T::NAME,
+                    tool = tool.declared_name(),
                     key,
                     decision = decision.as_str(),
                     policies = ?decision.policies(),
                     "shadow policy: the call goes on as declared; enforced, the policies would have decided otherwise"
                 ),
                 PolicyMode::Enforce => tracing::info!(
-                    tool = T::NAME,
+                    tool = tool.declared_name(),
                     key,
                     decision = decision.as_str(),
                     policies = ?decision.policies(),
@@ -116,7 +117,7 @@ impl Engine {
                 let store = &self.inner.store;
                 let entry = audit_entry(key, &decision, mode, &request, declared, store.now());
                 if let Err(e) = store.append_audit(entry).await {
-                    tracing::warn!(tool = T::NAME, key, error = %e, "the policy decision could not be audited");
+                    tracing::warn!(tool = tool.declared_name(), key, error = %e, "the policy decision could not be audited");
                 }
             }
         }
@@ -143,10 +144,15 @@ impl Engine {
 }
 
 /// The report of a call the policies denied: nothing ran, nothing was journaled.
-pub(super) fn denied<T: Tool>(by: String, reason: String, key: Option<&str>) -> CallReport<T::Output, T::Error> {
+pub(super) fn denied<T: Tool>(
+    tool: &str,
+    by: String,
+    reason: String,
+    key: Option<&str>,
+) -> CallReport<T::Output, T::Error> {
     CallReport {
         result: Err(EffectError::Denied {
-            tool: T::NAME.to_owned(),
+            tool: tool.to_owned(),
             key: key.unwrap_or_default().to_owned(),
             by,
             reason: Some(reason),

@@ -98,11 +98,15 @@ impl Engine {
         if !T::HAS_RECOVER {
             return Ok(skipped(format!(
                 "{} has no recover hook: a person resolves it",
-                T::NAME
+                tool.declared_name()
             )));
         }
-        if rec.tool != T::NAME {
-            return Ok(skipped(format!("the record is of {}, not {}", rec.tool, T::NAME)));
+        if rec.tool != tool.declared_name() {
+            return Ok(skipped(format!(
+                "the record is of {}, not {}",
+                rec.tool,
+                tool.declared_name()
+            )));
         }
         let now = store.now();
         if !(rec.state == RecordState::InDoubt || rec.is_stale(now)) {
@@ -164,7 +168,7 @@ impl Engine {
         let clock = LeaseClock::new(sent, lease);
         let ctx = EffectCtx::new(
             run,
-            T::NAME,
+            tool.declared_name(),
             T::CLASS,
             rec.call_id.clone(),
             Some(rec.key.clone()),
@@ -182,7 +186,10 @@ impl Engine {
             Recovered::Answer(Ok(Recovery::Applied(out))) => match serde_json::to_value(&out) {
                 Ok(output) => {
                     let again = || serde_json::to_value(&out).ok();
-                    match self.complete_under_claim(T::NAME, &rec.key, &held, output, again).await {
+                    match self
+                        .complete_under_claim(tool.declared_name(), &rec.key, &held, output, again)
+                        .await
+                    {
                         Completion::Written => ReconcileVerdict::Applied,
                         Completion::Fenced => return Ok(skipped("another attempt took the key over")),
                         Completion::Failed => ReconcileVerdict::Failed {

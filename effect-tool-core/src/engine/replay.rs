@@ -30,11 +30,11 @@ impl Engine {
         match store.lookup_recorded(call.key).await {
             // Another tool's record: the claim would refuse it too (a backend that does not say
             // whose record it is leaves that to the claim).
-            Ok(Some(rec)) if rec.tool() != Some(T::NAME) => match rec.tool() {
+            Ok(Some(rec)) if rec.tool() != Some(call.name()) => match rec.tool() {
                 // An expired record counts as absent for the claim (unless it waits for a person
                 // or is claimed): the claim decides.
                 Some(recorded_tool) if !rec.is_expired(store.now()) => Err((
-                    Err(key_of_another_tool::<T>(call.key, recorded_tool)),
+                    Err(key_of_another_tool::<T>(call.name(), call.key, recorded_tool)),
                     Disposition::Failed,
                 )),
                 _ => Ok(false),
@@ -102,9 +102,10 @@ impl Engine {
                 key: call.key.to_owned(),
                 message: "completed without an output".to_owned(),
             };
-            return (Err(store_error::<T>(e)), Disposition::Failed);
+            return (Err(store_error::<T>(call.name(), e)), Disposition::Failed);
         };
-        let decoded = <T::Output as serde::Deserialize>::deserialize(output).map_err(|e| codec_error::<T>(call.key, e));
+        let decoded = <T::Output as serde::Deserialize>::deserialize(output)
+            .map_err(|e| codec_error::<T>(call.name(), call.key, e));
         (decoded, Disposition::Replayed)
     }
 }
@@ -124,7 +125,7 @@ pub(super) fn reuse_refused<T: Tool, O>(
     if check_input && fingerprint != call.fingerprint {
         if call.strict_input {
             let err = EffectError::InputMismatch {
-                tool: T::NAME.to_owned(),
+                tool: call.name().to_owned(),
                 key: call.key.to_owned(),
                 recorded: fingerprint.to_owned(),
                 given: call.fingerprint.to_owned(),

@@ -50,24 +50,24 @@ impl Engine {
         if let Some(role) = T::APPROVAL {
             let e = StoreError::Backend(format!(
                 "tool `{}` is declared `transactional` and needs the approval of `{role}`: a call parked for a person cannot wait inside a transaction; remove `approval` or `transactional` from the declaration; nothing ran",
-                T::NAME
+                call.name()
             ));
-            return (Err(store_error::<T>(e)), Disposition::Failed);
+            return (Err(store_error::<T>(call.name(), e)), Disposition::Failed);
         }
         let mut exec = 0;
         let mut poll = self.inner.config.poll_interval;
         loop {
             if call.run.cancellation().is_cancelled() {
-                return cancelled::<T>(call.key);
+                return cancelled::<T>(call.name(), call.key);
             }
             if self.inner.draining.is_cancelled() {
-                return shutting_down::<T>(call.key);
+                return shutting_down::<T>(call.name(), call.key);
             }
             exec += 1;
             match self.transact_once(call, &input, &args, exec).await {
                 Attempt::Done(settled) => return settled,
                 Attempt::Retry(after) => {
-                    observe::tool_retried(T::NAME);
+                    observe::tool_retried(call.name());
                     tokio::select! {
                         biased;
                         _ = tokio::time::sleep(after) => {}
@@ -98,11 +98,14 @@ impl Engine {
         exec: u32,
     ) -> Attempt<T::Output, T::Error> {
         let store = &self.inner.store;
-        let failed = |e| Attempt::Done((Err(store_error::<T>(e)), Disposition::Failed));
+        let failed = |e| Attempt::Done((Err(store_error::<T>(call.name(), e)), Disposition::Failed));
         let mut tx = match store.begin_transaction(call.key).await {
             Ok(Some(tx)) => tx,
             Ok(None) => {
-                return failed(crate::store::transaction::unsupported(T::NAME, store.backend_name()));
+                return failed(crate::store::transaction::unsupported(
+                    call.name(),
+                    store.backend_name(),
+                ));
             }
             Err(e) => return failed(e),
         };
@@ -135,7 +138,7 @@ impl Engine {
             }
             Err(StoreError::Rejected(Rejected::KeyOfAnotherTool { recorded_tool, .. })) => {
                 tx.rollback().await;
-                let err = key_of_another_tool::<T>(call.key, &recorded_tool);
+                let err = key_of_another_tool::<T>(call.name(), call.key, &recorded_tool);
                 return Attempt::Done((Err(err), Disposition::Failed));
             }
             Err(e) => {
@@ -147,7 +150,7 @@ impl Engine {
         pause_at("claimed");
         let ctx = EffectCtx::new(
             call.run.clone(),
-            T::NAME,
+            call.name(),
             T::CLASS,
             call.call_id.clone(),
             Some(call.key.to_owned()),
@@ -167,14 +170,14 @@ impl Engine {
             Exec::Unfinished(lost) => {
                 tx.rollback().await;
                 tracing::warn!(reason = %lost.reason(), "the transactional tool did not finish; its transaction was rolled back");
-                return Attempt::Done((Err(lost.into_error(T::NAME, Some(call.key))), Disposition::Failed));
+                return Attempt::Done((Err(lost.into_error(call.name(), Some(call.key))), Disposition::Failed));
             }
             Exec::Cancelled | Exec::Lapsed => {
                 tx.rollback().await;
                 return Attempt::Done(if self.inner.draining.is_cancelled() {
-                    shutting_down::<T>(call.key)
+                    shutting_down::<T>(call.name(), call.key)
                 } else {
-                    cancelled::<T>(call.key)
+                    cancelled::<T>(call.name(), call.key)
                 });
             }
         };
@@ -219,7 +222,7 @@ impl Engine {
         match decide(policy_input::<T>(outcome, exec, call.tool.declared_retry())) {
             Decision::Retry { after } => Attempt::Retry(after),
             _ => Attempt::Done((
-                Err(tool_error::<T>(Some(call.key), outcome, error)),
+                Err(tool_error::<T>(call.name(), Some(call.key), outcome, error)),
                 Disposition::Failed,
             )),
         }
@@ -245,14 +248,14 @@ impl Engine {
                 }
                 Ok(_) => {
                     tracing::warn!(%error, "the transactional call did not commit: nothing of it was written");
-                    return Attempt::Done((Err(store_error::<T>(error)), Disposition::Failed));
+                    return Attempt::Done((Err(store_error::<T>(call.name(), error)), Disposition::Failed));
                 }
                 Err(e) if started.elapsed() + backoff < window => {
                     tracing::debug!(error = %e, "the journal does not answer yet; reading the record again");
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(std::time::Duration::from_secs(1));
                 }
-                Err(_) => return Attempt::Done((Err(store_error::<T>(error)), Disposition::Failed)),
+                Err(_) => return Attempt::Done((Err(store_error::<T>(call.name(), error)), Disposition::Failed)),
             }
         }
     }
@@ -271,7 +274,7 @@ impl Engine {
             OpOutcome::AwaitingApproval(rec) => {
                 let pending = ApprovalPending {
                     key,
-                    tool: T::NAME.to_owned(),
+                    tool: call.name().to_owned(),
                     run_id: call.run.run_id().to_owned(),
                     role: rec.approval_role.unwrap_or_default(),
                 };
@@ -281,16 +284,17 @@ impl Engine {
                 );
             }
             OpOutcome::Denied(rec) => EffectError::Denied {
-                tool: T::NAME.to_owned(),
+                tool: call.name().to_owned(),
                 key,
                 by: rec.decided_by.unwrap_or_else(|| "a person".to_owned()),
                 reason: rec.reason,
             },
             OpOutcome::Compensated(_) => EffectError::Compensated {
-                tool: T::NAME.to_owned(),
+                tool: call.name().to_owned(),
                 key,
             },
             OpOutcome::Claimed { .. } | OpOutcome::InFlight(_) | OpOutcome::Done(_) => store_error::<T>(
+                call.name(),
                 StoreError::Backend("claim answered with a non-claim outcome".to_owned()),
             ),
         };
@@ -301,7 +305,7 @@ impl Engine {
 /// The intent of a transactional call's claim.
 fn intent<T: Tool>(call: &Call<'_, T>, input: Value, engine: &Engine) -> Intent {
     Intent {
-        tool: T::NAME.to_owned(),
+        tool: call.name().to_owned(),
         class: T::CLASS,
         run_id: call.run.run_id().to_owned(),
         thread_id: call.run.thread_id().map(str::to_owned),

@@ -102,15 +102,19 @@ impl Toolkit {
     /// Add a tool declared at run time (a [`DynTool`] that is not a `#[tool]`, such as an
     /// upstream tool of the MCP gateway), or fail on a duplicate name. Its name, class and the
     /// rest of its declaration are its [`DynTool::meta`]; `type_name` names it in a
-    /// [`DuplicateTool`] error.
+    /// [`DuplicateTool`] error. Its [`DynTool::output_schema`], if any, is its declared output,
+    /// as a `#[tool]`'s: listed as its MCP `outputSchema`, and every output checked against it
+    /// before it is sent ([`crate::toolkit::output`]).
     pub fn try_add_dyn(&mut self, tool: Arc<dyn DynTool>, type_name: &'static str) -> Result<&mut Self, DuplicateTool> {
         let meta = tool.meta();
         let entry = Entry {
             schema: validate::ArgumentSchema::new(tool.input_schema()),
             meta,
             type_name,
+            output: tool
+                .output_schema()
+                .map(|schema| super::output::OutputSchema::new(tool.output_type(), schema)),
             tool,
-            output: None,
         };
         let name = entry.meta.name;
         if let Some(&i) = self.by_name.get(name) {

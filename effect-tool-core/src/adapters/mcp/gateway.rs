@@ -33,6 +33,30 @@
 //! Names are the upstream's, prefixed `<upstream>__` when two upstreams list the same name
 //! (or the upstream says `prefix = true`).
 //!
+//! # The journal
+//!
+//! Each call is journaled under the name the gateway serves its tool by (`edit_file`, or
+//! `fs__edit_file` when prefixed), with the model's arguments as its input, as a `#[tool]`'s
+//! call is: `effect-tool list` and `show`, the console, the manifest and a policy see the
+//! upstream tool, and a key (the declaration's, the default one, or a client's idempotency key)
+//! is scoped to it: a key of one upstream tool never replays another's.
+//!
+//! # Output schemas
+//!
+//! An upstream tool that lists an `outputSchema` is served with it, as listed, and its answer is
+//! checked against it before the client gets it, as a `#[tool]`'s output is
+//! ([`crate::toolkit::output`]): its `structuredContent` is what the journal records, and an
+//! answer that does not fit (a field of the wrong type, a missing one, no `structuredContent`
+//! at all) reaches the client as an error result with `_meta` outcome `invalid-output` naming
+//! the paths that do not fit (never their values), and the server's log says the same.
+//!
+//! Such a call is recorded as completed, not failed: the upstream answered without `isError`,
+//! so it acted, and a failure would let a retry act again (an unknown outcome would put in
+//! doubt an effect the upstream confirmed). The record keeps what the upstream answered; a retry
+//! or a re-plan replays it and is told again that it does not fit, and a person reads the record
+//! with `effect-tool show` and may correct it with `effect-tool resolve <key> --applied
+//! --output '<json>' --amend`.
+//!
 //! # What counts as what
 //!
 //! An answer with `isError: true`, or a JSON-RPC error, is definitive (the upstream said it did
@@ -56,7 +80,6 @@ pub use declare::{
     Condition, DEFAULT_FILE, DeclarationError, Declarations, KeyDecl, RecoverDecl, Test, ToolDecl, Transport,
     UpstreamDecl, parse_duration,
 };
-pub use tool::{GatewayCall, JOURNAL_NAME};
 pub use upstream::ConnectError;
 
 use super::McpServer;

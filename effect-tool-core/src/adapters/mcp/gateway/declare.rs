@@ -312,40 +312,11 @@ struct RawRecover {
     found: Option<String>,
 }
 
-/// Parse a duration as declarations write it (`"500ms"`, `"30s"`, `"1h30m"`, `"7d"`).
+/// Parse a duration as declarations write it (`"500ms"`, `"30s"`, `"1h30m"`, `"7d"`), with
+/// the `humantime` crate (as the CLI's `--older-than`): every duration `#[tool]` accepts, and
+/// its longer spellings (`"30sec"`, `"2 days"`). A number without a unit is refused.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    if text.is_empty() {
-        return Err("the duration is empty".to_owned());
-    }
-    let mut total: u64 = 0;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return Err(format!("expected a number at `{rest}`"));
-        }
-        let number: u64 = rest[..digits]
-            .parse()
-            .map_err(|_| "the number is too large".to_owned())?;
-        rest = &rest[digits..];
-        let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
-        let factor = match &rest[..unit_len] {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            "" => return Err(format!("`{number}` has no unit")),
-            other => return Err(format!("unknown unit `{other}`")),
-        };
-        rest = &rest[unit_len..];
-        total = number
-            .checked_mul(factor)
-            .and_then(|ms| total.checked_add(ms))
-            .ok_or_else(|| "the duration is too large".to_owned())?;
-    }
-    Ok(Duration::from_millis(total))
+    humantime::parse_duration(text.trim()).map_err(|e| e.to_string())
 }
 
 /// The 1-based line of byte offset `at` in `text`.

@@ -4,14 +4,15 @@
 //! The engine is generic over [`Tool`], whose class and `recover` flag are constants: each
 //! upstream tool is called through [`Via`], one type per class and `recover` flag, holding the
 //! rest of its declaration (role, ttl, window, retry, key, timeout) as values the engine reads
-//! through [`Tool`]'s `declared_*` methods. Every gateway call is journaled under the tool name
-//! [`JOURNAL_NAME`]; its input names the upstream tool (`{"tool": ..., "arguments": ...}`).
+//! through [`Tool`]'s `declared_*` methods, its name among them: each call is journaled, keyed
+//! and reported under the name the gateway exposes (`write_file`, or `fs__write_file` when
+//! prefixed), with the model's arguments as its input, as a `#[tool]`'s call is. A key of one
+//! upstream tool never replays another's (the engine refuses a key recorded under another name).
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::declare::{KeyDecl, ToolDecl, lookup};
 use super::upstream::{Upstream, output_of};
@@ -20,22 +21,9 @@ use crate::call::error::EffectError;
 use crate::call::tool::{KeyRule, Tool, ToolMeta};
 use crate::decide::policy::RetryPolicy;
 use crate::engine::dyn_tool::DynTool;
-use crate::engine::{CallOptions, CallReport, Disposition, Engine};
+use crate::engine::{CallOptions, CallReport, Engine};
 use crate::value::class::{EffectClass, Window};
 use crate::value::outcome::ToolError;
-
-/// The tool name every gateway call is journaled under (the upstream tool is in its input).
-pub const JOURNAL_NAME: &str = "mcp-gateway";
-
-/// What the journal keeps as a gateway call's input: the tool as the model named it and its
-/// arguments.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct GatewayCall {
-    /// The tool's name as the gateway exposes it.
-    pub tool: String,
-    /// The arguments the model sent.
-    pub arguments: Value,
-}
 
 /// One upstream tool, exposed under `exposed` with declaration `decl`.
 pub(super) struct Declared {
@@ -206,16 +194,31 @@ const fn class_at(i: usize) -> EffectClass {
 }
 
 impl<const CLASS: usize, const RECOVER: bool> Tool for Via<CLASS, RECOVER> {
-    type Args = GatewayCall;
+    // A JSON object: anything else is refused, before anything runs, by the decoding every
+    // dynamic call goes through ([`DynTool::call_json`] of a `Tool`), with serde's message.
+    type Args = Map<String, Value>;
     type Output = Value;
     type Error = ToolError;
 
-    const NAME: &'static str = JOURNAL_NAME;
+    // Never what the engine journals: it reads `declared_name`, the upstream tool's exposed name.
+    const NAME: &'static str = "mcp-gateway";
     const CLASS: EffectClass = class_at(CLASS);
     const DESCRIPTION: &'static str = "An upstream MCP tool called through the gateway.";
     const HAS_RECOVER: bool = RECOVER;
     // An input that differs under the same key fails the call: a gateway key names the effect.
     const STRICT_INPUT: bool = true;
+
+    fn declared_name(&self) -> &'static str {
+        self.0.exposed
+    }
+
+    fn declared_input_schema(&self) -> Value {
+        self.0.input_schema.clone()
+    }
+
+    fn declared_output_schema(&self) -> Option<Value> {
+        self.0.output_schema.clone()
+    }
 
     fn declared_approval(&self) -> Option<&'static str> {
         self.0.approval
@@ -233,54 +236,67 @@ impl<const CLASS: usize, const RECOVER: bool> Tool for Via<CLASS, RECOVER> {
         self.0.decl.retry
     }
 
-    fn key(&self, args: &GatewayCall) -> Option<String> {
-        self.0.key(&args.arguments)
+    fn key(&self, args: &Map<String, Value>) -> Option<String> {
+        self.0.key(&Value::Object(args.clone()))
     }
 
-    fn needs_approval(&self, args: &GatewayCall) -> bool {
+    fn needs_approval(&self, args: &Map<String, Value>) -> bool {
         self.0.approval.is_some()
             && self
                 .0
                 .decl
                 .approval_when
                 .as_ref()
-                .is_none_or(|c| c.holds(&args.arguments))
+                .is_none_or(|c| c.holds(&Value::Object(args.clone())))
     }
 
-    async fn call(&self, ctx: &EffectCtx, args: GatewayCall) -> Result<Value, ToolError> {
-        self.0.call_upstream(ctx, args.arguments).await
+    async fn call(&self, ctx: &EffectCtx, args: Map<String, Value>) -> Result<Value, ToolError> {
+        self.0.call_upstream(ctx, Value::Object(args)).await
     }
 
-    async fn recover(&self, _ctx: &EffectCtx, args: &GatewayCall) -> Result<Option<Value>, ToolError> {
-        self.0.recover_upstream(&args.arguments).await
+    async fn recover(&self, _ctx: &EffectCtx, args: &Map<String, Value>) -> Result<Option<Value>, ToolError> {
+        self.0.recover_upstream(&Value::Object(args.clone())).await
     }
 }
 
 /// The tool the toolkit holds: the declaration as [`ToolMeta`], calls through [`Via`].
 pub(super) struct GatewayTool(pub(super) Arc<Declared>);
 
-impl GatewayTool {
-    async fn call_via<T: Tool<Args = GatewayCall, Output = Value, Error = ToolError>>(
-        &self,
-        via: T,
-        engine: &Engine,
-        run: &RunContext,
-        opts: CallOptions,
-        args: Value,
-    ) -> CallReport<Value, String> {
-        let call = GatewayCall {
-            tool: self.0.exposed.to_owned(),
-            arguments: args,
-        };
-        let report = engine.call_with_report(&via, run, opts, call).await;
-        CallReport {
-            result: report.result.map_err(|e| e.map_tool_error(|e| e.to_string())),
-            disposition: report.disposition,
-            key: report.key,
-            input_differs: report.input_differs,
-            edited: report.edited,
+/// `$f` applied to the [`Via`] of `$d`'s class and `recover` flag.
+macro_rules! via {
+    ($d:expr, |$via:ident| $f:expr) => {{
+        let d: Arc<Declared> = $d;
+        match (d.decl.class, d.decl.recover.is_some()) {
+            (EffectClass::Pure, _) => {
+                let $via = Via::<0, false>(d);
+                $f
+            }
+            (EffectClass::Idempotent, false) => {
+                let $via = Via::<1, false>(d);
+                $f
+            }
+            (EffectClass::Idempotent, true) => {
+                let $via = Via::<1, true>(d);
+                $f
+            }
+            (EffectClass::Compensable, false) => {
+                let $via = Via::<2, false>(d);
+                $f
+            }
+            (EffectClass::Compensable, true) => {
+                let $via = Via::<2, true>(d);
+                $f
+            }
+            (EffectClass::Irreversible, false) => {
+                let $via = Via::<3, false>(d);
+                $f
+            }
+            (EffectClass::Irreversible, true) => {
+                let $via = Via::<3, true>(d);
+                $f
+            }
         }
-    }
+    }};
 }
 
 impl DynTool for GatewayTool {
@@ -303,31 +319,21 @@ impl DynTool for GatewayTool {
         opts: CallOptions,
         args: Value,
     ) -> BoxFuture<'a, CallReport<Value, String>> {
+        // The call path of every `Tool` behind a trait object: the same decoding of the
+        // arguments, the same errors, the same report.
         let d = self.0.clone();
-        let recover = d.decl.recover.is_some();
-        Box::pin(async move {
-            if !args.is_object() {
-                return CallReport {
-                    result: Err(EffectError::InvalidArguments {
-                        tool: d.exposed.to_owned(),
-                        message: "the arguments must be a JSON object".to_owned(),
-                    }),
-                    disposition: Disposition::Failed,
-                    key: None,
-                    input_differs: None,
-                    edited: None,
-                };
-            }
-            match (d.decl.class, recover) {
-                (EffectClass::Pure, _) => self.call_via(Via::<0, false>(d), engine, run, opts, args).await,
-                (EffectClass::Idempotent, false) => self.call_via(Via::<1, false>(d), engine, run, opts, args).await,
-                (EffectClass::Idempotent, true) => self.call_via(Via::<1, true>(d), engine, run, opts, args).await,
-                (EffectClass::Compensable, false) => self.call_via(Via::<2, false>(d), engine, run, opts, args).await,
-                (EffectClass::Compensable, true) => self.call_via(Via::<2, true>(d), engine, run, opts, args).await,
-                (EffectClass::Irreversible, false) => self.call_via(Via::<3, false>(d), engine, run, opts, args).await,
-                (EffectClass::Irreversible, true) => self.call_via(Via::<3, true>(d), engine, run, opts, args).await,
-            }
-        })
+        Box::pin(async move { via!(d, |via| DynTool::call_json(&via, engine, run, opts, args).await) })
+    }
+
+    fn reconcile_json<'a>(
+        &'a self,
+        engine: &'a Engine,
+        rec: &'a crate::decide::record::EffectRecord,
+        run: RunContext,
+    ) -> BoxFuture<'a, Result<crate::engine::ReconcileVerdict, crate::call::error::StoreError>> {
+        // A declared `recover` asks the upstream, as for a call; without one it is skipped.
+        let d = self.0.clone();
+        Box::pin(async move { via!(d, |via| engine.reconcile_record(&via, rec, run).await) })
     }
 
     fn compensate_json<'a>(
