@@ -4,6 +4,8 @@
 //! a person, as gauges); with features, `prometheus` (the `/metrics` endpoint) and `console`
 //! (the operator console and its JSON API).
 
+#[cfg(feature = "callback-webhook")]
+pub mod callback;
 #[cfg(feature = "console")]
 pub mod console;
 pub mod gauges;

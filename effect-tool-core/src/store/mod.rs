@@ -39,6 +39,7 @@
 
 pub mod approval;
 mod backend;
+pub mod callback;
 pub mod election;
 mod gc;
 mod layer;
