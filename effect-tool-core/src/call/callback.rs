@@ -23,16 +23,6 @@ use std::time::Duration;
 use super::context::EffectCtx;
 use crate::value::callback::CallbackToken;
 
-/// What a call that asked for a callback left for the engine: the token, and how long the
-/// provider has to answer.
-#[derive(Debug, Clone)]
-pub(crate) struct Pending {
-    /// The token handed to the provider.
-    pub(crate) token: CallbackToken,
-    /// How long after the tool returns the callback is due.
-    pub(crate) within: Duration,
-}
-
 /// Why [`EffectCtx::pending`] has no callback token to give: nothing was promised to a
 /// provider. Return an error from the tool (before starting the effect).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -77,15 +67,15 @@ impl EffectCtx {
         let secret = self.marker_secret.as_ref().ok_or_else(|| {
             refuse("the journal keeps no marker secret to sign the token with: give the engine one (`Engine::with_marker_secret`) or use a store that keeps one")
         })?;
-        let pending = self.callback.get_or_init(|| Pending {
-            token: CallbackToken::issue(secret, self.tool, key, self.attempt),
-            within,
-        });
-        Ok(pending.token.clone())
+        let (token, _) = self
+            .callback
+            .get_or_init(|| (CallbackToken::issue(secret, self.tool, key, self.attempt), within));
+        Ok(token.clone())
     }
 
-    /// The callback this call asked for, if any (for the engine at stage 4f).
-    pub(crate) fn pending_callback(&self) -> Option<&Pending> {
-        self.callback.get()
+    /// The callback this call asked for, if any, and how long after the tool returns it is
+    /// due (for the engine at stage 4f).
+    pub(crate) fn pending_callback(&self) -> Option<(&CallbackToken, Duration)> {
+        self.callback.get().map(|(t, d)| (t, *d))
     }
 }

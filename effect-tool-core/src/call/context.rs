@@ -272,7 +272,7 @@ pub struct EffectCtx {
     pub(crate) transaction: Option<Arc<dyn Any + Send + Sync>>,
     /// The provider's callback this call waits for, once the tool asked for one
     /// ([`EffectCtx::pending`]): shared by the context's clones, read by the engine at 4f.
-    pub(crate) callback: Arc<std::sync::OnceLock<crate::call::callback::Pending>>,
+    pub(crate) callback: Arc<std::sync::OnceLock<(crate::value::callback::CallbackToken, std::time::Duration)>>,
 }
 
 impl std::fmt::Debug for EffectCtx {

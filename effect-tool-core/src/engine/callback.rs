@@ -10,21 +10,26 @@ use std::time::Duration;
 use super::complete::Completion;
 use super::lease::Held;
 use super::lifecycle::Engine;
-use crate::call::callback::Pending;
 use crate::call::error::StoreError;
 use crate::decide::record::{EffectRecord, Op, RecordState, Rejected};
+use crate::value::callback::CallbackToken;
 
 impl Engine {
     /// Turn `held`'s claim of `key` into a record pending the provider's callback (one write).
     /// Refused because another attempt owns the key: [`Completion::Fenced`]. A journal that
     /// fails: [`Completion::Failed`], logged; the effect started and the claim left behind goes
     /// stale, so the next call of the key reconciles it (as after a crash).
-    pub(super) async fn pend_under_claim(&self, key: &str, held: &Held, pending: &Pending) -> Completion {
+    pub(super) async fn pend_under_claim(
+        &self,
+        key: &str,
+        held: &Held,
+        (token, within): (&CallbackToken, Duration),
+    ) -> Completion {
         let store = &self.inner.store;
-        let within = i64::try_from(pending.within.as_millis()).unwrap_or(i64::MAX);
+        let within = i64::try_from(within.as_millis()).unwrap_or(i64::MAX);
         let op = Op::Pend {
             attempt: held.attempt,
-            token_digest: pending.token.digest(),
+            token_digest: token.digest(),
             deadline: store.now().saturating_add(within),
         };
         match store.apply(key, op).await {

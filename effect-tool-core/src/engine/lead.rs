@@ -265,7 +265,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             }
             // Pending its provider's callback: wait a while for it, then say so.
             Ok(OpOutcome::InFlight(rec)) if rec.state == RecordState::Pending => {
-                if self.engine.wait_for_callback(self.key(), &rec, &call.run).await {
+                if self.engine.wait_for_callback(self.key(), &rec, call.run).await {
                     return Step::Again;
                 }
                 return Step::Done(call.blocked(BlockReason::AwaitingCallback));
