@@ -203,6 +203,7 @@ fn outcome(report: &effect_tool::CallReport<serde_json::Value, String>) -> Strin
                 BlockReason::AwaitingResolution => "awaiting",
                 BlockReason::IdenticalReplan => "replan",
                 BlockReason::RecoverFailed => "recover-failed",
+                BlockReason::AwaitingCallback => "awaiting-callback",
             }
         ),
         (Err(EffectError::Tool { failure, .. }), _) => format!("err:{}", failure.as_str()),

@@ -270,6 +270,9 @@ pub struct EffectCtx {
     /// The journal's transaction this call runs in ([`crate::Tool::TRANSACTIONAL`]): the
     /// store's handle ([`EffectCtx::transaction`]), `None` for any other call.
     pub(crate) transaction: Option<Arc<dyn Any + Send + Sync>>,
+    /// The provider's callback this call waits for, once the tool asked for one
+    /// ([`EffectCtx::pending`]): shared by the context's clones, read by the engine at 4f.
+    pub(crate) callback: Arc<std::sync::OnceLock<(crate::value::callback::CallbackToken, std::time::Duration)>>,
 }
 
 impl std::fmt::Debug for EffectCtx {
@@ -331,6 +334,7 @@ impl EffectCtx {
             lease,
             marker_secret: None,
             transaction: None,
+            callback: Arc::default(),
         }
     }
 

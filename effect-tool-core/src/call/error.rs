@@ -25,6 +25,10 @@ pub enum BlockReason {
     /// effect may have happened. The record stays in doubt; an identical call asks `recover`
     /// again.
     RecoverFailed,
+    /// The effect was started and waits for its provider's callback (the record is pending,
+    /// before its deadline): nothing is wrong yet. Calling again later returns the provider's
+    /// answer once it has come.
+    AwaitingCallback,
 }
 
 impl fmt::Display for BlockReason {
@@ -40,6 +44,9 @@ impl fmt::Display for BlockReason {
             }
             BlockReason::RecoverFailed => {
                 "an earlier attempt's outcome is unknown, and checking whether its effect happened (`recover`) failed, so it may have happened"
+            }
+            BlockReason::AwaitingCallback => {
+                "the effect was started and is still pending: it waits for its provider's callback"
             }
         })
     }
@@ -78,6 +85,10 @@ fn blocked_message(b: &SideEffectRetryBlocked) -> String {
         ),
         BlockReason::RecoverFailed => format!(
             "side effect retry blocked for tool `{tool}` (key `{key}`, run `{run_id}`): {reason}. Nothing was run, and the record stays in doubt (`effect-tool show {quoted}` shows why `recover` failed). An identical call asks `recover` again; or check whether the effect happened, then resolve it: `effect-tool resolve {quoted} --applied --output '<json>'` or `--not-applied`",
+            quoted = crate::value::shell::quote(key)
+        ),
+        BlockReason::AwaitingCallback => format!(
+            "tool `{tool}` is still pending (key `{key}`, run `{run_id}`): {reason}. Nothing was run again, and nothing is wrong yet: call again later for the provider's answer (`effect-tool show {quoted}` shows its deadline); past the deadline the record is in doubt",
             quoted = crate::value::shell::quote(key)
         ),
         _ => format!(

@@ -7,6 +7,7 @@
 //! hook).
 
 pub mod budget;
+pub mod callback;
 pub mod context;
 pub mod error;
 pub mod key;

@@ -42,6 +42,9 @@ use crate::value::class::EffectClass;
 /// The CLI's commands, written in `value::commands` (the engine's messages quote them too).
 use crate::value::commands::resolve_commands;
 
+/// The decisions of a provider's callback: [`Op::Pend`] and [`Op::Settle`].
+mod callback;
+
 /// The version of the record schema this crate reads and writes.
 pub const RECORD_VERSION: u32 = 1;
 
@@ -69,11 +72,16 @@ pub enum RecordState {
     Released,
     /// A completed compensable effect that was undone when its run was abandoned.
     Compensated,
+    /// The tool started an effect that a provider finishes later (a payout, a long job): the
+    /// record waits for the provider's callback ([`Op::Settle`]) until its deadline
+    /// ([`EffectRecord::lease_until`]). Nothing is wrong yet; past the deadline it counts as in
+    /// doubt ([`EffectRecord::is_overdue`]).
+    Pending,
 }
 
 impl RecordState {
     /// Every state.
-    pub const ALL: [RecordState; 8] = [
+    pub const ALL: [RecordState; 9] = [
         RecordState::Claimed,
         RecordState::Completed,
         RecordState::InDoubt,
@@ -82,6 +90,7 @@ impl RecordState {
         RecordState::Denied,
         RecordState::Released,
         RecordState::Compensated,
+        RecordState::Pending,
     ];
 
     /// The stored name (`claimed`, `completed`, `in-doubt`, ...).
@@ -95,7 +104,14 @@ impl RecordState {
             RecordState::Denied => "denied",
             RecordState::Released => "released",
             RecordState::Compensated => "compensated",
+            RecordState::Pending => "pending",
         }
+    }
+
+    /// Whether an attempt or a provider still holds the record (claimed, or pending its
+    /// callback): garbage collection keeps it, and an expired ttl does not make it absent.
+    pub const fn is_held(self) -> bool {
+        matches!(self, RecordState::Claimed | RecordState::Pending)
     }
 
     /// Whether garbage collection must keep the record whatever its ttl (a person needs it).
@@ -274,6 +290,13 @@ impl EffectRecord {
     /// nobody knows of the attempt it took over.
     pub(crate) fn took_over(&self) -> bool {
         self.state == RecordState::Claimed && self.reason.as_deref().is_some_and(|r| r.starts_with(TAKEOVER_PREFIX))
+    }
+
+    /// Whether the record waits for a provider's callback ([`RecordState::Pending`]) and its
+    /// deadline has passed at `now`: it counts as in doubt (a claim, a person's resolution and
+    /// the reconciler treat it so), and a callback that comes now is refused as late.
+    pub fn is_overdue(&self, now: Millis) -> bool {
+        self.state == RecordState::Pending && self.lease_until.is_none_or(|d| d <= now)
     }
 
     /// Whether the record is claimed and its lease has expired at `now`.
@@ -531,6 +554,32 @@ pub enum Op {
         /// The grant that stands in for a person's approval.
         grant: GrantUse,
     },
+    /// The holder's tool started an effect that a provider finishes later: the claim held by
+    /// `attempt` becomes [`RecordState::Pending`] until `deadline`, waiting for the callback
+    /// whose token has the digest `token_digest` ([`crate::value::callback`]).
+    Pend {
+        /// The holder.
+        attempt: u32,
+        /// SHA-256 hex of the callback token the tool handed to the provider.
+        token_digest: String,
+        /// When the callback is due (milliseconds since the Unix epoch); after it, the record
+        /// counts as in doubt.
+        deadline: Millis,
+    },
+    /// The provider's callback settles a pending record with its answer: applied (its output
+    /// is recorded and replayed) or not applied (the record is released). Refused when the
+    /// record is not pending (a replayed callback), when the token is not the one the record
+    /// waits for (a forged one), or after the deadline (a late one).
+    Settle {
+        /// The attempt the token was issued to.
+        attempt: u32,
+        /// SHA-256 hex of the callback's token.
+        token_digest: String,
+        /// Who settles it, for the audit trail (e.g. `callback`).
+        by: String,
+        /// The provider's answer.
+        verdict: Verdict,
+    },
 }
 
 /// The grant an [`Op::ClaimGranted`] uses: what the record and its audit entry name.
@@ -563,7 +612,12 @@ impl Op {
     pub fn is_decision(&self) -> bool {
         matches!(
             self,
-            Op::Approve { .. } | Op::ApproveEdited { .. } | Op::Deny { .. } | Op::Resolve { .. } | Op::Amend { .. }
+            Op::Approve { .. }
+                | Op::ApproveEdited { .. }
+                | Op::Deny { .. }
+                | Op::Resolve { .. }
+                | Op::Amend { .. }
+                | Op::Settle { .. }
         )
     }
 
@@ -583,6 +637,8 @@ impl Op {
             Op::MarkCompensated { .. } => "mark-compensated",
             Op::Share { .. } => "share",
             Op::ClaimGranted { .. } => "claim-granted",
+            Op::Pend { .. } => "pend",
+            Op::Settle { .. } => "settle",
         }
     }
 
@@ -731,6 +787,16 @@ pub enum Rejected {
         /// The role needed.
         needed: String,
     },
+    /// A provider's callback was refused: its token is not the one the record waits for, or
+    /// its deadline has passed (the record is in doubt). Nothing was written; the refusal is
+    /// audited by whoever received the callback.
+    #[error("callback for `{key}` refused: {why}")]
+    CallbackRefused {
+        /// The key.
+        key: String,
+        /// Why, in words, with what the reader can do.
+        why: String,
+    },
     /// An approval named another input than the one parked under the key: the model called
     /// the key again with other arguments after the person was shown the call. Nothing was
     /// approved; the person looks at the new input and approves it by its own fingerprint,
@@ -783,7 +849,8 @@ impl Rejected {
             | Rejected::InvalidState { key, .. }
             | Rejected::WrongRole { key, .. }
             | Rejected::InputChanged { key, .. }
-            | Rejected::KeyOfAnotherTool { key, .. } => key,
+            | Rejected::KeyOfAnotherTool { key, .. }
+            | Rejected::CallbackRefused { key, .. } => key,
             Rejected::OutputMismatch(m) => &m.key,
         }
     }
@@ -966,6 +1033,12 @@ fn transition_unaudited<'o>(
         Op::Deny { by, reason } => deny(at, current, by, reason),
         Op::Share { call_ids } => share(at, current, call_ids),
         Op::MarkCompensated { by } => mark_compensated(at, current, by),
+        &Op::Pend {
+            attempt,
+            ref token_digest,
+            deadline,
+        } => callback::pend(at, current, attempt, token_digest, deadline),
+        Op::Settle { .. } => callback::settle(at, current, op),
     }
 }
 
@@ -1003,7 +1076,7 @@ impl OpAt<'_> {
     fn live<'r>(self, current: &'r Current<'_>) -> Option<&'r EffectRecord> {
         current
             .get()
-            .filter(|r| !(r.is_expired(self.now) && !r.state.needs_person() && r.state != RecordState::Claimed))
+            .filter(|r| !(r.is_expired(self.now) && !r.state.needs_person() && !r.state.is_held()))
     }
 
     /// The live record, which must exist.
@@ -1160,6 +1233,11 @@ fn follows(
         S::AwaitingApproval => Err(OpOutcome::AwaitingApproval),
         S::Denied => Err(OpOutcome::Denied),
         S::Compensated => Err(OpOutcome::Compensated),
+        // Past its deadline a pending record is in doubt: taken over as one, or answered so.
+        S::Pending if rec.is_overdue(now) && takeover_in_doubt => Ok((true, Some(S::InDoubt))),
+        S::Pending if rec.is_overdue(now) => Err(OpOutcome::InDoubt),
+        // Waiting for its callback: the caller waits (or says "still pending"), like a live claim.
+        S::Pending => Err(OpOutcome::InFlight),
     }
 }
 
@@ -1337,7 +1415,7 @@ fn resolve<'o>(at: OpAt<'_>, current: Current<'_>, op: std::borrow::Cow<'o, Op>)
     let resolvable = if amend {
         rec.resolved_by().is_some()
     } else {
-        rec.state == S::InDoubt || rec.is_stale(at.now)
+        rec.state == S::InDoubt || rec.is_stale(at.now) || rec.is_overdue(at.now)
     };
     if !resolvable {
         return at.invalid(rec, &resolve_refused(rec, amend, at.now));

@@ -282,6 +282,13 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 }
                 (attempt, previous)
             }
+            // Pending its provider's callback: wait a while for it, then say so.
+            Ok(OpOutcome::InFlight(rec)) if rec.state == RecordState::Pending => {
+                if self.engine.wait_for_callback(self.key(), &rec, call.run).await {
+                    return Step::Again;
+                }
+                return Step::Done(call.blocked(BlockReason::AwaitingCallback));
+            }
             Ok(OpOutcome::InFlight(rec)) => {
                 self.wait_for_holder(&rec).await;
                 return Step::Again;
@@ -921,6 +928,14 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
     /// another attempt owns the key ends the call with [`EffectError::ClaimLost`].
     async fn record(&self, held: &Held, out: T::Output, disposition: Disposition) -> Settled<T::Output, T::Error> {
         let (key, attempt) = (self.key(), held.attempt);
+        // The tool asked for a provider's callback: the record waits for it; the tool's own
+        // output (its receipt) answers this call only.
+        if let Some(pending) = held.ctx.pending_callback() {
+            return match self.engine.pend_under_claim(key, held, pending).await {
+                Completion::Written | Completion::Failed => (Ok(out), disposition),
+                Completion::Fenced => self.claim_lost(held, true).await,
+            };
+        }
         let output = match serde_json::to_value(&out) {
             Ok(value) => value,
             Err(e) => {

@@ -50,6 +50,7 @@
 //! `dyn_tool.rs` (tools behind a trait object).
 
 mod budget;
+mod callback;
 pub mod compensation;
 mod complete;
 pub mod dyn_tool;

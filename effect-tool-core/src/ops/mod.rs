@@ -5,6 +5,8 @@
 //! (the operator console and its JSON API) and `identity` (the identities file: who is who
 //! across the console, MCP and the CLI).
 
+#[cfg(feature = "callback-webhook")]
+pub mod callback;
 #[cfg(feature = "console")]
 pub mod console;
 pub mod gauges;

@@ -52,11 +52,13 @@ pub fn collectable(rec: &EffectRecord, now: Millis) -> bool {
 }
 
 /// The states garbage collection keeps whatever their ttl: those a person still needs
-/// ([`RecordState::needs_person`]) and claims, live or stale.
-pub(crate) const KEPT: [RecordState; 3] = [
+/// ([`RecordState::needs_person`]), claims, live or stale, and records pending a provider's
+/// callback ([`RecordState::is_held`]).
+pub(crate) const KEPT: [RecordState; 4] = [
     RecordState::InDoubt,
     RecordState::AwaitingApproval,
     RecordState::Claimed,
+    RecordState::Pending,
 ];
 
 /// [`collectable`] as an SQL condition on a record row (columns `expires_at` and `state`), the
@@ -79,7 +81,7 @@ mod tests {
     #[test]
     fn gc_keeps_what_a_person_needs_and_every_claim_and_says_so_in_sql() {
         for state in RecordState::ALL {
-            let kept = state.needs_person() || state == RecordState::Claimed;
+            let kept = state.needs_person() || state.is_held();
             assert_eq!(KEPT.contains(&state), kept, "{state}");
             assert_eq!(
                 collectable_sql("?1").contains(&format!("'{}'", state.as_str())),
@@ -89,7 +91,7 @@ mod tests {
         }
         assert_eq!(
             collectable_sql("$1"),
-            "expires_at IS NOT NULL AND expires_at <= $1 AND state NOT IN ('in-doubt', 'awaiting-approval', 'claimed')"
+            "expires_at IS NOT NULL AND expires_at <= $1 AND state NOT IN ('in-doubt', 'awaiting-approval', 'claimed', 'pending')"
         );
     }
 

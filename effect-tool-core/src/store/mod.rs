@@ -41,6 +41,7 @@
 
 pub mod approval;
 mod backend;
+pub mod callback;
 pub mod election;
 mod gc;
 pub mod grant;

@@ -37,7 +37,7 @@ use serde_json::{Value, json};
 use crate::call::context::{EffectCtx, RunContext};
 use crate::call::error::{BlockReason, EffectError, StoreError};
 use crate::call::tool::{KeyRule, Tool};
-use crate::decide::record::{Intent, OpOutcome, RecordState, Rejected, Verdict};
+use crate::decide::record::{Intent, Op, OpOutcome, RecordState, Rejected, Verdict};
 use crate::engine::{CallOptions, Disposition, Engine, EngineConfig};
 use crate::store::{Filter, MemoryStore, Store, StoreExt, collectable};
 use crate::value::class::{EffectClass, Window};
@@ -133,7 +133,8 @@ macro_rules! conformance_tests {
                 claim_complete, release_and_reclaim, in_doubt_and_takeover, resolve_verdicts,
                 amend_corrects_a_resolution, resolve_checks_the_output, approve_and_deny, approve_edited_binds_and_carries, approval_binds_its_input, shared_results_keep_their_call_ids, engine_decisions_are_audited, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
                 audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored, worker_takes_over_its_previous_incarnation,
-                budgets_spent_atomically, grants_kept_listed_revoked, granted_claim_is_audited, engine_uses_grants);
+                budgets_spent_atomically, grants_kept_listed_revoked, granted_claim_is_audited, engine_uses_grants,
+                callbacks_settle_records);
         }
     };
     ($prefix:ident, $harness:ty, durable) => {
@@ -145,7 +146,8 @@ macro_rules! conformance_tests {
                 amend_corrects_a_resolution, resolve_checks_the_output, approve_and_deny, approve_edited_binds_and_carries, approval_binds_its_input, shared_results_keep_their_call_ids, engine_decisions_are_audited, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
                 audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored, worker_takes_over_its_previous_incarnation,
                 budgets_spent_atomically, future_version_refused, fencing_across_handles, budgets_across_handles,
-                grants_kept_listed_revoked, granted_claim_is_audited, engine_uses_grants, grants_across_handles);
+                grants_kept_listed_revoked, granted_claim_is_audited, engine_uses_grants, grants_across_handles,
+                callbacks_settle_records);
             #[test]
             fn processes_race_same_keys() {
                 $crate::testing::conformance::run::<$harness, _, _>("processes_race_same_keys", || {
@@ -1833,6 +1835,131 @@ pub mod cases {
         );
         let rec = s.get(&expired).await.unwrap().unwrap();
         assert_eq!((rec.state, rec.output), (RecordState::Claimed, None));
+    }
+
+    /// A provider's callback (issue 34): a claim made pending keeps its token digest and
+    /// deadline, is listed by its state and kept by gc past its ttl; the callback settles it
+    /// once; a forged, replayed or late one is refused, audited and writes nothing; past its
+    /// deadline the record is in doubt for a claim and a person.
+    pub async fn callbacks_settle_records<H: Harness>() {
+        use crate::store::callback::{CALLBACK_REFUSED, settle_callback};
+        use crate::value::callback::CallbackToken;
+        use crate::value::marker::MarkerSecret;
+        let h = H::fresh().await;
+        let s = h.store();
+        let secret = MarkerSecret::from_bytes([9; 32]);
+        let mut short = intent("callbacks");
+        short.ttl_ms = Some(1);
+        let k = key("callback");
+        claimed(s.claim(&k, short.clone(), 30_000, false).await.unwrap());
+        let token = CallbackToken::issue(&secret, "issue_refund", &k, 1);
+        let deadline = s.now() + 600_000;
+        let pend = Op::Pend {
+            attempt: 1,
+            token_digest: token.digest(),
+            deadline,
+        };
+        assert!(matches!(s.apply(&k, pend).await.unwrap(), OpOutcome::Done(_)));
+        let rec = s.get(&k).await.unwrap().unwrap();
+        assert_eq!((rec.state, rec.lease_until), (RecordState::Pending, Some(deadline)));
+        assert_eq!(rec.callback_digest(), Some(token.digest().as_str()));
+        let listed = s
+            .list(&Filter {
+                states: vec![RecordState::Pending],
+                ..Filter::all()
+            })
+            .await
+            .unwrap();
+        assert_eq!(listed.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(), [k.as_str()]);
+        // Past its ttl, gc keeps it and a claim still waits for it.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        s.gc(s.now()).await.unwrap();
+        assert!(matches!(
+            s.claim(&k, intent("callbacks-2"), 30_000, true).await.unwrap(),
+            OpOutcome::InFlight(r) if r.state == RecordState::Pending
+        ));
+
+        // Forged: another journal's secret; and a token of another attempt.
+        let refusals = |e: StoreError| match e {
+            StoreError::Rejected(r) => r,
+            other => panic!("{other:?}"),
+        };
+        let forged = CallbackToken::issue(&MarkerSecret::from_bytes([8; 32]), "issue_refund", &k, 1).to_string();
+        let paid = || Verdict::Applied {
+            output: json!({"refund": "re_1"}),
+        };
+        let e = refusals(
+            settle_callback(s.as_ref(), &secret, &forged, "bank", paid())
+                .await
+                .unwrap_err(),
+        );
+        assert!(matches!(e, Rejected::CallbackRefused { .. }), "{e:?}");
+        let other = CallbackToken::issue(&secret, "issue_refund", &k, 2).to_string();
+        let e = refusals(
+            settle_callback(s.as_ref(), &secret, &other, "bank", paid())
+                .await
+                .unwrap_err(),
+        );
+        assert!(matches!(e, Rejected::CallbackRefused { .. }), "{e:?}");
+        assert_eq!(
+            s.get(&k).await.unwrap().unwrap().state,
+            RecordState::Pending,
+            "nothing written"
+        );
+
+        // The callback settles it; sent again, it is refused.
+        let rec = settle_callback(s.as_ref(), &secret, &token.to_string(), "bank", paid())
+            .await
+            .unwrap();
+        assert_eq!(
+            (rec.state, rec.output.clone()),
+            (RecordState::Completed, Some(json!({"refund": "re_1"})))
+        );
+        assert_eq!(s.get(&k).await.unwrap().unwrap(), rec);
+        let e = refusals(
+            settle_callback(s.as_ref(), &secret, &token.to_string(), "bank", paid())
+                .await
+                .unwrap_err(),
+        );
+        // Its ttl has passed, so the settled record counts as absent (within it: not pending).
+        assert!(matches!(e, Rejected::NotFound { .. }), "{e:?}");
+        let actions: Vec<String> = s.audit(Some(&k)).await.unwrap().into_iter().map(|a| a.action).collect();
+        assert_eq!(
+            actions,
+            [
+                "pending",
+                CALLBACK_REFUSED,
+                CALLBACK_REFUSED,
+                "callback-settled",
+                CALLBACK_REFUSED
+            ],
+            "every refusal audited, in order"
+        );
+
+        // Late: past its deadline the callback is refused and the record is in doubt.
+        let late = key("callback-late");
+        claimed(s.claim(&late, intent("callbacks"), 30_000, false).await.unwrap());
+        let token = CallbackToken::issue(&secret, "issue_refund", &late, 1);
+        let pend = Op::Pend {
+            attempt: 1,
+            token_digest: token.digest(),
+            deadline: s.now() + 1,
+        };
+        s.apply(&late, pend).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let e = refusals(
+            settle_callback(s.as_ref(), &secret, &token.to_string(), "bank", paid())
+                .await
+                .unwrap_err(),
+        );
+        assert!(matches!(e, Rejected::CallbackRefused { .. }), "{e:?}");
+        assert!(s.get(&late).await.unwrap().unwrap().is_overdue(s.now()));
+        assert!(matches!(
+            s.claim(&late, intent("callbacks"), 30_000, false).await.unwrap(),
+            OpOutcome::InDoubt(_)
+        ));
+        let rec = s.resolve(&late, "dana", Verdict::NotApplied).await.unwrap();
+        assert_eq!(rec.state, RecordState::Released);
     }
 
     /// The audit trail keeps every person's decision, oldest first, across keys and after gc.

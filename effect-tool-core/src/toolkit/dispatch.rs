@@ -594,6 +594,9 @@ fn blocked_text(b: &SideEffectRetryBlocked, recorded: Option<String>) -> String 
                 "Error: `{tool}` was not run again: a call with these identical arguments already ran in an earlier turn (key `{key}`){stands}. It cannot be undone and has no key, so running it again could do the same thing twice. Nothing waits for a person. Do not call it again for the same purpose; if the user wants a second, separate one, call it with arguments that say how it differs.{result}"
             )
         }
+        BlockReason::AwaitingCallback => format!(
+            "`{tool}` is still pending (key `{key}`): it was started and waits for the provider's answer. Do not start it again in another way. Calling it again later with the same arguments returns the answer once it has come; tell the user it is under way."
+        ),
         BlockReason::RecoverFailed => format!(
             "Error: `{tool}` was not run. An earlier attempt of this same action may already have taken effect (key `{key}`), and checking whether it did failed, so it may have happened. {MAY_HAVE_HAPPENED} Calling it again later with the same arguments checks again. Tell the user it is not confirmed yet."
         ),

@@ -9,6 +9,7 @@ pub mod class;
 pub(crate) mod commands;
 // The SHA-256 hex of keys and ids, and shell quoting for printed commands: used inside the
 // crate, and by the CLI through `crate::__cli` (not an API).
+pub mod callback;
 pub(crate) mod digest;
 pub mod marker;
 pub mod outcome;

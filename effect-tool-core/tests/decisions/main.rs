@@ -4,6 +4,7 @@
 //! One test binary for all of them (each binary links the whole crate): a test is named
 //! `<file>::<test>`, e.g. `cargo test -p effect-tool-core --all-features --test decisions jcs::`.
 
+mod callback_decisions;
 mod decision_core;
 mod fuzz_regressions;
 mod identity;

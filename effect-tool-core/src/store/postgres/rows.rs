@@ -76,7 +76,8 @@ static_names!(EffectClass,
 static_names!(RecordState,
     RecordState::Claimed => "claimed", RecordState::Completed => "completed", RecordState::InDoubt => "in-doubt",
     RecordState::AwaitingApproval => "awaiting-approval", RecordState::Approved => "approved",
-    RecordState::Denied => "denied", RecordState::Released => "released", RecordState::Compensated => "compensated");
+    RecordState::Denied => "denied", RecordState::Released => "released", RecordState::Compensated => "compensated",
+    RecordState::Pending => "pending");
 
 /// One row as stored, before it is checked and decoded, with its row version (the
 /// compare-and-set token of this backend).
