@@ -215,7 +215,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
         if call.run.cancellation().is_cancelled() {
             return Step::Done(cancelled::<T>(self.call.name(), self.key()));
         }
-        if inner.draining.is_cancelled() {
+        if inner.shutting_down() {
             return Step::Done(shutting_down::<T>(self.call.name(), self.key()));
         }
         let first = self.first_input.is_some();
@@ -705,7 +705,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 "the run was cancelled before the tool started",
                 cancelled::<T>(self.call.name(), self.key()),
             ))
-        } else if self.engine.inner.draining.is_cancelled() {
+        } else if self.engine.inner.shutting_down() {
             Some((
                 "the engine shut down before the tool started",
                 shutting_down::<T>(self.call.name(), self.key()),

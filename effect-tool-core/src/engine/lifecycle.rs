@@ -53,6 +53,10 @@ pub(super) struct Inner {
     pub(super) inflight: Inflight,
     /// Fired when a shutdown starts: new calls are refused, unstarted ones stop.
     pub(super) draining: CancellationToken,
+    /// Set just before `draining` fires: what the call path checks (an atomic load, where
+    /// `CancellationToken::is_cancelled` takes the token's lock, which every caller of the
+    /// engine shares).
+    shutting_down: std::sync::atomic::AtomicBool,
     /// Fired at the shutdown's deadline: running tools are cancelled.
     pub(super) abort: CancellationToken,
     /// Calls in flight (counted for the shutdown), and their last one's signal.
@@ -91,6 +95,12 @@ impl Drop for Active<'_> {
 }
 
 impl Inner {
+    /// Whether a shutdown has started ([`Engine::shutdown`]): new calls are refused, unstarted
+    /// ones stop.
+    pub(super) fn shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+
     /// How long a journal write the engine must not drop is retried.
     pub(super) fn store_retry(&self) -> Duration {
         Duration::from_millis(self.store_retry_ms.load(Ordering::Relaxed))
@@ -100,7 +110,7 @@ impl Inner {
     pub(super) fn enter(&self) -> Option<Active<'_>> {
         self.active.fetch_add(1, Ordering::SeqCst);
         let active = Active(self);
-        (!self.draining.is_cancelled()).then_some(active)
+        (!self.shutting_down()).then_some(active)
     }
 
     /// Wait until no call is in flight, or `until`; `true` if none is.
@@ -180,6 +190,7 @@ impl Engine {
                 config,
                 inflight: Inflight::default(),
                 draining: CancellationToken::new(),
+                shutting_down: std::sync::atomic::AtomicBool::new(false),
                 abort: CancellationToken::new(),
                 active: AtomicUsize::new(0),
                 idle: Notify::new(),
@@ -349,6 +360,7 @@ impl Engine {
     /// every clone of this engine; it cannot be undone (make a new engine).
     pub async fn shutdown(&self, deadline: Duration) -> ShutdownReport {
         let inner = &self.inner;
+        inner.shutting_down.store(true, Ordering::SeqCst);
         inner.draining.cancel();
         tracing::info!(
             deadline_ms = deadline.as_millis() as u64,
@@ -372,7 +384,7 @@ impl Engine {
 
     /// Whether [`Engine::shutdown`] was called: new calls are refused.
     pub fn is_shutting_down(&self) -> bool {
-        self.inner.draining.is_cancelled()
+        self.inner.shutting_down()
     }
 }
 

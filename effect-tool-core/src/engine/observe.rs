@@ -292,6 +292,24 @@ impl Events {
     }
 }
 
+/// The keys of a call's two metrics (`effect_tool_calls_total`,
+/// `effect_tool_call_duration_seconds`), per tool, class and disposition.
+type CallKeys = std::collections::HashMap<
+    (&'static str, EffectClass, Disposition),
+    (metrics::Key, metrics::Key),
+    foldhash::fast::RandomState,
+>;
+
+thread_local! {
+    /// [`CallKeys`], made once per thread: a call's end builds no label vector and hash for
+    /// its metrics, whether a recorder is installed or not.
+    static CALL_KEYS: std::cell::RefCell<CallKeys> = std::cell::RefCell::default();
+}
+
+/// What `metrics::counter!` and `metrics::histogram!` in this module pass the recorder.
+static METADATA: metrics::Metadata<'static> =
+    metrics::Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+
 /// A call ended: its metrics, and its event for listeners.
 pub(super) fn call_ended(
     events: &Events,
@@ -302,13 +320,25 @@ pub(super) fn call_ended(
     elapsed: Duration,
     event: impl FnOnce() -> (String, Option<String>, Option<String>),
 ) {
-    let labels = [
-        ("tool", tool),
-        ("class", class.as_str()),
-        ("disposition", disposition.as_str()),
-    ];
-    metrics::counter!("effect_tool_calls_total", &labels).increment(1);
-    metrics::histogram!("effect_tool_call_duration_seconds", &labels).record(elapsed.as_secs_f64());
+    let seconds = elapsed.as_secs_f64();
+    CALL_KEYS.with(|keys| {
+        let mut keys = keys.borrow_mut();
+        let (count, time) = keys.entry((tool, class, disposition)).or_insert_with(|| {
+            let labels = [
+                ("tool", tool),
+                ("class", class.as_str()),
+                ("disposition", disposition.as_str()),
+            ];
+            (
+                metrics::Key::from_parts("effect_tool_calls_total", &labels),
+                metrics::Key::from_parts("effect_tool_call_duration_seconds", &labels),
+            )
+        });
+        metrics::with_recorder(|r| {
+            r.register_counter(count, &METADATA).increment(1);
+            r.register_histogram(time, &METADATA).record(seconds);
+        });
+    });
     if let Some(kind) = error {
         tracing::Span::current().record("error.type", kind);
     }

@@ -60,7 +60,7 @@ impl Engine {
             if call.run.cancellation().is_cancelled() {
                 return cancelled::<T>(call.name(), call.key);
             }
-            if self.inner.draining.is_cancelled() {
+            if self.inner.shutting_down() {
                 return shutting_down::<T>(call.name(), call.key);
             }
             exec += 1;
@@ -174,7 +174,7 @@ impl Engine {
             }
             Exec::Cancelled | Exec::Lapsed => {
                 tx.rollback().await;
-                return Attempt::Done(if self.inner.draining.is_cancelled() {
+                return Attempt::Done(if self.inner.shutting_down() {
                     shutting_down::<T>(call.name(), call.key)
                 } else {
                     cancelled::<T>(call.name(), call.key)

@@ -27,7 +27,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use super::{Cached, Inner, Synchronous, apply_in_tx, fault_advice, gc_in_tx, is_busy, put_meta_in_tx};
@@ -547,27 +547,39 @@ fn run_batch(
     now: crate::decide::record::Millis,
 ) -> rusqlite::Result<Vec<Answer>> {
     set_level(conn, batch_level(batch, configured))?;
-    let tx = conn.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let mut answers = Vec::with_capacity(batch.len());
-    for work in batch {
-        answers.push(match work {
-            Work::Apply { key, op } => Answer::Apply(apply_in_tx(&tx, key, op, &mut conn.held, now)?),
-            Work::Gc { now, limit } => Answer::Gc(Ok(gc_in_tx(&tx, *now, *limit)?)),
-            Work::PutMeta { name, value, replace } => {
-                put_meta_in_tx(&tx, name, value, *replace)?;
-                Answer::PutMeta(Ok(()))
-            }
-            Work::Spend(spend) => Answer::Spend(Ok(spend_in_tx(&tx, spend, now)?)),
-        });
+    // `BEGIN IMMEDIATE` and `COMMIT` from the connection's statement cache: compiled once per
+    // connection, not parsed again for every transaction (as `Connection::transaction` does).
+    conn.conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+    let applied = (|| {
+        let tx = &conn.conn;
+        let mut answers = Vec::with_capacity(batch.len());
+        for work in batch {
+            answers.push(match work {
+                Work::Apply { key, op } => Answer::Apply(apply_in_tx(tx, key, op, &mut conn.held, now)?),
+                Work::Gc { now, limit } => Answer::Gc(Ok(gc_in_tx(tx, *now, *limit)?)),
+                Work::PutMeta { name, value, replace } => {
+                    put_meta_in_tx(tx, name, value, *replace)?;
+                    Answer::PutMeta(Ok(()))
+                }
+                Work::Spend(spend) => Answer::Spend(Ok(spend_in_tx(tx, spend, now)?)),
+            });
+        }
+        tx.prepare_cached("COMMIT")?.execute([])?;
+        Ok(answers)
+    })();
+    if applied.is_err() && !conn.conn.is_autocommit() {
+        // What `rusqlite::Transaction` does when dropped uncommitted: nothing of the batch stays.
+        // A failed rollback leaves the connection in its transaction: the next `BEGIN` then
+        // fails, and the writer's caller sees that error.
+        let _ = conn.conn.execute_batch("ROLLBACK");
     }
-    tx.commit()?;
-    Ok(answers)
+    applied
 }
 
 /// [`crate::store::Store::spend`] inside the writer's transaction: read what the run spent of
 /// each budget and whether the key was charged, decide, insert the charges.
 fn spend_in_tx(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &Connection,
     spend: &crate::decide::budget::Spend,
     now: crate::decide::record::Millis,
 ) -> rusqlite::Result<crate::decide::budget::SpendOutcome> {
