@@ -14,7 +14,7 @@ use effect_tool_core::{KeyRule, RunContext, Store, StoreExt, Verdict};
 use serde_json::{Value, json};
 
 use crate::cli::{AbandonArgs, Cli, Command, KeyArgs, ListArgs, ManifestArgs, PolicyCommand, ResolveArgs, StateFilter};
-use crate::emit::{io_error, who, write, write_json};
+use crate::emit::{io_error, write, write_json};
 use crate::error::{CliError, not_found};
 use crate::identity::{Acting, IdentityArgs};
 use crate::output::{Table, clean, shell_quote, time};
@@ -135,7 +135,7 @@ where
                     serve(store, listen, console, allowed_hosts, json, io).await
                 }
                 Command::Gateway(args) => crate::gateway::serve(&args, store).await,
-                Command::Grant(args) => crate::grant::grant(&*store, args, json, &mut *io.out).await,
+                Command::Grant(args) => crate::grant::grant(&*store, args, &identity, json, &mut *io.out).await,
                 Command::Key(_) | Command::Canon { .. } | Command::Manifest(_) | Command::Policy(_) => Ok(()),
             }
         }

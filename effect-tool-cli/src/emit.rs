@@ -1,4 +1,4 @@
-//! Writing a command's answer and naming who acts: the helpers every command shares.
+//! Writing a command's answer: the helpers every command shares.
 
 use std::io::Write;
 
@@ -24,15 +24,5 @@ pub fn io_error(e: std::io::Error) -> CliError {
         CliError::OutputClosed
     } else {
         CliError::Store(format!("cannot write the output: {e}"))
-    }
-}
-
-/// Who decides: `--by` (or `$USER`), never empty.
-pub fn who(by: Option<String>) -> Result<String, CliError> {
-    match by.map(|b| b.trim().to_owned()) {
-        Some(b) if !b.is_empty() => Ok(b),
-        _ => Err(CliError::Usage(
-            "say who decides: --by NAME (it goes into the audit trail; defaults to $USER, which is not set)".into(),
-        )),
     }
 }

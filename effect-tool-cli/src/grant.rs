@@ -9,7 +9,8 @@ use effect_tool_core::decide::grant::{Condition, Grant};
 use effect_tool_core::store::{GrantError, GrantsExt, NewGrant};
 use serde_json::{Value, json};
 
-use crate::emit::{who, write, write_json};
+use crate::emit::{write, write_json};
+use crate::identity::{IdentityArgs, acting};
 use crate::error::CliError;
 use crate::output::{Table, clean, time};
 
@@ -79,6 +80,7 @@ pub enum GrantAction {
 pub async fn grant(
     store: &dyn Store,
     args: GrantArgs,
+    identity: &IdentityArgs,
     json: bool,
     out: &mut dyn std::io::Write,
 ) -> Result<(), CliError> {
@@ -93,7 +95,11 @@ pub async fn grant(
             principal,
             by,
         } => {
-            let by = who(by)?;
+            // Granting stands in for a person's approval in `role`: only someone who may approve
+            // as it may grant it.
+            let acting = acting(identity, by)?;
+            acting.holds(&role, "grant a standing approval")?;
+            let by = acting.audit_name();
             let when = when
                 .iter()
                 .map(|w| {
@@ -160,7 +166,7 @@ pub async fn grant(
             table.write(out).map_err(crate::emit::io_error)
         }
         GrantAction::Revoke { id, by } => {
-            let by = who(by)?;
+            let by = acting(identity, by)?.audit_name();
             let Some(g) = store.revoke_grant(&id, &by).await? else {
                 return Err(CliError::NotFound(format!(
                     "no standing approval `{}` in this journal; `effect-tool grant list` shows them",

@@ -17,7 +17,7 @@ use crate::common::console::serve;
 use effect_tool::ops::console::{Console, Identity, StaticTokens};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{CallOptions, Engine, RunContext, Store, ToolError, Toolkit, tools};
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::Locator;
 
 const MARIA: &str = "tok-maria-manager-0001";
 

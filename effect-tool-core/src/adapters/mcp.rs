@@ -745,9 +745,15 @@ impl McpServer {
             .enter(&caller.limit_key, caller.scope_name())
             .await
             .map_err(busy)?;
-        let result = match progress::Progress::of(&meta, &context.peer, run) {
-            (run, Some(progress)) => progress.around(self.dispatcher.call(&run, &call)).await,
-            (run, None) => self.dispatcher.call(&run, &call).await,
+        let (run, result) = match progress::Progress::of(&meta, &context.peer, run) {
+            (run, Some(progress)) => {
+                let result = progress.around(self.dispatcher.call(&run, &call)).await;
+                (run, result)
+            }
+            (run, None) => {
+                let result = self.dispatcher.call(&run, &call).await;
+                (run, result)
+            }
         };
         drop((place, session));
         Ok(Dispatched {

@@ -400,6 +400,11 @@ fn from_record(
             state,
         ),
         RecordState::Claimed => (TaskPayload::Working, format!("`{tool}` is running"), state),
+        RecordState::Pending => (
+            TaskPayload::Working,
+            format!("`{tool}` started its effect; its provider has not called back yet"),
+            state,
+        ),
         RecordState::Completed => {
             let output = record.output.clone().unwrap_or(Value::Null);
             let toolkit = server.dispatcher.toolkit();
