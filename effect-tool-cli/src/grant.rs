@@ -10,8 +10,8 @@ use effect_tool_core::store::{GrantError, GrantsExt, NewGrant};
 use serde_json::{Value, json};
 
 use crate::emit::{write, write_json};
-use crate::identity::{IdentityArgs, acting};
 use crate::error::CliError;
+use crate::identity::{IdentityArgs, acting};
 use crate::output::{Table, clean, time};
 
 /// `effect-tool grant`.

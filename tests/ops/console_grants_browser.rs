@@ -12,8 +12,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::common::console::{call, serve};
 use crate::common::browser::{act, browser, open_browser, shown_text, start_driver};
+use crate::common::console::{call, serve};
 use effect_tool::ops::console::{Console, Identity, StaticTokens};
 use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::{CallOptions, Disposition, Engine, RunContext, Store, ToolError, Toolkit, tools};

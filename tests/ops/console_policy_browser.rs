@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::browser::{browser, open_browser, shown_text, sign_in, start_driver};
 use crate::common::console::serve;
 use crate::common::http::encode;
-use crate::common::browser::{browser, open_browser, shown_text, sign_in, start_driver};
 use effect_tool::decide::cedar::Policies;
 use effect_tool::ops::console::{Console, Identity, StaticTokens};
 use effect_tool::store::sqlite::SqliteStore;

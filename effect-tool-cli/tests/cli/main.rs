@@ -9,8 +9,8 @@
 mod common;
 
 mod flows;
-mod identities;
 mod grants;
+mod identities;
 mod libpq_env;
 mod manifest_review;
 mod markers;

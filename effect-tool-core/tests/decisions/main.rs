@@ -7,8 +7,8 @@
 mod callback_decisions;
 mod decision_core;
 mod fuzz_regressions;
-mod identity;
 mod grants;
+mod identity;
 mod jcs;
 mod key_props;
 mod record_mutants;
