@@ -3,7 +3,7 @@
 //! reconciled by exactly one of two reconciler processes; a reconciler killed with SIGKILL
 //! loses its lease and another takes over. The effects are counted in outside ledger files
 //! (the remote system's own state and a log of every `recover` asked), never the engine's
-//! bookkeeping. Also: `reconcile = "always"` semantics (`Tool::RECOVER_FIRST`) with a journal
+//! bookkeeping. Also: `recover_first` semantics (`Tool::RECOVER_FIRST`) with a journal
 //! restored from a copy of its file, and an inconclusive `recover` (`Recovery::Inconclusive`).
 
 use crate::common;
@@ -162,15 +162,22 @@ async fn setup(journal: &Journal, dir: &Path) -> Vec<(String, String)> {
     keys
 }
 
-/// Wait (at most two minutes) until every record is settled: completed (applied) or released
-/// (not applied).
+/// Wait (at most two minutes) until every record is settled, completed (applied) or released
+/// (not applied), and its verdict audited: the reconciler appends the audit entry after the
+/// record's own write, so a record may be seen settled a moment before its entry is.
 async fn until_settled(store: &dyn Store, keys: &[(String, String)]) {
     let until = Instant::now() + Duration::from_secs(120);
     loop {
         let mut open = 0;
         for (_, key) in keys {
             let rec = store.get(key).await.unwrap().unwrap();
-            if !matches!(rec.state, RecordState::Completed | RecordState::Released) {
+            let audited = store
+                .audit(Some(key))
+                .await
+                .unwrap()
+                .iter()
+                .any(|e| e.action == "reconcile");
+            if !matches!(rec.state, RecordState::Completed | RecordState::Released) || !audited {
                 open += 1;
             }
         }
@@ -179,7 +186,7 @@ async fn until_settled(store: &dyn Store, keys: &[(String, String)]) {
         }
         assert!(
             Instant::now() < until,
-            "{open} records still unsettled after two minutes"
+            "{open} records still unsettled (or their verdicts unaudited) after two minutes"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -323,7 +330,7 @@ async fn a_killed_reconciler_on_postgres_loses_its_lease_to_another() {
     a_killed_reconciler_is_replaced(journal, dir.path()).await;
 }
 
-/// An invoice, with `RECOVER_FIRST` (`reconcile = "always"`); the remote system's ledger is
+/// An invoice, with `RECOVER_FIRST` (`#[tool(recover_first)]`); the remote system's ledger is
 /// `<dir>/ledger`.
 struct SendInvoice {
     dir: PathBuf,

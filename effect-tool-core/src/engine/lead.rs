@@ -664,9 +664,9 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
     }
 
     /// Stage 4b for a claim that took nothing over, for a tool that asks `recover` before every
-    /// first execution ([`Tool::RECOVER_FIRST`], `reconcile = "always"`): an effect the journal
-    /// does not know of (a restored journal, a record past its ttl, another path) is recorded
-    /// instead of made again. When `recover` cannot tell (inconclusive, failed), nothing runs:
+    /// first execution ([`Tool::RECOVER_FIRST`], `#[tool(recover = ..., recover_first)]`): an
+    /// effect the journal does not know of (a restored journal, a record past its ttl, another
+    /// path) is recorded instead of made again. When `recover` cannot tell (inconclusive, failed), nothing runs:
     /// the claim is released and the call blocked, to be called again later.
     async fn check_first(&mut self, held: &Held) -> Step<(), T::Output, T::Error> {
         if !(T::RECOVER_FIRST && T::HAS_RECOVER) {
