@@ -1570,7 +1570,7 @@ pub mod cases {
     }
 
     /// The tool calls that received a result are kept with it: those that shared it
-    /// ([`Op::Share`](crate::decide::record::Op::Share), each once), and those of attempts a claim took
+    /// ([`Op::Share`], each once), and those of attempts a claim took
     /// over; only a recorded result can be shared.
     pub async fn shared_results_keep_their_call_ids<H: Harness>() {
         let h = H::fresh().await;
