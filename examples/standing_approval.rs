@@ -44,6 +44,7 @@ async fn main() {
             tool: String::new(),
             role: "finance".into(),
             granted_by: "alice".into(),
+            granter_names: Vec::new(),
             when: vec![Condition {
                 arg: "cents".into(),
                 test: Test::AtMost(5000.0),

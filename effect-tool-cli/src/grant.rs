@@ -100,6 +100,8 @@ pub async fn grant(
             let acting = acting(identity, by)?;
             acting.holds(&role, "grant a standing approval")?;
             let by = acting.audit_name();
+            // Four eyes across systems: every name the identities file gives the granter.
+            let granter_names = acting.names().into_iter().filter(|n| *n != by).collect();
             let when = when
                 .iter()
                 .map(|w| {
@@ -116,6 +118,7 @@ pub async fn grant(
                 tool,
                 role,
                 granted_by: by,
+                granter_names,
                 when,
                 valid_from: Some(start),
                 valid_until: start.saturating_add(length),

@@ -76,6 +76,12 @@ impl Acting {
         )))
     }
 
+    /// Every name they are known by: their own and, when the identities file knows them, their
+    /// person's id and names in every system (what four eyes compares a requester with).
+    pub fn names(&self) -> std::collections::BTreeSet<String> {
+        self.identities.names(&self.actor)
+    }
+
     /// Whether they may act as `role`: a token's person must hold it; otherwise it is believed.
     pub fn holds(&self, role: &str, action: &str) -> Result<(), CliError> {
         match &self.roles {

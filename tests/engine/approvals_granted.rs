@@ -104,6 +104,7 @@ async fn a_grant_revoked_after_its_claim_lets_nothing_run() {
             tool: String::new(),
             role: "finance".into(),
             granted_by: "alice".into(),
+            granter_names: Vec::new(),
             when: vec![Condition {
                 arg: "cents".into(),
                 test: Test::AtMost(5000.0),

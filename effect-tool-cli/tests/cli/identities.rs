@@ -12,7 +12,8 @@ use effect_tool_core::decide::identity::token_digest;
 common::on_every_backend!(
     a_token_names_the_person_who_decides,
     local_admin_is_audited_as_such,
-    a_resolution_names_its_person_too
+    a_resolution_names_its_person_too,
+    a_grant_keeps_every_name_of_its_granter
 );
 
 const MARIA: &str = "tok-maria-cli-0000000001";
@@ -263,4 +264,57 @@ async fn a_resolution_names_its_person_too(j: &Journal) {
         .find(|e| e.action == "resolve")
         .expect("the resolution's entry");
     assert_eq!(resolution.actor, "olaf (cli token)");
+}
+
+/// `grant add` by token: only a person holding the role may grant in it, and the grant keeps
+/// every name the identities file gives its granter, so it never covers their own calls made
+/// over MCP under another name (four eyes across systems).
+async fn a_grant_keeps_every_name_of_its_granter(j: &Journal) {
+    use effect_tool_core::decide::grant::{GrantCall, NotCovered, covers};
+
+    let dir = TempDir::new("identities");
+    let file = identities_file(&dir);
+    let tool = format!("deploy_{}", j.ns.replace(|c: char| !c.is_ascii_alphanumeric(), "_"));
+    let schema = serde_json::json!({"type": "object", "properties": {"env": {"type": "string"}}});
+    j.store.put_input_schema(&tool, &schema).await.unwrap();
+    let add = [
+        "grant",
+        "add",
+        tool.as_str(),
+        "--as",
+        "release-manager",
+        "--for",
+        "1h",
+        "--json",
+    ];
+
+    let msg = as_holder(j, &file, Some(IVY), &add).fails(1).to_owned();
+    assert!(msg.contains("`ivy` does not hold the role `release-manager`"), "{msg}");
+    assert!(
+        j.store.grants(Some(&tool)).await.unwrap().is_empty(),
+        "a refused grant was kept"
+    );
+
+    let made = as_holder(j, &file, Some(MARIA), &add).json();
+    assert_eq!(made["granted_by"], serde_json::json!("maria (cli token)"));
+    let id = made["id"].as_str().unwrap();
+    let kept = j.store.grant(id).await.unwrap().expect("the grant is in the journal");
+    for name in ["maria", "m.rossi", "00u1abc"] {
+        assert!(kept.granter_names.iter().any(|n| n == name), "{name}: {kept:?}");
+    }
+    let input = serde_json::json!({"env": "prod"});
+    let call = |run_id| GrantCall {
+        tool: &tool,
+        role: "release-manager",
+        input: &input,
+        run_id,
+        thread_id: None,
+    };
+    // Maria's own call over MCP (the server scopes her runs to `00u1abc`) still waits.
+    assert_eq!(
+        covers(&kept, &call("00u1abc/r1"), j.store.now()),
+        Err(NotCovered::OwnRequest("maria (cli token)".into()))
+    );
+    // Another person's call is covered.
+    assert_eq!(covers(&kept, &call("0olaf99/r1"), j.store.now()), Ok(()));
 }

@@ -10,7 +10,8 @@
 //! refuses, when a grant is made, a condition naming a field the tool's argument schema does
 //! not have, or testing it as a type it is not.
 //!
-//! Four eyes: a grant never covers a call requested by its granter (a run scoped to them,
+//! Four eyes: a grant never covers a call requested by its granter (a run scoped to them, under
+//! the name that granted or any other name an identities file gives them, [`Grant::granter_names`];
 //! [`crate::decide::record::requested_by`]): their own calls still park for another person.
 
 use serde::{Deserialize, Serialize};
@@ -27,8 +28,13 @@ pub struct Grant {
     pub tool: String,
     /// The role it approves in: the role the tool's calls need (`#[tool(approval(role = ...))]`).
     pub role: String,
-    /// Who granted it (a person holding the role).
+    /// Who granted it (a person holding the role), as the audit trail names them.
     pub granted_by: String,
+    /// The granter's other names, when the grant was made by someone an identities file knows
+    /// ([`crate::decide::identity::Identities::names`]: their person id, console names, MCP
+    /// principals, ...): a run scoped to any of them is the granter's own, and never covered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub granter_names: Vec<String>,
     /// The tests the call's arguments must all meet (none: every call of the tool).
     #[serde(default)]
     pub when: Vec<Condition>,
@@ -193,7 +199,10 @@ pub fn covers(grant: &Grant, call: &GrantCall<'_>, now: Millis) -> Result<(), No
     {
         return Err(NotCovered::OtherPrincipal(p.to_owned()));
     }
-    if requested_by(call.run_id, call.thread_id, &grant.granted_by) {
+    if std::iter::once(&grant.granted_by)
+        .chain(&grant.granter_names)
+        .any(|name| requested_by(call.run_id, call.thread_id, name))
+    {
         return Err(NotCovered::OwnRequest(grant.granted_by.clone()));
     }
     match grant.when.iter().find(|c| !c.holds(call.input)) {

@@ -22,6 +22,10 @@ pub struct NewGrant {
     pub role: String,
     /// Who grants it: a person holding `role`. Their own calls are never covered (four eyes).
     pub granted_by: String,
+    /// The granter's other names (from the identities file, [`Grant::granter_names`]): runs
+    /// scoped to any of them are the granter's own too. Empty without an identities file.
+    #[serde(default)]
+    pub granter_names: Vec<String>,
     /// The tests the arguments must all meet (none: every call of the tool).
     #[serde(default)]
     pub when: Vec<Condition>,
@@ -63,6 +67,7 @@ pub trait GrantsExt: Store {
             tool: new.tool,
             role: new.role,
             granted_by: new.granted_by,
+            granter_names: new.granter_names,
             when: new.when,
             valid_from: new.valid_from.unwrap_or(now),
             valid_until: new.valid_until,

@@ -545,6 +545,7 @@ mod tests {
             tool: "t".into(),
             role: "r".into(),
             granted_by: "probe".into(),
+            granter_names: Vec::new(),
             when: Vec::new(),
             valid_from: 0,
             valid_until: 1,

@@ -22,6 +22,7 @@ fn grant() -> Grant {
         tool: "refund".into(),
         role: "finance".into(),
         granted_by: "alice".into(),
+        granter_names: Vec::new(),
         when: vec![Condition {
             arg: "cents".into(),
             test: Test::AtMost(5000.0),
@@ -140,6 +141,28 @@ fn a_grant_never_covers_its_granters_own_calls() {
     let mut c = call(&args, "r1");
     c.thread_id = Some("alice/t");
     assert_eq!(covers(&grant(), &c, NOW), Err(NotCovered::OwnRequest("alice".into())));
+}
+
+/// Four eyes across identity systems: a grant made by a person the identities file knows (here
+/// through the CLI, `maria (cli token)`) does not cover the runs of their MCP principal either.
+#[test]
+fn a_grant_never_covers_its_granters_calls_under_another_name() {
+    let args = input(10);
+    let mut g = grant();
+    g.granted_by = "maria (cli token)".into();
+    g.granter_names = vec!["maria".into(), "m.rossi".into(), "00u1abc".into()];
+    assert_eq!(
+        covers(&g, &call(&args, "00u1abc/r1"), NOW),
+        Err(NotCovered::OwnRequest("maria (cli token)".into()))
+    );
+    let mut c = call(&args, "r1");
+    c.thread_id = Some("m.rossi/t");
+    assert_eq!(
+        covers(&g, &c, NOW),
+        Err(NotCovered::OwnRequest("maria (cli token)".into()))
+    );
+    // Another person's run is covered.
+    assert_eq!(covers(&g, &call(&args, "olaf/r1"), NOW), Ok(()));
 }
 
 #[test]

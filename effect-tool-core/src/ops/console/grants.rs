@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 
 use super::{Console, Identity, Refusal, may_read, store_refusal};
 use crate::decide::grant::{Condition, Grant};
+use crate::decide::identity::Actor;
 use crate::decide::record::Millis;
 use crate::store::{GrantError, GrantsExt, NewGrant};
 
@@ -83,10 +84,17 @@ pub(super) async fn create(
             "ask someone who holds the role",
         ));
     }
+    // Four eyes across systems: the grant keeps every name the identities file (and the tokens
+    // file's `as=`) gives its granter, so it never covers their own calls under another name.
+    let granted_by = console.actor_name(&who);
+    let mut granter_names = console.identities.names(&Actor::console(who.name.clone()));
+    granter_names.extend(who.principals.iter().cloned());
+    granter_names.remove(&granted_by);
     let new = NewGrant {
         tool: body.tool,
         role: body.role,
-        granted_by: who.name.clone(),
+        granted_by,
+        granter_names: granter_names.into_iter().collect(),
         when: body.when,
         valid_from: body.valid_from,
         valid_until: body.valid_until,

@@ -49,6 +49,7 @@ fn new_grant(tool: &str, until: crate::decide::record::Millis) -> NewGrant {
         tool: tool.to_owned(),
         role: "finance".to_owned(),
         granted_by: "alice".to_owned(),
+        granter_names: Vec::new(),
         when: vec![Condition {
             arg: "cents".to_owned(),
             test: Test::AtMost(5000.0),
