@@ -15,7 +15,7 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::browser::{act, browser, open_browser_at, open_record, shown_text, start_driver};
+use common::browser::{act, browser, open_browser_at, open_record, shown_text, sign_in, start_driver};
 use common::console::serve;
 use common::desk::{ApprovedRefund as Refund, SendEmail};
 use common::ledger::Downstream;
@@ -150,23 +150,7 @@ async fn an_operator_approves_resolves_and_compensates_in_a_real_browser() {
     let browser = open_browser_at(&driver, &chromium, 1280).await;
     let outcome = async {
         // Signing in: the page asks for a token, keeps it in the tab.
-        browser.goto(&format!("{base}/")).await.unwrap();
-        shown_text(&browser, "#signin-view").await;
-        browser
-            .find(Locator::Id("signin-token"))
-            .await
-            .unwrap()
-            .send_keys(MARIA)
-            .await
-            .unwrap();
-        browser
-            .find(Locator::Id("signin"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
-        assert!(shown_text(&browser, "#whoami").await.contains("maria"));
+        assert!(sign_in(&browser, &base, MARIA).await.contains("maria"));
 
         // The list shows what needs a person: the parked refund and the email in doubt.
         browser

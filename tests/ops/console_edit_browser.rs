@@ -12,7 +12,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::common::browser::{act, browser, open_browser_at, open_record, shown_text, start_driver};
+use crate::common::browser::{act, browser, open_browser_at, open_record, shown_text, sign_in, start_driver};
 use crate::common::console::serve;
 use effect_tool::ops::console::{Console, Identity, StaticTokens};
 use effect_tool::store::sqlite::SqliteStore;
@@ -88,23 +88,7 @@ async fn an_operator_edits_and_approves_in_a_real_browser() {
     let driver = start_driver(&chromedriver);
     let browser = open_browser_at(&driver, &chromium, 1300).await;
     let outcome = async {
-        browser.goto(&format!("{base}/")).await.unwrap();
-        shown_text(&browser, "#signin-view").await;
-        browser
-            .find(Locator::Id("signin-token"))
-            .await
-            .unwrap()
-            .send_keys(MARIA)
-            .await
-            .unwrap();
-        browser
-            .find(Locator::Id("signin"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
-        assert!(shown_text(&browser, "#whoami").await.contains("maria"));
+        assert!(sign_in(&browser, &base, MARIA).await.contains("maria"));
 
         // The list at 1300 px: no one-word value broken in the middle; each waiting call says
         // how long it has waited.
