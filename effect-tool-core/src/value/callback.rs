@@ -13,6 +13,7 @@
 //! The text form is `etcb1.<tool hex>.<key hex>.<attempt>.<mac hex>`: URL-safe, so it fits in a
 //! callback URL's query or a provider's metadata field.
 
+use crate::value::digest::{hex, unhex};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
@@ -151,20 +152,6 @@ fn mac(secret: &MarkerSecret, tool: &str, key: &str, attempt: u32) -> Hmac<Sha25
     }
     mac.update(&attempt.to_be_bytes());
     mac
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) || !text.is_ascii() {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
-        .collect()
 }
 
 #[cfg(test)]

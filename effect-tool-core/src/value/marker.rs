@@ -52,6 +52,7 @@
 //! accepts such a marker when its MAC verifies, [`parse_markers`] returns the key it spells,
 //! and [`find_record`](crate::store::markers::find_record) looks that key up. Nothing writes them any more.
 
+use crate::value::digest::{hex, unhex};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
@@ -133,16 +134,6 @@ impl MarkerSecret {
         mac.update(key.as_bytes());
         mac
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(HEX[(b >> 4) as usize] as char);
-        out.push(HEX[(b & 0xf) as usize] as char);
-    }
-    out
 }
 
 /// The marker id of `key` under `secret`: 32 hex digits, the first 16 bytes of HMAC-SHA256
@@ -292,13 +283,6 @@ pub fn contains_marker(text: &str, key: &str, secret: &MarkerSecret) -> bool {
 pub fn contains_plain_marker(text: &str, key: &str) -> bool {
     let id = plain_marker_id(key);
     ids(text).any(|(_, found)| found == id) || text.contains(&legacy_marker(key, None))
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 fn is_plain(b: u8) -> bool {
