@@ -246,3 +246,59 @@ async fn an_overdue_pending_record_of_a_tool_without_recover_waits_for_a_person(
     assert_eq!(pass.for_a_person, 1, "{pass:?}");
     assert_eq!(store.get(&key).await.unwrap().unwrap().state, RecordState::Pending);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_settle_delay_of_an_overdue_pending_record_counts_from_its_deadline() {
+    /// The same payout, whose provider needs an hour to show a payout once it is due.
+    struct Slow(Payout);
+    impl Tool for Slow {
+        type Args = String;
+        type Output = String;
+        type Error = ToolError;
+        const NAME: &'static str = "payout";
+        const CLASS: EffectClass = EffectClass::Irreversible;
+        const HAS_RECOVER: bool = true;
+        const RECOVER_SETTLE: Option<Duration> = Some(Duration::from_secs(3600));
+
+        async fn call(&self, ctx: &EffectCtx, order: String) -> Result<String, ToolError> {
+            self.0.call(ctx, order).await
+        }
+
+        async fn recover(&self, _ctx: &EffectCtx, _order: &String) -> Result<Option<String>, ToolError> {
+            panic!("not asked before the settle delay")
+        }
+    }
+    let dir = ScratchDir::new("reconcile-overdue-settle");
+    let engine = Engine::new(SqliteStore::open(dir.path().join("journal.db")).unwrap());
+    let store = engine.store().clone();
+    let tool = Slow(Payout {
+        dir: dir.path().to_owned(),
+    });
+    let report = engine
+        .call_with_report(
+            &tool,
+            &RunContext::new(RUN),
+            CallOptions::default(),
+            "order-4".to_owned(),
+        )
+        .await;
+    let key = report.key.unwrap();
+    until_overdue(&*store, &key).await;
+    let rec = store.get(&key).await.unwrap().unwrap();
+    let verdict = engine
+        .reconcile_record(&tool, &rec, RunContext::new(RUN))
+        .await
+        .unwrap();
+    let ReconcileVerdict::Settling { wait } = verdict else {
+        panic!("{verdict:?}")
+    };
+    // Counted from the deadline (the provider could still answer until then), not from when
+    // the record became pending: at least what is left of an hour after the deadline now.
+    let deadline = rec.lease_until.unwrap();
+    let since_deadline = Duration::from_millis((store.now() - deadline).max(0) as u64);
+    assert!(
+        wait >= Duration::from_secs(3600) - since_deadline,
+        "{wait:?} < an hour less {since_deadline:?}"
+    );
+    assert_eq!(store.get(&key).await.unwrap().unwrap().state, RecordState::Pending);
+}
