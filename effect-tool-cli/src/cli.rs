@@ -181,8 +181,9 @@ pub enum Command {
     /// Standing approvals: approve a tool's calls in advance (`grant add`), list them, revoke
     /// them.
     Grant(crate::grant::GrantArgs),
-    /// Serve the journal's metrics for Prometheus at `GET /metrics`, and with --tokens or
-    /// --trusted-proxy the operator API at `/api/...`, until interrupted.
+    /// Serve the journal's metrics for Prometheus at `GET /metrics`, with --tokens or
+    /// --trusted-proxy the operator API at `/api/...`, and with --callbacks providers'
+    /// callbacks at `POST /callback`, until interrupted.
     ///
     /// The gauges of the records that need a person, by state and tool, and the age of the
     /// oldest (`effect_tool_records_needing_person`,
@@ -231,6 +232,13 @@ pub enum Command {
         /// https. Requests from pages of other origins are refused.
         #[arg(long = "allow-origin", value_parser = parse_allowed_origin, value_name = "ORIGIN")]
         allowed_origins: Vec<String>,
+        /// Also receive providers' callbacks at `POST /callback`: the answers that settle the
+        /// records of tools that wait for one (`ctx.pending`), verified with the journal's
+        /// marker secret. Providers call from elsewhere, so the route answers to any `Host`
+        /// (the operator API's host check does not apply to it): the callback token is its only
+        /// credential, so put it behind TLS (a reverse proxy) and listen where providers reach.
+        #[arg(long)]
+        callbacks: bool,
     },
 }
 

@@ -107,6 +107,7 @@ where
                     resolver_role,
                     allowed_hosts,
                     allowed_origins,
+                    callbacks,
                 } => {
                     let proxy = (trusted_proxies, proxy_secret_file);
                     let identities = match &identity.identities {
@@ -132,7 +133,13 @@ where
                             c.with_allowed_origins(allowed_origins)
                         }
                     });
-                    serve(store, listen, console, allowed_hosts, json, io).await
+                    let callbacks = if callbacks {
+                        Some(callback_webhook(&store).await?)
+                    } else {
+                        None
+                    };
+                    let mounted = Mounted { console, callbacks };
+                    serve(store, listen, mounted, allowed_hosts, json, io).await
                 }
                 Command::Gateway(args) => crate::gateway::serve(&args, store).await,
                 Command::Grant(args) => crate::grant::grant(&*store, args, &identity, json, &mut *io.out).await,
@@ -171,6 +178,28 @@ fn console(
     Ok(Some(console.with_resolver_role(resolver_role)))
 }
 
+/// The webhook `serve --callbacks` mounts: the journal's marker secret verifies the tokens,
+/// as it signed them in the processes that called the tools.
+async fn callback_webhook(
+    store: &Arc<dyn Store>,
+) -> Result<effect_tool_core::ops::callback::CallbackWebhook, CliError> {
+    let secret = store.marker_secret().await?.ok_or_else(|| {
+        CliError::Usage(
+            "--callbacks needs a journal that keeps a marker secret (SQLite or PostgreSQL) to verify callback tokens with; this one keeps none".to_owned(),
+        )
+    })?;
+    Ok(effect_tool_core::ops::callback::CallbackWebhook::new(
+        store.clone(),
+        secret,
+    ))
+}
+
+/// What `serve` mounts beside `/metrics`: the operator API, providers' callbacks.
+struct Mounted {
+    console: Option<effect_tool_core::ops::console::Console>,
+    callbacks: Option<effect_tool_core::ops::callback::CallbackWebhook>,
+}
+
 /// The header that carries the proxy's secret (`serve --proxy-secret-file`).
 const PROXY_SECRET_HEADER: &str = "x-effect-tool-proxy-secret";
 
@@ -202,12 +231,12 @@ fn proxy_secret(path: &std::path::Path) -> Result<String, CliError> {
     Ok(secret)
 }
 
-/// `serve`: the journal's gauges at `GET /metrics` (and the operator API), until Ctrl-C or
-/// SIGTERM.
+/// `serve`: the journal's gauges at `GET /metrics` (and the operator API, and providers'
+/// callbacks), until Ctrl-C or SIGTERM.
 async fn serve(
     store: Arc<dyn Store>,
     listen: std::net::SocketAddr,
-    console: Option<effect_tool_core::ops::console::Console>,
+    Mounted { console, callbacks }: Mounted,
     allowed_hosts: Vec<String>,
     json: bool,
     io: &mut Io<'_>,
@@ -236,17 +265,36 @@ async fn serve(
         };
         app = app.merge(console.with_allowed_hosts(hosts).router());
     }
+    let with_callbacks = callbacks.is_some();
+    if let Some(callbacks) = callbacks {
+        // Outside the console's host gate: providers call from elsewhere, under their own
+        // names for this server; the token is the credential.
+        app = app.merge(callbacks.router());
+    }
     let line = if json {
         format!(
             "{}\n",
-            serde_json::json!({ "listening": addr.to_string(), "metrics": "/metrics", "api": with_api.then_some("/api") })
-        )
-    } else if with_api {
-        format!(
-            "serving the journal's metrics at http://{addr}/metrics and the operator API at http://{addr}/api (Ctrl-C to stop)\n"
+            serde_json::json!({
+                "listening": addr.to_string(),
+                "metrics": "/metrics",
+                "api": with_api.then_some("/api"),
+                "callbacks": with_callbacks.then_some("/callback"),
+            })
         )
     } else {
-        format!("serving the journal's metrics at http://{addr}/metrics (Ctrl-C to stop)\n")
+        let mut served = vec![format!("the journal's metrics at http://{addr}/metrics")];
+        if with_api {
+            served.push(format!("the operator API at http://{addr}/api"));
+        }
+        if with_callbacks {
+            served.push(format!("providers' callbacks at http://{addr}/callback"));
+        }
+        let last = served.pop().unwrap_or_default();
+        let served = match served.is_empty() {
+            true => last,
+            false => format!("{} and {last}", served.join(", ")),
+        };
+        format!("serving {served} (Ctrl-C to stop)\n")
     };
     write(io.out, &line)?;
     io.out.flush().map_err(io_error)?;

@@ -31,5 +31,6 @@ mod markers_opaque;
 #[cfg(feature = "policy")]
 mod policy_cedar;
 mod reconcile_no_caller;
+mod reconcile_overdue;
 mod testing_kit;
 mod truth_edges;

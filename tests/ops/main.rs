@@ -9,6 +9,7 @@
 mod common;
 
 mod approvals_stale;
+mod callback_webhook;
 mod console_api;
 mod console_browser;
 mod console_edit_browser;

@@ -78,7 +78,8 @@ pub trait DynTool: Send + Sync + 'static {
         Ok(())
     }
 
-    /// Reconcile `rec`, a stale claim or a record in doubt of this tool, with no caller
+    /// Reconcile `rec`, a stale claim, a record in doubt or a record pending its callback past
+    /// the deadline, of this tool, with no caller
     /// ([`Engine::reconcile_record`]). The default, for implementations of this trait other
     /// than a [`Tool`]'s, skips it.
     fn reconcile_json<'a>(

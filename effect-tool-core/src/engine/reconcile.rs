@@ -1,5 +1,7 @@
-//! Reconciling a record nobody calls again: a stale claim or a record in doubt of a tool with a
-//! `recover` hook, claimed (stage 4a's claim, taking the unknown outcome over), checked with
+//! Reconciling a record nobody calls again: a stale claim, a record in doubt, or a record
+//! pending its provider's callback past the deadline ([`EffectRecord::is_overdue`]: in doubt
+//! too, since the callback will be refused as late), of a tool with a `recover` hook, claimed
+//! (stage 4a's claim, taking the unknown outcome over), checked with
 //! [`Tool::verify`] under the claim (stage 4b's check, its settle delay included), and settled
 //! by what it found: the output recorded (applied), the claim released so that the next call
 //! runs it (not applied), or the record left in doubt to be asked again later (inconclusive, a
@@ -50,8 +52,8 @@ pub enum ReconcileVerdict {
         /// How long is left.
         wait: Duration,
     },
-    /// Nothing to do: the record is no longer a stale claim or in doubt (another process
-    /// settled or holds it), or its tool has no `recover` hook, or the engine is shutting down.
+    /// Nothing to do: the record is not a stale claim, in doubt, or pending past its deadline
+    /// (another process settled or holds it, or its provider's callback may still come), or its tool has no `recover` hook, or the engine is shutting down.
     Skipped {
         /// Why, in words.
         reason: String,
@@ -80,8 +82,8 @@ fn skipped(reason: impl Into<String>) -> ReconcileVerdict {
 }
 
 impl Engine {
-    /// Reconcile `rec` (a stale claim or a record in doubt of `tool`) with no caller: take it
-    /// over, ask [`Tool::verify`], and record what it found (see the [module](self)). Nothing
+    /// Reconcile `rec` (a stale claim, a record in doubt, or a record pending its callback past
+    /// the deadline, of `tool`) with no caller: take it over, ask [`Tool::verify`], and record what it found (see the [module](self)). Nothing
     /// of the tool's `call` runs. Each verdict but [`ReconcileVerdict::Skipped`] and
     /// [`ReconcileVerdict::Settling`] leaves an audit entry (action `reconcile`, actor
     /// [`RECONCILER_ACTOR`]).
@@ -109,10 +111,13 @@ impl Engine {
             )));
         }
         let now = store.now();
-        if !(rec.state == RecordState::InDoubt || rec.is_stale(now)) {
-            return Ok(skipped("neither a stale claim nor in doubt"));
+        if !(rec.state == RecordState::InDoubt || rec.is_stale(now) || rec.is_overdue(now)) {
+            return Ok(skipped(
+                "neither a stale claim, nor in doubt, nor pending past its deadline: nothing unknown to reconcile",
+            ));
         }
-        if let Some(wait) = settle_wait(T::RECOVER_SETTLE, rec.updated_at, now) {
+        let since = unknown_since(rec);
+        if let Some(wait) = settle_wait(T::RECOVER_SETTLE, since, now) {
             return Ok(ReconcileVerdict::Settling { wait });
         }
         let args: T::Args = match serde_json::from_value(key::unbind(rec.input.clone(), T::SENSITIVE)) {
@@ -182,7 +187,7 @@ impl Engine {
             lease: clock,
             ctx,
         };
-        let verdict = match self.recover_held(tool, &held, &args, rec.updated_at).await {
+        let verdict = match self.recover_held(tool, &held, &args, since).await {
             Recovered::Answer(Ok(Recovery::Applied(out))) => match serde_json::to_value(&out) {
                 Ok(output) => {
                     let again = || serde_json::to_value(&out).ok();
@@ -265,6 +270,15 @@ impl Engine {
         }
         tracing::info!(key = rec.key, verdict = verdict.name(), "reconciled");
         Ok(verdict)
+    }
+}
+
+/// Since when `rec`'s outcome is unknown: its last write, or for a record pending its callback,
+/// its deadline (until then the provider's answer could still tell).
+fn unknown_since(rec: &EffectRecord) -> crate::decide::record::Millis {
+    match (rec.state, rec.lease_until) {
+        (RecordState::Pending, Some(deadline)) => deadline.max(rec.updated_at),
+        _ => rec.updated_at,
     }
 }
 

@@ -1,5 +1,6 @@
-//! The reconciler that needs no caller ([`Reconciler`]): it finds the stale claims and records
-//! in doubt of a toolkit's tools that have a `recover` hook, and reconciles each
+//! The reconciler that needs no caller ([`Reconciler`]): it finds the stale claims, records in
+//! doubt and records pending a callback past their deadline of a toolkit's tools that have a
+//! `recover` hook, and reconciles each
 //! ([`Engine::reconcile_record`]), paced and with bounded concurrency, as the one reconciler of
 //! its journal (a lease elected through the journal,
 //! [`StoreExt::acquire_lease`](crate::store::StoreExt::acquire_lease)).
@@ -65,8 +66,8 @@ pub struct ReconcilePass {
     pub elected: bool,
     /// Each record looked at, with its verdict.
     pub verdicts: Vec<(String, ReconcileVerdict)>,
-    /// Records that wait for a person: in doubt or stale, of a tool without `recover` or not in
-    /// the toolkit.
+    /// Records that wait for a person: in doubt, stale or pending past their deadline, of a
+    /// tool without `recover` or not in the toolkit.
     pub for_a_person: usize,
 }
 
@@ -77,8 +78,8 @@ impl ReconcilePass {
     }
 }
 
-/// Finds records nobody calls again (stale claims, records in doubt of tools with `recover`) and
-/// reconciles them through [`Engine::reconcile_record`], one reconciler per journal at a time.
+/// Finds records nobody calls again (stale claims, records in doubt, records whose provider's
+/// callback did not come by its deadline, of tools with `recover`) and reconciles them through [`Engine::reconcile_record`], one reconciler per journal at a time.
 ///
 /// ```no_run
 /// # async fn demo(engine: effect_tool_core::Engine, toolkit: effect_tool_core::Toolkit) {
@@ -213,8 +214,8 @@ impl Reconciler {
         }
     }
 
-    /// One pass, if this process holds (or takes) the lease: list the stale claims and records
-    /// in doubt, and reconcile each of a tool with `recover`, at most
+    /// One pass, if this process holds (or takes) the lease: list the stale claims, records in
+    /// doubt and overdue pending records ([`EffectRecord::is_overdue`]), and reconcile each of a tool with `recover`, at most
     /// [`ReconcilerOptions::concurrency`] at once, starts at least
     /// [`ReconcilerOptions::pace`] apart. Stops early if the lease is lost.
     pub async fn pass(&self) -> Result<ReconcilePass, StoreError> {
@@ -282,11 +283,13 @@ impl Reconciler {
     }
 
     /// The records waiting now: those this reconciler may ask about (a tool of its toolkit
-    /// with `recover`, not scheduled for later), and how many wait for a person.
+    /// with `recover`, not scheduled for later), and how many wait for a person. A record
+    /// pending its callback waits once its deadline has passed: the callback will be refused as
+    /// late, and nobody may call the key again, so only `recover` (or a person) can tell.
     async fn waiting(&self) -> Result<(Vec<EffectRecord>, usize), StoreError> {
         let store = self.engine.store();
         let filter = Filter {
-            states: vec![RecordState::InDoubt, RecordState::Claimed],
+            states: vec![RecordState::InDoubt, RecordState::Claimed, RecordState::Pending],
             limit: Some(self.options.batch),
             ..Filter::all()
         };
@@ -302,7 +305,7 @@ impl Reconciler {
         let mut for_a_person = 0;
         for rec in records {
             if rec.tool == crate::store::election::LEASE_TOOL
-                || !(rec.state == RecordState::InDoubt || rec.is_stale(now))
+                || !(rec.state == RecordState::InDoubt || rec.is_stale(now) || rec.is_overdue(now))
             {
                 continue;
             }
