@@ -580,6 +580,20 @@ pub enum Op {
         /// The provider's answer.
         verdict: Verdict,
     },
+    /// Record the output of a call that ran without a claim: an idempotent tool declared
+    /// `one_write` ([`crate::Tool::ONE_WRITE`]), whose one journal write is this one. The
+    /// record is written completed (its attempt one above whatever the key held) only where
+    /// the key has no live record, or a released one. Anywhere else nothing is written and
+    /// the outcome says what the key holds: [`OpOutcome::Recorded`] when another call's result
+    /// was recorded meanwhile (another process ran the same call: its result is the one the
+    /// journal keeps and replays), [`OpOutcome::InFlight`] for a claim or a pending record,
+    /// and so on. The caller's own output then answers its call only.
+    Record {
+        /// The call, as a claim would carry it.
+        intent: Intent,
+        /// The output.
+        output: Value,
+    },
 }
 
 /// The grant an [`Op::ClaimGranted`] uses: what the record and its audit entry name.
@@ -638,6 +652,7 @@ impl Op {
             Op::Share { .. } => "share",
             Op::ClaimGranted { .. } => "claim-granted",
             Op::Pend { .. } => "pend",
+            Op::Record { .. } => "record",
             Op::Settle { .. } => "settle",
         }
     }
@@ -1039,6 +1054,7 @@ fn transition_unaudited<'o>(
             deadline,
         } => callback::pend(at, current, attempt, token_digest, deadline),
         Op::Settle { .. } => callback::settle(at, current, op),
+        Op::Record { .. } => record_unclaimed(at, current, op),
     }
 }
 
@@ -1189,6 +1205,47 @@ fn claim<'o>(
         },
         audit,
     })
+}
+
+/// [`Op::Record`]: the output of a call that ran without a claim, written as a completed
+/// record where the key has no live record (or a released one); else nothing is written and
+/// the caller learns what the key holds.
+fn record_unclaimed<'o>(
+    at: OpAt<'_>,
+    current: Current<'_>,
+    op: std::borrow::Cow<'o, Op>,
+) -> Result<Transition, Rejected> {
+    use RecordState as S;
+    let Op::Record { intent, .. } = &*op else {
+        unreachable!("called for a record")
+    };
+    // As for a claim: the attempt never goes back, even over an expired record.
+    let floor = current.get().map_or(0, |r| r.attempt);
+    let live = at.live(&current);
+    same_tool(at.key, live, intent)?;
+    let prev = match live {
+        None => None,
+        Some(rec) if rec.state == S::Released => Some(rec),
+        Some(rec) => {
+            let answer: Answer = match rec.state {
+                S::Completed => OpOutcome::Recorded,
+                S::InDoubt => OpOutcome::InDoubt,
+                S::AwaitingApproval => OpOutcome::AwaitingApproval,
+                S::Denied => OpOutcome::Denied,
+                S::Compensated => OpOutcome::Compensated,
+                S::Claimed | S::Approved | S::Pending | S::Released => OpOutcome::InFlight,
+            };
+            return at.unchanged(answer(rec.clone()));
+        }
+    };
+    let Op::Record { intent, output } = op.into_owned() else {
+        unreachable!("matched as a record")
+    };
+    let mut rec = fresh(at.key, intent, at.now, prev, floor);
+    rec.state = S::Completed;
+    rec.attempt += 1;
+    rec.output = Some(output);
+    done(rec)
 }
 
 /// A key names one effect of one tool: a record of another tool under it means two tools' key
@@ -1850,6 +1907,10 @@ mod tests {
             reason: Some("no".into()),
         });
         out.push(Op::MarkCompensated { by: "saga".into() });
+        out.push(Op::Record {
+            intent: intent(None),
+            output: serde_json::json!({ "refund": "r-9" }),
+        });
         out
     }
 
@@ -1904,6 +1965,84 @@ mod tests {
                 before: Some(Box::new(before)),
             }
         );
+    }
+
+    fn record_op() -> Op {
+        Op::Record {
+            intent: intent(None),
+            output: serde_json::json!({ "refund": "r-9" }),
+        }
+    }
+
+    /// The record of a call that ran without a claim is written completed where the key has
+    /// no record: attempt 1, the output, the intent's input and call, nothing held.
+    #[test]
+    fn an_unclaimed_call_is_recorded_on_a_key_without_a_record() {
+        let t = transition("k", None, record_op(), NOW).unwrap();
+        let written = t.write.expect("a record where none was");
+        assert_eq!(written.state, RecordState::Completed);
+        assert_eq!(written.attempt, 1);
+        assert_eq!(written.output, Some(serde_json::json!({ "refund": "r-9" })));
+        assert_eq!(
+            (written.input.clone(), written.fingerprint.as_str()),
+            (intent(None).input, "f2")
+        );
+        assert_eq!((written.created_at, written.updated_at), (NOW, NOW));
+        assert_eq!(written.expires_at, Some(NOW + 60_000));
+        assert_eq!((written.lease_until, written.reason.as_deref()), (None, None));
+        assert_eq!(t.outcome, OpOutcome::Done(written.clone()));
+        assert!(t.audit.is_none());
+        assert!(record_op().needs_flush(), "the call's only write is flushed");
+        assert_eq!(record_op().name(), "record");
+    }
+
+    /// Over a released record (nothing happened) it follows it: the attempt one above, its
+    /// creation kept. Over an expired record it is new, the attempt still above the old one.
+    #[test]
+    fn an_unclaimed_call_follows_a_released_or_expired_record() {
+        for (state, expires_at, created_at) in [
+            (RecordState::Released, None, NOW - 100),
+            (RecordState::Completed, Some(NOW - 1), NOW),
+        ] {
+            let mut rec = records().remove(0);
+            (rec.state, rec.expires_at, rec.lease_until) = (state, expires_at, None);
+            let t = transition("k", Some(&rec), record_op(), NOW).unwrap();
+            let written = t.write.expect("written");
+            assert_eq!(
+                (written.state, written.attempt, written.created_at),
+                (RecordState::Completed, 4, created_at),
+                "over {state}"
+            );
+        }
+    }
+
+    /// Over any other live record nothing is written, and the caller learns what the key holds:
+    /// a result recorded meanwhile is the one to replay.
+    #[test]
+    fn an_unclaimed_call_leaves_any_other_record_and_says_what_it_is() {
+        use RecordState as S;
+        for (state, expected) in [
+            (S::Completed, OpOutcome::Recorded as Answer),
+            (S::Claimed, OpOutcome::InFlight),
+            (S::Pending, OpOutcome::InFlight),
+            (S::Approved, OpOutcome::InFlight),
+            (S::InDoubt, OpOutcome::InDoubt),
+            (S::AwaitingApproval, OpOutcome::AwaitingApproval),
+            (S::Denied, OpOutcome::Denied),
+            (S::Compensated, OpOutcome::Compensated),
+        ] {
+            let mut rec = records().remove(0);
+            rec.state = state;
+            let t = transition("k", Some(&rec), record_op(), NOW).unwrap();
+            assert_eq!(t.write, None, "nothing written over {state}");
+            assert_eq!(t.outcome, expected(rec.clone()), "over {state}");
+        }
+        let mut other = records().remove(0);
+        (other.state, other.tool) = (S::Completed, "payout".into());
+        assert!(matches!(
+            transition("k", Some(&other), record_op(), NOW),
+            Err(Rejected::KeyOfAnotherTool { recorded_tool, .. }) if recorded_tool == "payout"
+        ));
     }
 
     fn in_doubt() -> EffectRecord {

@@ -100,6 +100,10 @@ impl RedactorSlot {
         match &mut op {
             Op::Claim { intent, .. } | Op::ClaimGranted { intent, .. } => self.value(Site::Input, &mut intent.input),
             Op::Complete { output, .. } => self.value(Site::Output, output),
+            Op::Record { intent, output } => {
+                self.value(Site::Input, &mut intent.input);
+                self.value(Site::Output, output);
+            }
             Op::Release { reason, .. } | Op::Deny { reason, .. } => {
                 if let Some(r) = reason.take() {
                     *reason = Some(self.text(Site::Reason, r));

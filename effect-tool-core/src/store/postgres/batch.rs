@@ -70,10 +70,14 @@ impl Work {
     }
 
     /// Whether its commit must wait for the WAL flush: every write but the claim of a class
-    /// that needs none ([`crate::value::class::EffectClass::claim_needs_flush`]).
+    /// that needs none ([`crate::value::class::EffectClass::claim_needs_flush`]). An insert of
+    /// a completed record (a call that ran without a claim, [`crate::decide::record::Op::Record`])
+    /// is flushed: it is the call's only write.
     fn needs_flush(&self) -> bool {
         match self {
-            Work::Insert(rec) => rec.class.claim_needs_flush(),
+            Work::Insert(rec) => {
+                rec.state != crate::decide::record::RecordState::Claimed || rec.class.claim_needs_flush()
+            }
             Work::Update { .. } => true,
         }
     }

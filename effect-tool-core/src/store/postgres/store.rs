@@ -21,7 +21,8 @@ impl Store for PostgresStore {
 
     async fn apply(&self, key: &str, op: Op) -> Result<OpOutcome, StoreError> {
         let mut held = None;
-        if matches!(op, Op::Claim { .. }) {
+        // A claim, or the record of a call that ran without one: insert if new.
+        if matches!(op, Op::Claim { .. } | Op::Record { .. }) {
             if let Some(outcome) = self.claim_fast(key, &op).await? {
                 return Ok(outcome);
             }
