@@ -50,7 +50,7 @@ impl EffectCtx {
     ///
     /// Asked twice in one call, the same token is returned (the first deadline stands). Refused
     /// ([`NoCallback`]) outside the engine, for a call without a key, for a transactional
-    /// call, or when the journal keeps no marker secret to sign the token with.
+    /// call, for a `one_write` call ([`crate::Tool::ONE_WRITE`]: it holds no claim), or when the journal keeps no marker secret to sign the token with.
     pub fn pending(&self, within: Duration) -> Result<CallbackToken, NoCallback> {
         let refuse = |reason| NoCallback {
             tool: self.tool,
@@ -62,6 +62,11 @@ impl EffectCtx {
         if self.transaction.is_some() {
             return Err(refuse(
                 "a transactional call commits its record with its own transaction and cannot wait for a callback: declare the tool without `transactional`",
+            ));
+        }
+        if self.claimless {
+            return Err(refuse(
+                "a `one_write` call runs without a claim, and only a claim can wait for a callback: declare the tool without `one_write`",
             ));
         }
         let secret = self.marker_secret.as_ref().ok_or_else(|| {

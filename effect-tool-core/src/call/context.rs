@@ -273,6 +273,9 @@ pub struct EffectCtx {
     /// The provider's callback this call waits for, once the tool asked for one
     /// ([`EffectCtx::pending`]): shared by the context's clones, read by the engine at 4f.
     pub(crate) callback: Arc<std::sync::OnceLock<(crate::value::callback::CallbackToken, std::time::Duration)>>,
+    /// Whether the call runs without a claim ([`crate::Tool::ONE_WRITE`]): its one journal
+    /// write is its record.
+    pub(crate) claimless: bool,
 }
 
 impl std::fmt::Debug for EffectCtx {
@@ -335,7 +338,14 @@ impl EffectCtx {
             marker_secret: None,
             transaction: None,
             callback: Arc::default(),
+            claimless: false,
         }
+    }
+
+    /// The same context for a call that runs without a claim ([`crate::Tool::ONE_WRITE`]).
+    pub(crate) fn without_claim(mut self) -> Self {
+        self.claimless = true;
+        self
     }
 
     /// The same context inside the journal's transaction `handle` (a transactional call).

@@ -241,6 +241,10 @@ pub trait Tool: Send + Sync + 'static {
     /// PostgreSQL); on any other, the call fails before anything runs. Not with
     /// [`Tool::APPROVAL`] (a parked call would wait outside the transaction).
     const TRANSACTIONAL: bool = false;
+    /// Whether an idempotent call's one journal write is its record (`#[tool(one_write)]`):
+    /// the tool runs before any write when the journal has no record of the key, and its
+    /// output is then recorded if the key still has none. Ignored on other classes.
+    const ONE_WRITE: bool = false;
 
     /// The units this tool declares a cost in (`#[tool(cost(refund_cents = |a| ...))]`): each
     /// call charges [`Tool::costs`] to the run's spend budget of that unit, if it has one

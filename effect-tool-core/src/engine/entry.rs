@@ -359,6 +359,8 @@ impl Engine {
                     // this future keeps replays (the common case) cheap to poll and move.
                     let settled = if T::TRANSACTIONAL {
                         Box::pin(self.lead_in_transaction(&call, input, args)).await
+                    } else if unseen && super::one_write::qualifies(&call, &args) {
+                        Box::pin(self.lead_one_write(&call, input, args)).await
                     } else {
                         Box::pin(self.lead(&call, input, args, unseen)).await
                     };

@@ -81,6 +81,21 @@ pub(super) async fn run_tool<T: Tool>(
     }
 }
 
+/// An error text of the tool (or its hooks), called with `args`, as the journal and the logs
+/// may hold it: the values of the `#[sensitive]` arguments cut out of it by value
+/// ([`crate::call::key::scrub`]).
+pub(super) fn error_text<T: Tool>(args: &T::Args, e: &dyn std::fmt::Display) -> String {
+    let text = e.to_string();
+    if T::SENSITIVE.is_empty() {
+        return text;
+    }
+    match serde_json::to_value(args) {
+        Ok(value) => crate::call::key::scrub(text, &value, T::SENSITIVE),
+        // Arguments that do not serialize never reach a tool (the claim needs them).
+        Err(_) => text,
+    }
+}
+
 /// The message of a caught panic.
 pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {

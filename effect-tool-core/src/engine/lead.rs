@@ -191,20 +191,8 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
     }
 
     fn intent(&self, input: Value) -> Intent {
-        let call = self.call;
-        Intent {
-            tool: self.call.name().to_owned(),
-            class: T::CLASS,
-            run_id: call.run.run_id().to_owned(),
-            thread_id: call.run.thread_id().map(str::to_owned),
-            call_id: call.call_id.clone(),
-            fingerprint: call.fingerprint.to_owned(),
-            input,
-            ttl_ms: call.tool.declared_ttl().map(|d| d.as_millis() as u64),
-            approval: self.approval.as_deref().map(str::to_owned),
-            approval_ttl_ms: T::APPROVAL_TTL.map(|d| d.as_millis() as u64),
-            holder: Some(Box::new(self.engine.inner.holder.clone())),
-        }
+        let approval = self.approval.as_deref().map(str::to_owned);
+        self.call.intent(input, approval, &self.engine.inner.holder)
     }
 
     /// Stage 4a, claim: claim the key (a write-ahead intent with a lease), or end with what the journal
@@ -334,15 +322,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
     /// An error text of the tool or its hooks as the journal and the logs may hold it: the
     /// values of the `#[sensitive]` arguments cut out of it by value ([`key::scrub`]).
     fn error_text(&self, e: &dyn std::fmt::Display) -> String {
-        let text = e.to_string();
-        if T::SENSITIVE.is_empty() {
-            return text;
-        }
-        match serde_json::to_value(&self.args) {
-            Ok(args) => key::scrub(text, &args, T::SENSITIVE),
-            // Arguments that do not serialize never reach a tool (the claim needs them).
-            Err(_) => text,
-        }
+        super::execute::error_text::<T>(&self.args, e)
     }
 
     /// `text` as a log line may quote it: through the engine's redaction hook.

@@ -64,6 +64,7 @@ mod lead;
 pub(crate) mod lease;
 mod lifecycle;
 mod observe;
+mod one_write;
 mod ongoing;
 #[cfg(feature = "policy")]
 mod policies;

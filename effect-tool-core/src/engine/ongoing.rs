@@ -38,6 +38,29 @@ impl<T: Tool> Call<'_, T> {
         self.tool.declared_name()
     }
 
+    /// The call as the journal keeps it ([`Intent`]): its redacted `input`, the approval it
+    /// needs (if any) and the engine's `holder`.
+    pub(super) fn intent(
+        &self,
+        input: serde_json::Value,
+        approval: Option<String>,
+        holder: &crate::decide::record::Holder,
+    ) -> crate::decide::record::Intent {
+        crate::decide::record::Intent {
+            tool: self.name().to_owned(),
+            class: T::CLASS,
+            run_id: self.run.run_id().to_owned(),
+            thread_id: self.run.thread_id().map(str::to_owned),
+            call_id: self.call_id.clone(),
+            fingerprint: self.fingerprint.to_owned(),
+            input,
+            ttl_ms: self.tool.declared_ttl().map(|d| d.as_millis() as u64),
+            approval,
+            approval_ttl_ms: T::APPROVAL_TTL.map(|d| d.as_millis() as u64),
+            holder: Some(Box::new(holder.clone())),
+        }
+    }
+
     /// The call stops with [`SideEffectRetryBlocked`] for `reason`.
     pub(super) fn blocked<O>(&self, reason: BlockReason) -> Settled<O, T::Error> {
         let err = SideEffectRetryBlocked {

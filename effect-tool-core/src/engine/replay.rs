@@ -17,14 +17,16 @@ impl Engine {
     /// Stage 2, replay: a recorded result needs no claim. A read-only lookup first, so replays
     /// never take the journal's write lock (unless the store's claim answers replays as
     /// cheaply). `Err`: the replayed result. `Ok`: whether the lookup found no record at all
-    /// (the first claim may then skip the store's own read, `Store::claim_unseen`).
+    /// (the first claim may then skip the store's own read, `Store::claim_unseen`; a `one_write`
+    /// tool runs without a claim, [`super::one_write`]). A tool declared `one_write` looks
+    /// first on every store: it writes nothing before it runs.
     pub(super) async fn lookup<T: Tool>(
         &self,
         call: &Call<'_, T>,
         input: &Value,
     ) -> Result<bool, Settled<T::Output, T::Error>> {
         let store = &self.inner.store;
-        if store.claim_answers_replays() {
+        if store.claim_answers_replays() && !(T::ONE_WRITE && T::CLASS == EffectClass::Idempotent) {
             return Ok(false);
         }
         match store.lookup_recorded(call.key).await {

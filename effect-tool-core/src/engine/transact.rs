@@ -24,7 +24,7 @@ use crate::call::context::EffectCtx;
 use crate::call::error::{ApprovalPending, BlockReason, EffectError, StoreError};
 use crate::call::tool::Tool;
 use crate::decide::policy::{Decision, decide};
-use crate::decide::record::{Intent, Op, OpOutcome, RecordState, Rejected};
+use crate::decide::record::{Op, OpOutcome, RecordState, Rejected};
 use crate::store::Recorded;
 use crate::value::outcome::{Failure, Outcome};
 
@@ -110,7 +110,7 @@ impl Engine {
             Err(e) => return failed(e),
         };
         let claim = Op::Claim {
-            intent: intent(call, input.clone(), self),
+            intent: call.intent(input.clone(), None, &self.inner.holder),
             lease_ms: self.inner.config.lease.as_millis() as u64,
             // A record in doubt here was left outside a transaction: a person decides.
             takeover_in_doubt: false,
@@ -299,23 +299,6 @@ impl Engine {
             ),
         };
         (Err(err), Disposition::Failed)
-    }
-}
-
-/// The intent of a transactional call's claim.
-fn intent<T: Tool>(call: &Call<'_, T>, input: Value, engine: &Engine) -> Intent {
-    Intent {
-        tool: call.name().to_owned(),
-        class: T::CLASS,
-        run_id: call.run.run_id().to_owned(),
-        thread_id: call.run.thread_id().map(str::to_owned),
-        call_id: call.call_id.clone(),
-        fingerprint: call.fingerprint.to_owned(),
-        input,
-        ttl_ms: T::TTL.map(|d| d.as_millis() as u64),
-        approval: None,
-        approval_ttl_ms: None,
-        holder: Some(Box::new(engine.inner.holder.clone())),
     }
 }
 

@@ -134,7 +134,7 @@ macro_rules! conformance_tests {
                 amend_corrects_a_resolution, resolve_checks_the_output, approve_and_deny, approve_edited_binds_and_carries, approval_binds_its_input, shared_results_keep_their_call_ids, engine_decisions_are_audited, fencing_rejects_late_writers, lease_renew_and_expiry, ttl_and_gc,
                 audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored, worker_takes_over_its_previous_incarnation,
                 budgets_spent_atomically, grants_kept_listed_revoked, granted_claim_is_audited, engine_uses_grants,
-                callbacks_settle_records);
+                callbacks_settle_records, record_without_a_claim, engine_one_write);
         }
     };
     ($prefix:ident, $harness:ty, durable) => {
@@ -147,7 +147,7 @@ macro_rules! conformance_tests {
                 audit_trail_kept, list_filters, concurrent_claims, engine_replays_and_shares, secrets_never_stored, worker_takes_over_its_previous_incarnation,
                 budgets_spent_atomically, future_version_refused, fencing_across_handles, budgets_across_handles,
                 grants_kept_listed_revoked, granted_claim_is_audited, engine_uses_grants, grants_across_handles,
-                callbacks_settle_records);
+                callbacks_settle_records, record_without_a_claim, engine_one_write);
             #[test]
             fn processes_race_same_keys() {
                 $crate::testing::conformance::run::<$harness, _, _>("processes_race_same_keys", || {
@@ -774,7 +774,9 @@ pub mod crash {
 pub mod cases {
     use super::*;
     mod grants;
+    mod one_write;
     pub use grants::{engine_uses_grants, granted_claim_is_audited, grants_across_handles, grants_kept_listed_revoked};
+    pub use one_write::{engine_one_write, record_without_a_claim};
 
     fn intent(run: &str) -> Intent {
         Intent {

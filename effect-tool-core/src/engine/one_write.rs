@@ -1,0 +1,233 @@
+//! Stage 4 for an idempotent tool declared `one_write` ([`Tool::ONE_WRITE`]): the key's
+//! leading call in this process, when the lookup (stage 2) found no record of the key.
+//!
+//! The tool runs before anything is written, and the call's one journal write is its record
+//! ([`Op::Record`]: inserted if the key still has no record). Nothing holds the key meanwhile:
+//! an identical call in this process joins this one (stage 3), but one in another process finds
+//! no claim to wait for and runs too. The idempotent class allows it (both pass the same key
+//! downstream, which applies it once); the first record written is the one the journal keeps,
+//! and a call whose record finds another answers with that one (a replay).
+//!
+//! A crash while the tool runs leaves nothing behind: the next call runs it again under the
+//! same key, as the class promises for a claim lost in a crash. A failure is settled by the
+//! policy as in stage 4e, with nothing to release: a retry runs again, a definitive failure
+//! ends the call. An outcome that stays unknown (the tool's retries spent, or the call
+//! cancelled while it ran) is written down as any other's: a claim and then "in doubt", two
+//! writes on a path that is not the common one, so that the journal shows what a person may
+//! need to look at.
+
+use serde_json::Value;
+
+use super::errors::{cancelled, shutting_down, tool_error};
+use super::execute::{Exec, Unfinished, classify, policy_input, run_tool};
+use super::lifecycle::Engine;
+use super::observe;
+use super::ongoing::Call;
+use super::report::{Disposition, Settled};
+use crate::call::context::EffectCtx;
+use crate::call::error::{BlockReason, EffectError, StoreError};
+use crate::call::tool::Tool;
+use crate::decide::policy::{Decision, decide};
+use crate::decide::record::{Op, OpOutcome, Rejected};
+use crate::store::{Recorded, StoreExt};
+use crate::value::class::EffectClass;
+use crate::value::outcome::{Failure, Outcome};
+
+/// Whether `call` of a tool declared `one_write` may run without a claim: an idempotent tool
+/// with no `recover` (asked about a claim's unknown outcome), not transactional, with no
+/// approval to wait for (declared for these arguments, asked by the deployment's policies, or
+/// already given to edited arguments).
+pub(super) fn qualifies<T: Tool>(call: &Call<'_, T>, args: &T::Args) -> bool {
+    T::ONE_WRITE
+        && T::CLASS == EffectClass::Idempotent
+        && !T::HAS_RECOVER
+        && !T::TRANSACTIONAL
+        && !call.approved
+        && call.policy_approval.is_none()
+        && !(call.tool.needs_approval(args) && call.tool.declared_approval().is_some())
+}
+
+/// How one run of the tool ended, for [`Engine::lead_one_write`].
+enum Ran<O, E> {
+    /// The call ends.
+    Done(Settled<O, E>),
+    /// Nothing needs writing: run again after this backoff.
+    Retry(std::time::Duration),
+}
+
+impl Engine {
+    /// Stage 4 of a `one_write` call whose key the journal does not know: run, then record.
+    pub(super) async fn lead_one_write<T: Tool>(
+        &self,
+        call: &Call<'_, T>,
+        input: Value,
+        args: T::Args,
+    ) -> Settled<T::Output, T::Error> {
+        let mut exec = 0;
+        loop {
+            if call.run.cancellation().is_cancelled() {
+                return cancelled::<T>(call.name(), call.key);
+            }
+            if self.inner.shutting_down() {
+                return shutting_down::<T>(call.name(), call.key);
+            }
+            exec += 1;
+            let ctx = EffectCtx::new(
+                call.run.clone(),
+                call.name(),
+                T::CLASS,
+                call.call_id.clone(),
+                Some(call.key.to_owned()),
+                exec,
+                None,
+            )
+            .signed(self.inner.marker_secret.get().cloned().flatten())
+            .without_claim();
+            let ran = run_tool(call.tool, &ctx, args.clone(), &self.inner.abort).await;
+            drop(ctx);
+            let after = match self.settle_run(call, &input, &args, ran, exec).await {
+                Ran::Done(settled) => return settled,
+                Ran::Retry(after) => after,
+            };
+            observe::tool_retried(call.name());
+            tokio::select! {
+                biased;
+                _ = tokio::time::sleep(after) => {}
+                _ = call.run.cancellation().cancelled() => {}
+                _ = self.inner.draining.cancelled() => {}
+            }
+        }
+    }
+
+    /// What one run of the tool leads to: its record, a retry, or the call's failure (its
+    /// unknown outcome written down first).
+    async fn settle_run<T: Tool>(
+        &self,
+        call: &Call<'_, T>,
+        input: &Value,
+        args: &T::Args,
+        ran: Exec<T::Output, T::Error>,
+        exec: u32,
+    ) -> Ran<T::Output, T::Error> {
+        let (outcome, failure) = match ran {
+            Exec::Done(Ok(out)) => return Ran::Done(self.record_unclaimed(call, input.clone(), out).await),
+            Exec::Done(Err(e)) => (classify(&e), Err(e)),
+            Exec::Unfinished(lost) => (Outcome::Failed(Failure::Unknown), Ok(lost)),
+            Exec::Cancelled | Exec::Lapsed => {
+                let reason = if self.inner.abort.is_cancelled() {
+                    "the engine's shutdown deadline passed while the tool was running: the outcome is unknown"
+                } else {
+                    "cancelled while running: the outcome is unknown"
+                };
+                self.leave_in_doubt(call, input.clone(), reason.to_owned()).await;
+                let err = EffectError::Interrupted {
+                    tool: call.name().to_owned(),
+                    key: call.key.to_owned(),
+                };
+                return Ran::Done((Err(err), Disposition::Failed));
+            }
+        };
+        let reason = match &failure {
+            Err(e) => super::execute::error_text::<T>(args, e),
+            Ok(lost) => lost.reason(),
+        };
+        let failed = |failure: Result<Unfinished, T::Error>| {
+            let err = match failure {
+                Err(e) => tool_error::<T>(call.name(), Some(call.key), outcome, e),
+                Ok(lost) => lost.into_error(call.name(), Some(call.key)),
+            };
+            Ran::Done((Err(err), Disposition::Failed))
+        };
+        let retry = call.tool.declared_retry();
+        let mut decision = decide(policy_input::<T>(outcome, exec, retry));
+        if matches!(decision, Decision::Retry { .. }) && !self.spend_retry(call.name(), call.run, call.key, exec).await
+        {
+            // The run's retry budget is spent: end as the last attempt would.
+            decision = match decide(policy_input::<T>(outcome, retry.max_attempts.max(exec), retry)) {
+                Decision::Retry { .. } if outcome == Outcome::Failed(Failure::Unknown) => Decision::FailInDoubt,
+                Decision::Retry { .. } => Decision::Fail,
+                last => last,
+            };
+        }
+        tracing::debug!(?decision, "tool failed (one write: nothing was claimed)");
+        match decision {
+            Decision::Retry { after } => Ran::Retry(after),
+            Decision::Fail | Decision::Complete | Decision::Compensate => failed(failure),
+            Decision::FailInDoubt => {
+                self.leave_in_doubt(call, input.clone(), reason).await;
+                failed(failure)
+            }
+            // No `recover` to ask (the declaration has none): a person decides.
+            Decision::Block | Decision::Reconcile => {
+                self.leave_in_doubt(call, input.clone(), reason).await;
+                Ran::Done(call.blocked(BlockReason::UnknownOutcome))
+            }
+        }
+    }
+
+    /// The call's one write: its record, if the key still has none. Another call's result
+    /// recorded meanwhile (another process ran the same call) is the one the journal keeps:
+    /// this call answers with it. A write the journal fails leaves nothing: the call still
+    /// succeeds (the effect happened), and the next identical call runs the tool again under
+    /// the same key.
+    async fn record_unclaimed<T: Tool>(
+        &self,
+        call: &Call<'_, T>,
+        input: Value,
+        out: T::Output,
+    ) -> Settled<T::Output, T::Error> {
+        let output = match serde_json::to_value(&out) {
+            Ok(value) => value,
+            Err(e) => {
+                tracing::warn!(error = %e, key = call.key, "effect applied but its output does not serialize; nothing recorded, the next call runs it again under the same key");
+                return (Ok(out), Disposition::Executed);
+            }
+        };
+        let op = Op::Record {
+            intent: call.intent(input, None, &self.inner.holder),
+            output,
+        };
+        match self.inner.store.apply(call.key, op).await {
+            Ok(OpOutcome::Done(_)) => (Ok(out), Disposition::Executed),
+            Ok(OpOutcome::Recorded(rec)) => {
+                tracing::debug!(
+                    key = call.key,
+                    "another call recorded this key's result first: it is the one kept"
+                );
+                self.replay(call, &Recorded::from(rec))
+            }
+            Ok(other) => {
+                tracing::debug!(key = call.key, outcome = ?std::mem::discriminant(&other), "the key holds another record now; this call's output answers it alone");
+                (Ok(out), Disposition::Executed)
+            }
+            Err(StoreError::Rejected(Rejected::KeyOfAnotherTool { recorded_tool, .. })) => {
+                let err = super::errors::key_of_another_tool::<T>(call.name(), call.key, &recorded_tool);
+                (Err(err), Disposition::Failed)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, key = call.key, "effect applied but its record could not be written; the next call runs it again under the same key");
+                (Ok(out), Disposition::Executed)
+            }
+        }
+    }
+
+    /// Write down an outcome that stays unknown: a claim of the key, then "in doubt" with
+    /// `reason`. Where the key holds a record by then, it is left as it is.
+    async fn leave_in_doubt<T: Tool>(&self, call: &Call<'_, T>, input: Value, reason: String) {
+        let store = &self.inner.store;
+        let claim = Op::Claim {
+            intent: call.intent(input, None, &self.inner.holder),
+            lease_ms: self.inner.config.lease.as_millis() as u64,
+            takeover_in_doubt: true,
+        };
+        match store.apply(call.key, claim).await {
+            Ok(OpOutcome::Claimed { attempt, .. }) => {
+                if let Err(e) = store.mark_in_doubt(call.key, attempt, reason).await {
+                    tracing::warn!(error = %e, key = call.key, "could not mark the unknown outcome in doubt; the claim is left to go stale");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, key = call.key, "could not write down the unknown outcome"),
+        }
+    }
+}
