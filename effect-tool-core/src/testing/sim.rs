@@ -402,11 +402,18 @@ struct SimArgs {
 /// The class of logical call `n`.
 fn class_of(n: usize) -> EffectClass {
     match n % 4 {
+        0 if one_write(n) => EffectClass::Idempotent,
         0 => EffectClass::Irreversible,
         1 => EffectClass::Compensable,
         2 => EffectClass::Idempotent,
         _ => EffectClass::Irreversible,
     }
+}
+
+/// Whether call `n` is of the idempotent tool declared `one_write` (the fifth of every eight):
+/// it runs before any journal write, and its one write is its record.
+fn one_write(n: usize) -> bool {
+    n % 8 == 4
 }
 
 /// The answer of the effect of call `n` applied by `attempt`: each application answers its own,
@@ -424,6 +431,9 @@ impl World {
                 let args = SimArgs { n };
                 let id = match (class, n % 4) {
                     (EffectClass::Compensable, _) => crate::call::key::identify(&Compensable::dummy(), &run, &args),
+                    (EffectClass::Idempotent, _) if one_write(n) => {
+                        crate::call::key::identify(&IdempotentOneWrite::dummy(), &run, &args)
+                    }
                     (EffectClass::Idempotent, _) => crate::call::key::identify(&Idempotent::dummy(), &run, &args),
                     (_, 3) => crate::call::key::identify(&IrreversibleRecover::dummy(), &run, &args),
                     _ => crate::call::key::identify(&Irreversible::dummy(), &run, &args),
@@ -865,6 +875,7 @@ impl World {
         }
         match (class_of(n), n % 4) {
             (EffectClass::Compensable, _) => call!(Compensable),
+            (EffectClass::Idempotent, _) if one_write(n) => call!(IdempotentOneWrite),
             (EffectClass::Idempotent, _) => call!(Idempotent),
             (_, 3) => call!(IrreversibleRecover),
             _ => call!(Irreversible),
@@ -1239,9 +1250,13 @@ impl SimTool {
     }
 }
 
-/// One simulated tool per class (and an irreversible one with `recover`).
+/// One simulated tool per class (and an irreversible one with `recover`, an idempotent one
+/// declared `one_write`).
 macro_rules! sim_tool {
     ($name:ident, $tool:literal, $class:expr, $recover:literal) => {
+        sim_tool!($name, $tool, $class, $recover, false);
+    };
+    ($name:ident, $tool:literal, $class:expr, $recover:literal, $one_write:literal) => {
         /// `None`: a tool for computing keys only.
         struct $name(Option<SimTool>);
 
@@ -1258,6 +1273,7 @@ macro_rules! sim_tool {
             const NAME: &'static str = $tool;
             const CLASS: EffectClass = $class;
             const HAS_RECOVER: bool = $recover;
+            const ONE_WRITE: bool = $one_write;
 
             async fn call(&self, ctx: &EffectCtx, args: SimArgs) -> Result<String, ToolError> {
                 match &self.0 {
@@ -1286,6 +1302,13 @@ sim_tool!(
 );
 sim_tool!(Compensable, "sim_compensable", EffectClass::Compensable, true);
 sim_tool!(Idempotent, "sim_idempotent", EffectClass::Idempotent, false);
+sim_tool!(
+    IdempotentOneWrite,
+    "sim_idempotent_one_write",
+    EffectClass::Idempotent,
+    false,
+    true
+);
 
 #[cfg(test)]
 mod tests {
@@ -1343,6 +1366,24 @@ mod tests {
             .unwrap();
         world.check_record(&changed).await;
         assert_eq!(lock(&world.violations).len(), 1, "an audited amend may change it");
+    }
+
+    /// The `one_write` call (k4) is simulated: each engine that leads it looks, runs the tool
+    /// and writes its record, with no claim between (seed 5: two engines race it, the provider
+    /// deduplicates the second request, the slower engine replays the first record).
+    #[test]
+    fn a_one_write_call_writes_only_its_record() {
+        let report = run_seed(5, &SimConfig::default());
+        assert!(report.passed(), "{:?}", report.violations);
+        let k4: Vec<_> = report.history.iter().filter(|l| l.contains(" k4")).collect();
+        assert!(
+            k4.iter().any(|l| l.contains("record k4: now Completed")),
+            "k4 recorded: {k4:#?}"
+        );
+        assert!(
+            k4.iter().all(|l| !l.contains("claim k4")),
+            "no claim of a one_write call: {k4:#?}"
+        );
     }
 
     #[test]
