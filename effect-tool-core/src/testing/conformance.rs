@@ -185,6 +185,15 @@ macro_rules! crash_tests {
                 });
             }
             #[test]
+            fn crash_then_one_write_reruns_same_key() {
+                $crate::testing::conformance::run::<$harness, _, _>("crash_then_one_write_reruns_same_key", || {
+                    $crate::testing::conformance::crash::crash_case::<$harness>(
+                        module_path!(),
+                        $crate::testing::conformance::crash::Variant::OneWrite,
+                    )
+                });
+            }
+            #[test]
             fn crash_then_irreversible_is_blocked() {
                 $crate::testing::conformance::run::<$harness, _, _>("crash_then_irreversible_is_blocked", || {
                     $crate::testing::conformance::crash::crash_case::<$harness>(
@@ -527,6 +536,9 @@ pub mod crash {
         Idempotent,
         /// Irreversible without `recover`: must stop with `SideEffectRetryBlocked`.
         Irreversible,
+        /// Idempotent, declared `one_write`: nothing is in the journal while it runs, so the
+        /// restarted call runs it again with the same idempotency key; the ledger dedupes.
+        OneWrite,
     }
 
     /// The engine settings of the crash cases: a short lease, so the restarted call takes
@@ -575,6 +587,9 @@ pub mod crash {
 
     macro_rules! crash_tool {
         ($name:ident, $tool:literal, $class:expr, $recover:expr, $dedupe:expr) => {
+            crash_tool!($name, $tool, $class, $recover, $dedupe, false);
+        };
+        ($name:ident, $tool:literal, $class:expr, $recover:expr, $dedupe:expr, $one_write:expr) => {
             struct $name(Files);
             impl Tool for $name {
                 type Args = LedgerArgs;
@@ -583,6 +598,7 @@ pub mod crash {
                 const NAME: &'static str = $tool;
                 const CLASS: EffectClass = $class;
                 const HAS_RECOVER: bool = $recover;
+                const ONE_WRITE: bool = $one_write;
                 const KEY_RULE: KeyRule = KeyRule::Custom("|a| a.key.clone()");
                 const WINDOW: Window = Window::CrossRun;
 
@@ -617,6 +633,14 @@ pub mod crash {
         true
     );
     crash_tool!(
+        UpsertOneWrite,
+        "upsert_one_write",
+        EffectClass::Idempotent,
+        false,
+        true,
+        true
+    );
+    crash_tool!(
         SendIrreversible,
         "send_irreversible",
         EffectClass::Irreversible,
@@ -647,11 +671,15 @@ pub mod crash {
                 let tool = SendIrreversible(files.clone());
                 engine.call_with_report(&tool, &run, opts, args).await
             }
+            Variant::OneWrite => {
+                let tool = UpsertOneWrite(files.clone());
+                engine.call_with_report(&tool, &run, opts, args).await
+            }
         };
         (report.disposition, report.result)
     }
 
-    /// One crash case: a child process claims `key`, applies the effect (a ledger line) and
+    /// One crash case: a child process claims `key` (or, for [`Variant::OneWrite`], writes nothing), applies the effect (a ledger line) and
     /// is SIGKILLed before it can record it; then this process calls again.
     pub async fn crash_case<H: Harness>(module_path: &str, variant: Variant) {
         let h = H::fresh().await;
@@ -694,17 +722,18 @@ pub mod crash {
         assert!(!status.success(), "the child was killed, not finished: {status}");
 
         // The effect happened; its record did not.
-        let rec = store
-            .get(&key)
-            .await
-            .unwrap()
-            .expect("the child's claim is in the journal");
-        assert_eq!(
-            rec.state,
-            RecordState::Claimed,
-            "the child died before recording: {rec:?}"
-        );
-        assert_eq!(rec.attempt, 1);
+        let rec = store.get(&key).await.unwrap();
+        if variant == Variant::OneWrite {
+            assert_eq!(rec, None, "a one_write call writes nothing before its record");
+        } else {
+            let rec = rec.expect("the child's claim is in the journal");
+            assert_eq!(
+                rec.state,
+                RecordState::Claimed,
+                "the child died before recording: {rec:?}"
+            );
+            assert_eq!(rec.attempt, 1);
+        }
         assert_eq!(ledger_lines(&files.ledger), vec![key.clone()]);
 
         let engine = Engine::with_config(store.clone(), engine_config());
@@ -729,6 +758,14 @@ pub mod crash {
                 // (`Op::needs_flush`): it survived the SIGKILL, so the re-run took it over.
                 let rec = store.get(&key).await.unwrap().unwrap();
                 assert_eq!(rec.attempt, 2, "the re-run took the surviving claim over: {rec:?}");
+            }
+            Variant::OneWrite => {
+                assert_eq!(result.as_ref().ok(), Some(&effect), "{result:?}");
+                assert_eq!(disposition, Disposition::Executed);
+                // It ran again, with the same idempotency key, and the remote system deduped.
+                assert_eq!(ledger_lines(&files.exec_log), vec![key.clone(), key.clone()]);
+                let rec = store.get(&key).await.unwrap().unwrap();
+                assert_eq!(rec.attempt, 1, "the re-run's record is the key's first write: {rec:?}");
             }
             Variant::Irreversible => {
                 let blocked = result.as_ref().err().and_then(|e| e.as_blocked()).cloned();
