@@ -13,6 +13,8 @@ pub struct ReindexArgs {
     pub doc: String,
     /// Fail with a definitive error (nothing happened).
     pub fail: bool,
+    /// Fail with an unknown outcome (it may have happened).
+    pub unknown: bool,
 }
 
 /// An idempotent `one_write` tool: each run appends `<doc> <label>` to the ledger after its
@@ -52,6 +54,9 @@ impl Tool for Reindex {
         ledger_append(&self.ledger, &format!("{} {}", args.doc, self.label));
         if args.fail {
             return Err(ToolError::definitive("the index refused the document"));
+        }
+        if args.unknown {
+            return Err(ToolError::unknown("the index timed out after the request was sent"));
         }
         Ok(format!("reindexed {} by {}", args.doc, self.label))
     }
@@ -128,6 +133,7 @@ pub async fn engine_one_write<H: Harness>() {
     let args = ReindexArgs {
         doc: doc.clone(),
         fail: false,
+        unknown: false,
     };
 
     let slow = Reindex::new(&ledger, "e1", false);
@@ -181,6 +187,7 @@ pub async fn engine_one_write<H: Harness>() {
     let shared = ReindexArgs {
         doc: format!("{doc}-shared"),
         fail: false,
+        unknown: false,
     };
     let calls = (0..8).map(|_| {
         let (engine, tool, run, args) = (e1.clone(), fast.clone(), run.clone(), shared.clone());
@@ -199,6 +206,7 @@ pub async fn engine_one_write<H: Harness>() {
     let failing = ReindexArgs {
         doc: format!("{doc}-refused"),
         fail: true,
+        unknown: false,
     };
     let refused = e1.call_with_report(&fast, &run, CallOptions::default(), failing).await;
     assert!(refused.result.is_err());
