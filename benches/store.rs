@@ -8,6 +8,8 @@
 //!   execute a no-op, record), one caller;
 //! - `new call, 64 callers`: the same with 64 concurrent callers (time per call, amortized);
 //! - `replay`: a call whose result is recorded;
+//! - `one_write new call`: one new call of the same idempotent tool declared `one_write`
+//!   (lookup, the no-op, the record as the call's one write), and on SQLite its SQL alone;
 //! - `irreversible new call`: one new call of an irreversible tool (same input, same no-op),
 //!   one caller: its claim is flushed before the tool runs, as the idempotent one's is not;
 //! - `journal SQL alone`: the statements the journal runs for a new call (the lookup on
@@ -41,7 +43,9 @@ use std::time::{Duration, Instant};
 use effect_tool::store::sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use effect_tool::{CallOptions, Engine, RunContext, Store};
 
-use common::{Calibration, Charge, NEXT, Op, Refund, SqliteFloor, input, measure_interleaved, median, new_calls};
+use common::{
+    Calibration, Charge, NEXT, Op, Refund, RefundOneWrite, SqliteFloor, input, measure_interleaved, median, new_calls,
+};
 
 /// Rounds per measurement; each figure is the median over them.
 const ROUNDS: usize = 9;
@@ -65,7 +69,8 @@ struct Figures {
     target: IdempotentTarget,
     /// Per round: raw commit, raw select, sequential, 64 callers, replay, irreversible
     /// sequential, the journal's SQL alone, the same with the claim unflushed (seconds per op);
-    /// on SQLite also the replay's SQL alone and the store's lookup alone.
+    /// on SQLite also the replay's SQL alone and the store's lookup alone; then the `one_write`
+    /// new call, and on SQLite its SQL alone.
     rounds: Vec<Vec<f64>>,
 }
 
@@ -170,6 +175,13 @@ fn engine_ops<'a>(rt: &'a tokio::runtime::Runtime, store: Arc<dyn Store>) -> Vec
     vec![sequential, concurrent, replay, irreversible]
 }
 
+/// A new call of the idempotent tool declared `one_write`, one caller: a lookup, the no-op,
+/// the record (its one write).
+fn one_write_op<'a>(rt: &'a tokio::runtime::Runtime, store: Arc<dyn Store>) -> Op<'a> {
+    let (engine, run) = (Engine::new(store), RunContext::new("bench-one-write"));
+    Box::new(move |n| new_calls(rt, &engine, &RefundOneWrite, &run, n))
+}
+
 fn synchronous_sql(synchronous: Synchronous) -> &'static str {
     match synchronous {
         Synchronous::Full => "FULL",
@@ -267,12 +279,18 @@ fn sqlite(rt: &tokio::runtime::Runtime, dir: &std::path::Path, synchronous: Sync
             })
         })
     };
+    let one_write_sql: Op<'_> = {
+        let (floor, payload) = (&floor, &payload);
+        Box::new(move |n| floor.one_write_calls(n, payload))
+    };
     let mut ops = vec![raw_commit, raw_select];
-    ops.extend(engine_ops(rt, store));
+    ops.extend(engine_ops(rt, store.clone()));
     ops.push(journal_sql(false));
     ops.push(journal_sql(true));
     ops.push(replay_sql);
     ops.push(store_lookup);
+    ops.push(one_write_op(rt, store));
+    ops.push(one_write_sql);
     let target = match synchronous {
         Synchronous::Full => IdempotentTarget::OneCommit(Some(1.3)),
         Synchronous::Normal => IdempotentTarget::OneCommit(None),
@@ -403,10 +421,12 @@ fn postgres(rt: &tokio::runtime::Runtime) -> Option<Figures> {
             })
         })
     };
+    let store: Arc<dyn Store> = Arc::new(store);
     let mut ops = vec![raw_commit, raw_select];
-    ops.extend(engine_ops(rt, Arc::new(store)));
+    ops.extend(engine_ops(rt, store.clone()));
     ops.push(journal_sql(false));
     ops.push(journal_sql(true));
+    ops.push(one_write_op(rt, store));
     Some(Figures {
         backend: "PostgreSQL 15, loopback TCP".to_owned(),
         target: IdempotentTarget::CommitAndSelect(1.2),
@@ -456,6 +476,49 @@ fn print_by_class(all: &[Figures], in_memory_irreversible: f64) {
         "| in-memory store | — | — | — | — | — | {} | — |",
         us(in_memory_irreversible)
     );
+}
+
+/// The idempotent new call declared `one_write` (its one write is its record) beside the
+/// same call with a claim, the idempotent target's baseline and, on SQLite, its own SQL sent by
+/// hand (lookup, then the record's `INSERT` in a transaction that reads the key again).
+fn print_one_write(all: &[Figures]) {
+    let mark = |ok: bool| if ok { "✓" } else { "✗" };
+    println!("\nAn idempotent new call declared `one_write`, in the same rounds:\n");
+    println!(
+        "| backend | one_write new call | ÷ its baseline (target) | with a claim (the same tool undeclared) | one_write ÷ with a claim | its SQL alone | SQL ÷ baseline | call ÷ its SQL |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for f in all {
+        // The one_write call is the last op but one on SQLite (its SQL is the last), the last
+        // on PostgreSQL.
+        let sqlite = f.rounds[0].len() > 9;
+        let (call, sql) = if sqlite {
+            (f.rounds[0].len() - 2, Some(f.rounds[0].len() - 1))
+        } else {
+            (f.rounds[0].len() - 1, None)
+        };
+        let ratio = f.ratio(|r| r[call] / f.target.base(r));
+        let target = match f.target.limit() {
+            Some(t) => format!("≤ {t} {}", mark(ratio <= t)),
+            None => "none".to_owned(),
+        };
+        let (sql_alone, sql_ratio, call_over_sql) = match sql {
+            Some(i) => (
+                us(f.col(i)),
+                format!("{:.2}", f.ratio(|r| r[i] / f.target.base(r))),
+                format!("{:.2}", f.ratio(|r| r[call] / r[i])),
+            ),
+            None => ("—".to_owned(), "—".to_owned(), "—".to_owned()),
+        };
+        println!(
+            "| {} | {} | {ratio:.2} ÷ {} ({target}) | {} | {:.2} | {sql_alone} | {sql_ratio} | {call_over_sql} |",
+            f.backend,
+            us(f.col(call)),
+            f.target.label(),
+            us(f.col(2)),
+            f.ratio(|r| r[call] / r[2]),
+        );
+    }
 }
 
 /// Calls in a fresh journal's first stretch, and in each warm sample.
@@ -604,5 +667,6 @@ fn main() {
             f.ratio(|r| r[4] / r[9]),
         );
     }
+    print_one_write(&all);
     println!("\n(medians of {ROUNDS} interleaved rounds; each ratio is the median of its per-round ratios)");
 }

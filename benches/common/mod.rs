@@ -44,6 +44,23 @@ impl Tool for Refund {
     }
 }
 
+/// The same tool declared `one_write` (`#[tool(one_write)]`): it runs before any journal write
+/// and its one write is its record.
+pub struct RefundOneWrite;
+
+impl Tool for RefundOneWrite {
+    type Args = RefundArgs;
+    type Output = u64;
+    type Error = ToolError;
+    const NAME: &'static str = "issue_refund_one_write";
+    const CLASS: EffectClass = EffectClass::Idempotent;
+    const ONE_WRITE: bool = true;
+
+    async fn call(&self, _ctx: &EffectCtx, args: RefundArgs) -> Result<u64, ToolError> {
+        Ok(args.amount_cents)
+    }
+}
+
 /// The same tool, irreversible: its claim must be on disk before it runs.
 pub struct Charge;
 
@@ -182,6 +199,45 @@ impl SqliteFloor {
                 .unwrap();
             assert_eq!(n, 1);
             if i % 64 == 63 {
+                self.checkpoint.send(()).unwrap();
+            }
+        }
+        start.elapsed()
+    }
+}
+
+impl SqliteFloor {
+    /// `n` new `one_write` calls' statements with `payload` as their input; their time: the
+    /// lookup that finds nothing, then the record's `INSERT` of the completed row in one
+    /// transaction that reads the key again first (as the store's writer does).
+    pub fn one_write_calls(&self, n: u64, payload: &str) -> Duration {
+        let keys = new_keys(n);
+        let floor = &self.conn;
+        let mut lookup = floor
+            .prepare_cached(
+                "SELECT version, state, attempt, output, fingerprint, lease_until FROM effect_records WHERE key = ?1",
+            )
+            .unwrap();
+        let mut record = floor
+            .prepare_cached(
+                "INSERT INTO effect_records (key, version, tool, class, run_id, thread_id, call_id, fingerprint, input,
+                   state, attempt, lease_until, output, reason, approval_role, decided_by, created_at, updated_at,
+                   expires_at)
+                 VALUES (?1, 1, 'issue_refund', 'idempotent', 'bench-floor', NULL, NULL, ?2, ?3, 'completed', 1, NULL,
+                   '12345', NULL, NULL, NULL, ?4, ?4, NULL)",
+            )
+            .unwrap();
+        let start = Instant::now();
+        for (i, key) in keys.iter().enumerate() {
+            let now = effect_tool::decide::record::now_millis();
+            assert!(!lookup.exists([key]).unwrap());
+            floor.prepare_cached("BEGIN IMMEDIATE").unwrap().execute([]).unwrap();
+            assert!(!lookup.exists([key]).unwrap());
+            record
+                .execute(rusqlite::params![key, FINGERPRINT, payload, now])
+                .unwrap();
+            floor.prepare_cached("COMMIT").unwrap().execute([]).unwrap();
+            if i % 128 == 127 {
                 self.checkpoint.send(()).unwrap();
             }
         }
