@@ -42,9 +42,10 @@ pub(crate) struct Instruments {
 /// The histogram of a store operation's latency.
 const HISTOGRAM: &str = "effect_tool_store_operation_duration_seconds";
 
-/// The operations of a call's path (a lookup, a claim, a completion) and of a running tool
-/// (renewals): their histogram keys are made once ([`Instruments::hot`]).
-const HOT: [&str; 4] = ["lookup", "claim", "complete", "renew"];
+/// The operations of a call's path (a lookup, a claim, a completion, a `one_write` call's
+/// record) and of a running tool (renewals): their histogram keys are made once
+/// ([`Instruments::hot`]).
+const HOT: [&str; 5] = ["lookup", "claim", "complete", "renew", "record"];
 
 /// What `metrics::histogram!` in this module passes the recorder with each key.
 static METADATA: metrics::Metadata<'static> =
