@@ -84,3 +84,55 @@ impl EffectCtx {
         self.callback.get().map(|(t, d)| (t, *d))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::call::context::RunContext;
+    use crate::value::class::EffectClass;
+    use crate::value::marker::MarkerSecret;
+
+    fn journaled() -> EffectCtx {
+        EffectCtx::new(
+            RunContext::new("run-1"),
+            "payout",
+            EffectClass::Idempotent,
+            None,
+            Some("payout:7".to_owned()),
+            1,
+            None,
+        )
+        .signed(Some(MarkerSecret::from_bytes([7; 32])))
+    }
+
+    /// A journaled call with a claim gets a token, the same one when it asks again.
+    #[test]
+    fn a_claimed_call_gets_one_token() {
+        let ctx = journaled();
+        let token = ctx.pending(Duration::from_secs(60)).expect("a token");
+        assert_eq!(
+            ctx.pending(Duration::from_secs(5)).unwrap().to_string(),
+            token.to_string()
+        );
+        assert_eq!(ctx.pending_callback().map(|(_, d)| d), Some(Duration::from_secs(60)));
+    }
+
+    /// Every context that cannot wait for a callback says why and what to do; nothing is kept.
+    #[test]
+    fn a_call_without_a_claim_or_a_secret_is_refused() {
+        let cases = [
+            (
+                EffectCtx::detached(RunContext::new("run-1"), "payout", EffectClass::Idempotent),
+                "no effect key",
+            ),
+            (journaled().without_claim(), "declare the tool without `one_write`"),
+            (journaled().signed(None), "no marker secret"),
+        ];
+        for (ctx, says) in cases {
+            let refused = ctx.pending(Duration::from_secs(60)).expect_err("refused");
+            assert_eq!(refused.tool, "payout");
+            assert!(refused.to_string().contains(says), "{refused}");
+            assert!(ctx.pending_callback().is_none());
+        }
+    }
+}
