@@ -17,7 +17,6 @@ use super::lifecycle::Engine;
 use super::observe;
 use super::ongoing::Call;
 use super::report::{Disposition, Settled};
-use crate::call::context::EffectCtx;
 use crate::call::error::{ApprovalPending, BlockReason, EffectError, StoreError};
 use crate::call::key;
 use crate::call::tool::{Recovery, Tool};
@@ -200,11 +199,8 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
     /// another process's live claim and claim again.
     async fn claim(&mut self) -> Step<Held, T::Output, T::Error> {
         let (call, inner) = (self.call, &self.engine.inner);
-        if call.run.cancellation().is_cancelled() {
-            return Step::Done(cancelled::<T>(self.call.name(), self.key()));
-        }
-        if inner.shutting_down() {
-            return Step::Done(shutting_down::<T>(self.call.name(), self.key()));
+        if let Some(stopped) = self.engine.stopped::<T>(call.run, call.name(), call.key) {
+            return Step::Done(stopped);
         }
         let first = self.first_input.is_some();
         let input = match self.next_input() {
@@ -290,19 +286,10 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             }
             Ok(other) => return Step::Done(self.unclaimed(other)),
         };
-        let key = self.key().to_owned();
         tracing::Span::current().record("effect_tool.attempt", i64::from(attempt));
         let lease = LeaseClock::new(sent, inner.config.lease);
-        let ctx = EffectCtx::new(
-            call.run.clone(),
-            self.call.name(),
-            T::CLASS,
-            call.call_id.clone(),
-            Some(key),
-            attempt,
-            Some(lease.clone()),
-        )
-        .signed(self.engine.inner.marker_secret.get().cloned().flatten());
+        let secret = self.engine.inner.marker_secret.get().cloned().flatten();
+        let ctx = call.context(attempt, Some(lease.clone()), secret);
         Step::Go(Held {
             attempt,
             previous,
@@ -357,12 +344,8 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             .lease_until
             .map(|l| (l - self.store().now()).max(1) as u64)
             .unwrap_or(1);
-        tokio::select! {
-            biased;
-            _ = tokio::time::sleep(self.poll.min(Duration::from_millis(until_expiry))) => {}
-            _ = self.call.run.cancellation().cancelled() => {}
-            _ = self.engine.inner.draining.cancelled() => {}
-        }
+        let wait = self.poll.min(Duration::from_millis(until_expiry));
+        self.engine.back_off(self.call.run, wait).await;
         self.poll = (self.poll * 2).min(Duration::from_millis(500));
     }
 
@@ -843,12 +826,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 }
                 // A cancelled run or a shutdown does not wait out the backoff (the next claim
                 // then stops).
-                tokio::select! {
-                    biased;
-                    _ = tokio::time::sleep(after) => {}
-                    _ = self.call.run.cancellation().cancelled() => {}
-                    _ = self.engine.inner.draining.cancelled() => {}
-                }
+                self.engine.back_off(self.call.run, after).await;
                 Step::Again
             }
             Decision::Reconcile => {

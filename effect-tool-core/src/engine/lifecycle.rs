@@ -175,6 +175,36 @@ fn fallback_instance(millis: u64, count: u32, pid: u32) -> [u8; 16] {
 }
 
 impl Engine {
+    /// A call of `tool` on `key` that is about to run (or claim) again stops here when its run
+    /// was cancelled or the engine is shutting down: its answer, else `None`.
+    pub(super) fn stopped<T: crate::call::tool::Tool>(
+        &self,
+        run: &crate::RunContext,
+        tool: &str,
+        key: &str,
+    ) -> Option<super::report::Settled<T::Output, T::Error>> {
+        if run.cancellation().is_cancelled() {
+            return Some(super::errors::cancelled::<T>(tool, key));
+        }
+        if self.inner.shutting_down() {
+            return Some(super::errors::shutting_down::<T>(tool, key));
+        }
+        None
+    }
+
+    /// Wait `after` (a retry's backoff, a poll for another holder) unless the run is cancelled
+    /// or the engine starts shutting down first (the caller's next step then stops).
+    pub(super) async fn back_off(&self, run: &crate::RunContext, after: Duration) {
+        tokio::select! {
+            biased;
+            _ = tokio::time::sleep(after) => {}
+            _ = run.cancellation().cancelled() => {}
+            _ = self.inner.draining.cancelled() => {}
+        }
+    }
+}
+
+impl Engine {
     /// An engine over `store` with default settings.
     pub fn new(store: impl Store) -> Self {
         Engine::with_config(store, EngineConfig::default())

@@ -18,13 +18,12 @@
 
 use serde_json::Value;
 
-use super::errors::{cancelled, shutting_down, tool_error};
+use super::errors::tool_error;
 use super::execute::{Exec, Unfinished, classify, policy_input, run_tool};
 use super::lifecycle::Engine;
 use super::observe;
 use super::ongoing::Call;
 use super::report::{Disposition, Settled};
-use crate::call::context::EffectCtx;
 use crate::call::error::{BlockReason, EffectError, StoreError};
 use crate::call::tool::Tool;
 use crate::decide::policy::{Decision, decide};
@@ -65,24 +64,12 @@ impl Engine {
     ) -> Settled<T::Output, T::Error> {
         let mut exec = 0;
         loop {
-            if call.run.cancellation().is_cancelled() {
-                return cancelled::<T>(call.name(), call.key);
-            }
-            if self.inner.shutting_down() {
-                return shutting_down::<T>(call.name(), call.key);
+            if let Some(stopped) = self.stopped::<T>(call.run, call.name(), call.key) {
+                return stopped;
             }
             exec += 1;
-            let ctx = EffectCtx::new(
-                call.run.clone(),
-                call.name(),
-                T::CLASS,
-                call.call_id.clone(),
-                Some(call.key.to_owned()),
-                exec,
-                None,
-            )
-            .signed(self.inner.marker_secret.get().cloned().flatten())
-            .without_claim();
+            let secret = self.inner.marker_secret.get().cloned().flatten();
+            let ctx = call.context(exec, None, secret).without_claim();
             let ran = run_tool(call.tool, &ctx, args.clone(), &self.inner.abort).await;
             drop(ctx);
             let after = match self.settle_run(call, &input, &args, ran, exec).await {
@@ -90,12 +77,7 @@ impl Engine {
                 Ran::Retry(after) => after,
             };
             observe::tool_retried(call.name());
-            tokio::select! {
-                biased;
-                _ = tokio::time::sleep(after) => {}
-                _ = call.run.cancellation().cancelled() => {}
-                _ = self.inner.draining.cancelled() => {}
-            }
+            self.back_off(call.run, after).await;
         }
     }
 

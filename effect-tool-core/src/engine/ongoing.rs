@@ -61,6 +61,26 @@ impl<T: Tool> Call<'_, T> {
         }
     }
 
+    /// The context the tool runs with at `attempt`: under `lease` (a claim's), markers signed
+    /// with `secret` (the journal's, if it keeps one).
+    pub(super) fn context(
+        &self,
+        attempt: u32,
+        lease: Option<std::sync::Arc<crate::call::lease::LeaseClock>>,
+        secret: Option<crate::value::marker::MarkerSecret>,
+    ) -> crate::call::context::EffectCtx {
+        crate::call::context::EffectCtx::new(
+            self.run.clone(),
+            self.name(),
+            T::CLASS,
+            self.call_id.clone(),
+            Some(self.key.to_owned()),
+            attempt,
+            lease,
+        )
+        .signed(secret)
+    }
+
     /// The call stops with [`SideEffectRetryBlocked`] for `reason`.
     pub(super) fn blocked<O>(&self, reason: BlockReason) -> Settled<O, T::Error> {
         let err = SideEffectRetryBlocked {

@@ -20,7 +20,6 @@ use super::lifecycle::Engine;
 use super::observe;
 use super::ongoing::Call;
 use super::report::{Disposition, Settled};
-use crate::call::context::EffectCtx;
 use crate::call::error::{ApprovalPending, BlockReason, EffectError, StoreError};
 use crate::call::tool::Tool;
 use crate::decide::policy::{Decision, decide};
@@ -57,32 +56,19 @@ impl Engine {
         let mut exec = 0;
         let mut poll = self.inner.config.poll_interval;
         loop {
-            if call.run.cancellation().is_cancelled() {
-                return cancelled::<T>(call.name(), call.key);
-            }
-            if self.inner.shutting_down() {
-                return shutting_down::<T>(call.name(), call.key);
+            if let Some(stopped) = self.stopped::<T>(call.run, call.name(), call.key) {
+                return stopped;
             }
             exec += 1;
             match self.transact_once(call, &input, &args, exec).await {
                 Attempt::Done(settled) => return settled,
                 Attempt::Retry(after) => {
                     observe::tool_retried(call.name());
-                    tokio::select! {
-                        biased;
-                        _ = tokio::time::sleep(after) => {}
-                        _ = call.run.cancellation().cancelled() => {}
-                        _ = self.inner.draining.cancelled() => {}
-                    }
+                    self.back_off(call.run, after).await;
                 }
                 Attempt::Wait => {
                     exec -= 1;
-                    tokio::select! {
-                        biased;
-                        _ = tokio::time::sleep(poll) => {}
-                        _ = call.run.cancellation().cancelled() => {}
-                        _ = self.inner.draining.cancelled() => {}
-                    }
+                    self.back_off(call.run, poll).await;
                     poll = (poll * 2).min(std::time::Duration::from_millis(500));
                 }
             }
@@ -148,17 +134,8 @@ impl Engine {
         };
         tracing::Span::current().record("effect_tool.attempt", i64::from(attempt));
         pause_at("claimed");
-        let ctx = EffectCtx::new(
-            call.run.clone(),
-            call.name(),
-            T::CLASS,
-            call.call_id.clone(),
-            Some(call.key.to_owned()),
-            attempt,
-            None,
-        )
-        .signed(self.inner.marker_secret.get().cloned().flatten())
-        .in_transaction(tx.handle());
+        let secret = self.inner.marker_secret.get().cloned().flatten();
+        let ctx = call.context(attempt, None, secret).in_transaction(tx.handle());
         let ran = run_tool(call.tool, &ctx, args.clone(), &self.inner.abort).await;
         drop(ctx);
         let output = match ran {
