@@ -44,7 +44,8 @@ use effect_tool::store::sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use effect_tool::{CallOptions, Engine, RunContext, Store};
 
 use common::{
-    Calibration, Charge, NEXT, Op, Refund, RefundOneWrite, SqliteFloor, input, measure_interleaved, median, new_calls,
+    Calibration, Charge, NEXT, Op, RECORD_COLUMNS, Refund, RefundOneWrite, SqliteFloor, input, measure_interleaved,
+    median, new_calls,
 };
 
 /// Rounds per measurement; each figure is the median over them.
@@ -369,28 +370,24 @@ fn postgres(rt: &tokio::runtime::Runtime) -> Option<Figures> {
     // record's compare-and-set UPDATE.
     let (claim, claim_unflushed, record) = rt.block_on(async {
         let claim = raw
-            .prepare(
-                "INSERT INTO effect_tool_bench.records (key, version, tool, class, run_id, thread_id, call_id,
-                   fingerprint, input, state, attempt, lease_until, output, reason, approval_role, decided_by,
-                   created_at, updated_at, expires_at)
+            .prepare(&format!(
+                "INSERT INTO effect_tool_bench.records ({RECORD_COLUMNS})
                  VALUES ($1, 1, 'issue_refund', 'idempotent', 'bench-floor', NULL, NULL, $2, $3::text::json, 'claimed',
                    1, $4, NULL, NULL, NULL, NULL, $5, $5, NULL)
-                 ON CONFLICT (key) DO NOTHING RETURNING row_version",
-            )
+                 ON CONFLICT (key) DO NOTHING RETURNING row_version"
+            ))
             .await
             .unwrap();
         // The same insert, committed without waiting for its WAL flush, as the store sends
         // an idempotent tool's claim (the setting made inside the one statement).
         let claim_unflushed = raw
-            .prepare(
-                "INSERT INTO effect_tool_bench.records (key, version, tool, class, run_id, thread_id, call_id,
-                   fingerprint, input, state, attempt, lease_until, output, reason, approval_role, decided_by,
-                   created_at, updated_at, expires_at)
+            .prepare(&format!(
+                "INSERT INTO effect_tool_bench.records ({RECORD_COLUMNS})
                  SELECT $1::text, 1, 'issue_refund', 'idempotent', 'bench-floor', NULL, NULL, $2::text, $3::text::json,
                    'claimed', 1, $4::bigint, NULL, NULL, NULL, NULL, $5::bigint, $5::bigint, NULL
                  FROM (SELECT set_config('synchronous_commit', 'off', true)) AS one
-                 ON CONFLICT (key) DO NOTHING RETURNING row_version",
-            )
+                 ON CONFLICT (key) DO NOTHING RETURNING row_version"
+            ))
             .await
             .unwrap();
         let record = raw
@@ -433,14 +430,12 @@ fn postgres(rt: &tokio::runtime::Runtime) -> Option<Figures> {
             .await
             .unwrap();
         let insert = raw
-            .prepare(
-                "INSERT INTO effect_tool_bench.records (key, version, tool, class, run_id, thread_id, call_id,
-                   fingerprint, input, state, attempt, lease_until, output, reason, approval_role, decided_by,
-                   created_at, updated_at, expires_at)
+            .prepare(&format!(
+                "INSERT INTO effect_tool_bench.records ({RECORD_COLUMNS})
                  VALUES ($1, 1, 'issue_refund', 'idempotent', 'bench-floor', NULL, NULL, $2, $3::text::json,
                    'completed', 1, NULL, '12345'::json, NULL, NULL, NULL, $4, $4, NULL)
-                 ON CONFLICT (key) DO NOTHING RETURNING row_version",
-            )
+                 ON CONFLICT (key) DO NOTHING RETURNING row_version"
+            ))
             .await
             .unwrap();
         (lookup, insert)

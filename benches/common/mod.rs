@@ -159,19 +159,13 @@ impl SqliteFloor {
     pub fn new_calls(&self, n: u64, payload: &str, switch: bool) -> Duration {
         let keys = new_keys(n);
         let floor = &self.conn;
-        let mut lookup = floor
-            .prepare_cached(
-                "SELECT version, state, attempt, output, fingerprint, lease_until FROM effect_records WHERE key = ?1",
-            )
-            .unwrap();
+        let mut lookup = floor.prepare_cached(FLOOR_LOOKUP).unwrap();
         let mut claim = floor
-            .prepare_cached(
-                "INSERT INTO effect_records (key, version, tool, class, run_id, thread_id, call_id, fingerprint, input,
-                   state, attempt, lease_until, output, reason, approval_role, decided_by, created_at, updated_at,
-                   expires_at)
+            .prepare_cached(&format!(
+                "INSERT INTO effect_records ({RECORD_COLUMNS})
                  VALUES (?1, 1, 'issue_refund', 'idempotent', 'bench-floor', NULL, NULL, ?2, ?3, 'claimed', 1, ?4,
-                   NULL, NULL, NULL, NULL, ?5, ?5, NULL)",
-            )
+                   NULL, NULL, NULL, NULL, ?5, ?5, NULL)"
+            ))
             .unwrap();
         let mut record = floor
             .prepare_cached(
@@ -213,19 +207,13 @@ impl SqliteFloor {
     pub fn one_write_calls(&self, n: u64, payload: &str) -> Duration {
         let keys = new_keys(n);
         let floor = &self.conn;
-        let mut lookup = floor
-            .prepare_cached(
-                "SELECT version, state, attempt, output, fingerprint, lease_until FROM effect_records WHERE key = ?1",
-            )
-            .unwrap();
+        let mut lookup = floor.prepare_cached(FLOOR_LOOKUP).unwrap();
         let mut record = floor
-            .prepare_cached(
-                "INSERT INTO effect_records (key, version, tool, class, run_id, thread_id, call_id, fingerprint, input,
-                   state, attempt, lease_until, output, reason, approval_role, decided_by, created_at, updated_at,
-                   expires_at)
+            .prepare_cached(&format!(
+                "INSERT INTO effect_records ({RECORD_COLUMNS})
                  VALUES (?1, 1, 'issue_refund', 'idempotent', 'bench-floor', NULL, NULL, ?2, ?3, 'completed', 1, NULL,
-                   '12345', NULL, NULL, NULL, ?4, ?4, NULL)",
-            )
+                   '12345', NULL, NULL, NULL, ?4, ?4, NULL)"
+            ))
             .unwrap();
         let start = Instant::now();
         for (i, key) in keys.iter().enumerate() {
@@ -244,6 +232,14 @@ impl SqliteFloor {
         start.elapsed()
     }
 }
+
+/// The journal's record columns, in the order the floors' `INSERT`s give them.
+pub const RECORD_COLUMNS: &str = "key, version, tool, class, run_id, thread_id, call_id, fingerprint, input, state, \
+     attempt, lease_until, output, reason, approval_role, decided_by, created_at, updated_at, expires_at";
+
+/// The SQLite floors' lookup of a key (what the store's lookup reads of a record).
+const FLOOR_LOOKUP: &str =
+    "SELECT version, state, attempt, output, fingerprint, lease_until FROM effect_records WHERE key = ?1";
 
 /// A measured operation: `run(n)` performs `n` operations and returns the time they took.
 pub type Op<'a> = Box<dyn FnMut(u64) -> Duration + 'a>;
