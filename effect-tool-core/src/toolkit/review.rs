@@ -1907,34 +1907,6 @@ mod tests {
         assert!(parsed[0].other.is_empty());
         assert_eq!(format!("t {}", manifest_fields(&parsed[0])), on);
         assert!(!parse(&manifest_of(&[&base])).unwrap()[0].one_write);
-        // A line of the manifest module reads back the same.
-        let meta = ToolMeta {
-            name: "t",
-            description: "",
-            class: EffectClass::Idempotent,
-            key_rule: crate::call::tool::KeyRule::Default,
-            window: Window::Run,
-            shared_keys: false,
-            ttl: None,
-            timeout: None,
-            sensitive: &[],
-            injected: &[],
-            has_recover: false,
-            has_compensate: false,
-            approval: None,
-            approval_when: None,
-            open_world: None,
-            retry: RetryPolicy::DEFAULT,
-            costs: &[],
-        };
-        let line = manifest::line_with(
-            &meta,
-            &manifest::LineExtras {
-                one_write: true,
-                ..manifest::LineExtras::default()
-            },
-        );
-        assert!(parse(&manifest_of(&[&line])).unwrap()[0].one_write, "{line}");
         let err = parse(&manifest_of(&[&on.replace("one_write=yes", "one_write=maybe")])).unwrap_err();
         assert_eq!(err.message, "`t` one_write: `maybe` is neither `yes` nor `no`");
     }
