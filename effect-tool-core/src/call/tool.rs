@@ -255,6 +255,8 @@ pub trait Tool: Send + Sync + 'static {
     /// no call in flight), then its completed record. A crash while it runs leaves nothing
     /// behind, and the next call runs it again under the same key. A failure that leaves the
     /// outcome unknown is still written down, as a record in doubt, for a person to look at.
+    /// Such a call cannot wait for a callback: [`EffectCtx::pending`] refuses it (only a claim
+    /// can wait).
     ///
     /// Applies only to idempotent tools with no approval ([`Tool::APPROVAL`]: a person's
     /// decision needs the claim that parks the call), no `recover` hook ([`Tool::HAS_RECOVER`]:
