@@ -2144,11 +2144,28 @@ mod tests {
         };
         assert_eq!(parsed, [expected]);
         assert!(
-            diff(&parsed, &declarations(&[meta]))
+            diff(&parsed, &declarations(std::slice::from_ref(&meta)))
                 .changes
                 .iter()
                 .all(|c| c.field == "strict")
         );
+        // `one_write=yes`, written after the class of an idempotent tool, reads back.
+        let reindex = ToolMeta {
+            name: "reindex",
+            class: EffectClass::Idempotent,
+            ..meta
+        };
+        let one_write = manifest::LineExtras {
+            one_write: true,
+            ..manifest::LineExtras::default()
+        };
+        let text = manifest::render_with_extras(&[meta, reindex], &[("reindex", one_write)], &[]);
+        let read: Vec<(String, bool)> = parse(&text)
+            .unwrap()
+            .into_iter()
+            .map(|d| (d.name, d.one_write))
+            .collect();
+        assert_eq!(read, [("issue_refund".to_owned(), false), ("reindex".to_owned(), true)]);
     }
 
     #[test]
