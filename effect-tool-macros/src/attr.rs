@@ -104,6 +104,9 @@ pub struct ToolAttrs {
     pub strict: Option<Set<()>>,
     pub shared_keys: Option<Set<()>>,
     pub transactional: Option<Set<()>>,
+    /// `one_write`: an idempotent call runs before any journal write, its record the one
+    /// write (`Tool::ONE_WRITE`).
+    pub one_write: Option<Set<()>>,
     /// `stream`: the function returns a stream of progress values, the last one the output.
     pub stream: Option<Set<()>>,
     pub open_world: Option<Set<bool>>,
@@ -205,6 +208,14 @@ impl ToolAttrs {
                 key,
                 TRANSACTIONAL,
                 "write `transactional` to run the tool's database writes in the journal's own transaction (`ctx.transaction::<SqliteTransaction>()` or `PgTransaction`)",
+            ),
+            ONE_WRITE => parse_flag(
+                cx,
+                &meta,
+                &mut self.one_write,
+                key,
+                ONE_WRITE,
+                "write `one_write` to run an idempotent call before any journal write, its record the one write",
             ),
             OPEN_WORLD => {
                 let lit: LitBool = meta.value()?.parse()?;
@@ -645,7 +656,7 @@ fn key_fields(cx: &Ctxt, meta: &ParseNestedMeta, key: Span) -> syn::Result<Vec<I
     Ok(fields)
 }
 
-/// A flag (`strict_input`, `strict`, `shared_keys`, `transactional`, `stream`,
+/// A flag (`strict_input`, `strict`, `shared_keys`, `transactional`, `one_write`, `stream`,
 /// `recover_first`): no value.
 fn parse_flag(
     cx: &Ctxt,

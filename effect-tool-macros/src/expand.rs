@@ -593,7 +593,8 @@ impl<'a> Gen<'a> {
         }
     }
 
-    /// `STRICT_INPUT`, `SHARED_KEYS`, `TRANSACTIONAL` and `OPEN_WORLD`, when declared.
+    /// `STRICT_INPUT`, `SHARED_KEYS`, `TRANSACTIONAL`, `ONE_WRITE` and `OPEN_WORLD`, when
+    /// declared.
     fn flag_items(&self) -> TokenStream {
         let p = &self.p;
         let mut items = Vec::new();
@@ -610,6 +611,11 @@ impl<'a> Gen<'a> {
         if self.attrs.transactional.is_some() {
             items.push(quote!(
                 const TRANSACTIONAL: bool = true;
+            ));
+        }
+        if self.attrs.one_write.is_some() {
+            items.push(quote!(
+                const ONE_WRITE: bool = true;
             ));
         }
         if let Some(open) = &self.attrs.open_world {

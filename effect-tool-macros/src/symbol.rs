@@ -22,6 +22,7 @@ pub const STRICT: &str = "strict";
 pub const SHARED_KEYS: &str = "shared_keys";
 pub const OPEN_WORLD: &str = "open_world";
 pub const TRANSACTIONAL: &str = "transactional";
+pub const ONE_WRITE: &str = "one_write";
 pub const STREAM: &str = "stream";
 pub const CRATE: &str = "crate";
 
@@ -48,6 +49,7 @@ pub const KEYS: &[&str] = &[
     STRICT,
     SHARED_KEYS,
     TRANSACTIONAL,
+    ONE_WRITE,
     STREAM,
     OPEN_WORLD,
     CRATE,
@@ -160,6 +162,8 @@ mod tests {
         assert_eq!(nearest("Irreversable", CLASSES), Some("irreversible"));
         assert_eq!(nearest("windo", KEYS), Some("window"));
         assert_eq!(nearest("retries", KEYS), Some("retry"));
+        assert_eq!(nearest("one_wirte", KEYS), Some("one_write"));
+        assert_eq!(nearest("onewrite", KEYS), Some("one_write"));
         assert_eq!(nearest("zzzzzzzz", KEYS), None);
     }
 }

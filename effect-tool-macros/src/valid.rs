@@ -58,9 +58,11 @@ pub fn check(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
         pure_key(attrs.transactional.as_ref().map(|s| s.key), symbol::TRANSACTIONAL);
         pure_key(attrs.recover_first.as_ref().map(|s| s.key), symbol::RECOVER_FIRST);
         pure_key(attrs.recover_settle.as_ref().map(|s| s.key), symbol::RECOVER_SETTLE);
+        pure_key(attrs.one_write.as_ref().map(|s| s.key), symbol::ONE_WRITE);
     }
     if class != Some(Class::Pure) {
         recover_options(cx, attrs, func);
+        one_write_rules(cx, attrs, class, func);
     }
     stream_rules(cx, attrs, func);
 
@@ -239,6 +241,57 @@ fn recover_options(cx: &Ctxt, attrs: &ToolAttrs, func: &ToolFn) {
             settle.key,
             format!("`recover_settle` without `recover`: tool `{}` has no hook to wait for", func.ident),
             "name the function that looks the effect up in the remote system: `recover = find_it, recover_settle = \"30s\"`; or remove `recover_settle`",
+        );
+    }
+}
+
+/// `one_write` runs a call before any journal write: only an idempotent call may go unclaimed,
+/// and only one that nothing else needs a claim for (a person's approval, `recover`, the
+/// journal's transaction, a stream's progress).
+fn one_write_rules(cx: &Ctxt, attrs: &ToolAttrs, class: Option<Class>, func: &ToolFn) {
+    let Some(one_write) = &attrs.one_write else { return };
+    let at = one_write.key;
+    if let Some(class @ (Class::Compensable | Class::Irreversible)) = class {
+        cx.error(
+            at,
+            format!(
+                "`one_write` is only for idempotent tools, and `{}` is {}: with no claim in the journal while a call runs, an identical call in another process would run the effect again",
+                func.ident,
+                class.as_str()
+            ),
+            "remove `one_write`: the claim written before the call runs is what keeps another process from making the effect a second time",
+        );
+        return;
+    }
+    if let Some(approval) = &attrs.approval {
+        cx.error(
+            at,
+            "a `one_write` tool cannot wait for `approval`: a person's decision needs the claim that parks the call, and a `one_write` call writes nothing before it runs",
+            format!(
+                "remove `one_write` (calls are then claimed before they run, so one that needs approval can wait for `{}`), or remove `approval`",
+                approval.value
+            ),
+        );
+    }
+    if attrs.recover.is_some() {
+        cx.error(
+            at,
+            "`one_write` with `recover`: `recover` is asked about a claimed call whose outcome is unknown, and a `one_write` call runs without a claim",
+            "remove `one_write` to keep the hook (each call is then claimed before it runs), or remove `recover` (an idempotent call whose outcome is unknown then runs again with the same key)",
+        );
+    }
+    if attrs.transactional.is_some() {
+        cx.error(
+            at,
+            "`one_write` with `transactional`: the journal's transaction already makes the claim and the record one commit",
+            "remove `one_write`: a `transactional` call writes the journal once already, and is never in doubt",
+        );
+    }
+    if attrs.stream.is_some() {
+        cx.error(
+            at,
+            "a `stream` tool cannot be `one_write`: its progress would be shown while the journal knows nothing of the call, and the output recorded may be another process's, not the run the progress came from",
+            "remove `one_write` (each call is then claimed, and shows in flight while it streams), or remove `stream` and return one output",
         );
     }
 }

@@ -12,6 +12,7 @@ mod common;
 mod decl_secrets;
 mod decl_serde;
 mod macro_basic;
+mod macro_one_write;
 mod macro_runtime;
 mod macro_stream;
 mod macro_strict;

@@ -241,9 +241,30 @@ pub trait Tool: Send + Sync + 'static {
     /// PostgreSQL); on any other, the call fails before anything runs. Not with
     /// [`Tool::APPROVAL`] (a parked call would wait outside the transaction).
     const TRANSACTIONAL: bool = false;
-    /// Whether an idempotent call's one journal write is its record (`#[tool(one_write)]`):
-    /// the tool runs before any write when the journal has no record of the key, and its
-    /// output is then recorded if the key still has none. Ignored on other classes.
+    /// Whether an idempotent call's one journal write is its record (`#[tool(one_write)]`).
+    ///
+    /// When the journal has no record of the call's key, the tool runs before anything is
+    /// written (no claim), and its completed output is then recorded if the key still has no
+    /// record; if another process recorded the same key meanwhile, that record wins and this
+    /// call answers with it (a replay). One write per call instead of a claim and a record.
+    /// An identical call in this process still joins the running one; an identical call in
+    /// another process finds no claim to wait for and runs too. The idempotent class allows it:
+    /// both pass the same key downstream ([`EffectCtx::idempotency_key`]), which applies it once.
+    ///
+    /// What a reader of the journal sees: nothing while the call runs (`effect-tool list` shows
+    /// no call in flight), then its completed record. A crash while it runs leaves nothing
+    /// behind, and the next call runs it again under the same key. A failure that leaves the
+    /// outcome unknown is still written down, as a record in doubt, for a person to look at.
+    /// Such a call cannot wait for a callback: [`EffectCtx::pending`] refuses it (only a claim
+    /// can wait).
+    ///
+    /// Applies only to idempotent tools with no approval ([`Tool::APPROVAL`]: a person's
+    /// decision needs the claim that parks the call), no `recover` hook ([`Tool::HAS_RECOVER`]:
+    /// it is asked about a claim's unknown outcome) and not [`Tool::TRANSACTIONAL`] (the
+    /// transaction already makes the claim and the record one commit); `#[tool]` refuses every
+    /// other combination at compile time. The engine ignores it on a manual impl of any other
+    /// class, and on a call that needs an approval or has a `recover` hook or a transaction: such
+    /// a call is claimed as usual.
     const ONE_WRITE: bool = false;
 
     /// The units this tool declares a cost in (`#[tool(cost(refund_cents = |a| ...))]`): each

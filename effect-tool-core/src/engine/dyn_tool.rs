@@ -52,6 +52,13 @@ pub trait DynTool: Send + Sync + 'static {
         None
     }
 
+    /// Whether the tool's calls run before any journal write, their record the one write
+    /// ([`Tool::ONE_WRITE`]): declared, on an idempotent tool with no approval, no `recover`
+    /// hook and no transaction (the engine claims any other's calls as usual).
+    fn one_write(&self) -> bool {
+        false
+    }
+
     /// What the model reads of `output` (a recorded output of this tool) when the tool declares a
     /// view ([`Tool::to_model`]); `None` when it reads the output itself. An output that no
     /// longer decodes as the tool's output type gives a text that says the result cannot be
@@ -136,6 +143,14 @@ impl<T: Tool> DynTool for T {
 
     fn recover_settle(&self) -> Option<std::time::Duration> {
         T::RECOVER_SETTLE.filter(|_| T::HAS_RECOVER)
+    }
+
+    fn one_write(&self) -> bool {
+        T::ONE_WRITE
+            && T::CLASS == crate::value::class::EffectClass::Idempotent
+            && !T::HAS_RECOVER
+            && !T::TRANSACTIONAL
+            && Tool::declared_approval(self).is_none()
     }
 
     fn check_output(&self, output: &Value) -> Result<(), String> {

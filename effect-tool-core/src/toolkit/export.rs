@@ -300,8 +300,9 @@ impl Toolkit {
         self.definitions().map(|d| d.mcp()).collect()
     }
 
-    /// The manifest: every tool's name, class, key rule, window, approval (and its ttl, when
-    /// declared) and hooks (and when `recover` is asked, when declared) as stable
+    /// The manifest: every tool's name, class (and `one_write=yes`, when declared), key rule,
+    /// window, approval (and its ttl, when declared) and hooks (and when `recover` is asked,
+    /// when declared) as stable
     /// text, one line per tool sorted by name (see [`crate::toolkit::manifest`]). Commit it beside the
     /// code and compare it in a test, so a changed effect declaration is a one-line diff in
     /// review.
@@ -325,6 +326,7 @@ impl Toolkit {
                     approval_ttl: t.approval_ttl(),
                     recover_first: t.recover_first(),
                     recover_settle: t.recover_settle(),
+                    one_write: t.one_write(),
                 };
                 (t.meta().name, extras)
             })

@@ -61,7 +61,9 @@ pub const HEADER: &str = "# effect-tool manifest v1: one line per tool, sorted b
 /// nothing of it. A tool whose `recover` hook is asked before every first execution
 /// (`#[tool(recover_first)]`) has `recover_first=yes` after `recover`, and one that waits for
 /// its writes to show (`#[tool(recover_settle = "30s")]`) `recover_settle=<duration>`
-/// ([`render_with_extras`]); the others' lines say nothing of it.
+/// ([`render_with_extras`]); the others' lines say nothing of it. An idempotent tool whose
+/// calls run before any journal write, their record the one write (`#[tool(one_write)]`), has
+/// `one_write=yes` after its class; the others' lines say nothing of it.
 /// The key rule is written as in the source (`default`, `fields(order_id, amount_cents)` or
 /// `custom(|a| ...)`); durations as in declarations (`500ms`, `30s`, `5m`, `24h`, `7d`). The
 /// description is left out: rewording it changes no contract. The text depends only on the
@@ -136,6 +138,10 @@ pub struct LineExtras {
     /// `recover_settle=<duration>` after `recover` (when the tool has a `recover` hook): how long
     /// after an unknown outcome `recover` is first asked ([`crate::Tool::RECOVER_SETTLE`]).
     pub recover_settle: Option<Duration>,
+    /// `one_write=yes` after `class` (when the tool is idempotent): its calls run before any
+    /// journal write, their record the one write, so nothing shows in flight while one runs and
+    /// an identical call in another process runs too ([`crate::Tool::ONE_WRITE`]).
+    pub one_write: bool,
 }
 
 /// [`render_with_strict`], each tool of `extras` (its name, and what its line says beyond its
@@ -209,9 +215,10 @@ pub fn line_with_approval_ttl(meta: &ToolMeta, approval_ttl: Option<Duration>) -
     )
 }
 
-/// One tool's line with what it says beyond its [`ToolMeta`] ([`LineExtras`]): `approval_ttl=`
-/// after `approval`, `recover_first=yes` and `recover_settle=` after `recover`, each only when
-/// declared (and only with an approval, or a `recover` hook, to qualify).
+/// One tool's line with what it says beyond its [`ToolMeta`] ([`LineExtras`]): `one_write=yes`
+/// after `class`, `approval_ttl=` after `approval`, `recover_first=yes` and `recover_settle=`
+/// after `recover`, each only when declared (and only on an idempotent tool, with an approval,
+/// or with a `recover` hook, to qualify).
 pub fn line_with(meta: &ToolMeta, extras: &LineExtras) -> String {
     let approval_ttl = extras.approval_ttl;
     let mut s = String::new();
@@ -219,9 +226,14 @@ pub fn line_with(meta: &ToolMeta, extras: &LineExtras) -> String {
     let yes = |b: bool| if b { "yes" } else { "no" };
     let _ = write!(
         s,
-        "{} class={} key={} window={}{} ttl={} timeout={} approval={}{} recover={}{} compensate={} sensitive={} injected={} retry={}x{}..{}",
+        "{} class={}{} key={} window={}{} ttl={} timeout={} approval={}{} recover={}{} compensate={} sensitive={} injected={} retry={}x{}..{}",
         meta.name,
         meta.class,
+        if extras.one_write && meta.class == crate::value::class::EffectClass::Idempotent {
+            " one_write=yes"
+        } else {
+            ""
+        },
         single_line(&meta.key_rule.to_string()),
         meta.window,
         if meta.shared_keys { " principals=shared" } else { "" },
@@ -418,6 +430,47 @@ mod tests {
             "{text}"
         );
         assert_eq!(line_with(&m, &LineExtras::default()), line(&m));
+    }
+
+    #[test]
+    fn one_write_follows_the_class_of_an_idempotent_tool_only() {
+        let extras = LineExtras {
+            one_write: true,
+            ..LineExtras::default()
+        };
+        let m = meta("issue_refund", EffectClass::Idempotent);
+        let text = line_with(&m, &extras);
+        assert!(
+            text.starts_with("issue_refund class=idempotent one_write=yes key=default window=run "),
+            "{text}"
+        );
+        assert_eq!(text.replace(" one_write=yes", ""), line(&m));
+        // Not declared: the line a manifest committed before the field existed holds.
+        assert_eq!(line_with(&m, &LineExtras::default()), line(&m));
+        assert!(!line(&m).contains("one_write"));
+        // Another class: the engine claims its calls as usual, and the line says nothing of it.
+        for class in [EffectClass::Pure, EffectClass::Compensable, EffectClass::Irreversible] {
+            let other = meta("t", class);
+            assert_eq!(line_with(&other, &extras), line(&other));
+        }
+        // Through the whole manifest, sorted among the other tools.
+        let text = render_with_extras(
+            &[meta("b", EffectClass::Idempotent), m.clone()],
+            &[("issue_refund", extras)],
+            &[],
+        );
+        assert_eq!(
+            text.lines().filter(|l| l.contains(" one_write=yes ")).count(),
+            1,
+            "{text}"
+        );
+        assert!(
+            text.lines()
+                .nth(2)
+                .unwrap()
+                .starts_with("issue_refund class=idempotent one_write=yes "),
+            "{text}"
+        );
     }
 
     #[test]

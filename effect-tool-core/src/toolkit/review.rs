@@ -59,6 +59,9 @@ pub struct Declaration {
     pub name: String,
     /// The effect class.
     pub class: EffectClass,
+    /// Whether an idempotent tool's calls run before any journal write, their record the one
+    /// write (`one_write=yes`, [`crate::Tool::ONE_WRITE`]).
+    pub one_write: bool,
     /// The key rule as the manifest writes it: `default`, `fields(a, b)` or `custom(<closure>)`.
     pub key: String,
     /// Where the key is unique.
@@ -108,6 +111,7 @@ impl Declaration {
         Declaration {
             name: name.into(),
             class,
+            one_write: false,
             key: "default".to_owned(),
             window: Window::Run,
             shared_keys: false,
@@ -273,9 +277,12 @@ fn parse_line(line: &str) -> Result<Declaration, String> {
         .parse::<EffectClass>()
         .map_err(|e| format!("`{name}`: {e}"))?;
     let mut d = Declaration::new(name, class);
+    let field_err = |field: &str, e: String| format!("`{name}` {field}: {e}");
+    if let Some(w) = take("one_write") {
+        d.one_write = parse_yes(w).map_err(|e| field_err("one_write", e))?;
+    }
     d.key = required(take("key"), name, "key")?.to_owned();
     d.window = parse_window(required(take("window"), name, "window")?).map_err(|e| format!("`{name}`: {e}"))?;
-    let field_err = |field: &str, e: String| format!("`{name}` {field}: {e}");
     if let Some(p) = take("principals") {
         d.shared_keys = match p {
             "shared" => true,
@@ -560,9 +567,10 @@ pub fn diff_manifests(old: &str, new: &str) -> Result<Review, ParseError> {
 }
 
 /// The fields in the manifest's order, for sorting changes of one tool.
-const FIELDS: [&str; 18] = [
+const FIELDS: [&str; 19] = [
     "tool",
     "class",
+    "one_write",
     "key",
     "window",
     "principals",
@@ -704,6 +712,9 @@ fn changed_fields(before: &Declaration, after: &Declaration) -> Vec<Change> {
     let mut out: Vec<Said> = Vec::new();
     if before.class != after.class {
         out.push(class_change(before, after));
+    }
+    if before.one_write != after.one_write {
+        out.push(one_write_change(after.one_write));
     }
     if before.key != after.key {
         out.push(key_change(before, after));
@@ -1149,6 +1160,29 @@ fn recover_change(after: &Declaration) -> Said {
     )
 }
 
+/// An idempotent tool's calls run before any journal write (`one_write`), or are claimed again.
+fn one_write_change(now: bool) -> Said {
+    if now {
+        said(
+            "one_write",
+            Risk::Medium,
+            yes(false),
+            yes(true),
+            "calls now run before any journal write (one_write)".into(),
+            "a call whose key has no record runs unclaimed and its record is its one write: while it runs `effect-tool list` shows nothing in flight, and an identical call in another process runs too, with the same key; confirm the provider applies a key once (`Idempotency-Key`)".into(),
+        )
+    } else {
+        said(
+            "one_write",
+            Risk::Low,
+            yes(true),
+            yes(false),
+            "calls claimed before they run again (one_write removed)".into(),
+            "each call writes a claim before it runs and its record after: an identical call in another process waits for it instead of running too; one more journal write per call".into(),
+        )
+    }
+}
+
 /// `recover` asked before every first execution, or no longer.
 fn recover_first_change(now: bool) -> Said {
     if now {
@@ -1510,8 +1544,9 @@ fn tool_added(d: &Declaration) -> Change {
 /// `d`'s manifest line without the name (for a tool added or removed).
 fn manifest_fields(d: &Declaration) -> String {
     let mut s = format!(
-        "class={} key={} window={}{} ttl={} timeout={} approval={}{} recover={}{}{} compensate={} sensitive={} injected={} retry={}",
+        "class={}{} key={} window={}{} ttl={} timeout={} approval={}{} recover={}{}{} compensate={} sensitive={} injected={} retry={}",
         d.class,
+        if d.one_write { " one_write=yes" } else { "" },
         d.key,
         d.window,
         if d.shared_keys { " principals=shared" } else { "" },
@@ -1835,6 +1870,48 @@ mod tests {
     }
 
     #[test]
+    fn one_write_changes() {
+        // An idempotent tool that may run unclaimed: no approval, no `recover`.
+        let base = BASE
+            .replace("approval=finance", "approval=-")
+            .replace("recover=yes", "recover=no");
+        let on = base.replace("class=idempotent", "class=idempotent one_write=yes");
+        let review_of = |from: &str, to: &str| diff_manifests(&manifest_of(&[from]), &manifest_of(&[to])).unwrap();
+        let review = review_of(&base, &on);
+        assert_eq!(review.changes.len(), 1, "{review:?}");
+        let change = &review.changes[0];
+        assert_eq!((change.field.as_str(), change.risk), ("one_write", Risk::Medium));
+        assert_eq!(
+            (change.before.as_deref(), change.after.as_deref()),
+            (Some("no"), Some("yes"))
+        );
+        assert_eq!(
+            change.sentence(),
+            "`t`: calls now run before any journal write (one_write): a call whose key has no record runs \
+             unclaimed and its record is its one write: while it runs `effect-tool list` shows nothing in flight, \
+             and an identical call in another process runs too, with the same key; confirm the provider applies a \
+             key once (`Idempotency-Key`)"
+        );
+        assert!(review.has_risk(Risk::Medium) && !review.has_risk(Risk::High));
+        let review = review_of(&on, &base);
+        assert_eq!(review.changes.len(), 1, "{review:?}");
+        assert_eq!(
+            format!("{} {}", review.changes[0].risk.as_str(), review.changes[0].sentence()),
+            "low `t`: calls claimed before they run again (one_write removed): each call writes a claim before it \
+             runs and its record after: an identical call in another process waits for it instead of running too; \
+             one more journal write per call"
+        );
+        // Parsed, written back where the manifest writes it, and not an unknown field.
+        let parsed = parse(&manifest_of(&[&on])).unwrap();
+        assert!(parsed[0].one_write);
+        assert!(parsed[0].other.is_empty());
+        assert_eq!(format!("t {}", manifest_fields(&parsed[0])), on);
+        assert!(!parse(&manifest_of(&[&base])).unwrap()[0].one_write);
+        let err = parse(&manifest_of(&[&on.replace("one_write=yes", "one_write=maybe")])).unwrap_err();
+        assert_eq!(err.message, "`t` one_write: `maybe` is neither `yes` nor `no`");
+    }
+
+    #[test]
     fn hook_sensitive_and_injected_changes() {
         assert_eq!(
             one("recover=yes", "recover=no"),
@@ -2067,11 +2144,28 @@ mod tests {
         };
         assert_eq!(parsed, [expected]);
         assert!(
-            diff(&parsed, &declarations(&[meta]))
+            diff(&parsed, &declarations(std::slice::from_ref(&meta)))
                 .changes
                 .iter()
                 .all(|c| c.field == "strict")
         );
+        // `one_write=yes`, written after the class of an idempotent tool, reads back.
+        let reindex = ToolMeta {
+            name: "reindex",
+            class: EffectClass::Idempotent,
+            ..meta
+        };
+        let one_write = manifest::LineExtras {
+            one_write: true,
+            ..manifest::LineExtras::default()
+        };
+        let text = manifest::render_with_extras(&[meta, reindex], &[("reindex", one_write)], &[]);
+        let read: Vec<(String, bool)> = parse(&text)
+            .unwrap()
+            .into_iter()
+            .map(|d| (d.name, d.one_write))
+            .collect();
+        assert_eq!(read, [("issue_refund".to_owned(), false), ("reindex".to_owned(), true)]);
     }
 
     #[test]
