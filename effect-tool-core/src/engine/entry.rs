@@ -325,7 +325,9 @@ impl Engine {
             disposition,
             key: Some(key.clone()),
         };
-        // Stage 2.
+        // Stage 2. A `one_write` call notes first whether identical calls of this process end
+        // between its lookup and its lead (its lookup is the only look before it runs).
+        let ended = T::ONE_WRITE.then(|| self.inner.inflight.ended(&key));
         let mut unseen = match self.lookup(&call, &input).await {
             Ok(unseen) => unseen,
             Err(replayed) => return report(replayed),
@@ -360,7 +362,8 @@ impl Engine {
                     let settled = if T::TRANSACTIONAL {
                         Box::pin(self.lead_in_transaction(&call, input, args)).await
                     } else if unseen && super::one_write::qualifies(&call, &args) {
-                        Box::pin(self.lead_one_write(&call, input, args)).await
+                        let looked = ended == Some(self.inner.inflight.ended(&key));
+                        Box::pin(self.lead_one_write(&call, input, args, looked)).await
                     } else {
                         Box::pin(self.lead(&call, input, args, unseen)).await
                     };

@@ -6,6 +6,7 @@
 //! tool error cannot be cloned: followers get it as [`EffectError::SharedFailure`].
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
@@ -20,10 +21,23 @@ use crate::call::tool::Tool;
 pub(super) type LeaderResult = (Result<Value, EffectError<String>>, Disposition);
 
 /// The keys led by a call in this process, each with the slot its followers wait on.
-#[derive(Default)]
 pub(super) struct Inflight {
     slots: Mutex<HashMap<String, Arc<Slot>, foldhash::fast::RandomState>>,
+    /// How many leading calls ended, counted per bucket of keys ([`Inflight::ended`]).
+    ended: [AtomicU32; ENDED_BUCKETS],
 }
+
+impl Default for Inflight {
+    fn default() -> Self {
+        Inflight {
+            slots: Mutex::default(),
+            ended: std::array::from_fn(|_| AtomicU32::new(0)),
+        }
+    }
+}
+
+/// How many counters [`Inflight::ended`] spreads the keys over.
+const ENDED_BUCKETS: usize = 256;
 
 /// What a call of a key becomes when it joins.
 pub(super) enum Role<'a> {
@@ -34,6 +48,15 @@ pub(super) enum Role<'a> {
 }
 
 impl Inflight {
+    /// A count that changes whenever a leading call of `key` in this process ends (and, now and
+    /// then, of another key in its bucket). Read before stage 2's lookup and again once a call
+    /// leads: equal, no identical call ended in between, so the lookup's "no record" still
+    /// holds for everything this process did. A call that writes nothing before it runs
+    /// ([`super::one_write`]) looks again otherwise.
+    pub(super) fn ended(&self, key: &str) -> u32 {
+        self.ended[bucket(key)].load(Ordering::Acquire)
+    }
+
     /// Stage 3: lead `key` in this process, or follow the call that leads it.
     pub(super) fn join<'a>(
         &'a self,
@@ -121,6 +144,9 @@ impl Leader<'_> {
         if !self.finished {
             self.finished = true;
             let mut map = self.inflight.slots.lock().unwrap_or_else(|e| e.into_inner());
+            // Counted before the key leaves the map (under its lock): a call that leads the key
+            // after this one sees the count changed.
+            self.inflight.ended[bucket(self.key)].fetch_add(1, Ordering::Release);
             map.remove(self.key);
         }
         // After leaving the map nobody new can join; whoever holds the slot waits on it.
@@ -151,6 +177,12 @@ impl Drop for Leader<'_> {
             self.slot.set(SlotState::Abandoned);
         }
     }
+}
+
+/// The counter of [`Inflight::ended`] that `key` is counted in.
+fn bucket(key: &str) -> usize {
+    use std::hash::BuildHasher;
+    (foldhash::fast::FixedState::with_seed(0).hash_one(key) as usize) % ENDED_BUCKETS
 }
 
 /// The leader's error as this follower's: tool errors become [`EffectError::SharedFailure`]

@@ -55,13 +55,24 @@ enum Ran<O, E> {
 }
 
 impl Engine {
-    /// Stage 4 of a `one_write` call whose key the journal does not know: run, then record.
+    /// Stage 4 of a `one_write` call whose key the journal did not know: run, then record.
+    /// `looked`: no identical call of this process ended since the lookup; else the journal is
+    /// asked again first (an identical call that ended in between may have recorded the key:
+    /// then it replays, and one that left anything else takes the claimed path).
     pub(super) async fn lead_one_write<T: Tool>(
         &self,
         call: &Call<'_, T>,
         input: Value,
         args: T::Args,
+        looked: bool,
     ) -> Settled<T::Output, T::Error> {
+        if !looked {
+            match self.lookup(call, &input).await {
+                Err(replayed) => return replayed,
+                Ok(true) => {}
+                Ok(false) => return Box::pin(self.lead(call, input, args, false)).await,
+            }
+        }
         let mut exec = 0;
         loop {
             if let Some(stopped) = self.stopped::<T>(call.run, call.name(), call.key) {
@@ -211,5 +222,104 @@ impl Engine {
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, key = call.key, "could not write down the unknown outcome"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use serde::{Deserialize, Serialize};
+    use tokio::sync::Semaphore;
+
+    use crate::call::context::{EffectCtx, RunContext};
+    use crate::call::error::StoreError;
+    use crate::call::tool::Tool;
+    use crate::engine::{CallOptions, Disposition, Engine};
+    use crate::store::{BoxFuture, Brief, Layered, MemoryStore, Operation, StoreLayer};
+    use crate::value::class::EffectClass;
+    use crate::value::outcome::ToolError;
+
+    #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+    struct Args {
+        doc: String,
+    }
+
+    /// A `one_write` tool whose runs the test counts (the engine cannot see the counter).
+    #[derive(Clone, Default)]
+    struct Reindex {
+        runs: Arc<AtomicUsize>,
+    }
+
+    impl Tool for Reindex {
+        type Args = Args;
+        type Output = String;
+        type Error = ToolError;
+        const NAME: &'static str = "reindex";
+        const CLASS: EffectClass = EffectClass::Idempotent;
+        const ONE_WRITE: bool = true;
+
+        async fn call(&self, _ctx: &EffectCtx, args: Args) -> Result<String, ToolError> {
+            self.runs.fetch_add(1, Ordering::SeqCst);
+            Ok(format!("reindexed {}", args.doc))
+        }
+    }
+
+    /// The first lookup answers (from the store as it was) only once `release` lets it, and
+    /// says on `looked` that it has read.
+    struct HoldFirstLookup {
+        lookups: AtomicUsize,
+        looked: Arc<Semaphore>,
+        release: Arc<Semaphore>,
+    }
+
+    impl StoreLayer for HoldFirstLookup {
+        fn around<'a, T: Brief + Send + 'a>(
+            &'a self,
+            op: Operation<'a>,
+            fut: BoxFuture<'a, Result<T, StoreError>>,
+        ) -> BoxFuture<'a, Result<T, StoreError>> {
+            if op.name != "lookup" || self.lookups.fetch_add(1, Ordering::SeqCst) != 0 {
+                return fut;
+            }
+            Box::pin(async move {
+                let answer = fut.await;
+                self.looked.add_permits(1);
+                let _pass = self.release.acquire().await;
+                answer
+            })
+        }
+    }
+
+    /// A call whose lookup found nothing, and an identical call of the same process that ran
+    /// and recorded the key before the first one joined: the first one looks again and replays
+    /// instead of running (it leads, since the other call no longer does).
+    #[tokio::test]
+    async fn a_call_that_leads_after_an_identical_call_ended_looks_again() {
+        let looked = Arc::new(Semaphore::new(0));
+        let release = Arc::new(Semaphore::new(0));
+        let layer = HoldFirstLookup {
+            lookups: AtomicUsize::new(0),
+            looked: looked.clone(),
+            release: release.clone(),
+        };
+        let store = Arc::new(Layered::new(Arc::new(MemoryStore::new()), layer));
+        let engine = Engine::new(store);
+        let (tool, run) = (Reindex::default(), RunContext::new("run-1"));
+        let args = Args { doc: "d-1".to_owned() };
+
+        let late = tokio::spawn({
+            let (engine, tool, run, args) = (engine.clone(), tool.clone(), run.clone(), args.clone());
+            async move { engine.call_with_report(&tool, &run, CallOptions::default(), args).await }
+        });
+        let _seen = looked.acquire().await.expect("the first lookup read the journal");
+        let first = engine.call_with_report(&tool, &run, CallOptions::default(), args).await;
+        assert_eq!(first.disposition, Disposition::Executed);
+        release.add_permits(1);
+        let late = late.await.expect("the late call ends");
+        assert_eq!(late.result.expect("replayed"), "reindexed d-1");
+        assert_eq!(late.disposition, Disposition::Replayed);
+        assert_eq!(tool.runs.load(Ordering::SeqCst), 1, "one run for two identical calls");
     }
 }

@@ -37,13 +37,16 @@ impl PostgresStore {
     pub(super) async fn read_grants(&self, tool: Option<&str>) -> Result<Vec<Grant>, StoreError> {
         let s = quoted_schema(&self.shared.options.schema)?;
         let client = self.client().await?;
+        // Unnamed (`query_typed`: parse, bind and execute in one round trip): outside a
+        // transaction, a statement prepared first could be run on another server connection
+        // behind a pooler in transaction mode, which does not know it.
         let rows = bounded!(self, client, async {
             client
-                .query(
+                .query_typed(
                     &format!(
                         "SELECT id, format, body FROM {s}.grants WHERE $1::text IS NULL OR tool = $1 ORDER BY created_at, id"
                     ),
-                    &[&tool],
+                    &[(&tool, tokio_postgres::types::Type::TEXT)],
                 )
                 .await
                 .map_err(pg)
