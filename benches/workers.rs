@@ -24,7 +24,9 @@
 //!   `PGBENCH_BATCH_CLIENTS` clients (default 2 × `WORKERS_PROCS`: each store's 2 batch
 //!   runners). Calls per second = transactions per second × `N`. Target: the workers ≥ 0.8 × it.
 //!   `PGBENCH_BATCH_UNFLUSHED=1` sends the claims' statement as `batch_unflushed` (committed
-//!   without waiting for the flush, as a store's batch of claims only is).
+//!   without waiting for the flush, as a store's batch of claims only is). With
+//!   `WORKERS_ONE_WRITE=1` the workers call the refund declared `one_write` (one write per call:
+//!   its record) and a pgbench transaction is one statement of `N` completed records.
 //! - The server's plain one-row `INSERT` (autocommitted: `INSERT …; COMMIT`) into a scratch
 //!   table, with `PGBENCH_INSERT_CLIENTS` clients (default: as the batch statement's): commits
 //!   per second.
@@ -53,7 +55,7 @@ mod pg {
     use effect_tool::store::postgres::{PgOptions, PostgresStore, SslMode};
     use effect_tool::{CallOptions, Engine, RunContext};
 
-    use crate::common::{Refund, input};
+    use crate::common::{Refund, RefundOneWrite, input};
 
     const SCHEMA: &str = "effect_tool_workers";
 
@@ -186,6 +188,24 @@ mod pg {
         }
     }
 
+    /// Whether the workers call the refund declared `one_write` (`WORKERS_ONE_WRITE=1`): one
+    /// write per call, its record, instead of a claim and a record.
+    fn one_write() -> bool {
+        std::env::var("WORKERS_ONE_WRITE").is_ok_and(|v| v == "1")
+    }
+
+    /// One new call of the refund (or of its `one_write` twin).
+    async fn call(engine: &Engine, run: &RunContext, i: u64) {
+        let done = if one_write() {
+            engine
+                .call(&RefundOneWrite, run, CallOptions::default(), input(i))
+                .await
+        } else {
+            engine.call(&Refund, run, CallOptions::default(), input(i)).await
+        };
+        done.expect("a new call failed");
+    }
+
     /// One worker process: connect, warm up, wait for the start, make new calls with
     /// `WORKERS_TASKS` tasks until the end; print how many completed in the window
     /// (`calls`), how many ended in all (`all`: the window's and the last ones that ended
@@ -211,11 +231,7 @@ mod pg {
             // Inputs unique across processes and rounds.
             let next = Arc::new(AtomicU64::new((round << 48) | (me << 40)));
             for _ in 0..tasks {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                engine
-                    .call(&Refund, &run, CallOptions::default(), input(i))
-                    .await
-                    .unwrap();
+                call(&engine, &run, next.fetch_add(1, Ordering::Relaxed)).await;
             }
             let wait = start_at - now_ms();
             if wait > 0 {
@@ -231,11 +247,7 @@ mod pg {
                         (engine.clone(), run.clone(), next.clone(), done.clone(), all.clone());
                     tokio::spawn(async move {
                         while tokio::time::Instant::now() < end {
-                            let i = next.fetch_add(1, Ordering::Relaxed);
-                            engine
-                                .call(&Refund, &run, CallOptions::default(), input(i))
-                                .await
-                                .expect("a new call failed");
+                            call(&engine, &run, next.fetch_add(1, Ordering::Relaxed)).await;
                             all.fetch_add(1, Ordering::Relaxed);
                             if tokio::time::Instant::now() <= end {
                                 done.fetch_add(1, Ordering::Relaxed);
@@ -346,7 +358,10 @@ WITH upd AS (UPDATE {s}.records SET version = 1, tool = 'issue_refund', class = 
     /// read back inside it: the store knows them from the claim's answer), each committed on
     /// its own. The values are those of [`pgbench_script`]; the keys are new per client and
     /// transaction, SHA-256 hex as the engine's, sorted as the store sorts a batch's items.
-    fn batch_script(n: usize, unflushed: bool) -> String {
+    ///
+    /// With `one_write` (the `one_write` refund's): one statement of `n` completed records
+    /// inserted, one commit for `n` calls.
+    fn batch_script(n: usize, unflushed: bool, one_write: bool) -> String {
         let keys = format!(
             "ARRAY(SELECT 'pgbatch-' || :client_id::text || ':' || 'issue_refund:' || \
              encode(sha256((:n::int8 + i)::text::bytea), 'hex') FROM generate_series(1, {n}) i ORDER BY 1)"
@@ -355,7 +370,13 @@ WITH upd AS (UPDATE {s}.records SET version = 1, tool = 'issue_refund', class = 
         let input = r#"'{"amount_cents":12345,"currency":"EUR","order_id":"ord_0000000000000001","reason":"customer returned the damaged item"}'::text"#;
         let holder = r#"'{"instance":"d9e8d1031c7768950546bfdca43fa5ab","host":"vm","pid":12496}'::text"#;
         let fingerprint = "'0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0'::text";
-        let record = |completed: bool| -> [String; 28] {
+        let tool = if one_write {
+            "'issue_refund_one_write'::text"
+        } else {
+            "'issue_refund'::text"
+        };
+        // `completed`: the record; `update`: written over the claim.
+        let record = |completed: bool, update: bool| -> [String; 28] {
             let (null_text, null_int) = (fill("NULL::text"), fill("NULL::int8"));
             let versions = format!(
                 "SELECT array_agg(r.row_version ORDER BY r.key) FROM \"{SCHEMA}\".records r WHERE r.key = ANY({keys})"
@@ -363,7 +384,7 @@ WITH upd AS (UPDATE {s}.records SET version = 1, tool = 'issue_refund', class = 
             [
                 keys.clone(),
                 fill("1::int4"),
-                fill("'issue_refund'::text"),
+                fill(tool),
                 fill("'idempotent'::text"),
                 fill("'pgbench'::text"),
                 null_text.clone(),
@@ -394,20 +415,25 @@ WITH upd AS (UPDATE {s}.records SET version = 1, tool = 'issue_refund', class = 
                 null_int.clone(),
                 null_text.clone(),
                 fill(holder),
-                if completed { versions } else { null_int.clone() },
-                if completed { fill("1::int8") } else { null_int.clone() },
-                if completed { fill(holder) } else { null_text.clone() },
+                if update { versions } else { null_int.clone() },
+                if update { fill("1::int8") } else { null_int.clone() },
+                if update { fill(holder) } else { null_text.clone() },
                 null_int,
                 null_text.clone(),
                 null_text.clone(),
                 null_text,
             ]
         };
-        format!(
-            "\\set n random(1, 1000000000000000)\n\\set now 1800000000000\n{};\n{};\n",
-            batch_statement(&record(false), unflushed),
-            batch_statement(&record(true), false),
-        )
+        let head = "\\set n random(1, 1000000000000000)\n\\set now 1800000000000\n";
+        if one_write {
+            format!("{head}{};\n", batch_statement(&record(true, false), false))
+        } else {
+            format!(
+                "{head}{};\n{};\n",
+                batch_statement(&record(false, false), unflushed),
+                batch_statement(&record(true, true), false),
+            )
+        }
     }
 
     /// The scratch table of the plain `INSERT`'s baseline (as `benches/store.rs`'s raw commit).
@@ -469,9 +495,11 @@ WITH upd AS (UPDATE {s}.records SET version = 1, tool = 'issue_refund', class = 
             unflushed as f64 / self.statements().max(1) as f64
         }
 
-        /// The share of the calls' writes (a claim and a record each) that went in a batch.
+        /// The share of the calls' writes (a claim and a record each, or the record alone with
+        /// `one_write`) that went in a batch.
         fn batched(&self) -> f64 {
-            self.items() as f64 / (2 * self.all.max(1)) as f64
+            let writes = if one_write() { 1 } else { 2 };
+            self.items() as f64 / (writes * self.all.max(1)) as f64
         }
 
         /// Items per statement, in a table cell: mean, then p10/p50/p90/p99 by statement.
@@ -665,13 +693,13 @@ WITH upd AS (UPDATE {s}.records SET version = 1, tool = 'issue_refund', class = 
         std::fs::write(&inserts, insert_script()).unwrap();
         if std::env::var("WORKERS_PRINT_SCRIPT").is_ok() {
             println!("{}", pgbench_script());
-            println!("{}", batch_script(fixed_n.unwrap_or(32), unflushed));
+            println!("{}", batch_script(fixed_n.unwrap_or(32), unflushed, one_write()));
             println!("{}", insert_script());
             return;
         }
         let batch_round = |n: usize| -> (f64, f64, Cpu) {
             let path = dir.path().join(format!("batch-{n}.sql"));
-            std::fs::write(&path, batch_script(n, unflushed)).unwrap();
+            std::fs::write(&path, batch_script(n, unflushed, one_write())).unwrap();
             let before = completed();
             let (tps, cpu) = Cpu::of(postmaster, || {
                 pgbench_round(url, &path, batch_clients, &format!("batch statement × {n}"))
@@ -724,7 +752,11 @@ WITH upd AS (UPDATE {s}.records SET version = 1, tool = 'issue_refund', class = 
             env_or("WORKERS_TASKS", 64u64),
             env_or("WORKERS_POOL", 16u64),
             env_or("PGBENCH_JOBS", 8u64),
-            if unflushed { " (claims unflushed)" } else { "" },
+            match (one_write(), unflushed) {
+                (true, _) => " (one_write: one statement of completed records)",
+                (false, true) => " (claims unflushed)",
+                (false, false) => "",
+            },
             if per_call_on {
                 format!("{per_call_clients} clients")
             } else {
