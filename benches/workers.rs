@@ -458,10 +458,12 @@ WITH upd AS (UPDATE {s}.records SET version = 1, tool = 'issue_refund', class = 
     }
 
     impl Workers {
+        /// Batch statements sent.
         fn statements(&self) -> u64 {
             self.batches.values().sum()
         }
 
+        /// Writes those statements carried.
         fn items(&self) -> u64 {
             self.batches.iter().map(|(&(_, n), c)| n as u64 * c).sum()
         }
