@@ -724,6 +724,81 @@ mod postgres_group_commit {
             );
         });
     }
+
+    /// Each batch statement's items are recorded in `effect_tool_store_batch_items`, labelled by
+    /// whether its commit waits for the WAL flush. A lock on the table holds every insert: four
+    /// claims go alone (not recorded), the next two start the two runners with one item each,
+    /// and the 26 queued behind them go as one statement. Idempotent claims need no flush of
+    /// their own, so every statement is `flush="false"`. On a current-thread runtime, so that
+    /// the recorder (local to this thread) sees the runners' tasks too.
+    #[test]
+    fn postgres_batch_statements_record_their_items() {
+        use effect_tool_core::testing::conformance::Availability;
+        if let Availability::Unavailable { reason, required } = PostgresHarness::availability() {
+            assert!(!required, "PostgreSQL is required here: {reason}");
+            eprintln!("\n*** SKIPPED POSTGRES batch_items: {reason} ***\n");
+            return;
+        }
+        let recorder = metrics_util::debugging::DebuggingRecorder::new();
+        let snapshots = recorder.snapshotter();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        metrics::with_local_recorder(&recorder, || {
+            rt.block_on(async {
+                let h = PostgresHarness::fresh().await;
+                let (client, schema) = raw(&h).await;
+                client
+                    .batch_execute(&format!(r#"BEGIN; LOCK TABLE "{schema}".records IN SHARE MODE"#))
+                    .await
+                    .unwrap();
+                let store = h.store();
+                let claim = |n: usize| {
+                    let s = store.clone();
+                    tokio::spawn(async move { s.claim(&format!("k-{n}"), intent("items"), 30_000, false).await })
+                };
+                let (watch, _) = raw(&h).await;
+                let mut claims: Vec<_> = (0..4).map(claim).collect();
+                held_by_lock(&watch, &schema, 4).await;
+                for n in 4..6 {
+                    claims.push(claim(n));
+                    held_by_lock(&watch, &schema, n as i64 + 1).await;
+                }
+                claims.extend((6..32).map(claim));
+                // Let the 26 queue (each task runs up to its wait for the batch).
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                client.batch_execute("COMMIT").await.unwrap();
+                for r in futures::future::join_all(claims).await {
+                    let r = r.unwrap();
+                    assert!(matches!(r, Ok(OpOutcome::Claimed { attempt: 1, .. })), "{r:?}");
+                }
+            })
+        });
+        let mut items: Vec<(String, f64)> = snapshots
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter(|(key, ..)| key.key().name() == "effect_tool_store_batch_items")
+            .flat_map(|(key, _, _, value)| {
+                let flush = key
+                    .key()
+                    .labels()
+                    .find(|l| l.key() == "flush")
+                    .map(|l| l.value().to_owned())
+                    .unwrap_or_default();
+                match value {
+                    metrics_util::debugging::DebugValue::Histogram(samples) => {
+                        samples.into_iter().map(|v| (flush.clone(), v.0)).collect::<Vec<_>>()
+                    }
+                    other => panic!("effect_tool_store_batch_items is a histogram, got {other:?}"),
+                }
+            })
+            .collect();
+        items.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let f = |n: f64| ("false".to_owned(), n);
+        assert_eq!(items, vec![f(1.0), f(1.0), f(26.0)], "the batch statements' items");
+    }
 }
 
 /// One row the store cannot read (a newer record version, corrupt JSON, an unknown state)

@@ -30,6 +30,7 @@
 //! | `effect_tool_record_failures_total` | counter | `tool` |
 //! | `effect_tool_record_retries_total` | counter | `tool` |
 //! | `effect_tool_store_operation_duration_seconds` | histogram | `operation`, `store` |
+//! | `effect_tool_store_batch_items` | histogram (a count) | `flush` (`false`: claims only, committed without waiting for the WAL flush) |
 //! | `effect_tool_policy_decisions_total` | counter | `tool`, `decision` (`allow`, `deny`, `require-approval`), `mode` (`enforce`, `shadow`) |
 //!
 //! # Spans
@@ -56,7 +57,7 @@ pub enum MetricKind {
     Counter,
     /// Goes up and down.
     Gauge,
-    /// A distribution of values (seconds).
+    /// A distribution of values: seconds, or a count for a name not ending in `_seconds`.
     Histogram,
 }
 
@@ -139,6 +140,12 @@ pub const METRICS: &[MetricInfo] = &[
         help: "How long one journal operation took (lookup, claim, complete, ...).",
     },
     MetricInfo {
+        name: "effect_tool_store_batch_items",
+        kind: MetricKind::Histogram,
+        labels: &["flush"],
+        help: "Writes (claims and records) one PostgreSQL batch statement carried, one commit for all (flush=false: claims only, committed without waiting for the WAL flush).",
+    },
+    MetricInfo {
         name: "effect_tool_records_needing_person",
         kind: MetricKind::Gauge,
         labels: &["state", "tool"],
@@ -171,7 +178,12 @@ pub fn describe_metrics() {
             MetricKind::Counter => metrics::describe_counter!(m.name, m.help),
             MetricKind::Gauge => metrics::describe_gauge!(m.name, m.help),
             MetricKind::Histogram => {
-                metrics::describe_histogram!(m.name, metrics::Unit::Seconds, m.help)
+                let unit = if m.name.ends_with("_seconds") {
+                    metrics::Unit::Seconds
+                } else {
+                    metrics::Unit::Count
+                };
+                metrics::describe_histogram!(m.name, unit, m.help)
             }
         }
     }

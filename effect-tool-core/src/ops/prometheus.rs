@@ -41,6 +41,10 @@ pub const LATENCY_BUCKETS: &[f64] = &[
     10.0, 30.0, 60.0, 300.0,
 ];
 
+/// The buckets of `effect_tool_store_batch_items`, in writes per statement: from a lone item to
+/// the most a PostgreSQL batch carries (256).
+pub const BATCH_ITEMS_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+
 /// Why the Prometheus recorder could not be built or installed (another global recorder is
 /// already installed, say).
 #[derive(Debug, thiserror::Error)]
@@ -66,7 +70,7 @@ impl std::fmt::Debug for PrometheusMetrics {
 
 impl PrometheusMetrics {
     /// A Prometheus recorder builder with effect-tool's histogram buckets
-    /// ([`LATENCY_BUCKETS`]), for applications that configure or combine it further.
+    /// ([`LATENCY_BUCKETS`], [`BATCH_ITEMS_BUCKETS`]), for applications that configure or combine it further.
     pub fn builder() -> Result<PrometheusBuilder, PrometheusError> {
         let mut builder = PrometheusBuilder::new();
         for name in [
@@ -75,6 +79,10 @@ impl PrometheusMetrics {
         ] {
             builder = builder.set_buckets_for_metric(Matcher::Full(name.to_owned()), LATENCY_BUCKETS)?;
         }
+        builder = builder.set_buckets_for_metric(
+            Matcher::Full("effect_tool_store_batch_items".to_owned()),
+            BATCH_ITEMS_BUCKETS,
+        )?;
         Ok(builder)
     }
 

@@ -22,6 +22,10 @@
 //!   shutting down, the backend terminated while its commit waited for a synchronous standby,
 //!   after which the transaction may be committed), may hide a commit, so it is every item's
 //!   error: an unknown outcome, never "not written" (see [`super::rolled_back`]).
+//! - Each statement's number of items is recorded in the histogram
+//!   `effect_tool_store_batch_items` (label `flush`: `false` when the statement carries only
+//!   claims that commit without waiting for the WAL flush), so a deployment can see how much
+//!   its writes are grouped.
 //! - The runner is a task of its own: a caller that stops waiting does not stop the statement
 //!   its item is in, whose effects are those of a lone write whose caller stopped waiting.
 
@@ -198,9 +202,17 @@ impl PostgresStore {
             }
         }
         let columns = Columns::new(sent.iter().map(|(work, _)| work));
+        let flush = sent.iter().any(|(work, _)| work.needs_flush());
+        // Literal labels: the recorder gets a static key, built once.
+        let histogram = if flush {
+            metrics::histogram!("effect_tool_store_batch_items", "flush" => "true")
+        } else {
+            metrics::histogram!("effect_tool_store_batch_items", "flush" => "false")
+        };
+        histogram.record(sent.len() as f64);
         let result = async {
             let client = self.client().await?;
-            let sql = if sent.iter().any(|(work, _)| work.needs_flush()) {
+            let sql = if flush {
                 &self.shared.sql.batch
             } else {
                 &self.shared.sql.batch_unflushed
