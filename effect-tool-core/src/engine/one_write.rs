@@ -6,7 +6,9 @@
 //! an identical call in this process joins this one (stage 3), but one in another process finds
 //! no claim to wait for and runs too. The idempotent class allows it (both pass the same key
 //! downstream, which applies it once); the first record written is the one the journal keeps,
-//! and a call whose record finds another answers with that one (a replay).
+//! and a call whose record finds another answers with that one (a replay). A call that comes
+//! to lead after an identical call of this process ended since its lookup (the join counts
+//! them, `Inflight::ended`) looks again first, so that one process never runs a key twice.
 //!
 //! A crash while the tool runs leaves nothing behind: the next call runs it again under the
 //! same key, as the class promises for a claim lost in a crash. A failure is settled by the
