@@ -105,6 +105,14 @@ impl IdempotentTarget {
         }
     }
 
+    /// `ratio` (in baselines) against the limit: `≤ 1.3 ✓`, or `none`.
+    fn verdict(self, ratio: f64) -> String {
+        match self.limit() {
+            Some(t) => format!("≤ {t} {}", if ratio <= t { "✓" } else { "✗" }),
+            None => "none".to_owned(),
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             IdempotentTarget::OneCommit(_) => "1 raw commit",
@@ -495,10 +503,7 @@ fn print_by_class(all: &[Figures], in_memory_irreversible: f64) {
     println!("|---|---|---|---|---|---|---|---|");
     for f in all {
         let idem = f.ratio(|r| r[2] / f.target.base(r));
-        let idem_target = match f.target.limit() {
-            Some(t) => format!("≤ {t} {}", mark(idem <= t)),
-            None => "none".to_owned(),
-        };
+        let idem_target = f.target.verdict(idem);
         let irr = f.ratio(|r| r[5] / (2.0 * r[0]));
         println!(
             "| {} | {} | {idem:.2} ÷ {} ({idem_target}) | {} | {:.2} | {:.2} | {} | {irr:.2} {} |",
@@ -522,7 +527,6 @@ fn print_by_class(all: &[Figures], in_memory_irreversible: f64) {
 /// same call with a claim, the idempotent target's baseline and its own SQL sent by hand (the
 /// lookup, then the record's insert: on SQLite in a transaction that reads the key again).
 fn print_one_write(all: &[Figures]) {
-    let mark = |ok: bool| if ok { "✓" } else { "✗" };
     println!("\nAn idempotent new call declared `one_write`, in the same rounds:\n");
     println!(
         "| backend | one_write new call | ÷ its baseline (target) | with a claim (the same tool undeclared) | one_write ÷ with a claim | its SQL alone | SQL ÷ baseline | call ÷ its SQL |"
@@ -531,10 +535,7 @@ fn print_one_write(all: &[Figures]) {
     for f in all {
         let (call, sql) = f.one_write;
         let ratio = f.ratio(|r| r[call] / f.target.base(r));
-        let target = match f.target.limit() {
-            Some(t) => format!("≤ {t} {}", mark(ratio <= t)),
-            None => "none".to_owned(),
-        };
+        let target = f.target.verdict(ratio);
         println!(
             "| {} | {} | {ratio:.2} ÷ {} ({target}) | {} | {:.2} | {} | {:.2} | {:.2} |",
             f.backend,

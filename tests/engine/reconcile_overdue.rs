@@ -13,7 +13,8 @@ use effect_tool::store::sqlite::SqliteStore;
 use effect_tool::testing::conformance::{ScratchDir, ledger_append, ledger_lines};
 use effect_tool::toolkit::{Reconciler, ReconcilerOptions};
 use effect_tool::{
-    CallOptions, Disposition, EffectClass, EffectCtx, Engine, RecordState, RunContext, Store, Tool, ToolError, Toolkit,
+    CallOptions, CallReport, Disposition, EffectClass, EffectCtx, Engine, RecordState, RunContext, Store, Tool,
+    ToolError, Toolkit,
 };
 
 const RUN: &str = "reconcile-overdue";
@@ -55,12 +56,18 @@ fn lines(dir: &Path, ledger: &str, line: &str) -> usize {
     ledger_lines(&dir.join(ledger)).iter().filter(|l| *l == line).count()
 }
 
-/// A call of `order` that leaves its record pending; returns its key.
-async fn pend(engine: &Engine, tool: &Payout, order: &str) -> String {
+/// A call of `order` in the tests' run.
+async fn call<T: Tool<Args = String>>(engine: &Engine, tool: &T, order: &str) -> CallReport<T::Output, T::Error> {
     let run = RunContext::new(RUN);
-    let report = engine
+    engine
         .call_with_report(tool, &run, CallOptions::default(), order.to_owned())
-        .await;
+        .await
+}
+
+/// A call of `order` that leaves its record pending (a payout, or a tool that makes one);
+/// returns its key.
+async fn pend<T: Tool<Args = String, Output = String>>(engine: &Engine, tool: &T, order: &str) -> String {
+    let report = call(engine, tool, order).await;
     assert_eq!(report.disposition, Disposition::Executed, "{report:?}");
     assert_eq!(report.result.unwrap(), format!("payout of {order} started"));
     let key = report.key.unwrap();
@@ -83,7 +90,7 @@ async fn until_overdue(store: &dyn Store, key: &str) {
     }
 }
 
-fn reconciler(engine: &Engine, tool: Payout) -> Reconciler {
+fn reconciler<T: Tool>(engine: &Engine, tool: T) -> Reconciler {
     let options = ReconcilerOptions {
         pace: Duration::from_millis(1),
         ..ReconcilerOptions::default()
@@ -149,14 +156,7 @@ async fn an_overdue_pending_record_the_provider_applied_is_recorded_by_the_recon
     assert_eq!(verdict["was"], "pending");
 
     // The next call replays what recover found; the payout was started once.
-    let report = engine
-        .call_with_report(
-            &tool(),
-            &RunContext::new(RUN),
-            CallOptions::default(),
-            "order-1".to_owned(),
-        )
-        .await;
+    let report = call(&engine, &tool(), "order-1").await;
     assert_eq!(report.disposition, Disposition::Replayed, "{report:?}");
     assert_eq!(report.result.unwrap(), "paid order-1");
     assert_eq!(lines(dir.path(), "calls", "payout order-1"), 1);
@@ -190,14 +190,7 @@ async fn an_overdue_pending_record_the_provider_never_applied_is_released_and_ru
     assert_eq!(lines(dir.path(), "calls", "payout order-2"), 1);
 
     // Nothing happened at the provider: the next call runs the tool again.
-    let report = engine
-        .call_with_report(
-            &tool(),
-            &RunContext::new(RUN),
-            CallOptions::default(),
-            "order-2".to_owned(),
-        )
-        .await;
+    let report = call(&engine, &tool(), "order-2").await;
     assert_eq!(report.disposition, Disposition::Executed, "{report:?}");
     assert_eq!(lines(dir.path(), "calls", "payout order-2"), 2);
     assert_eq!(store.get(&key).await.unwrap().unwrap().state, RecordState::Pending);
@@ -226,22 +219,9 @@ async fn an_overdue_pending_record_of_a_tool_without_recover_waits_for_a_person(
             dir: dir.path().to_owned(),
         })
     };
-    let report = engine
-        .call_with_report(
-            &tool(),
-            &RunContext::new(RUN),
-            CallOptions::default(),
-            "order-3".to_owned(),
-        )
-        .await;
-    let key = report.key.unwrap();
+    let key = pend(&engine, &tool(), "order-3").await;
     until_overdue(&*store, &key).await;
-    let reconciler = Reconciler::new(
-        engine.clone(),
-        Toolkit::new().with(tool()),
-        ReconcilerOptions::default(),
-    );
-    let pass = reconciler.pass().await.unwrap();
+    let pass = reconciler(&engine, tool()).pass().await.unwrap();
     assert!(pass.verdicts.is_empty(), "{pass:?}");
     assert_eq!(pass.for_a_person, 1, "{pass:?}");
     assert_eq!(store.get(&key).await.unwrap().unwrap().state, RecordState::Pending);
@@ -274,15 +254,7 @@ async fn the_settle_delay_of_an_overdue_pending_record_counts_from_its_deadline(
     let tool = Slow(Payout {
         dir: dir.path().to_owned(),
     });
-    let report = engine
-        .call_with_report(
-            &tool,
-            &RunContext::new(RUN),
-            CallOptions::default(),
-            "order-4".to_owned(),
-        )
-        .await;
-    let key = report.key.unwrap();
+    let key = pend(&engine, &tool, "order-4").await;
     until_overdue(&*store, &key).await;
     let rec = store.get(&key).await.unwrap().unwrap();
     let verdict = engine

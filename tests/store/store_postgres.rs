@@ -540,6 +540,39 @@ mod postgres_group_commit {
     }
 
     /// Wait until `n` statements on `schema`'s tables wait for a lock.
+    /// Claims 0..32, each started by `claim`, while a lock on the table holds every insert, so
+    /// that the path of each is known: four go alone (the most in flight alone), the next two
+    /// start the two batch runners with one item each, and the other 26 queue behind those for
+    /// one statement. Then the lock is let go; what each claim's task answered, in order.
+    async fn claims_behind_a_lock<T: Send + 'static>(
+        h: &PostgresHarness,
+        claim: impl Fn(usize) -> tokio::task::JoinHandle<T>,
+    ) -> Vec<T> {
+        let (client, schema) = raw(h).await;
+        client
+            .batch_execute(&format!(r#"BEGIN; LOCK TABLE "{schema}".records IN SHARE MODE"#))
+            .await
+            .unwrap();
+        // Watched from outside the locking transaction, whose view of the server's activity is
+        // the one it took first.
+        let (watch, _) = raw(h).await;
+        let mut claims: Vec<_> = (0..4).map(&claim).collect();
+        held_by_lock(&watch, &schema, 4).await;
+        for n in 4..6 {
+            claims.push(claim(n));
+            held_by_lock(&watch, &schema, n as i64 + 1).await;
+        }
+        claims.extend((6..32).map(&claim));
+        // Let the 26 queue (each task runs up to its wait for the batch).
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        client.batch_execute("COMMIT").await.unwrap();
+        futures::future::join_all(claims)
+            .await
+            .into_iter()
+            .map(|r| r.expect("a claim's task"))
+            .collect()
+    }
+
     async fn held_by_lock(client: &tokio_postgres::Client, schema: &str, n: i64) {
         for _ in 0..2000 {
             let waiting: i64 = client
@@ -679,33 +712,15 @@ mod postgres_group_commit {
                 ))
                 .await
                 .unwrap();
-            // A lock on the table holds every insert, so that the path of each claim is known:
-            // four go alone (the most in flight alone), the next two start the two batch runners,
-            // and the rest, the refused row among them, queue behind those for a batch.
-            client
-                .batch_execute(&format!(r#"BEGIN; LOCK TABLE "{schema}".records IN SHARE MODE"#))
-                .await
-                .unwrap();
+            // The refused row is among the 26 that queue for a batch.
             let store = h.store();
             let claim = |n: usize| {
                 let s = store.clone();
                 let run = if n == 16 { "poison" } else { "fine" };
                 tokio::spawn(async move { (n, s.claim(&format!("k-{n}"), intent(run), 30_000, false).await) })
             };
-            // Watched from outside the locking transaction, whose view of the server's activity
-            // is the one it took first.
-            let (watch, _) = raw(&h).await;
-            let mut claims: Vec<_> = (0..4).map(claim).collect();
-            held_by_lock(&watch, &schema, 4).await;
-            for n in 4..6 {
-                claims.push(claim(n));
-                held_by_lock(&watch, &schema, n as i64 + 1).await;
-            }
-            claims.extend((6..32).map(claim));
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            client.batch_execute("COMMIT").await.unwrap();
-            for r in futures::future::join_all(claims).await {
-                match r.unwrap() {
+            for r in claims_behind_a_lock(&h, claim).await {
+                match r {
                     (16, Err(StoreError::Backend(e))) => assert!(e.contains("this row is refused"), "{e}"),
                     (16, other) => panic!("the refused row's claim fails with the server's error, got {other:?}"),
                     (_, r) => assert!(matches!(r, Ok(OpOutcome::Claimed { attempt: 1, .. })), "{r:?}"),
@@ -748,29 +763,12 @@ mod postgres_group_commit {
         metrics::with_local_recorder(&recorder, || {
             rt.block_on(async {
                 let h = PostgresHarness::fresh().await;
-                let (client, schema) = raw(&h).await;
-                client
-                    .batch_execute(&format!(r#"BEGIN; LOCK TABLE "{schema}".records IN SHARE MODE"#))
-                    .await
-                    .unwrap();
                 let store = h.store();
                 let claim = |n: usize| {
                     let s = store.clone();
                     tokio::spawn(async move { s.claim(&format!("k-{n}"), intent("items"), 30_000, false).await })
                 };
-                let (watch, _) = raw(&h).await;
-                let mut claims: Vec<_> = (0..4).map(claim).collect();
-                held_by_lock(&watch, &schema, 4).await;
-                for n in 4..6 {
-                    claims.push(claim(n));
-                    held_by_lock(&watch, &schema, n as i64 + 1).await;
-                }
-                claims.extend((6..32).map(claim));
-                // Let the 26 queue (each task runs up to its wait for the batch).
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                client.batch_execute("COMMIT").await.unwrap();
-                for r in futures::future::join_all(claims).await {
-                    let r = r.unwrap();
+                for r in claims_behind_a_lock(&h, claim).await {
                     assert!(matches!(r, Ok(OpOutcome::Claimed { attempt: 1, .. })), "{r:?}");
                 }
             })
