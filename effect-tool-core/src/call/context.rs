@@ -462,6 +462,11 @@ impl EffectCtx {
     /// record expires). A downstream system that remembers the highest token it has seen per
     /// key and refuses lower ones cannot be reached by an attempt that lost its claim, however
     /// long that attempt was paused.
+    ///
+    /// A `one_write` call ([`crate::Tool::ONE_WRITE`]) holds no claim: its token is its run
+    /// count in this call (1, then one more per retry), which another process running the same
+    /// call gets too. A tool that fences downstream writes needs the claim: declare it without
+    /// `one_write`.
     pub fn fencing_token(&self) -> u64 {
         u64::from(self.attempt)
     }
@@ -481,8 +486,8 @@ impl EffectCtx {
     /// clock does not count time a machine spends suspended on every platform (Linux's
     /// `CLOCK_MONOTONIC` does not).
     ///
-    /// Outside the engine (a detached context, a pure tool) there is no claim and this always
-    /// succeeds. On failure, return an error from the tool: the engine does not record this
+    /// Outside the engine (a detached context, a pure tool) and in a `one_write` call there is
+    /// no claim and this always succeeds. On failure, return an error from the tool: the engine does not record this
     /// attempt, and the call returns [`crate::EffectError::ClaimLost`].
     pub fn ensure_lease(&self) -> Result<(), ClaimLost> {
         match &self.lease {

@@ -742,6 +742,22 @@ pub enum OpOutcome {
     Done(std::sync::Arc<EffectRecord>),
 }
 
+impl OpOutcome {
+    /// The state of the record it answers with, as the journal names states (`completed`,
+    /// `in-doubt`, ...): `claimed` for a claim, `done` for another operation's success.
+    pub(crate) fn state_name(&self) -> &'static str {
+        match self {
+            OpOutcome::Claimed { .. } | OpOutcome::InFlight(_) => "claimed",
+            OpOutcome::Recorded(_) => "completed",
+            OpOutcome::InDoubt(_) => "in-doubt",
+            OpOutcome::AwaitingApproval(_) => "awaiting-approval",
+            OpOutcome::Denied(_) => "denied",
+            OpOutcome::Compensated(_) => "compensated",
+            OpOutcome::Done(_) => "done",
+        }
+    }
+}
+
 /// Why an operation was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Rejected {

@@ -133,22 +133,10 @@ pub async fn record_compensated_by_hand(store: &dyn Store, rec: &EffectRecord, b
         }
         OpOutcome::Recorded(_) => {}
         OpOutcome::InFlight(_) => return Err(ByHandRefused::Running),
-        other => return Err(ByHandRefused::UnexpectedState(outcome_name(&other))),
+        other => return Err(ByHandRefused::UnexpectedState(other.state_name())),
     }
     store.mark_compensated(&rec.key, by).await?;
     Ok(())
-}
-
-fn outcome_name(o: &OpOutcome) -> &'static str {
-    match o {
-        OpOutcome::Claimed { .. } | OpOutcome::InFlight(_) => "claimed",
-        OpOutcome::Recorded(_) => "completed",
-        OpOutcome::InDoubt(_) => "in-doubt",
-        OpOutcome::AwaitingApproval(_) => "awaiting-approval",
-        OpOutcome::Denied(_) => "denied",
-        OpOutcome::Compensated(_) => "compensated",
-        OpOutcome::Done(_) => "done",
-    }
 }
 
 impl Engine {

@@ -340,11 +340,13 @@ impl Engine {
         }
         loop {
             // Stage 3.
-            match self
-                .inner
-                .inflight
-                .join(&key, &fingerprint, opts.call_id.as_deref(), tool.declared_name())
-            {
+            match self.inner.inflight.join(
+                &key,
+                &fingerprint,
+                opts.call_id.as_deref(),
+                tool.declared_name(),
+                T::ONE_WRITE,
+            ) {
                 Role::Follower(slot) => {
                     if slot.tool != tool.declared_name() {
                         let err = key_of_another_tool::<T>(tool.declared_name(), &key, slot.tool);

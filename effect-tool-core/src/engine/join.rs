@@ -49,7 +49,8 @@ pub(super) enum Role<'a> {
 
 impl Inflight {
     /// A count that changes whenever a leading call of `key` in this process ends (and, now and
-    /// then, of another key in its bucket). Read before stage 2's lookup and again once a call
+    /// then, of another key in its bucket), for the keys of tools whose leaders are counted
+    /// ([`Inflight::join`]'s `counted`). Read before stage 2's lookup and again once a call
     /// leads: equal, no identical call ended in between, so the lookup's "no record" still
     /// holds for everything this process did. A call that writes nothing before it runs
     /// ([`super::one_write`]) looks again otherwise.
@@ -57,13 +58,16 @@ impl Inflight {
         self.ended[bucket(key)].load(Ordering::Acquire)
     }
 
-    /// Stage 3: lead `key` in this process, or follow the call that leads it.
+    /// Stage 3: lead `key` in this process, or follow the call that leads it. `counted`: the
+    /// leader's end is counted in [`Inflight::ended`] (a `one_write` tool's, whose calls read
+    /// the count: a key's calls are all of one tool; other calls skip its hash and write).
     pub(super) fn join<'a>(
         &'a self,
         key: &'a str,
         fingerprint: &str,
         call_id: Option<&str>,
         tool: &'static str,
+        counted: bool,
     ) -> Role<'a> {
         let mut map = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(slot) = map.get(key) {
@@ -82,6 +86,7 @@ impl Inflight {
             key,
             slot,
             finished: false,
+            counted,
         })
     }
 }
@@ -136,6 +141,8 @@ pub(super) struct Leader<'a> {
     key: &'a str,
     slot: Arc<Slot>,
     finished: bool,
+    /// Whether its end is counted in [`Inflight::ended`].
+    counted: bool,
 }
 
 impl Leader<'_> {
@@ -146,7 +153,9 @@ impl Leader<'_> {
             let mut map = self.inflight.slots.lock().unwrap_or_else(|e| e.into_inner());
             // Counted before the key leaves the map (under its lock): a call that leads the key
             // after this one sees the count changed.
-            self.inflight.ended[bucket(self.key)].fetch_add(1, Ordering::Release);
+            if self.counted {
+                self.inflight.ended[bucket(self.key)].fetch_add(1, Ordering::Release);
+            }
             map.remove(self.key);
         }
         // After leaving the map nobody new can join; whoever holds the slot waits on it.

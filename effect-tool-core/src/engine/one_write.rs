@@ -192,7 +192,11 @@ impl Engine {
                 self.replay(call, &Recorded::from(rec))
             }
             Ok(other) => {
-                tracing::debug!(key = call.key, outcome = ?std::mem::discriminant(&other), "the key holds another record now; this call's output answers it alone");
+                tracing::debug!(
+                    key = call.key,
+                    state = other.state_name(),
+                    "the key holds another record now; this call's output answers it alone"
+                );
                 (Ok(out), Disposition::Executed)
             }
             Err(StoreError::Rejected(Rejected::KeyOfAnotherTool { recorded_tool, .. })) => {
