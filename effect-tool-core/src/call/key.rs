@@ -225,7 +225,7 @@ pub fn key_component(id: &str) -> std::borrow::Cow<'_, str> {
     if id == THREAD || id == PRINCIPAL {
         return std::borrow::Cow::Owned(format!("%{:02X}{}", id.as_bytes()[0], &id[1..]));
     }
-    if !id.contains(['%', ':']) {
+    if !id.bytes().any(|b| b == b'%' || b == b':') {
         return std::borrow::Cow::Borrowed(id);
     }
     let mut out = String::with_capacity(id.len() + 8);
@@ -248,24 +248,43 @@ pub fn scope(window: Window, run: &RunContext) -> Option<String> {
 
 /// [`scope`], for a tool whose keys are shared by every principal (`shared`) or not.
 pub fn scope_of(window: Window, shared: bool, run: &RunContext) -> Option<String> {
-    match (window, run.thread_id(), run.principal()) {
-        (Window::Run, _, _) | (Window::Thread, None, _) => Some(key_component(run.run_id()).into_owned()),
-        (Window::Thread, Some(t), _) => Some(format!("{THREAD}:{}", key_component(t))),
-        (Window::CrossRun, _, Some(p)) if !shared => Some(format!("{PRINCIPAL}:{}", key_component(p))),
-        (Window::CrossRun, _, _) => None,
+    let mut scope = String::new();
+    push_scope(&mut scope, window, shared, run).then_some(scope)
+}
+
+/// Append the scope [`scope_of`] gives to `out`; `false` (nothing appended) when the window has
+/// none. Keys are built in one buffer this way, not from a scope allocated on its own.
+fn push_scope(out: &mut String, window: Window, shared: bool, run: &RunContext) -> bool {
+    let (word, id) = match (window, run.thread_id(), run.principal()) {
+        (Window::Run, _, _) | (Window::Thread, None, _) => (None, run.run_id()),
+        (Window::Thread, Some(t), _) => (Some(THREAD), t),
+        (Window::CrossRun, _, Some(p)) if !shared => (Some(PRINCIPAL), p),
+        (Window::CrossRun, _, _) => return false,
+    };
+    if let Some(word) = word {
+        out.push_str(word);
+        out.push(':');
     }
+    out.push_str(&key_component(id));
+    true
 }
 
 /// The default key of a call: `<scope>:<tool>:<hash>` (see the module docs).
 pub fn default_key(window: Window, run: &RunContext, tool: &str, hash: &str) -> String {
-    default_key_of(scope(window, run), tool, hash)
+    default_key_in(window, false, run, tool, hash)
 }
 
-fn default_key_of(scope: Option<String>, tool: &str, hash: &str) -> String {
-    match scope {
-        Some(scope) => format!("{scope}:{tool}:{hash}"),
-        None => format!("{tool}:{hash}"),
+/// [`default_key`] for a tool whose keys are `shared` or not, written into one buffer sized
+/// for it (a new call's key is built on every call's path).
+fn default_key_in(window: Window, shared: bool, run: &RunContext, tool: &str, hash: &str) -> String {
+    let mut key = String::with_capacity(run.run_id().len() + tool.len() + hash.len() + 16);
+    if push_scope(&mut key, window, shared, run) {
+        key.push(':');
     }
+    key.push_str(tool);
+    key.push(':');
+    key.push_str(hash);
+    key
 }
 
 /// A custom key placed in its window: `<scope>:<custom>`, or without a scope the custom key as
@@ -336,9 +355,8 @@ fn with_fingerprint(
     fingerprint: String,
     custom: Option<String>,
 ) -> CallKey {
-    let scope = scope_of(window, shared, run);
     let key = match (custom, rule) {
-        (Some(custom), _) => custom_key_of(scope, &custom),
+        (Some(custom), _) => custom_key_of(scope_of(window, shared, run), &custom),
         (None, KeyRule::Fields(fields)) => {
             let mut picked = serde_json::Map::new();
             if let Value::Object(map) = redacted {
@@ -346,9 +364,9 @@ fn with_fingerprint(
                     picked.insert((*f).to_owned(), map.get(*f).cloned().unwrap_or(Value::Null));
                 }
             }
-            default_key_of(scope, tool, &self::fingerprint(&Value::Object(picked)))
+            default_key_in(window, shared, run, tool, &self::fingerprint(&Value::Object(picked)))
         }
-        (None, _) => default_key_of(scope, tool, &fingerprint),
+        (None, _) => default_key_in(window, shared, run, tool, &fingerprint),
     };
     CallKey { key, fingerprint }
 }

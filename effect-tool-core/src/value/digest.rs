@@ -10,12 +10,13 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// `bytes` as lowercase hex: how the journal writes its digests, marker ids, tokens and task ids.
 pub(crate) fn hex(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(HEX[(b >> 4) as usize]));
-        out.push(char::from(HEX[(b & 0xf) as usize]));
+    // Bytes, not `char`s: every call's key and fingerprint is written here.
+    let mut out = vec![0; bytes.len() * 2];
+    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = HEX[usize::from(b >> 4)];
+        pair[1] = HEX[usize::from(b & 0xf)];
     }
-    out
+    String::from_utf8(out).expect("hex digits are ASCII")
 }
 
 /// The bytes of hex `text` (either case); `None` for an odd length or a character that is not
