@@ -369,6 +369,74 @@ fn sqlite_lists_skip_rows_they_cannot_read_and_report_them() {
     });
 }
 
+/// A pending record (a provider's callback awaited) is written at record version 2, so a build
+/// from before callbacks refuses the row instead of reporting it corrupt, and its gc (which
+/// collects version 1 only) leaves it past its ttl; settled, the row is version 1 again. A
+/// pending row written at version 1 (by the builds that introduced callbacks) is still read.
+#[test]
+fn sqlite_pending_rows_are_written_at_record_version_2() {
+    use effect_tool_core::decide::record::{Op, OpOutcome, RecordState};
+    use effect_tool_core::testing::conformance::{Harness, SqliteHarness, run};
+    use effect_tool_core::{Store, StoreExt};
+    run::<SqliteHarness, _, _>("pending_rows_are_written_at_record_version_2", || async {
+        let h = SqliteHarness::fresh().await;
+        let store = h.store();
+        let mut short = common::intent("r");
+        short.ttl_ms = Some(1);
+        assert!(matches!(
+            store.claim("waits", short, 30_000, false).await.unwrap(),
+            OpOutcome::Claimed { attempt: 1, .. }
+        ));
+        let digest = "ab".repeat(32);
+        let pend = Op::Pend {
+            attempt: 1,
+            token_digest: digest.clone(),
+            deadline: store.now() + 600_000,
+        };
+        assert!(matches!(store.apply("waits", pend).await.unwrap(), OpOutcome::Done(_)));
+        let conn = rusqlite::Connection::open(h.locator().unwrap()).unwrap();
+        conn.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
+        let version = |key: &str| -> i64 {
+            conn.query_row("SELECT version FROM effect_records WHERE key = ?1", [key], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(version("waits"), 2);
+        // An older build's gc: version 1 only (its statement, with the states it kept).
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let gone = conn
+            .execute(
+                "DELETE FROM effect_records WHERE version = 1 AND expires_at IS NOT NULL AND expires_at <= ?1
+                   AND state NOT IN ('claimed', 'in-doubt', 'awaiting-approval')",
+                [store.now()],
+            )
+            .unwrap();
+        assert_eq!(gone, 0, "an older build's gc leaves a pending record alone");
+        assert_eq!(store.get("waits").await.unwrap().unwrap().state, RecordState::Pending);
+
+        // Settled ("not applied": released), it is version 1 again.
+        let settle = Op::Settle {
+            attempt: 1,
+            token_digest: digest,
+            by: "bank".to_owned(),
+            verdict: effect_tool_core::decide::record::Verdict::NotApplied,
+        };
+        store.apply("waits", settle).await.unwrap();
+        assert_eq!(version("waits"), 1);
+
+        // A pending row at version 1, as the builds that introduced callbacks wrote it.
+        conn.execute(
+            "INSERT INTO effect_records (key, version, tool, class, run_id, fingerprint, input, state, attempt,
+               lease_until, output, created_at, updated_at)
+             VALUES ('older', 1, 't', 'idempotent', 'r', 'f', '{}', 'pending', 1, ?1,
+               '{\"$callback\":{\"token_digest\":\"cd\"}}', 0, 0)",
+            [store.now() + 600_000],
+        )
+        .unwrap();
+        let older = store.get("older").await.unwrap().expect("read");
+        assert_eq!((older.state, older.version), (RecordState::Pending, 1));
+    });
+}
+
 /// `gc` deletes in chunks, each its own write: a collection larger than one chunk drops every
 /// expired record and keeps the unexpired ones and the claims, and a write made while it runs
 /// goes between two chunks instead of waiting for the whole collection.

@@ -150,14 +150,14 @@ pub enum StoreError {
     Rejected(#[from] Rejected),
     /// A record was written by a newer version of effect-tool.
     #[error(
-        "record `{key}` has schema version {found}, this effect-tool reads version {supported}: upgrade effect-tool to read it (the record was left untouched)"
+        "record `{key}` has record version {found}, this effect-tool reads versions up to {supported}: upgrade effect-tool to read it (the record was left untouched)"
     )]
     UnsupportedVersion {
         /// The key.
         key: String,
         /// The version found.
         found: u32,
-        /// The version this build reads.
+        /// The newest version this build reads ([`crate::decide::record::RECORD_VERSION`]).
         supported: u32,
     },
     /// Stored data could not be read.

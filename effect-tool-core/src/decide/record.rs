@@ -45,8 +45,23 @@ use crate::value::commands::resolve_commands;
 /// The decisions of a provider's callback: [`Op::Pend`] and [`Op::Settle`].
 mod callback;
 
-/// The version of the record schema this crate reads and writes.
-pub const RECORD_VERSION: u32 = 1;
+/// The newest record version this crate reads and writes: 2, the version of a pending record
+/// ([`RecordState::Pending`]); every other record is written at 1 ([`record_version_of`]).
+///
+/// A row of a newer version is refused on its own ([`crate::call::error::StoreError::UnsupportedVersion`]).
+pub const RECORD_VERSION: u32 = 2;
+
+/// The record version a record in `state` is written at: the lowest that describes it, so a
+/// build from before a version reads every row it understands and refuses only those it would
+/// misread. 2 for a pending record (builds before callbacks do not know the state: they would
+/// report the row as corrupt and collect it past its ttl; version 2 makes them refuse it and
+/// leave it alone), 1 for every other.
+pub const fn record_version_of(state: RecordState) -> u32 {
+    match state {
+        RecordState::Pending => 2,
+        _ => 1,
+    }
+}
 
 /// Milliseconds since the Unix epoch.
 pub type Millis = i64;
@@ -139,7 +154,8 @@ impl FromStr for RecordState {
 /// One journaled effect.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EffectRecord {
-    /// The record schema version ([`RECORD_VERSION`]).
+    /// The record version: of the row it was read from, or for a record a transition writes,
+    /// the one it is written at ([`record_version_of`] its state; at most [`RECORD_VERSION`]).
     pub version: u32,
     /// The effect key.
     pub key: String,
@@ -1212,6 +1228,7 @@ fn claim<'o>(
     } else {
         None
     };
+    rec.version = record_version_of(rec.state);
     Ok(Transition {
         write: Some(std::sync::Arc::new(rec)),
         outcome: OpOutcome::Claimed {
@@ -1328,6 +1345,7 @@ fn park_for_approval(
             "the approval by {by} was voided: {why}; this call needs its own approval"
         ));
     }
+    rec.version = record_version_of(rec.state);
     Transition {
         outcome: OpOutcome::AwaitingApproval(rec.clone()),
         write: Some(std::sync::Arc::new(rec)),
@@ -1666,7 +1684,8 @@ fn resolve_refused(rec: &EffectRecord, amend: bool, now: Millis) -> String {
 }
 
 /// `rec` written; the caller learns it ([`OpOutcome::Done`]).
-fn done(rec: EffectRecord) -> Result<Transition, Rejected> {
+fn done(mut rec: EffectRecord) -> Result<Transition, Rejected> {
+    rec.version = record_version_of(rec.state);
     let rec = std::sync::Arc::new(rec);
     Ok(Transition {
         outcome: OpOutcome::Done(rec.clone()),

@@ -44,7 +44,7 @@ impl StoredRow {
     /// Check the version first, then decode: a newer record is never misread.
     pub fn decode(self) -> Result<EffectRecord, StoreError> {
         let key = self.key;
-        if self.version != i64::from(RECORD_VERSION) {
+        if !(1..=i64::from(RECORD_VERSION)).contains(&self.version) {
             return Err(StoreError::UnsupportedVersion {
                 key,
                 found: u32::try_from(self.version).unwrap_or(u32::MAX),
@@ -80,7 +80,7 @@ impl StoredRow {
             None => None,
         };
         Ok(EffectRecord {
-            version: RECORD_VERSION,
+            version: u32::try_from(self.version).expect("checked above: 1 to RECORD_VERSION"),
             key,
             tool: self.tool,
             class,

@@ -863,7 +863,10 @@ pub mod cases {
         assert_eq!((attempt, previous), (1, None));
         let rec = s.get(&k).await.unwrap().expect("claimed record");
         assert_eq!(rec.state, RecordState::Claimed);
-        assert_eq!(rec.version, crate::decide::record::RECORD_VERSION);
+        assert_eq!(
+            rec.version, 1,
+            "a claim is written at record version 1, which every build reads"
+        );
         assert_eq!(rec.key, k);
         assert_eq!(rec.tool, "issue_refund");
         assert_eq!(rec.class, EffectClass::Idempotent);
@@ -1902,6 +1905,10 @@ pub mod cases {
         let rec = s.get(&k).await.unwrap().unwrap();
         assert_eq!((rec.state, rec.lease_until), (RecordState::Pending, Some(deadline)));
         assert_eq!(rec.callback_digest(), Some(token.digest().as_str()));
+        assert_eq!(
+            rec.version, 2,
+            "a pending record is written at record version 2, which builds from before callbacks refuse"
+        );
         let listed = s
             .list(&Filter {
                 states: vec![RecordState::Pending],
@@ -1955,6 +1962,7 @@ pub mod cases {
             (RecordState::Completed, Some(json!({"refund": "re_1"})))
         );
         assert_eq!(s.get(&k).await.unwrap().unwrap(), rec);
+        assert_eq!(rec.version, 1, "settled, it is written at version 1 again");
         let e = refusals(
             settle_callback(s.as_ref(), &secret, &token.to_string(), "bank", paid())
                 .await
@@ -1999,6 +2007,11 @@ pub mod cases {
         ));
         let rec = s.resolve(&late, "dana", Verdict::NotApplied).await.unwrap();
         assert_eq!(rec.state, RecordState::Released);
+        assert_eq!(
+            s.get(&late).await.unwrap().unwrap().version,
+            1,
+            "resolved, the row is version 1 again"
+        );
     }
 
     /// The audit trail keeps every person's decision, oldest first, across keys and after gc.

@@ -148,10 +148,10 @@ impl Sql {
                     "WITH gone AS (
                    DELETE FROM {s}.records WHERE key IN (
                      SELECT key FROM {s}.records
-                     WHERE version = $2 AND {collectable} AND expires_at >= $4
+                     WHERE version <= $2 AND {collectable} AND expires_at >= $4
                      ORDER BY expires_at
                      LIMIT $3)
-                     AND version = $2 AND {collectable}
+                     AND version <= $2 AND {collectable}
                    RETURNING expires_at)
                  SELECT count(*), max(expires_at) FROM gone",
                     collectable = crate::store::collectable_sql("$1"),

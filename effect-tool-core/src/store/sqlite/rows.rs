@@ -99,7 +99,7 @@ pub(super) fn read_recorded(conn: &Connection, key: &str) -> Result<Option<Recor
         return Ok(None);
     };
     let version: i64 = r.get(0).map_err(|e| column_error(key, e))?;
-    if version != i64::from(RECORD_VERSION) {
+    if !(1..=i64::from(RECORD_VERSION)).contains(&version) {
         return Err(StoreError::UnsupportedVersion {
             key: key.to_owned(),
             found: u32::try_from(version).unwrap_or(u32::MAX),

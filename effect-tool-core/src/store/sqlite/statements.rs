@@ -128,14 +128,15 @@ pub(super) const REPLACE_META: &str = "INSERT INTO effect_tool_meta (name, value
 pub(super) const CREATE_META: &str =
     "INSERT INTO effect_tool_meta (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING";
 
-/// Delete up to `?3` records collectable at `?1` of record version `?2`: the SQL form of
-/// [`crate::store::collectable`]; records of another version are left alone. The candidates
+/// Delete up to `?3` records collectable at `?1` of record versions up to `?2` (the newest
+/// this build reads): the SQL form of [`crate::store::collectable`]; records of a newer
+/// version are left alone. The candidates
 /// come from the `expires_at` index, oldest first.
 pub(super) static GC_RECORDS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "DELETE FROM effect_records WHERE key IN (
             SELECT key FROM effect_records
-            WHERE version = ?2 AND {}
+            WHERE version <= ?2 AND {}
             ORDER BY expires_at LIMIT ?3)",
         crate::store::collectable_sql("?1")
     )
