@@ -2,14 +2,18 @@
 # The in-memory engine with 64 callers, this tree against an earlier one (issue 36, item 6:
 # "the same engine two waves ago"). Not part of CI: it builds a second release tree.
 #
-#   scripts/engine_then_now.sh              against 6e910f8 (the engine two waves before issue 36)
-#   scripts/engine_then_now.sh <rev>        against another revision
+#   scripts/engine_then_now.sh              against 517975c (the engine at the end of the first
+#                                           wave, two waves before issue 36's measurement)
+#   scripts/engine_then_now.sh 6e910f8      against another revision (6e910f8: the end of the
+#                                           second wave, when issue 36 was measured)
 #   ROUNDS=7 scripts/engine_then_now.sh     wall-clock runs per binary (default 5)
 #
 # What it does:
-# 1. A detached worktree of <rev> under $THEN_DIR (default /tmp/effect-tool-then), given this
-#    tree's `benches/callers.rs` (the key derivation's path adjusted for the old layout), built
-#    in release with its own Cargo.lock into $THEN_TARGET (default /tmp/effect-tool-then-target).
+# 1. A detached worktree of <rev> under $THEN_DIR (default /tmp/effect-tool-then-<rev>), given
+#    this tree's `benches/callers.rs` (the key derivation's path adjusted for the old layout)
+#    and, where <rev> has no `benches/common`, 6e910f8's (its API compiles against 517975c),
+#    built in release with its own Cargo.lock into $THEN_TARGET (default
+#    /tmp/effect-tool-then-target).
 # 2. This tree's `benches/callers.rs`, built in release (the usual target dir).
 # 3. Instructions per call with callgrind when `valgrind` is installed (a current-thread
 #    runtime, 5,120 calls; the load of the machine does not move them): engine64, engine1,
@@ -22,9 +26,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-rev="${1:-6e910f8}"
+rev="${1:-517975c}"
 rounds="${ROUNDS:-5}"
-then_dir="${THEN_DIR:-/tmp/effect-tool-then}"
+then_dir="${THEN_DIR:-/tmp/effect-tool-then-$rev}"
 then_target="${THEN_TARGET:-/tmp/effect-tool-then-target}"
 now_target="${CARGO_TARGET_DIR:-target}"
 
@@ -36,6 +40,10 @@ if git -C "$then_dir" cat-file -e HEAD:effect-tool-core/src/key.rs 2>/dev/null; 
     sed 's/effect_tool::call::key::identify/effect_tool::key::identify/' benches/callers.rs > "$then_dir/benches/callers.rs"
 else
     cp benches/callers.rs "$then_dir/benches/callers.rs"
+fi
+if [ ! -e "$then_dir/benches/common/mod.rs" ]; then
+    mkdir -p "$then_dir/benches/common"
+    git show 6e910f8:benches/common/mod.rs > "$then_dir/benches/common/mod.rs"
 fi
 grep -q 'name = "callers"' "$then_dir/Cargo.toml" || printf '\n[[bench]]\nname = "callers"\nharness = false\n' >> "$then_dir/Cargo.toml"
 
