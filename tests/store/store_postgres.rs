@@ -539,12 +539,13 @@ mod postgres_group_commit {
         (row.get(0), row.get(1))
     }
 
-    /// Claims 0..32, each started by `claim`, while a lock on the table holds every insert, so
-    /// that the path of each is known: the first goes alone (the store is idle), the second
-    /// starts the first batch runner, which sends it at once (one item), the next eight queue
-    /// and the eighth starts the second runner (a batch worth a commit), which sends them, and
-    /// the other 22 queue behind those. Then the lock is let go, and the first runner back
-    /// sends the 22. What each claim's task answered, in order.
+    /// Claims 0..32, each started by `claim` after the one before has run up to its wait, while
+    /// a lock on the table holds every insert, so that the path of each is known: the first
+    /// goes alone (the store is idle), the second starts the first batch runner, which sends
+    /// it at once (one item), the next eight queue and the eighth starts the second runner (a
+    /// batch worth a commit), which sends them, and the other 22 queue behind those. Then the
+    /// lock is let go, and the first runner back sends the 22. What each claim's task
+    /// answered, in order.
     async fn claims_behind_a_lock<T: Send + 'static>(
         h: &PostgresHarness,
         claim: impl Fn(usize) -> tokio::task::JoinHandle<T>,
@@ -561,9 +562,15 @@ mod postgres_group_commit {
         held_by_lock(&watch, &schema, 1).await;
         claims.push(claim(1));
         held_by_lock(&watch, &schema, 2).await;
-        claims.extend((2..10).map(&claim));
-        held_by_lock(&watch, &schema, 3).await;
-        claims.extend((10..32).map(&claim));
+        // One by one, each task (and a runner it starts) running up to its wait before the
+        // next: the load of callers that come while a runner is busy, not all at once.
+        for n in 2..32 {
+            claims.push(claim(n));
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            if n == 9 {
+                held_by_lock(&watch, &schema, 3).await;
+            }
+        }
         // Let the 22 queue (each task runs up to its wait for the batch).
         tokio::time::sleep(Duration::from_millis(50)).await;
         client.batch_execute("COMMIT").await.unwrap();
