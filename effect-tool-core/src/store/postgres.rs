@@ -48,8 +48,9 @@
 //!   been answered alone, and takes what queued meanwhile. A second such task, so that one
 //!   statement runs while the other's commit is flushed, starts only for a queue worth a
 //!   commit of its own (half the last statement's items, at least 8); many concurrent callers
-//!   then share round trips and WAL flushes instead of queueing for pooled connections. A row the server refuses rolls its statement back, and the others of that
-//!   statement are then written alone.
+//!   then share round trips and WAL flushes instead of queueing for pooled connections. A row
+//!   the server refuses rolls its statement back, and the others of that statement are then
+//!   written alone.
 //! - **Durable, as the class asks.** Every write commits before its caller is answered, and
 //!   waits for its WAL flush (the server's `synchronous_commit`), except the claim of an
 //!   idempotent tool ([`Op::needs_flush`]): its statement sets `synchronous_commit = off` for

@@ -15,11 +15,12 @@
 //! other is busy sends what is queued only if it holds that much too; otherwise it leaves it to
 //! the other, which takes the queue when its own statement returns. So no statement of a few
 //! items is sent beside a busy one, and no item waits for ever: the queue is never left
-//! non-empty without a runner that will look at it again. The
-//! statement is that of the lone round trips, over arrays (`unnest`): the insert of a claim
-//! (`ON CONFLICT (key) DO NOTHING`, with the row that was there before it when the key was
-//! taken), and the compare-and-set update of a held claim (row version and attempt), with its
-//! audit entry. So each item has exactly the answer it would have had alone.
+//! non-empty without a runner that will look at it again.
+//!
+//! The statement is that of the lone round trips, over arrays (`unnest`): the insert of a
+//! claim (`ON CONFLICT (key) DO NOTHING`, with the row that was there before it when the key
+//! was taken), and the compare-and-set update of a held claim (row version and attempt), with
+//! its audit entry. So each item has exactly the answer it would have had alone.
 //!
 //! - Items are sent in key order, so two statements (of two runners, or two processes) that touch the same keys
 //!   lock them in the same order.
@@ -55,10 +56,11 @@ const RUNNERS_MAX: usize = 2;
 
 /// The fewest items a statement sent beside a busy one carries (the second runner's start, or
 /// a runner going again while the other is busy). A statement costs the server a fixed part
-/// (the round trip, the 28-array statement's execution start, the commit and its WAL flush)
-/// and a part per item; with 8 items the fixed part is shared 8 ways, and a queue that holds
-/// fewer costs its callers at most the rest of the busy statement's wait, which a commit of
-/// their own would mostly have spent waiting for the same WAL flush.
+/// (a round trip, the statement's start, a commit and its WAL flush) and a part per item; sent
+/// as soon as a write found the other runner busy, half the statements carried 1–3 items, and
+/// with them and the lone writes the server did 1.4–1.8 × the work per call of the same
+/// statement with 17 items (BENCHMARKS.md, issue 36 item 4). Fewer items than this wait instead for the busy runner's
+/// next statement: at most the rest of its round trip longer.
 const SECOND_MIN: usize = 8;
 
 /// The most items one statement carries; the rest wait for the next.
