@@ -540,12 +540,12 @@ mod postgres_group_commit {
     }
 
     /// Claims 0..32, each started by `claim` after the one before has run up to its wait, while
-    /// a lock on the table holds every insert, so that the path of each is known: the first
-    /// goes alone (the store is idle), the second starts the first batch runner, which sends
-    /// it at once (one item), the next eight queue and the eighth starts the second runner (a
-    /// batch worth a commit), which sends them, and the other 22 queue behind those. Then the
-    /// lock is let go, and the first runner back sends the 22. What each claim's task
-    /// answered, in order.
+    /// a lock on the table holds every insert, so that the path of each is known: the first four
+    /// go alone (the store is idle, four the most in flight alone), the fifth starts the first
+    /// batch runner, which sends it at once (one item), the next eight queue and the eighth
+    /// starts the second runner (a batch worth a commit), which sends them, and the other 19
+    /// queue behind those. Then the lock is let go, and the first runner back sends the 19.
+    /// What each claim's task answered, in order.
     async fn claims_behind_a_lock<T: Send + 'static>(
         h: &PostgresHarness,
         claim: impl Fn(usize) -> tokio::task::JoinHandle<T>,
@@ -558,20 +558,20 @@ mod postgres_group_commit {
         // Watched from outside the locking transaction, whose view of the server's activity is
         // the one it took first.
         let (watch, _) = raw(h).await;
-        let mut claims = vec![claim(0)];
-        held_by_lock(&watch, &schema, 1).await;
-        claims.push(claim(1));
-        held_by_lock(&watch, &schema, 2).await;
+        let mut claims: Vec<_> = (0..4).map(&claim).collect();
+        held_by_lock(&watch, &schema, 4).await;
+        claims.push(claim(4));
+        held_by_lock(&watch, &schema, 5).await;
         // One by one, each task (and a runner it starts) running up to its wait before the
         // next: the load of callers that come while a runner is busy, not all at once.
-        for n in 2..32 {
+        for n in 5..32 {
             claims.push(claim(n));
             tokio::time::sleep(Duration::from_millis(2)).await;
-            if n == 9 {
-                held_by_lock(&watch, &schema, 3).await;
+            if n == 12 {
+                held_by_lock(&watch, &schema, 6).await;
             }
         }
-        // Let the 22 queue (each task runs up to its wait for the batch).
+        // Let the 19 queue (each task runs up to its wait for the batch).
         tokio::time::sleep(Duration::from_millis(50)).await;
         client.batch_execute("COMMIT").await.unwrap();
         futures::future::join_all(claims)
@@ -598,7 +598,7 @@ mod postgres_group_commit {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         panic!(
-            "{n} statements never waited for the table lock: is a write sent alone while the store is idle, and the second batch runner started by eight queued writes?"
+            "{n} statements never waited for the table lock: do four writes go alone while the store is idle, and is the second batch runner started by eight queued writes?"
         );
     }
 
@@ -723,7 +723,7 @@ mod postgres_group_commit {
                 ))
                 .await
                 .unwrap();
-            // The refused row is among the 22 that queue behind the two runners' statements.
+            // The refused row is among the 19 that queue behind the two runners' statements.
             let store = h.store();
             let claim = |n: usize| {
                 let s = store.clone();
@@ -802,9 +802,9 @@ mod postgres_group_commit {
     /// Each batch statement's items are recorded in `effect_tool_store_batch_items`, labelled by
     /// whether its commit waits for the WAL flush, and under load no statement of a few items is
     /// sent beside a busy one. A lock on the table holds every insert (see
-    /// [`claims_behind_a_lock`]): the first claim goes alone (not recorded), the second is the
-    /// first runner's statement of one item, the next eight the second runner's (started by a
-    /// queue worth a commit, not by the first write that found a runner busy), and the 22
+    /// [`claims_behind_a_lock`]): the first four claims go alone (not recorded), the fifth is
+    /// the first runner's statement of one item, the next eight the second runner's (started by
+    /// a queue worth a commit, not by the first write that found a runner busy), and the 19
     /// queued behind them one statement. Idempotent claims need no flush of their own, so
     /// every statement is `flush="false"`.
     #[test]
@@ -827,7 +827,7 @@ mod postgres_group_commit {
             "statements of one or two items: only the first runner's first, sent while no runner was busy ({items:?})"
         );
         let f = |n: f64| ("false".to_owned(), n);
-        assert_eq!(items, vec![f(1.0), f(8.0), f(22.0)], "the batch statements' items");
+        assert_eq!(items, vec![f(1.0), f(8.0), f(19.0)], "the batch statements' items");
     }
 
     /// A sequential caller's writes go alone, each one round trip: no batch statement is sent

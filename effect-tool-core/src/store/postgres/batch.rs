@@ -3,8 +3,10 @@
 //! commit, instead of one round trip and one commit each.
 //!
 //! A write goes alone (today's round trip on a pooled connection) only while the batcher is
-//! idle: no other write in flight alone, no runner busy, nothing queued. So a sequential caller
-//! pays one round trip and nothing more, and under load every write joins the queue. A runner
+//! idle (no runner busy, nothing queued) and fewer than [`ALONE_MAX`] others are in flight
+//! alone. So a sequential caller pays one round trip and nothing more, a few concurrent
+//! callers keep the lone statement (cheaper for the server than the batch statement with a few
+//! items), and under load every write joins the queue. A runner
 //! task takes everything queued, sends it as one statement, hands each caller its answer, and
 //! goes again while anything is queued (after letting the callers it answered run once, so that
 //! their next writes join its next statement instead of finding the batcher idle). The first
@@ -49,6 +51,10 @@ use super::{PgRow, PostgresStore, RecordParams, StaticStr, pg, rolled_back};
 use crate::call::error::StoreError;
 use crate::decide::record::{AuditEntry, EffectRecord, Millis, now_millis};
 use crate::store::Store;
+
+/// How many writes may be in flight alone while the batcher is idle; the next one joins a
+/// batch (and starts its first runner).
+pub(super) const ALONE_MAX: usize = 4;
 
 /// How many statements may be in flight at once: while one waits for its commit's WAL flush,
 /// the next executes (on a second connection and server process).
@@ -128,7 +134,7 @@ type Found = Result<(Option<i64>, Option<PgRow>), StoreError>;
 #[derive(Default)]
 pub(super) struct Batcher {
     /// Writes in flight alone (incremented only under `queue`'s lock, so that the test of
-    /// idleness and the taking of the slot are one step).
+    /// idleness and the taking of a slot are one step).
     alone: AtomicUsize,
     queue: Mutex<Queue>,
 }
@@ -159,11 +165,12 @@ impl Drop for Alone<'_> {
 }
 
 impl Batcher {
-    /// A slot to write alone while the batcher is idle (no other write in flight alone, no
-    /// runner busy, nothing queued), or `None` (then the write joins a batch).
+    /// A slot to write alone while the batcher is idle (no runner busy, nothing queued) and
+    /// fewer than [`ALONE_MAX`] writes are in flight alone, or `None` (then the write joins a
+    /// batch).
     pub(super) fn alone(&self) -> Option<Alone<'_>> {
         let q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        let idle = q.runners == 0 && q.items.is_empty() && self.alone.load(Ordering::Relaxed) == 0;
+        let idle = q.runners == 0 && q.items.is_empty() && self.alone.load(Ordering::Relaxed) < ALONE_MAX;
         idle.then(|| {
             self.alone.fetch_add(1, Ordering::Relaxed);
             Alone(&self.alone)
