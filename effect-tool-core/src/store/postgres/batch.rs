@@ -6,10 +6,10 @@
 //! idle (no runner busy, nothing queued) and fewer than [`ALONE_MAX`] others are in flight
 //! alone. So a sequential caller pays one round trip and nothing more, a few concurrent
 //! callers keep the lone statement (cheaper for the server than the batch statement with a few
-//! items), and under load every write joins the queue. A runner
-//! task takes everything queued, sends it as one statement, hands each caller its answer, and
-//! goes again while anything is queued (after letting the callers it answered run once, so that
-//! their next writes join its next statement instead of finding the batcher idle). The first
+//! items), and under load every write joins the queue. A runner task takes everything queued,
+//! sends it as one statement, hands each caller its answer, and goes again while anything is
+//! queued (after letting the callers it answered run once, so that their next writes join its
+//! next statement instead of finding the batcher idle). The first
 //! write that queues starts the first runner, which sends at once, whatever it carries. A
 //! second runner, which sends the next statement while the first waits for its commit, starts
 //! only when the queue holds a batch worth a commit of its own: half the items of the last
