@@ -539,11 +539,13 @@ mod postgres_group_commit {
         (row.get(0), row.get(1))
     }
 
-    /// Wait until `n` statements on `schema`'s tables wait for a lock.
-    /// Claims 0..32, each started by `claim`, while a lock on the table holds every insert, so
-    /// that the path of each is known: four go alone (the most in flight alone), the next two
-    /// start the two batch runners with one item each, and the other 26 queue behind those for
-    /// one statement. Then the lock is let go; what each claim's task answered, in order.
+    /// Claims 0..32, each started by `claim` after the one before has run up to its wait, while
+    /// a lock on the table holds every insert, so that the path of each is known: the first four
+    /// go alone (the store is idle, four the most in flight alone), the fifth starts the first
+    /// batch runner, which sends it at once (one item), the next eight queue and the eighth
+    /// starts the second runner (a batch worth a commit), which sends them, and the other 19
+    /// queue behind those. Then the lock is let go, and the first runner back sends the 19.
+    /// What each claim's task answered, in order.
     async fn claims_behind_a_lock<T: Send + 'static>(
         h: &PostgresHarness,
         claim: impl Fn(usize) -> tokio::task::JoinHandle<T>,
@@ -558,12 +560,18 @@ mod postgres_group_commit {
         let (watch, _) = raw(h).await;
         let mut claims: Vec<_> = (0..4).map(&claim).collect();
         held_by_lock(&watch, &schema, 4).await;
-        for n in 4..6 {
+        claims.push(claim(4));
+        held_by_lock(&watch, &schema, 5).await;
+        // One by one, each task (and a runner it starts) running up to its wait before the
+        // next: the load of callers that come while a runner is busy, not all at once.
+        for n in 5..32 {
             claims.push(claim(n));
-            held_by_lock(&watch, &schema, n as i64 + 1).await;
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            if n == 12 {
+                held_by_lock(&watch, &schema, 6).await;
+            }
         }
-        claims.extend((6..32).map(&claim));
-        // Let the 26 queue (each task runs up to its wait for the batch).
+        // Let the 19 queue (each task runs up to its wait for the batch).
         tokio::time::sleep(Duration::from_millis(50)).await;
         client.batch_execute("COMMIT").await.unwrap();
         futures::future::join_all(claims)
@@ -573,6 +581,7 @@ mod postgres_group_commit {
             .collect()
     }
 
+    /// Wait until `n` statements on `schema`'s tables wait for a lock.
     async fn held_by_lock(client: &tokio_postgres::Client, schema: &str, n: i64) {
         for _ in 0..2000 {
             let waiting: i64 = client
@@ -588,7 +597,9 @@ mod postgres_group_commit {
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        panic!("{n} writes never waited for the table lock: do four writes still go alone before one is batched?");
+        panic!(
+            "{n} statements never waited for the table lock: do four writes go alone while the store is idle, and is the second batch runner started by eight queued writes?"
+        );
     }
 
     /// `records` records are completed, and fewer transactions than that last wrote them.
@@ -712,7 +723,7 @@ mod postgres_group_commit {
                 ))
                 .await
                 .unwrap();
-            // The refused row is among the 26 that queue for a batch.
+            // The refused row is among the 19 that queue behind the two runners' statements.
             let store = h.store();
             let claim = |n: usize| {
                 let s = store.clone();
@@ -740,19 +751,20 @@ mod postgres_group_commit {
         });
     }
 
-    /// Each batch statement's items are recorded in `effect_tool_store_batch_items`, labelled by
-    /// whether its commit waits for the WAL flush. A lock on the table holds every insert: four
-    /// claims go alone (not recorded), the next two start the two runners with one item each,
-    /// and the 26 queued behind them go as one statement. Idempotent claims need no flush of
-    /// their own, so every statement is `flush="false"`. On a current-thread runtime, so that
-    /// the recorder (local to this thread) sees the runners' tasks too.
-    #[test]
-    fn postgres_batch_statements_record_their_items() {
+    /// The items of each batch statement sent while `body` runs on a fresh journal, as
+    /// `effect_tool_store_batch_items` recorded them (label `flush`, then items), smallest
+    /// first; `None` if PostgreSQL is not available (and not required). On a current-thread
+    /// runtime, so that the recorder (local to this thread) sees the runners' tasks too.
+    fn batch_items<F, Fut>(name: &str, body: F) -> Option<Vec<(String, f64)>>
+    where
+        F: FnOnce(PostgresHarness) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
         use effect_tool_core::testing::conformance::Availability;
         if let Availability::Unavailable { reason, required } = PostgresHarness::availability() {
             assert!(!required, "PostgreSQL is required here: {reason}");
-            eprintln!("\n*** SKIPPED POSTGRES batch_items: {reason} ***\n");
-            return;
+            eprintln!("\n*** SKIPPED POSTGRES {name}: {reason} ***\n");
+            return None;
         }
         let recorder = metrics_util::debugging::DebuggingRecorder::new();
         let snapshots = recorder.snapshotter();
@@ -761,17 +773,7 @@ mod postgres_group_commit {
             .build()
             .unwrap();
         metrics::with_local_recorder(&recorder, || {
-            rt.block_on(async {
-                let h = PostgresHarness::fresh().await;
-                let store = h.store();
-                let claim = |n: usize| {
-                    let s = store.clone();
-                    tokio::spawn(async move { s.claim(&format!("k-{n}"), intent("items"), 30_000, false).await })
-                };
-                for r in claims_behind_a_lock(&h, claim).await {
-                    assert!(matches!(r, Ok(OpOutcome::Claimed { attempt: 1, .. })), "{r:?}");
-                }
-            })
+            rt.block_on(async { body(PostgresHarness::fresh().await).await })
         });
         let mut items: Vec<(String, f64)> = snapshots
             .snapshot()
@@ -794,8 +796,74 @@ mod postgres_group_commit {
             })
             .collect();
         items.sort_by(|a, b| a.1.total_cmp(&b.1));
+        Some(items)
+    }
+
+    /// Each batch statement's items are recorded in `effect_tool_store_batch_items`, labelled by
+    /// whether its commit waits for the WAL flush, and under load no statement of a few items is
+    /// sent beside a busy one. A lock on the table holds every insert (see
+    /// [`claims_behind_a_lock`]): the first four claims go alone (not recorded), the fifth is
+    /// the first runner's statement of one item, the next eight the second runner's (started by
+    /// a queue worth a commit, not by the first write that found a runner busy), and the 19
+    /// queued behind them one statement. Idempotent claims need no flush of their own, so
+    /// every statement is `flush="false"`.
+    #[test]
+    fn postgres_batch_statements_record_their_items() {
+        let Some(items) = batch_items("batch_items", |h| async move {
+            let store = h.store();
+            let claim = |n: usize| {
+                let s = store.clone();
+                tokio::spawn(async move { s.claim(&format!("k-{n}"), intent("items"), 30_000, false).await })
+            };
+            for r in claims_behind_a_lock(&h, claim).await {
+                assert!(matches!(r, Ok(OpOutcome::Claimed { attempt: 1, .. })), "{r:?}");
+            }
+        }) else {
+            return;
+        };
+        let runts = items.iter().filter(|(_, n)| *n <= 2.0).count();
+        assert_eq!(
+            runts, 1,
+            "statements of one or two items: only the first runner's first, sent while no runner was busy ({items:?})"
+        );
         let f = |n: f64| ("false".to_owned(), n);
-        assert_eq!(items, vec![f(1.0), f(1.0), f(26.0)], "the batch statements' items");
+        assert_eq!(items, vec![f(1.0), f(8.0), f(19.0)], "the batch statements' items");
+    }
+
+    /// A sequential caller's writes go alone, each one round trip: no batch statement is sent
+    /// (the histogram has no sample), through the store and through the engine, and every
+    /// write lands.
+    #[test]
+    fn postgres_a_sequential_caller_writes_alone() {
+        let Some(items) = batch_items("sequential_alone", |h| async move {
+            let store = h.store();
+            for n in 0..16 {
+                let key = format!("seq-{n}");
+                let attempt = match store.claim(&key, intent("seq"), 30_000, false).await.unwrap() {
+                    OpOutcome::Claimed { attempt, .. } => attempt,
+                    other => panic!("{other:?}"),
+                };
+                store.complete(&key, attempt, json!(n)).await.unwrap();
+            }
+            let down = Arc::new(Downstream::default());
+            let tool = Pay(Script::new(&down, &[Step::Ok]));
+            let engine = Engine::new(store.clone());
+            let run = RunContext::new("sequential");
+            for n in 0..16 {
+                let to = format!("seq-to-{n}");
+                let out = engine.call(&tool, &run, CallOptions::default(), to.clone()).await;
+                assert!(
+                    out.as_deref().is_ok_and(|o| o.starts_with(&format!("done for {to} "))),
+                    "{out:?}"
+                );
+            }
+            assert_eq!((down.requests(), down.effects()), (16, 16));
+            let (rows, _) = rows_and_commits(&h, "completed").await;
+            assert_eq!(rows, 32);
+        }) else {
+            return;
+        };
+        assert_eq!(items, vec![], "a sequential caller's writes sent as batch statements");
     }
 }
 

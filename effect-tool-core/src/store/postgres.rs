@@ -41,14 +41,16 @@
 //!   result is replayed, in one round trip. The claim holder's next write (renew, complete,
 //!   release, mark in doubt) is a compare-and-set against the row version it wrote itself, also
 //!   one round trip; if anything else changed the record in between, it falls back to reading.
-//! - **Group commit.** While fewer than four of a store's writes are in flight, each goes alone
-//!   as above. Past that, new-key claims and holders' writes queue, and a task sends all that
-//!   is queued as one statement (the same insert and compare-and-set, over arrays) and one
-//!   commit, then answers each caller what it would have been answered alone (two such tasks
-//!   at most, so that one statement runs while the other's commit is flushed); many
-//!   concurrent callers then share round trips and WAL flushes instead of queueing for pooled
-//!   connections. A row the server refuses rolls its statement back, and the others of that
-//!   statement are then written alone.
+//! - **Group commit.** A store's write goes alone as above only while no batch is being sent
+//!   or queued and fewer than four of its writes are in flight alone (a sequential caller pays
+//!   one round trip). Otherwise new-key claims and holders' writes queue, and a task sends all that is queued as one statement (the same insert and
+//!   compare-and-set, over arrays) and one commit, then answers each caller what it would have
+//!   been answered alone, and takes what queued meanwhile. A second such task, so that one
+//!   statement runs while the other's commit is flushed, starts only for a queue worth a
+//!   commit of its own (half the last statement's items, at least 8); many concurrent callers
+//!   then share round trips and WAL flushes instead of queueing for pooled connections. A row
+//!   the server refuses rolls its statement back, and the others of that statement are then
+//!   written alone.
 //! - **Durable, as the class asks.** Every write commits before its caller is answered, and
 //!   waits for its WAL flush (the server's `synchronous_commit`), except the claim of an
 //!   idempotent tool ([`Op::needs_flush`]): its statement sets `synchronous_commit = off` for

@@ -2,15 +2,27 @@
 //! new keys and their holders' updates go to the server together, as one statement and one
 //! commit, instead of one round trip and one commit each.
 //!
-//! A write goes alone (today's round trip on a pooled connection) while fewer than
-//! [`ALONE_MAX`] others are in flight alone, so a sequential caller pays nothing for this. Past
-//! that, it joins the queue: a runner task takes everything queued, sends it as one
-//! statement, hands each caller its answer, and goes again while anything is queued; a second
-//! runner sends the next statement while the first waits for its commit. The
-//! statement is that of the lone round trips, over arrays (`unnest`): the insert of a claim
-//! (`ON CONFLICT (key) DO NOTHING`, with the row that was there before it when the key was
-//! taken), and the compare-and-set update of a held claim (row version and attempt), with its
-//! audit entry. So each item has exactly the answer it would have had alone.
+//! A write goes alone (today's round trip on a pooled connection) only while the batcher is
+//! idle (no runner busy, nothing queued) and fewer than [`ALONE_MAX`] others are in flight
+//! alone. So a sequential caller pays one round trip and nothing more, a few concurrent
+//! callers keep the lone statement (cheaper for the server than the batch statement with a few
+//! items), and under load every write joins the queue. A runner task takes everything queued,
+//! sends it as one statement, hands each caller its answer, and goes again while anything is
+//! queued (after letting the callers it answered run once, so that their next writes join its
+//! next statement instead of finding the batcher idle). The first
+//! write that queues starts the first runner, which sends at once, whatever it carries. A
+//! second runner, which sends the next statement while the first waits for its commit, starts
+//! only when the queue holds a batch worth a commit of its own: half the items of the last
+//! statement sent, and at least [`SECOND_MIN`]. A runner whose statement was answered while the
+//! other is busy sends what is queued only if it holds that much too; otherwise it leaves it to
+//! the other, which takes the queue when its own statement returns. So no statement of a few
+//! items is sent beside a busy one, and no item waits for ever: the queue is never left
+//! non-empty without a runner that will look at it again.
+//!
+//! The statement is that of the lone round trips, over arrays (`unnest`): the insert of a
+//! claim (`ON CONFLICT (key) DO NOTHING`, with the row that was there before it when the key
+//! was taken), and the compare-and-set update of a held claim (row version and attempt), with
+//! its audit entry. So each item has exactly the answer it would have had alone.
 //!
 //! - Items are sent in key order, so two statements (of two runners, or two processes) that touch the same keys
 //!   lock them in the same order.
@@ -40,12 +52,22 @@ use crate::call::error::StoreError;
 use crate::decide::record::{AuditEntry, EffectRecord, Millis, now_millis};
 use crate::store::Store;
 
-/// How many writes may be in flight alone before the next one joins a batch.
+/// How many writes may be in flight alone while the batcher is idle; the next one joins a
+/// batch (and starts its first runner).
 pub(super) const ALONE_MAX: usize = 4;
 
 /// How many statements may be in flight at once: while one waits for its commit's WAL flush,
 /// the next executes (on a second connection and server process).
 const RUNNERS_MAX: usize = 2;
+
+/// The fewest items a statement sent beside a busy one carries (the second runner's start, or
+/// a runner going again while the other is busy). A statement costs the server a fixed part
+/// (a round trip, the statement's start, a commit and its WAL flush) and a part per item; sent
+/// as soon as a write found the other runner busy, half the statements carried 1–3 items, and
+/// with them and the lone writes the server did 1.4–1.8 × the work per call of the same
+/// statement with 17 items (BENCHMARKS.md, issue 36 item 4). Fewer items than this wait instead for the busy runner's
+/// next statement: at most the rest of its round trip longer.
+const SECOND_MIN: usize = 8;
 
 /// The most items one statement carries; the rest wait for the next.
 const BATCH_MAX: usize = 256;
@@ -111,7 +133,8 @@ type Found = Result<(Option<i64>, Option<PgRow>), StoreError>;
 /// The queue of one store's writes waiting for a batch.
 #[derive(Default)]
 pub(super) struct Batcher {
-    /// Writes in flight alone.
+    /// Writes in flight alone (incremented only under `queue`'s lock, so that the test of
+    /// idleness and the taking of a slot are one step).
     alone: AtomicUsize,
     queue: Mutex<Queue>,
 }
@@ -121,6 +144,15 @@ struct Queue {
     items: Vec<(Work, Reply)>,
     /// Runner tasks on it.
     runners: usize,
+    /// The items of the last statement a runner took.
+    last: usize,
+}
+
+impl Queue {
+    /// Whether the queue holds a batch worth a statement sent beside a busy one.
+    fn worth_a_second(&self) -> bool {
+        self.items.len() >= (self.last / 2).max(SECOND_MIN)
+    }
 }
 
 /// A write in flight alone; counted until dropped.
@@ -133,12 +165,16 @@ impl Drop for Alone<'_> {
 }
 
 impl Batcher {
-    /// A slot to write alone, or `None` when [`ALONE_MAX`] writes are in flight alone already
-    /// (then the write joins a batch).
+    /// A slot to write alone while the batcher is idle (no runner busy, nothing queued) and
+    /// fewer than [`ALONE_MAX`] writes are in flight alone, or `None` (then the write joins a
+    /// batch).
     pub(super) fn alone(&self) -> Option<Alone<'_>> {
-        let before = self.alone.fetch_add(1, Ordering::Relaxed);
-        let slot = Alone(&self.alone);
-        (before < ALONE_MAX).then_some(slot)
+        let q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let idle = q.runners == 0 && q.items.is_empty() && self.alone.load(Ordering::Relaxed) < ALONE_MAX;
+        idle.then(|| {
+            self.alone.fetch_add(1, Ordering::Relaxed);
+            Alone(&self.alone)
+        })
     }
 }
 
@@ -149,7 +185,9 @@ impl PostgresStore {
         let start = {
             let mut q = self.shared.batcher.queue.lock().unwrap_or_else(|e| e.into_inner());
             q.items.push((work, tx));
-            let start = q.runners < RUNNERS_MAX;
+            // The first runner starts at once; the second only for a batch worth its commit
+            // (else the busy one takes the queue when its statement returns).
+            let start = q.runners == 0 || (q.runners < RUNNERS_MAX && q.worth_a_second());
             q.runners += usize::from(start);
             start
         };
@@ -167,7 +205,9 @@ impl PostgresStore {
         })
     }
 
-    /// The runner: send what is queued, answer, repeat until the queue is empty.
+    /// The runner: send what is queued, answer, repeat until the queue is empty, or until it
+    /// holds less than a batch worth a commit while the other runner is busy (which takes it
+    /// when its statement returns).
     async fn run_batches(&self) {
         let mut runner = Runner {
             queue: &self.shared.batcher.queue,
@@ -176,7 +216,9 @@ impl PostgresStore {
         loop {
             let items = {
                 let mut q = runner.queue.lock().unwrap_or_else(|e| e.into_inner());
-                if q.items.is_empty() {
+                // Left to the other runner, busy, when it is less than a batch worth a commit:
+                // that runner takes the queue when its statement returns.
+                if q.items.is_empty() || (q.runners > 1 && !q.worth_a_second()) {
                     q.runners -= 1;
                     runner.finished = true;
                     return;
@@ -184,9 +226,15 @@ impl PostgresStore {
                 let rest = q.items.len().saturating_sub(BATCH_MAX);
                 let mut items = std::mem::take(&mut q.items);
                 q.items = items.split_off(items.len() - rest);
+                q.last = items.len();
                 items
             };
             self.send_batch(items).await;
+            // The callers just answered run first (most write again at once: a call's record
+            // after its claim, the next call's claim), so that they queue for this runner's
+            // next statement instead of finding the batcher idle or a few items taken before
+            // them.
+            tokio::task::yield_now().await;
         }
     }
 
