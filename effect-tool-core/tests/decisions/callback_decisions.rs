@@ -103,6 +103,10 @@ fn a_claim_becomes_pending_until_its_deadline_with_the_token_digest_and_an_audit
     assert_eq!(audit.detail, Some(json!({"attempt": 1, "deadline": DEADLINE})));
     assert_eq!(RecordState::Pending.as_str(), "pending");
     assert_eq!("pending".parse::<RecordState>(), Ok(RecordState::Pending));
+    // Written at record version 2, which builds from before callbacks refuse; the claim it
+    // came from at 1, which every build reads.
+    assert_eq!((claimed.version, rec.version), (1, 2));
+    assert_eq!(effect_tool_core::decide::record::RECORD_VERSION, 2);
 }
 
 #[test]
@@ -175,6 +179,7 @@ fn the_callback_applied_records_its_output_once_and_audits_who() {
 fn the_callback_not_applied_releases_the_record() {
     let rec = written(Some(&pending()), settle(1, "d1", Verdict::NotApplied), NOW + 2);
     assert_eq!(rec.state, RecordState::Released);
+    assert_eq!(rec.version, 1, "settled, a record is written at version 1 again");
     assert_eq!((rec.output.as_ref(), rec.lease_until), (None, None));
     assert_eq!(
         rec.reason.as_deref(),
@@ -257,6 +262,11 @@ fn a_claim_waits_on_a_pending_record_and_takes_it_over_as_in_doubt_past_its_dead
         other => panic!("{other:?}"),
     }
     assert_eq!(t.audit.unwrap().action, "takeover");
+    assert_eq!(
+        t.write.unwrap().version,
+        1,
+        "a claim over a pending record is version 1 again"
+    );
 }
 
 #[test]
