@@ -43,8 +43,9 @@
 //!   one round trip; if anything else changed the record in between, it falls back to reading.
 //! - **Group commit.** A store's write goes alone as above only while no batch is being sent
 //!   or queued and fewer than four of its writes are in flight alone (a sequential caller pays
-//!   one round trip). Otherwise new-key claims and holders' writes queue, and a task sends all that is queued as one statement (the same insert and
-//!   compare-and-set, over arrays) and one commit, then answers each caller what it would have
+//!   one round trip). Otherwise new-key claims and holders' writes queue, and a task sends
+//!   all that is queued as one statement (the same insert and compare-and-set, over arrays)
+//!   and one commit, then answers each caller what it would have
 //!   been answered alone, and takes what queued meanwhile. A second such task, so that one
 //!   statement runs while the other's commit is flushed, starts only for a queue worth a
 //!   commit of its own (half the last statement's items, at least 8); many concurrent callers

@@ -65,8 +65,8 @@ const RUNNERS_MAX: usize = 2;
 /// (a round trip, the statement's start, a commit and its WAL flush) and a part per item; sent
 /// as soon as a write found the other runner busy, half the statements carried 1–3 items, and
 /// with them and the lone writes the server did 1.4–1.8 × the work per call of the same
-/// statement with 17 items (BENCHMARKS.md, issue 36 item 4). Fewer items than this wait instead for the busy runner's
-/// next statement: at most the rest of its round trip longer.
+/// statement with 17 items (BENCHMARKS.md, issue 36 item 4). Fewer items than this wait
+/// instead for the busy runner's next statement: at most the rest of its round trip longer.
 const SECOND_MIN: usize = 8;
 
 /// The most items one statement carries; the rest wait for the next.
