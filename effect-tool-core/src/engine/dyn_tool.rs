@@ -146,11 +146,7 @@ impl<T: Tool> DynTool for T {
     }
 
     fn one_write(&self) -> bool {
-        T::ONE_WRITE
-            && T::CLASS == crate::value::class::EffectClass::Idempotent
-            && !T::HAS_RECOVER
-            && !T::TRANSACTIONAL
-            && Tool::declared_approval(self).is_none()
+        super::one_write::declared::<T>() && Tool::declared_approval(self).is_none()
     }
 
     fn check_output(&self, output: &Value) -> Result<(), String> {

@@ -9,8 +9,11 @@ use tokio_util::sync::CancellationToken;
 use crate::call::context::EffectCtx;
 use crate::call::error::EffectError;
 use crate::call::tool::Tool;
-use crate::decide::policy::PolicyInput;
-use crate::value::outcome::{ClassifyError, Outcome};
+use crate::decide::policy::{Decision, PolicyInput, decide};
+use crate::value::outcome::{ClassifyError, Failure, Outcome};
+
+use super::lifecycle::Engine;
+use super::ongoing::Call;
 
 /// How the tool's code ended.
 pub(super) enum Exec<O, E> {
@@ -128,5 +131,41 @@ pub(super) fn policy_input<T: Tool>(
         has_recover: T::HAS_RECOVER,
         abandoned: false,
         jitter: fastrand::f64(),
+    }
+}
+
+/// Why a run that was stopped before it ended left its outcome unknown: the engine's shutdown
+/// deadline (`abort` fired), or the run's own cancellation. The text a record in doubt keeps.
+pub(super) fn interrupted_reason(abort: &CancellationToken) -> &'static str {
+    if abort.is_cancelled() {
+        "the engine's shutdown deadline passed while the tool was running: the outcome is unknown"
+    } else {
+        "cancelled while running: the outcome is unknown"
+    }
+}
+
+impl Engine {
+    /// The policy's decision after execution `exec` of `call` failed with `outcome`. A retry
+    /// is spent from the run's retry budget (`attempt`: the journal attempt it follows); once
+    /// the budget is spent, the call ends as its last permitted attempt would.
+    pub(super) async fn decide_failure<T: Tool>(
+        &self,
+        call: &Call<'_, T>,
+        outcome: Outcome,
+        exec: u32,
+        attempt: u32,
+    ) -> Decision {
+        let retry = call.tool.declared_retry();
+        let decision = decide(policy_input::<T>(outcome, exec, retry));
+        if !matches!(decision, Decision::Retry { .. })
+            || self.spend_retry(call.name(), call.run, call.key, attempt).await
+        {
+            return decision;
+        }
+        match decide(policy_input::<T>(outcome, retry.max_attempts.max(exec), retry)) {
+            Decision::Retry { .. } if outcome == Outcome::Failed(Failure::Unknown) => Decision::FailInDoubt,
+            Decision::Retry { .. } => Decision::Fail,
+            last => last,
+        }
     }
 }

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::complete::Completion;
 use super::errors::{cancelled, shutting_down, store_error, tool_error};
-use super::execute::{Exec, Unfinished, classify, panic_message, policy_input, run_tool};
+use super::execute::{Exec, Unfinished, classify, interrupted_reason, panic_message, run_tool};
 use super::lease::{Held, LeaseClock, Leased};
 use super::lifecycle::Engine;
 use super::observe;
@@ -20,7 +20,7 @@ use super::report::{Disposition, Settled};
 use crate::call::error::{ApprovalPending, BlockReason, EffectError, StoreError};
 use crate::call::key;
 use crate::call::tool::{Recovery, Tool};
-use crate::decide::policy::{Decision, decide};
+use crate::decide::policy::Decision;
 use crate::decide::record::{ApprovedEdit, Intent, Millis, Op, OpOutcome, RecordState, Rejected};
 use crate::store::{Recorded, StoreExt};
 use crate::value::class::EffectClass;
@@ -765,11 +765,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
                 return Step::Done(self.claim_lost(held, false).await);
             }
             Exec::Cancelled => {
-                let reason = if engine.inner.abort.is_cancelled() {
-                    "the engine's shutdown deadline passed while the tool was running: the outcome is unknown"
-                } else {
-                    "cancelled while running: the outcome is unknown"
-                };
+                let reason = interrupted_reason(&engine.inner.abort);
                 let _ = self.store().mark_in_doubt(key, attempt, reason.to_owned()).await;
                 let err = EffectError::Interrupted {
                     tool: self.call.name().to_owned(),
@@ -799,24 +795,7 @@ impl<T: Tool> Lead<'_, '_, '_, T> {
             Ok(lost) => lost.into_error(self.call.name(), Some(key)),
         };
         let failed = |failure| Step::Done((Err(as_error(failure)), Disposition::Failed));
-        let mut decision = decide(policy_input::<T>(outcome, self.exec, self.call.tool.declared_retry()));
-        if matches!(decision, Decision::Retry { .. })
-            && !self
-                .engine
-                .spend_retry(self.call.name(), self.call.run, key, attempt)
-                .await
-        {
-            // The run's retry budget is spent: end as the last attempt would.
-            decision = match decide(policy_input::<T>(
-                outcome,
-                self.call.tool.declared_retry().max_attempts.max(self.exec),
-                self.call.tool.declared_retry(),
-            )) {
-                Decision::Retry { .. } if outcome == Outcome::Failed(Failure::Unknown) => Decision::FailInDoubt,
-                Decision::Retry { .. } => Decision::Fail,
-                last => last,
-            };
-        }
+        let decision = self.engine.decide_failure(self.call, outcome, self.exec, attempt).await;
         tracing::debug!(?decision, reason = %self.log_text(&reason), "tool failed");
         match decision {
             Decision::Retry { after } => {

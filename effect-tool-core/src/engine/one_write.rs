@@ -21,28 +21,31 @@
 use serde_json::Value;
 
 use super::errors::tool_error;
-use super::execute::{Exec, Unfinished, classify, policy_input, run_tool};
+use super::execute::{Exec, Unfinished, classify, interrupted_reason, run_tool};
 use super::lifecycle::Engine;
 use super::observe;
 use super::ongoing::Call;
 use super::report::{Disposition, Settled};
 use crate::call::error::{BlockReason, EffectError, StoreError};
 use crate::call::tool::Tool;
-use crate::decide::policy::{Decision, decide};
+use crate::decide::policy::Decision;
 use crate::decide::record::{Op, OpOutcome, Rejected};
 use crate::store::{Recorded, StoreExt};
 use crate::value::class::EffectClass;
 use crate::value::outcome::{Failure, Outcome};
 
-/// Whether `call` of a tool declared `one_write` may run without a claim: an idempotent tool
-/// with no `recover` (asked about a claim's unknown outcome), not transactional, with no
-/// approval to wait for (declared for these arguments, asked by the deployment's policies, or
-/// already given to edited arguments).
+/// Whether `T`'s declaration lets its calls run without a claim: `one_write` on an idempotent
+/// tool with no `recover` (asked about a claim's unknown outcome) that is not transactional.
+/// Approvals are the call's to check ([`qualifies`]; [`super::dyn_tool`] for a declared one).
+pub(super) const fn declared<T: Tool>() -> bool {
+    T::ONE_WRITE && matches!(T::CLASS, EffectClass::Idempotent) && !T::HAS_RECOVER && !T::TRANSACTIONAL
+}
+
+/// Whether `call` of a tool declared `one_write` may run without a claim: [`declared`], with
+/// no approval to wait for (declared for these arguments, asked by the deployment's policies,
+/// or already given to edited arguments).
 pub(super) fn qualifies<T: Tool>(call: &Call<'_, T>, args: &T::Args) -> bool {
-    T::ONE_WRITE
-        && T::CLASS == EffectClass::Idempotent
-        && !T::HAS_RECOVER
-        && !T::TRANSACTIONAL
+    declared::<T>()
         && !call.approved
         && call.policy_approval.is_none()
         && !(call.tool.needs_approval(args) && call.tool.declared_approval().is_some())
@@ -109,11 +112,7 @@ impl Engine {
             Exec::Done(Err(e)) => (classify(&e), Err(e)),
             Exec::Unfinished(lost) => (Outcome::Failed(Failure::Unknown), Ok(lost)),
             Exec::Cancelled | Exec::Lapsed => {
-                let reason = if self.inner.abort.is_cancelled() {
-                    "the engine's shutdown deadline passed while the tool was running: the outcome is unknown"
-                } else {
-                    "cancelled while running: the outcome is unknown"
-                };
+                let reason = interrupted_reason(&self.inner.abort);
                 self.leave_in_doubt(call, input.clone(), reason.to_owned()).await;
                 let err = EffectError::Interrupted {
                     tool: call.name().to_owned(),
@@ -133,17 +132,7 @@ impl Engine {
             };
             Ran::Done((Err(err), Disposition::Failed))
         };
-        let retry = call.tool.declared_retry();
-        let mut decision = decide(policy_input::<T>(outcome, exec, retry));
-        if matches!(decision, Decision::Retry { .. }) && !self.spend_retry(call.name(), call.run, call.key, exec).await
-        {
-            // The run's retry budget is spent: end as the last attempt would.
-            decision = match decide(policy_input::<T>(outcome, retry.max_attempts.max(exec), retry)) {
-                Decision::Retry { .. } if outcome == Outcome::Failed(Failure::Unknown) => Decision::FailInDoubt,
-                Decision::Retry { .. } => Decision::Fail,
-                last => last,
-            };
-        }
+        let decision = self.decide_failure(call, outcome, exec, exec).await;
         tracing::debug!(?decision, "tool failed (one write: nothing was claimed)");
         match decision {
             Decision::Retry { after } => Ran::Retry(after),
